@@ -1,0 +1,42 @@
+# Two commands on a fresh Debian/Ubuntu machine: `make demo` and `make test`.
+# Both install what they need: system packages (apt) when missing, and a
+# virtual environment at .venv with the package installed in editable mode.
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := python3-venv libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslc \
+                spirv-tools vulkan-tools xvfb xauth libglfw3
+export XDG_RUNTIME_DIR ?= /tmp/guestcompute-runtime
+
+.PHONY: all deps venv test demo bench clean
+
+all: test
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@mkdir -p $(XDG_RUNTIME_DIR) && chmod 700 $(XDG_RUNTIME_DIR)
+
+$(VENV)/.installed: pyproject.toml
+	$(MAKE) deps
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: deps $(VENV)/.installed
+
+test: venv
+	$(PY) -m pytest -q
+
+demo: venv
+	$(PY) demos/headless_demo.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

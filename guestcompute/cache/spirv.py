@@ -1,0 +1,97 @@
+"""GLSL → SPIR-V: baked (shipped in the package) → disk cache → glslc.
+
+Everything is content-addressed by the SHA-256 of the GLSL text plus the
+target environment, so a changed kernel source can never pick up stale
+SPIR-V: it simply misses. A glslc subprocess costs ~100 ms, hence the disk
+cache; built-in kernels never need glslc because their SPIR-V is baked.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from ..errors import CompilerNotFoundError, KernelError
+from .paths import atomic_write, cache_root
+
+log = logging.getLogger("guestcompute")
+
+BAKED_DIR = Path(__file__).resolve().parent.parent / "kernels" / "baked"
+TARGET_ENV = "vulkan1.0"  # SPIR-V 1.0 runs on every Vulkan 1.0 device
+SPIRV_MAGIC = b"\x03\x02\x23\x07"
+
+
+def source_key(glsl: str, target_env: str = TARGET_ENV) -> str:
+    return hashlib.sha256(f"{target_env}\n{glsl}".encode()).hexdigest()
+
+
+def is_spirv(data: bytes) -> bool:
+    return len(data) >= 20 and len(data) % 4 == 0 and data[:4] in (SPIRV_MAGIC, SPIRV_MAGIC[::-1])
+
+
+class SpirvCache:
+    """Thread-safety: safe from any thread (one compile per key at a time)."""
+
+    def __init__(self, cache_dir=None):
+        self.dir = cache_root(cache_dir) / "spirv"
+        self._lock = threading.Lock()
+        self._memory: dict = {}
+        self.stats = {"spirv_baked_hits": 0, "spirv_disk_hits": 0, "spirv_compiles": 0,
+                      "spirv_bad_files": 0}
+
+    def get(self, glsl: str, target_env: str = TARGET_ENV) -> bytes:
+        key = source_key(glsl, target_env)
+        hit = self._memory.get(key)
+        if hit is not None:
+            return hit
+        with self._lock:
+            data = self._load(BAKED_DIR / f"{key}.spv", "spirv_baked_hits")
+            if data is None:
+                data = self._load(self.dir / f"{key}.spv", "spirv_disk_hits")
+            if data is None:
+                data = compile_glsl(glsl, target_env)
+                self.stats["spirv_compiles"] += 1
+                try:
+                    atomic_write(self.dir / f"{key}.spv", data)
+                except OSError as e:
+                    log.warning("guestcompute: cannot write SPIR-V cache %s (%s); continuing "
+                                "without disk caching", self.dir, e)
+            self._memory[key] = data
+            return data
+
+    def _load(self, path: Path, counter: str):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if not is_spirv(data):
+            log.warning("guestcompute: ignoring corrupt SPIR-V cache file %s", path)
+            self.stats["spirv_bad_files"] += 1
+            return None
+        self.stats[counter] += 1
+        return data
+
+
+def glslc_path() -> str:
+    path = shutil.which("glslc")
+    if path is None:
+        raise CompilerNotFoundError(
+            "glslc is needed to compile user GLSL (built-in kernels ship precompiled); "
+            "install it (Debian/Ubuntu: apt-get install glslc) or pass SPIR-V bytes instead")
+    return path
+
+
+def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="guestcompute-") as tmp:
+        src = Path(tmp) / "kernel.comp"
+        dst = Path(tmp) / "kernel.spv"
+        src.write_text(glsl)
+        proc = subprocess.run([glslc_path(), f"--target-env={target_env}", "-O", str(src),
+                               "-o", str(dst)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise KernelError(f"GLSL failed to compile:\n{proc.stderr.strip()}")
+        return dst.read_bytes()

@@ -1,0 +1,269 @@
+"""The host contract: what to enable, what the host declares, handle kinds.
+
+The guest never guesses from what the *physical* device supports: it uses
+exactly what the host says it enabled on the logical device (FSR2 probed the
+physical device and broke hosts that had not enabled a feature).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import vulkan as vk
+from vulkan import ffi, lib
+
+from .errors import InvalidArgumentError
+from .vk.structs import new
+
+# Device extensions guestcompute uses when the host enabled them. None is
+# required: a bare Vulkan 1.0 device without extensions works.
+OPTIONAL_EXTENSIONS = (
+    "VK_KHR_push_descriptor",         # descriptors without pools or set caching
+    "VK_KHR_16bit_storage",           # float16 tensors
+    "VK_KHR_8bit_storage",            # uint8 (RGBA8) tensors
+    "VK_KHR_shader_float16_int8",     # fp16 arithmetic in the cooperative-matrix kernel
+    "VK_KHR_storage_buffer_storage_class",
+    "VK_KHR_timeline_semaphore",      # semaphore hand-off mode
+    "VK_EXT_subgroup_size_control",   # kernels tuned to the subgroup size
+    "VK_NV_cooperative_matrix",       # tensor-core matmul
+    "VK_KHR_cooperative_matrix",
+)
+
+# Feature name → the struct that holds it, for the pNext chain a host builds.
+FEATURE_STRUCTS = {
+    "storageBuffer16BitAccess": "VkPhysicalDevice16BitStorageFeatures",
+    "storageBuffer8BitAccess": "VkPhysicalDevice8BitStorageFeatures",
+    "shaderFloat16": "VkPhysicalDeviceShaderFloat16Int8Features",
+    "shaderInt8": "VkPhysicalDeviceShaderFloat16Int8Features",
+    "timelineSemaphore": "VkPhysicalDeviceTimelineSemaphoreFeatures",
+    "subgroupSizeControl": "VkPhysicalDeviceSubgroupSizeControlFeaturesEXT",
+    "cooperativeMatrix": "VkPhysicalDeviceCooperativeMatrixFeaturesNV",
+}
+_FEATURE_EXTENSION = {
+    "storageBuffer16BitAccess": "VK_KHR_16bit_storage",
+    "storageBuffer8BitAccess": "VK_KHR_8bit_storage",
+    "shaderFloat16": "VK_KHR_shader_float16_int8",
+    "shaderInt8": "VK_KHR_shader_float16_int8",
+    "timelineSemaphore": "VK_KHR_timeline_semaphore",
+    "subgroupSizeControl": "VK_EXT_subgroup_size_control",
+    "cooperativeMatrix": "VK_NV_cooperative_matrix",
+}
+# Promoted to core in these versions (extension name then not needed).
+_CORE_SINCE = {
+    "VK_KHR_16bit_storage": (1, 1), "VK_KHR_storage_buffer_storage_class": (1, 1),
+    "VK_KHR_8bit_storage": (1, 2), "VK_KHR_shader_float16_int8": (1, 2),
+    "VK_KHR_timeline_semaphore": (1, 2), "VK_EXT_subgroup_size_control": (1, 3),
+    "VK_KHR_push_descriptor": (1, 4),
+}
+
+
+@dataclass(frozen=True)
+class HostAccess:
+    """How the host itself touches a buffer it shares: pipeline stages and
+    access flags. The guest's entry barrier waits on these; its exit barrier
+    makes guest writes available to them."""
+    stages: int
+    access: int
+
+    def __or__(self, other: "HostAccess") -> "HostAccess":
+        return HostAccess(self.stages | other.stages, self.access | other.access)
+
+
+VERTEX_BUFFER = HostAccess(vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT, vk.VK_ACCESS_VERTEX_ATTRIBUTE_READ_BIT)
+INDEX_BUFFER = HostAccess(vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT, vk.VK_ACCESS_INDEX_READ_BIT)
+INDIRECT_BUFFER = HostAccess(vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT)
+TRANSFER = HostAccess(vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                      vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+FRAGMENT_READ = HostAccess(vk.VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT, vk.VK_ACCESS_SHADER_READ_BIT)
+VERTEX_SHADER_READ = HostAccess(vk.VK_PIPELINE_STAGE_VERTEX_SHADER_BIT, vk.VK_ACCESS_SHADER_READ_BIT)
+COMPUTE = HostAccess(vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                     vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
+HOST = HostAccess(vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT)
+ACCESS_PRESETS = {
+    "vertex": VERTEX_BUFFER, "index": INDEX_BUFFER, "indirect": INDIRECT_BUFFER,
+    "transfer": TRANSFER, "fragment_read": FRAGMENT_READ, "vertex_shader_read": VERTEX_SHADER_READ,
+    "compute": COMPUTE, "host": HOST,
+}
+
+
+def as_host_access(value) -> HostAccess:
+    """Accept a HostAccess, a preset name, a ``(stages, access)`` pair, or a
+    '|'-joined string of preset names like ``"vertex|transfer"``."""
+    if isinstance(value, HostAccess):
+        return value
+    if isinstance(value, str):
+        acc = None
+        for part in value.split("|"):
+            preset = ACCESS_PRESETS.get(part.strip())
+            if preset is None:
+                raise InvalidArgumentError(
+                    f"unknown host access {part!r}; use one of {sorted(ACCESS_PRESETS)} "
+                    "or a (stages, access) pair of Vk flags")
+            acc = preset if acc is None else acc | preset
+        return acc
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return HostAccess(int(value[0]), int(value[1]))
+    raise InvalidArgumentError(f"host_access must be a HostAccess, preset name or (stages, access), got {value!r}")
+
+
+def version_tuple(v) -> tuple:
+    """(major, minor) from a tuple, 'major.minor' string, or packed VK_MAKE_VERSION int."""
+    if isinstance(v, tuple):
+        return (int(v[0]), int(v[1]))
+    if isinstance(v, str):
+        major, minor = v.split(".")[:2]
+        return (int(major), int(minor))
+    if isinstance(v, int):
+        return (vk.VK_VERSION_MAJOR(v), vk.VK_VERSION_MINOR(v))
+    raise InvalidArgumentError(f"api_version must be (major, minor), 'M.m' or a packed int, got {v!r}")
+
+
+def as_handle(value, ctype: str, what: str):
+    """A Vulkan handle as cffi cdata, from cdata (vulkan package) or an int."""
+    if isinstance(value, ffi.CData):
+        if ffi.typeof(value).kind != "pointer":
+            raise InvalidArgumentError(f"{what}: expected a {ctype} handle, got {ffi.typeof(value).cname}")
+        if value == ffi.NULL:
+            raise InvalidArgumentError(f"{what} is a null handle")
+        return ffi.cast(ctype, value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{what}: expected a {ctype} handle (cffi cdata or int), got {type(value).__name__}")
+    if value <= 0 or value >= 1 << 64:
+        raise InvalidArgumentError(f"{what}: {value!r} is not a valid {ctype} handle")
+    return ffi.cast(ctype, value)
+
+
+@dataclass
+class HostCaps:
+    """What the host declared it enabled; the only source of truth for the guest."""
+    api_version: tuple = (1, 0)
+    extensions: frozenset = frozenset()
+    features: dict = field(default_factory=dict)
+
+    def has_extension(self, name: str) -> bool:
+        core = _CORE_SINCE.get(name)
+        return name in self.extensions or (core is not None and self.api_version >= core)
+
+    def feature(self, name: str) -> bool:
+        return bool(self.features.get(name, False))
+
+    @property
+    def push_descriptors(self) -> bool:
+        return self.has_extension("VK_KHR_push_descriptor")
+
+    @property
+    def float16_storage(self) -> bool:
+        return self.api_version >= (1, 1) and self.has_extension("VK_KHR_16bit_storage") \
+            and self.feature("storageBuffer16BitAccess")
+
+    @property
+    def uint8_storage(self) -> bool:
+        return self.api_version >= (1, 1) and self.has_extension("VK_KHR_8bit_storage") \
+            and self.feature("storageBuffer8BitAccess") \
+            and self.feature("shaderInt8")
+
+    @property
+    def timeline_semaphores(self) -> bool:
+        return self.has_extension("VK_KHR_timeline_semaphore") and self.feature("timelineSemaphore")
+
+    @property
+    def cooperative_matrix(self) -> bool:
+        return "VK_NV_cooperative_matrix" in self.extensions and self.feature("cooperativeMatrix") \
+            and self.feature("shaderFloat16")
+
+
+def features_from_chain(pnext) -> dict:
+    """Read enabled feature flags from a VkDeviceCreateInfo pNext chain (cdata)."""
+    found = {}
+    wanted_by_struct = {}
+    for feat, struct in FEATURE_STRUCTS.items():
+        wanted_by_struct.setdefault(struct, []).append(feat)
+    from .vk.structs import _stype
+    by_stype = {_stype(s): s for s in wanted_by_struct}
+    by_stype[_stype("VkPhysicalDeviceVulkan11Features")] = "VkPhysicalDeviceVulkan11Features"
+    by_stype[_stype("VkPhysicalDeviceVulkan12Features")] = "VkPhysicalDeviceVulkan12Features"
+    node = ffi.cast("VkBaseInStructure *", pnext) if pnext not in (None, ffi.NULL) else None
+    while node is not None and node != ffi.NULL:
+        struct = by_stype.get(node.sType)
+        if struct is not None:
+            typed = ffi.cast(struct + " *", node)
+            for name, _ in ffi.typeof(struct).fields:
+                if name in FEATURE_STRUCTS:
+                    found[name] = found.get(name, False) or bool(getattr(typed, name))
+        node = node.pNext
+    return found
+
+
+@dataclass
+class Requirements:
+    """What a host should enable before vkCreateDevice.
+
+    ``device_extensions``: enable all of them (each is optional for
+    guestcompute; with ``physical_device`` given, only supported ones are
+    listed). ``features``: feature names to switch on (see
+    :meth:`feature_chain`). ``api_version``: the highest guestcompute uses.
+    """
+    required_extensions: list
+    device_extensions: list
+    features: list
+    api_version: tuple = (1, 3)
+    min_api_version: tuple = (1, 0)
+
+    def feature_chain(self):
+        """A ready ``VkPhysicalDeviceFeatures2``-free pNext chain enabling
+        ``features``; put it in VkDeviceCreateInfo.pNext (keep it alive)."""
+        from .vk.structs import chain
+        groups: dict = {}
+        for feat in self.features:
+            groups.setdefault(FEATURE_STRUCTS[feat], {})[feat] = vk.VK_TRUE
+        structs = [new(s, **flags) for s, flags in groups.items()]
+        return chain(*structs) if structs else None
+
+
+def requirements(physical_device=None, instance_api_version=(1, 1)) -> Requirements:
+    """Extensions and features to enable for guestcompute (all optional).
+
+    With ``physical_device``, only what it supports is listed; pass the API
+    version your instance was created with (features are queried through
+    vkGetPhysicalDeviceFeatures2, which needs 1.1).
+
+    Thread-safety: free function, safe from any thread.
+    """
+    exts = list(OPTIONAL_EXTENSIONS)
+    feats = list(FEATURE_STRUCTS)
+    api = (1, 3)
+    if physical_device is not None:
+        pd = as_handle(physical_device, "VkPhysicalDevice", "physical_device")
+        supported = set(supported_extensions(pd))
+        exts = [e for e in exts if e in supported]
+        props = new("VkPhysicalDeviceProperties")
+        lib.vkGetPhysicalDeviceProperties(pd, props)
+        api = min(api, version_tuple(props.apiVersion), version_tuple(instance_api_version))
+        feats = [f for f, on in query_features(pd, api, supported).items() if on]
+        if "VK_KHR_cooperative_matrix" in exts and "VK_NV_cooperative_matrix" in exts:
+            exts.remove("VK_KHR_cooperative_matrix")  # our GLSL route is the NV form
+    return Requirements(required_extensions=[], device_extensions=exts, features=feats,
+                        api_version=api)
+
+
+def supported_extensions(pd) -> list:
+    count = ffi.new("uint32_t *")
+    lib.vkEnumerateDeviceExtensionProperties(pd, ffi.NULL, count, ffi.NULL)
+    props = ffi.new("VkExtensionProperties[]", count[0])
+    lib.vkEnumerateDeviceExtensionProperties(pd, ffi.NULL, count, props)
+    return [ffi.string(props[i].extensionName).decode() for i in range(count[0])]
+
+
+def query_features(pd, api: tuple, supported: set) -> dict:
+    """Which of guestcompute's optional features the physical device supports."""
+    from .vk.structs import chain
+    structs = {}
+    for feat, struct in FEATURE_STRUCTS.items():
+        ext = _FEATURE_EXTENSION[feat]
+        if ext in supported or api >= _CORE_SINCE.get(ext, (9, 9)):
+            structs.setdefault(struct, new(struct))
+    if api < (1, 1) or not structs:
+        return {}
+    f2 = new("VkPhysicalDeviceFeatures2")
+    chain(f2, *structs.values())
+    lib.vkGetPhysicalDeviceFeatures2(pd, f2)
+    return {feat: bool(getattr(structs[s], feat)) for feat, s in FEATURE_STRUCTS.items() if s in structs}

@@ -1,0 +1,172 @@
+"""KernelSpec: one frozen value that is the only input both to a kernel's
+rendered GLSL and to its cache key, so the two cannot drift apart (ratchet
+computed its key apart from its source generator and they drifted).
+
+A kernel *family* is a function ``spec -> GLSL body`` registered with
+:func:`family`. The body sees the bindings by name, the push constants as
+``pc.<field>``, and the helpers from :mod:`.glsl_lib`. Everything the body
+may depend on must be in the spec: its bindings, push layout and ``params``.
+"""
+from __future__ import annotations
+
+import hashlib
+import struct as _struct
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import InvalidArgumentError
+
+READ, WRITE, READWRITE = "read", "write", "readwrite"
+
+_families: dict = {}
+
+
+def family(name: str):
+    """Register ``fn(spec) -> str`` as the GLSL body of kernel family ``name``."""
+    def register(fn: Callable):
+        if name in _families and _families[name] is not fn:
+            raise ValueError(f"kernel family {name!r} registered twice")
+        _families[name] = fn
+        return fn
+    return register
+
+
+def families() -> dict:
+    return dict(_families)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A storage buffer the kernel uses: ``type`` is its GLSL element type."""
+    name: str
+    type: str
+    access: str = READ
+
+    @property
+    def reads(self) -> bool:
+        return self.access in (READ, READWRITE)
+
+    @property
+    def writes(self) -> bool:
+        return self.access in (WRITE, READWRITE)
+
+
+# std430 scalar and vector types allowed in push constants: (struct code, size, align)
+_PUSH_TYPES = {
+    "uint": ("I", 4, 4), "int": ("i", 4, 4), "float": ("f", 4, 4),
+    "uvec2": ("2I", 8, 8), "ivec2": ("2i", 8, 8), "vec2": ("2f", 8, 8),
+    "uvec4": ("4I", 16, 16), "ivec4": ("4i", 16, 16), "vec4": ("4f", 16, 16),
+}
+
+
+@dataclass(frozen=True)
+class Push:
+    """One push-constant field; ``count`` > 1 makes it an array (std430:
+    scalar arrays have a 4-byte stride)."""
+    name: str
+    type: str
+    count: int = 1
+
+
+def push_layout(fields) -> tuple:
+    """[(field, offset)] with std430 alignment, and the total size."""
+    offset, out = 0, []
+    for f in fields:
+        code, size, align = _PUSH_TYPES[f.type]
+        offset = (offset + align - 1) // align * align
+        out.append((f, offset))
+        offset += size * f.count
+    return out, (offset + 3) // 4 * 4
+
+
+@dataclass(frozen=True, eq=True)
+class KernelSpec:
+    family: str
+    bindings: tuple = ()
+    push: tuple = ()
+    params: tuple = ()                 # sorted (name, hashable value) pairs
+    workgroup: tuple = (64, 1, 1)      # becomes specialization constants 0..2
+    glsl_extensions: tuple = ()        # e.g. "GL_EXT_shader_16bit_storage"
+    features: tuple = ()               # host features needed: "float16", "uint8", ...
+    _hash: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.family not in _families:
+            raise InvalidArgumentError(f"unknown kernel family {self.family!r}")
+        object.__setattr__(self, "params", tuple(sorted(self.params)))
+        object.__setattr__(self, "_hash", hash((self.family, self.bindings, self.push, self.params,
+                                                self.workgroup, self.glsl_extensions, self.features)))
+
+    def __hash__(self):
+        return self._hash
+
+    def param(self, name: str, default=None):
+        for k, v in self.params:
+            if k == name:
+                return v
+        return default
+
+    @property
+    def key(self) -> str:
+        """Stable text key (same across processes) for logs and disk caches."""
+        return hashlib.sha256(repr((self.family, self.bindings, self.push, self.params,
+                                    self.workgroup, self.glsl_extensions,
+                                    self.features)).encode()).hexdigest()[:24]
+
+    @property
+    def target_env(self) -> str:
+        """SPIR-V target: 1.0 where possible (runs on Vulkan 1.0 devices);
+        16/8-bit storage and subgroup ops need the StorageBuffer storage
+        class / SPIR-V 1.3, i.e. a Vulkan 1.1 device."""
+        return "vulkan1.1" if self.features else "vulkan1.0"
+
+    @property
+    def push_size(self) -> int:
+        return push_layout(self.push)[1]
+
+    def pack(self, values: dict) -> bytes:
+        """Push-constant bytes for ``values`` (a dict keyed by field name)."""
+        layout, size = push_layout(self.push)
+        out = bytearray(size)
+        for f, offset in layout:
+            code, fsize, _ = _PUSH_TYPES[f.type]
+            v = values[f.name]
+            if f.count == 1:
+                v = v if isinstance(v, (tuple, list)) else (v,)
+                _struct.pack_into("<" + code, out, offset, *v)
+            else:
+                for i, item in enumerate(v):
+                    item = item if isinstance(item, (tuple, list)) else (item,)
+                    _struct.pack_into("<" + code, out, offset + i * fsize, *item)
+        return bytes(out)
+
+    def render(self) -> str:
+        """The complete GLSL compute shader of this spec."""
+        lines = ["#version 450"]
+        for ext in self.glsl_extensions:
+            lines.append(f"#extension {ext} : require")
+        lines.append("layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;")
+        for i, b in enumerate(self.bindings):
+            qual = {READ: "readonly ", WRITE: "writeonly ", READWRITE: ""}[b.access]
+            lines.append(f"layout(std430, set = 0, binding = {i}) {qual}buffer B{i} "
+                         f"{{ {b.type} {b.name}[]; }};")
+        if self.push:
+            fields = " ".join(f"{f.type} {f.name}{f'[{f.count}]' if f.count > 1 else ''};"
+                              for f in self.push)
+            lines.append(f"layout(push_constant, std430) uniform Push {{ {fields} }} pc;")
+        lines.append(_families[self.family](self))
+        return "\n".join(lines) + "\n"
+
+
+def groups_for(invocations: int, local_x: int, max_count: tuple) -> tuple:
+    """Workgroup counts covering ``invocations`` threads in x; past
+    maxComputeWorkGroupCount[0] the grid folds into y (then z). The kernel
+    rebuilds the linear index with :data:`glsl_lib.LINEAR_INDEX`."""
+    groups = max(1, -(-invocations // local_x))
+    gx = min(groups, max_count[0])
+    rest = -(-groups // gx)
+    gy = min(rest, max_count[1])
+    gz = -(-rest // gy)
+    if gz > max_count[2]:
+        raise InvalidArgumentError(f"{invocations} invocations exceed the device's workgroup grid")
+    return (gx, gy, gz)

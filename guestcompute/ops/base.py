@@ -1,0 +1,125 @@
+"""What every operation shares: the Dispatch record, the op registry, and
+argument checks. An op is a function ``fn(ctx, *args, **kw) -> OpResult``
+that validates everything, allocates its output last, and returns the
+dispatches to record. The recorder records them only after the op returned,
+so a raised error leaves the host's command buffer untouched.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dtypes import DType, as_dtype
+from ..errors import (BufferRangeError, DTypeError, InvalidArgumentError, ShapeError,
+                      UnsupportedError, WrongContextError)
+from ..tensor import Tensor
+
+
+@dataclass
+class Dispatch:
+    """One compute dispatch: kernel spec, one buffer per binding, push bytes
+    and workgroup counts (or an indirect (Buffer, byte offset))."""
+    spec: object
+    buffers: tuple
+    push: bytes
+    groups: tuple
+    indirect: tuple = None
+    spec_constants: tuple = ()
+    spirv: bytes = None          # user kernels bring their own SPIR-V
+
+
+@dataclass
+class OpResult:
+    value: object
+    dispatches: list = field(default_factory=list)
+
+
+_ops: dict = {}
+
+
+def op(name: str):
+    """Register an operation; it becomes ``Recorder.<name>``."""
+    def register(fn):
+        if name in _ops:
+            raise ValueError(f"op {name!r} registered twice")
+        _ops[name] = fn
+        return fn
+    return register
+
+
+def registered_ops() -> dict:
+    return dict(_ops)
+
+
+# -- argument checks ---------------------------------------------------------
+
+def check_tensor(ctx, t, what: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise InvalidArgumentError(f"{what} must be a guestcompute Tensor, got {type(t).__name__}; "
+                                   "wrap host data with ctx.tensor(...) first")
+    if t.ctx is not ctx:
+        raise WrongContextError(f"{what} belongs to another context")
+    ctx._check_open()
+    lo, hi = t.span
+    if lo < 0 or hi * t.dtype.size > t.buffer.size:
+        raise BufferRangeError(f"{what} view reaches past its buffer ({hi * t.dtype.size} > {t.buffer.size} bytes)")
+    if hi * t.dtype.size > ctx.limits.max_storage_buffer_range:
+        raise UnsupportedError(f"{what} spans {hi * t.dtype.size} bytes, more than the device's "
+                               f"maxStorageBufferRange ({ctx.limits.max_storage_buffer_range})")
+    ctx._check_dtype_enabled(t.dtype)
+    return t
+
+
+def check_dtype(ctx, dtype, allowed, what: str) -> DType:
+    d = as_dtype(dtype)
+    if allowed is not None and d.name not in allowed:
+        raise DTypeError(f"{what}: dtype {d} not supported here; use one of {sorted(allowed)}")
+    ctx._check_dtype_enabled(d)
+    return d
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        dims = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0} - {1}
+        if len(dims) > 1:
+            raise ShapeError(f"shapes {' and '.join(map(str, shapes))} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def broadcast_strides(t: Tensor, shape: tuple) -> tuple:
+    """Element strides of ``t`` viewed with broadcast ``shape`` (0 where broadcast)."""
+    pad = len(shape) - t.ndim
+    return tuple(0 if (i < pad or t.shape[i - pad] == 1) else t.strides[i - pad]
+                 for i in range(len(shape)))
+
+
+def coalesce(shape: tuple, strides_list: list) -> tuple:
+    """Merge adjacent dims that are contiguous in every operand and drop
+    size-1 dims, so most strided ops run with rank 1 or 2."""
+    dims = [(n, [s[i] for s in strides_list]) for i, n in enumerate(shape) if n != 1]
+    if not dims:
+        return (1,), [[0] for _ in strides_list]
+    merged = [dims[0]]
+    for n, st in dims[1:]:
+        pn, pst = merged[-1]
+        if all(ps == s * n for ps, s in zip(pst, st)):
+            merged[-1] = (pn * n, st)
+        else:
+            merged.append((n, st))
+    return tuple(n for n, _ in merged), [[st[k] for _, st in merged] for k in range(len(strides_list))]
+
+
+def same_dtype(tensors, what: str) -> DType:
+    dts = {t.dtype.name for t in tensors}
+    if len(dts) > 1:
+        raise DTypeError(f"{what}: operands have different dtypes {sorted(dts)}; cast one first (rec.cast)")
+    return tensors[0].dtype
+
+
+def overlaps(a: Tensor, b: Tensor) -> bool:
+    if a.buffer is not b.buffer:
+        return False
+    (alo, ahi), (blo, bhi) = a.span, b.span
+    return alo < bhi and blo < ahi

@@ -1,0 +1,242 @@
+"""Elementwise operations: one kernel family, ``map``, renders them all.
+
+An elementwise op is data: a GLSL expression over the inputs ``x0, x1, x2``
+(already converted to the compute type) and the push-constant scalar ``s``.
+Two kernels per expression, chosen by :func:`plan_map`:
+
+- ``contig``: every operand contiguous and same-shaped; loads and stores
+  vec4 (or vec2) when the size and every offset allow, else scalars.
+- ``strided``: any views and numpy broadcasting; the index is decomposed
+  over up to 4 (or 6) coalesced dims whose sizes and strides are push
+  constants, so new shapes never create a pipeline.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from ..dtypes import DType, as_dtype
+from ..errors import InvalidArgumentError, ShapeError
+from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
+from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, check_dtype,
+                   check_tensor, coalesce, op, overlaps, same_dtype)
+
+COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint"}
+WORKGROUP = 128
+
+
+def compute_vec(d: DType, width: int) -> str:
+    base = COMPUTE_TYPE[d.kind]
+    if width == 1:
+        return base
+    return {"float": "vec", "int": "ivec", "uint": "uvec"}[d.kind] + str(width)
+
+
+def _extensions(dtypes) -> tuple:
+    exts = []
+    if any(d.name == "float16" for d in dtypes):
+        exts += F16_EXTENSIONS
+    if any(d.name == "uint8" for d in dtypes):
+        exts += U8_EXTENSIONS
+    return tuple(dict.fromkeys(exts))
+
+
+def _features(dtypes) -> tuple:
+    return tuple(sorted({d.feature for d in dtypes if d.feature}))
+
+
+@family("map")
+def _render_map(spec: KernelSpec) -> str:
+    expr = re.sub(r"\bs\b", "pc.s", spec.param("expr"))
+    in_types = [as_dtype(n) for n in spec.param("inputs")]
+    out_type = as_dtype(spec.param("output"))
+    mode = spec.param("mode")
+    width = spec.param("width", 1)
+    lines = ["void main() {", f"  uint i = {LINEAR_INDEX};", "  if (i >= pc.n) return;"]
+    if mode == "contig":
+        idx = {k: f"pc.off{k} + i" for k in range(len(in_types))}
+        out_idx = "pc.offo + i"
+    else:
+        rank = spec.param("rank")
+        lines.append("  uint rem = i;")
+        names = [f"o{k}" for k in range(len(in_types))] + ["oo"]
+        offs = [f"pc.off{k}" for k in range(len(in_types))] + ["pc.offo"]
+        for name, off in zip(names, offs):
+            lines.append(f"  int {name} = int({off});")
+        lines.append(f"  for (int d = {rank - 1}; d >= 0; --d) {{")
+        lines.append("    uint c = rem % pc.shape[d]; rem /= pc.shape[d];")
+        for k, name in enumerate(names):
+            st = f"pc.st{k}" if k < len(in_types) else "pc.sto"
+            lines.append(f"    {name} += int(c) * {st}[d];")
+        lines.append("  }")
+        idx = {k: f"o{k}" for k in range(len(in_types))}
+        out_idx = "oo"
+    for k, d in enumerate(in_types):
+        lines.append(f"  {compute_vec(d, width)} x{k} = {compute_vec(d, width)}(in{k}[{idx[k]}]);")
+    out_vec = out_type.vec(width)
+    lines.append(f"  out0[{out_idx}] = {out_vec}({compute_vec(out_type, width)}({expr}));")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def map_spec(expr: str, in_types, out_type: DType, mode: str, width: int = 1, rank: int = 0,
+             scalar: str = None) -> KernelSpec:
+    bindings = tuple(Binding(f"in{k}", d.vec(width), READ) for k, d in enumerate(in_types))
+    bindings += (Binding("out0", out_type.vec(width), WRITE),)
+    push = [Push("n", "uint")]
+    if mode == "contig":
+        push += [Push(f"off{k}", "uint") for k in range(len(in_types))] + [Push("offo", "uint")]
+    else:
+        push.append(Push("shape", "uint", rank))
+        for k in range(len(in_types)):
+            push += [Push(f"off{k}", "uint"), Push(f"st{k}", "int", rank)]
+        push += [Push("offo", "uint"), Push("sto", "int", rank)]
+    if scalar:
+        push.append(Push("s", scalar))
+    all_types = list(in_types) + [out_type]
+    params = [("expr", expr), ("inputs", tuple(d.name for d in in_types)),
+              ("output", out_type.name), ("mode", mode), ("width", width), ("scalar", scalar or "")]
+    if mode != "contig":
+        params.append(("rank", rank))
+    return KernelSpec("map", bindings, tuple(push), tuple(params), (WORKGROUP, 1, 1),
+                      _extensions(all_types), _features(all_types))
+
+
+def _vec_width(n: int, offsets) -> int:
+    for w in (4, 2):
+        if n % w == 0 and all(o % w == 0 for o in offsets):
+            return w
+    return 1
+
+
+def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_type=None) -> Dispatch:
+    """The dispatch computing ``out = expr(inputs, s)`` with broadcasting.
+    ``inputs`` and ``out`` are already validated tensors."""
+    n = out.size
+    contiguous = all(t.is_contiguous and t.shape == out.shape for t in inputs) and out.is_contiguous
+    if contiguous:
+        w = _vec_width(n, [t.offset for t in inputs] + [out.offset])
+        spec = map_spec(expr, [t.dtype for t in inputs], out_dtype, "contig", w, scalar=scalar_type)
+        values = {"n": n // w, "offo": out.offset // w}
+        values.update({f"off{k}": t.offset // w for k, t in enumerate(inputs)})
+        invocations = n // w
+    else:
+        strides = [broadcast_strides(t, out.shape) for t in inputs] + [out.strides]
+        shape, strides = coalesce(out.shape, strides)
+        limit = 4 if len(inputs) >= 3 else 6
+        if len(shape) > limit:
+            raise ShapeError(f"elementwise op over {len(shape)} non-mergeable strided dims "
+                             f"(at most {limit}); make an operand contiguous first")
+        rank = 4 if len(shape) <= 4 else 6
+        pad = rank - len(shape)
+        spec = map_spec(expr, [t.dtype for t in inputs], out_dtype, "strided", 1, rank, scalar_type)
+        values = {"n": n, "shape": (1,) * pad + tuple(shape), "offo": out.offset,
+                  "sto": (0,) * pad + tuple(strides[-1])}
+        for k, t in enumerate(inputs):
+            values[f"off{k}"] = t.offset
+            values[f"st{k}"] = (0,) * pad + tuple(strides[k])
+        invocations = n
+    if scalar_type:
+        values["s"] = scalar
+    groups = groups_for(invocations, WORKGROUP, ctx.limits.max_workgroup_count)
+    return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), spec.pack(values), groups)
+
+
+def _scalar_for(dtype: DType, value, what: str):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentError(f"{what} must be a Python number, got {type(value).__name__}")
+    kind = COMPUTE_TYPE[dtype.kind]
+    if kind == "float":
+        return float(value), "float"
+    if isinstance(value, float) and not value.is_integer():
+        raise InvalidArgumentError(f"{what}={value} is not an integer but the tensor is {dtype}")
+    value = int(value)
+    if kind == "uint" and not 0 <= value < 2 ** 32:
+        raise InvalidArgumentError(f"{what}={value} does not fit {dtype}")
+    if kind == "int" and not -2 ** 31 <= value < 2 ** 31:
+        raise InvalidArgumentError(f"{what}={value} does not fit {dtype}")
+    return value, kind
+
+
+def _output(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True):
+    """Validate ``out=`` (or allocate it). An output may be exactly one of
+    the inputs (in place) but must not partially overlap any of them."""
+    if out is None:
+        if math.prod(shape) == 0:
+            return ctx.empty(shape, dtype)
+        return ctx.empty(shape, dtype)
+    out = check_tensor(ctx, out, "out")
+    if out.shape != tuple(shape):
+        raise ShapeError(f"out has shape {out.shape}, the result has shape {tuple(shape)}")
+    if out.dtype != dtype:
+        raise InvalidArgumentError(f"out has dtype {out.dtype}, the result is {dtype}")
+    for t in inputs:
+        exact = (t.buffer is out.buffer and t.offset == out.offset and t.strides == out.strides
+                 and t.shape == out.shape)
+        if overlaps(t, out) and not (exact and allow_alias_exact):
+            raise InvalidArgumentError("out overlaps an input without being the same view; "
+                                       "use a separate output tensor")
+    return out
+
+
+def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, allowed=None,
+                name="op") -> OpResult:
+    """Validate, allocate and plan any elementwise op (used by all of them)."""
+    inputs = [check_tensor(ctx, t, f"{name} input {k}") for k, t in enumerate(inputs)]
+    dtype = same_dtype(inputs, name) if inputs else None
+    if allowed is not None and dtype is not None:
+        check_dtype(ctx, dtype, allowed, name)
+    out_dtype = as_dtype(out_dtype) if out_dtype is not None else dtype
+    shape = broadcast_shapes(*(t.shape for t in inputs))
+    scalar_value = scalar_type = None
+    if scalar is not None:
+        scalar_value, scalar_type = _scalar_for(dtype or out_dtype, scalar, f"{name} scalar")
+    if out is None and not inputs:
+        raise InvalidArgumentError(f"{name} needs out=")
+    out = _output(ctx, out, out.shape if (out is not None and not inputs) else shape, out_dtype, inputs)
+    if out.size == 0:
+        return OpResult(out, [])
+    return OpResult(out, [plan_map(ctx, expr, inputs, out, out_dtype, scalar_value, scalar_type)])
+
+
+# -- the foundation ops ------------------------------------------------------
+
+NUMERIC = ("float32", "float16", "int32", "uint32")
+
+BINARY = {"add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1"}
+
+
+def _binary(name, expr):
+    def binary_op(ctx, a, b, *, out=None):
+        from ..tensor import Tensor
+        if not isinstance(b, Tensor) and isinstance(a, Tensor) and isinstance(b, (int, float)):
+            return elementwise(ctx, expr.replace("x1", "s"), [a], out, scalar=b, allowed=NUMERIC, name=name)
+        return elementwise(ctx, expr, [a, b], out, allowed=NUMERIC, name=name)
+    binary_op.__name__ = name
+    binary_op.__doc__ = (f"``out = a {expr[3]} b`` elementwise with numpy broadcasting; ``b`` may be "
+                         "a Python number. Allocates ``out`` when omitted.")
+    return binary_op
+
+
+for _name, _expr in BINARY.items():
+    op(_name)(_binary(_name, _expr))
+
+
+@op("scale")
+def scale(ctx, x, factor, *, out=None):
+    """``out = factor * x`` for a Python number ``factor``."""
+    return elementwise(ctx, "x0 * s", [x], out, scalar=factor, allowed=NUMERIC, name="scale")
+
+
+@op("copy")
+def copy(ctx, src, *, out=None):
+    """Copy (and broadcast) ``src`` into ``out``; views of any strides."""
+    return elementwise(ctx, "x0", [src], out, name="copy")
+
+
+@op("fill")
+def fill(ctx, out, value):
+    """Set every element of ``out`` (any view) to ``value``."""
+    out = check_tensor(ctx, out, "fill out")
+    return elementwise(ctx, "s", [], out, out_dtype=out.dtype, scalar=value, name="fill")

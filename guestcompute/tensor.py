@@ -1,0 +1,230 @@
+"""Tensors: typed, shaped views of a guest-owned or host-imported VkBuffer."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .dtypes import DType, as_dtype
+from .errors import ContextClosedError, InvalidArgumentError, ShapeError
+from .vk.memory import next_uid
+
+
+class Buffer:
+    """One VkBuffer as the guest sees it. ``uid`` changes whenever memory is
+    (re)allocated; caches and programs key on it, never on handle values.
+
+    ``host_access`` is None for guest-owned buffers; for imported ones it is
+    the :class:`~guestcompute.host.HostAccess` the host declared.
+    """
+    __slots__ = ("uid", "handle", "size", "alloc", "ctx", "host_access", "last_epoch", "__weakref__")
+
+    def __init__(self, ctx, handle, size, alloc=None, host_access=None):
+        self.uid = next_uid()
+        self.handle = handle
+        self.size = size
+        self.alloc = alloc
+        self.ctx = ctx
+        self.host_access = host_access
+        self.last_epoch = 0    # 0 = never recorded
+
+    @property
+    def imported(self) -> bool:
+        return self.host_access is not None
+
+    def __del__(self):
+        ctx = self.ctx
+        if self.alloc is not None and ctx is not None and not ctx.closed:
+            ctx._release(self.alloc, self.uid, self.last_epoch)
+
+
+def contiguous_strides(shape) -> tuple:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+class Tensor:
+    """A strided view of a :class:`Buffer`.
+
+    ``offset`` and ``strides`` are in elements. ``generation`` changes when
+    the tensor's memory is reallocated (:meth:`resize`), which invalidates
+    programs that captured it.
+
+    Thread-safety: a tensor may be read by many recording threads; resizing
+    it while another thread records with it is a race the caller must avoid.
+    """
+
+    def __init__(self, buffer: Buffer, shape, dtype, strides=None, offset: int = 0, base=None):
+        self._buffer = buffer
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype: DType = as_dtype(dtype)
+        self.strides = tuple(strides) if strides is not None else contiguous_strides(self.shape)
+        self.offset = int(offset)
+        self._base = base
+
+    # -- facts -------------------------------------------------------------
+    @property
+    def buffer(self) -> Buffer:
+        return self._buffer
+
+    @property
+    def ctx(self):
+        return self._buffer.ctx
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.size
+
+    @property
+    def generation(self) -> int:
+        return self._buffer.uid
+
+    @property
+    def is_contiguous(self) -> bool:
+        return all(s == c for s, c, n in zip(self.strides, contiguous_strides(self.shape), self.shape)
+                   if n != 1)
+
+    @property
+    def span(self) -> tuple:
+        """(first, last+1) element touched, relative to the buffer start."""
+        if self.size == 0:
+            return (self.offset, self.offset)
+        lo = self.offset + sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self.strides))
+        hi = self.offset + sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.strides)) + 1
+        return (lo, hi)
+
+    def __repr__(self):
+        kind = "imported" if self._buffer.imported else "owned"
+        return f"<Tensor {self.shape} {self.dtype} {kind}>"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # -- host data -----------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """Copy to a new ndarray. The GPU work that wrote this tensor must have
+        completed (the host waited on its fence, or ``ctx.run`` returned)."""
+        ctx = self.ctx
+        ctx._check_open()
+        lo, hi = self.span
+        raw = ctx._read_bytes(self._buffer, lo * self.dtype.size, (hi - lo) * self.dtype.size)
+        flat = np.frombuffer(raw, dtype=self.dtype.numpy)
+        if self.size == 0:
+            return np.zeros(self.shape, self.dtype.numpy)
+        view = np.lib.stride_tricks.as_strided(
+            flat[self.offset - lo:], self.shape, tuple(s * self.dtype.size for s in self.strides))
+        return np.array(view, copy=True)
+
+    def write(self, array) -> None:
+        """Overwrite a contiguous tensor's contents from host data (outside
+        any recording; for per-frame values use programs' params)."""
+        ctx = self.ctx
+        ctx._check_open()
+        arr = np.ascontiguousarray(np.asarray(array, dtype=self.dtype.numpy))
+        if arr.size == 1 and arr.shape != self.shape:
+            arr = np.full(self.shape, arr.reshape(()), dtype=self.dtype.numpy)
+        if arr.shape != self.shape:
+            raise ShapeError(f"cannot write an array of shape {arr.shape} into a tensor of shape {self.shape}")
+        if not self.is_contiguous:
+            raise InvalidArgumentError("write() needs a contiguous tensor; write the base tensor instead")
+        ctx._write_bytes(self._buffer, self.offset * self.dtype.size, arr.tobytes())
+
+    # -- views -----------------------------------------------------------------
+    def _view(self, shape, strides, offset) -> "Tensor":
+        return Tensor(self._buffer, shape, self.dtype, strides, offset, base=self._base or self)
+
+    def reshape(self, *shape) -> "Tensor":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = list(shape)
+        if shape.count(-1) > 1:
+            raise ShapeError("reshape: only one dimension may be -1")
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            if known == 0 or self.size % known:
+                raise ShapeError(f"cannot reshape {self.shape} into {tuple(shape)}")
+            shape[shape.index(-1)] = self.size // known
+        if math.prod(shape) != self.size:
+            raise ShapeError(f"cannot reshape a tensor of {self.size} elements into {tuple(shape)}")
+        if not self.is_contiguous:
+            raise ShapeError("reshape of a non-contiguous view; copy it first (rec.copy / rec.contiguous)")
+        return self._view(tuple(shape), None, self.offset)
+
+    def permute(self, *axes) -> "Tensor":
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        axes = tuple(a % self.ndim if self.ndim else a for a in axes)
+        if sorted(axes) != list(range(self.ndim)):
+            raise ShapeError(f"permute: {axes} is not a permutation of {self.ndim} axes")
+        return self._view(tuple(self.shape[a] for a in axes), tuple(self.strides[a] for a in axes),
+                          self.offset)
+
+    def transpose(self, a: int = -2, b: int = -1) -> "Tensor":
+        axes = list(range(self.ndim))
+        axes[a], axes[b] = axes[b], axes[a]
+        return self.permute(axes)
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def __getitem__(self, index) -> "Tensor":
+        """Basic slicing (ints, slices with steps, Ellipsis, None) → a view."""
+        if not isinstance(index, tuple):
+            index = (index,)
+        if index.count(Ellipsis) > 1:
+            raise ShapeError("only one Ellipsis allowed")
+        n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+        if n_real > self.ndim:
+            raise ShapeError(f"too many indices for a {self.ndim}-d tensor")
+        if Ellipsis in index:
+            k = index.index(Ellipsis)
+            index = index[:k] + (slice(None),) * (self.ndim - n_real) + index[k + 1:]
+        index = index + (slice(None),) * (self.ndim - sum(1 for i in index if i is not None))
+        shape, strides, offset, dim = [], [], self.offset, 0
+        for i in index:
+            if i is None:
+                shape.append(1); strides.append(0)
+                continue
+            n, s = self.shape[dim], self.strides[dim]
+            if isinstance(i, slice):
+                start, stop, step = i.indices(n)
+                count = len(range(start, stop, step))
+                shape.append(count); strides.append(s * step)
+                if count:
+                    offset += start * s
+            elif isinstance(i, (int, np.integer)):
+                i = int(i)
+                if not -n <= i < n:
+                    raise ShapeError(f"index {i} out of range for axis {dim} of size {n}")
+                offset += (i % n) * s
+            else:
+                raise InvalidArgumentError(f"unsupported index {i!r}; use ints, slices, None, ...")
+            dim += 1
+        return self._view(tuple(shape), tuple(strides), offset)
+
+    def resize(self, shape) -> None:
+        """Reallocate this tensor with a new shape (contents are undefined).
+        Bumps ``generation``; programs that captured it re-record lazily."""
+        ctx = self.ctx
+        ctx._check_open()
+        if self._base is not None:
+            raise InvalidArgumentError("resize() a base tensor, not a view")
+        new = ctx.empty(shape, self.dtype)
+        self._buffer = new._buffer
+        self.shape = new.shape
+        self.strides = new.strides
+        self.offset = 0

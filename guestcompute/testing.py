@@ -1,0 +1,168 @@
+"""HeadlessHost: a host application in a box, for tests and benchmarks.
+
+It creates its own instance and device the way a renderer would — with the
+Khronos validation layer and synchronization validation on, every message
+captured in ``messages`` — and offers the few things a host does around
+guestcompute: begin a command buffer, submit and wait, make its own
+buffers. Two profiles:
+
+- ``"bare"``: Vulkan 1.0, no device extensions, no optional features;
+- ``"modern"``: Vulkan 1.3 (or the device's) with everything
+  ``gc.requirements()`` recommends that the device supports.
+"""
+from __future__ import annotations
+
+import numpy as np
+import vulkan as vk
+from vulkan import ffi, lib
+
+from . import host as _host
+from .context import Context
+from .errors import check
+from .vk import bootstrap
+from .vk.functions import DeviceFunctions
+from .vk.memory import MemoryManager
+from .vk.structs import new
+
+PROFILES = ("bare", "modern")
+
+
+class HeadlessHost:
+    def __init__(self, profile: str = "modern", validation: bool = True, device=None):
+        if profile not in PROFILES:
+            raise ValueError(f"profile must be one of {PROFILES}")
+        self.profile = profile
+        want_api = (1, 0) if profile == "bare" else (1, 3)
+        self.instance, self.messenger, inst_api = bootstrap.create_instance(
+            want_api, validation, app_name="guestcompute-headless-host")
+        self.physical_device = bootstrap.pick_physical_device(self.instance, device)
+        self.queue_family_index = bootstrap.compute_queue_family(self.physical_device, need_graphics=True)
+        if profile == "bare":
+            self.api_version, self.extensions, self.features, chain = (1, 0), [], {}, None
+        else:
+            req = _host.requirements(self.physical_device, inst_api)
+            self.api_version = min(req.api_version, inst_api)
+            self.extensions = list(req.device_extensions)
+            self.features = {f: True for f in req.features}
+            chain = req.feature_chain()
+        self._feature_chain = chain
+        self.device = bootstrap.create_device(self.physical_device, self.queue_family_index,
+                                              self.extensions, chain)
+        q = ffi.new("VkQueue *")
+        lib.vkGetDeviceQueue(self.device, self.queue_family_index, 0, q)
+        self.queue = q[0]
+        self.fns = DeviceFunctions(self.device)
+        self._memory = MemoryManager(self.device, self.fns, self.physical_device)
+        self._buffers = []
+        info = new("VkCommandPoolCreateInfo", queueFamilyIndex=self.queue_family_index,
+                   flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
+        pool = ffi.new("VkCommandPool *")
+        check("vkCreateCommandPool", self.fns.vkCreateCommandPool(self.device, info, ffi.NULL, pool))
+        self.command_pool = pool[0]
+        self._fence = ffi.new("VkFence *")
+        check("vkCreateFence", self.fns.vkCreateFence(self.device, new("VkFenceCreateInfo"), ffi.NULL,
+                                                      self._fence))
+
+    # -- what a host hands to guestcompute -------------------------------------
+    @property
+    def messages(self) -> list:
+        return self.messenger.messages if self.messenger is not None else []
+
+    def adopt_kwargs(self, **extra) -> dict:
+        kw = dict(instance=self.instance, physical_device=self.physical_device, device=self.device,
+                  queue_family_index=self.queue_family_index, api_version=self.api_version,
+                  enabled_extensions=list(self.extensions), features=dict(self.features))
+        kw.update(extra)
+        return kw
+
+    def adopt(self, with_queue: bool = True, **extra) -> Context:
+        if with_queue:
+            extra.setdefault("queue", self.queue)
+        return Context.adopt(**self.adopt_kwargs(**extra))
+
+    # -- command buffers ------------------------------------------------------------
+    def allocate(self, secondary: bool = False):
+        alloc = new("VkCommandBufferAllocateInfo", commandPool=self.command_pool,
+                    level=vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY if secondary else vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                    commandBufferCount=1)
+        out = ffi.new("VkCommandBuffer *")
+        check("vkAllocateCommandBuffers", self.fns.vkAllocateCommandBuffers(self.device, alloc, out))
+        return out[0]
+
+    def begin(self, cmd=None):
+        """Begin (a new or the given) primary command buffer; returns it."""
+        cmd = cmd if cmd is not None else self.allocate()
+        begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        check("vkBeginCommandBuffer", self.fns.vkBeginCommandBuffer(cmd, begin))
+        return cmd
+
+    def submit_and_wait(self, cmd, free: bool = True) -> None:
+        """End, submit and wait for ``cmd``."""
+        fns = self.fns
+        check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
+        cmds = ffi.new("VkCommandBuffer[1]", [cmd])
+        submit = new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds)
+        check("vkResetFences", fns.vkResetFences(self.device, 1, self._fence))
+        check("vkQueueSubmit", fns.vkQueueSubmit(self.queue, 1, submit, self._fence[0]))
+        check("vkWaitForFences", fns.vkWaitForFences(self.device, 1, self._fence, vk.VK_TRUE, 2**63 - 1))
+        if free:
+            fns.vkFreeCommandBuffers(self.device, self.command_pool, 1, cmds)
+
+    def run(self, ctx, fn):
+        """Record ``fn(rec)`` into a fresh command buffer of this host,
+        submit it and wait; returns what ``fn`` returned."""
+        cmd = self.begin()
+        with ctx.record(cmd) as rec:
+            value = fn(rec)
+        self.submit_and_wait(cmd)
+        return value
+
+    # -- host-owned buffers -----------------------------------------------------------
+    def create_buffer(self, size: int, usage: int = None):
+        """A host-owned, host-visible buffer usable as vertex + storage buffer.
+        Returns its VkBuffer."""
+        usage = usage if usage is not None else (
+            vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_VERTEX_BUFFER_BIT
+            | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        a = self._memory.create(size, usage, host_visible=True)
+        self._buffers.append(a)
+        return a.buffer
+
+    def _alloc_of(self, buffer):
+        for a in self._buffers:
+            if a.buffer == buffer:
+                return a
+        raise KeyError("not a buffer of this host")
+
+    def write_buffer(self, buffer, data: np.ndarray, offset: int = 0) -> None:
+        raw = np.ascontiguousarray(data).tobytes()
+        self._alloc_of(buffer).mapped[offset:offset + len(raw)] = raw
+
+    def read_buffer(self, buffer, dtype, count: int, offset: int = 0) -> np.ndarray:
+        n = np.dtype(dtype).itemsize * count
+        return np.frombuffer(bytes(self._alloc_of(buffer).mapped[offset:offset + n]), dtype=dtype).copy()
+
+    def fill_buffer(self, cmd, buffer, value: int, size: int, offset: int = 0) -> None:
+        """Host work of its own: vkCmdFillBuffer (transfer stage)."""
+        self.fns.vkCmdFillBuffer(cmd, buffer, offset, size, value)
+
+    def close(self) -> None:
+        if self.device is None:
+            return
+        self.fns.vkDeviceWaitIdle(self.device)
+        for a in self._buffers:
+            self._memory.destroy(a)
+        self._buffers.clear()
+        self.fns.vkDestroyFence(self.device, self._fence[0], ffi.NULL)
+        self.fns.vkDestroyCommandPool(self.device, self.command_pool, ffi.NULL)
+        lib.vkDestroyDevice(self.device, ffi.NULL)
+        self.device = None
+        if self.messenger is not None:
+            self.messenger.close()
+        lib.vkDestroyInstance(self.instance, ffi.NULL)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

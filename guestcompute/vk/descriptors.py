@@ -1,0 +1,149 @@
+"""Descriptor structs for a pipeline + buffer set, built once and reused.
+
+Push-descriptor path: the VkWriteDescriptorSet array is built the first
+time a (binding count, buffers) combination is seen, then every later
+dispatch passes the same cdata to vkCmdPushDescriptorSetKHR.
+
+Set path (no VK_KHR_push_descriptor, e.g. a bare Vulkan 1.0 host): one
+VkDescriptorSet per (binding count, buffers), written once and *never*
+rewritten, so a command buffer recorded earlier can never see its
+descriptors change (VkFFT #155/#185). Sets are freed only together with a
+buffer they reference, which happens only after that buffer's last epoch
+retired.
+
+Keys use buffer uids, never VkBuffer handle values.
+Thread-safety: internally locked; entries are immutable once built.
+"""
+from __future__ import annotations
+
+import threading
+
+import vulkan as vk
+from vulkan import ffi
+
+from ..errors import check
+from .structs import new
+
+_STORAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+_POOL_SETS = 256
+
+
+class DescriptorEntry:
+    __slots__ = ("writes", "infos", "count", "set", "pset")
+
+    def __init__(self, writes, infos, count, dset=None):
+        self.writes = writes
+        self.infos = infos
+        self.count = count
+        self.set = dset
+        self.pset = ffi.new("VkDescriptorSet[1]", [dset]) if dset is not None else None
+
+
+class Descriptors:
+    def __init__(self, device, fns, push_descriptors: bool, max_range: int):
+        self.device = device
+        self.fns = fns
+        self.push = push_descriptors
+        self.max_range = max_range
+        self._lock = threading.Lock()
+        self._entries: dict = {}        # (n, uids) -> DescriptorEntry
+        self._by_uid: dict = {}         # uid -> set of keys
+        self._pools: list = []          # [handle, sets in use]
+        self._set_pool: dict = {}       # VkDescriptorSet address -> pool record
+        self.sets_allocated = 0
+
+    def get(self, set_layout, buffers) -> DescriptorEntry:
+        key = (len(buffers),) + tuple(b.uid for b in buffers)
+        entry = self._entries.get(key)
+        if entry is not None:
+            return entry
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._build(set_layout, buffers)
+                self._entries[key] = entry
+                for b in buffers:
+                    self._by_uid.setdefault(b.uid, set()).add(key)
+            return entry
+
+    def _build(self, set_layout, buffers) -> DescriptorEntry:
+        n = len(buffers)
+        infos = ffi.new("VkDescriptorBufferInfo[]", max(n, 1))
+        writes = ffi.new("VkWriteDescriptorSet[]", max(n, 1))
+        dset = self._allocate_set(set_layout) if not self.push else None
+        stype = writes[0].sType = 35  # VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+        for i, b in enumerate(buffers):
+            infos[i].buffer = b.handle
+            infos[i].offset = 0
+            infos[i].range = min(b.size, self.max_range)
+            w = writes[i]
+            w.sType = stype
+            w.dstSet = dset if dset is not None else ffi.NULL
+            w.dstBinding = i
+            w.descriptorCount = 1
+            w.descriptorType = _STORAGE
+            w.pBufferInfo = infos + i
+        if dset is not None and n:
+            self.fns.vkUpdateDescriptorSets(self.device, n, writes, 0, ffi.NULL)
+        return DescriptorEntry(writes, infos, n, dset)
+
+    def _allocate_set(self, set_layout):
+        for pool in self._pools:
+            dset = self._try_allocate(pool, set_layout)
+            if dset is not None:
+                return dset
+        sizes = new("VkDescriptorPoolSize", type=_STORAGE, descriptorCount=_POOL_SETS * 8)
+        info = new("VkDescriptorPoolCreateInfo",
+                   flags=vk.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
+                   maxSets=_POOL_SETS, poolSizeCount=1, pPoolSizes=sizes)
+        out = ffi.new("VkDescriptorPool *")
+        check("vkCreateDescriptorPool", self.fns.vkCreateDescriptorPool(self.device, info, ffi.NULL, out))
+        pool = [out[0], 0]
+        self._pools.append(pool)
+        dset = self._try_allocate(pool, set_layout)
+        if dset is None:
+            raise RuntimeError("a fresh descriptor pool could not allocate one set")
+        return dset
+
+    def _try_allocate(self, pool, set_layout):
+        layouts = ffi.new("VkDescriptorSetLayout[1]", [set_layout])
+        info = new("VkDescriptorSetAllocateInfo", descriptorPool=pool[0], descriptorSetCount=1,
+                   pSetLayouts=layouts)
+        out = ffi.new("VkDescriptorSet *")
+        res = self.fns.vkAllocateDescriptorSets(self.device, info, out)
+        if res in (-1000069000, -1000072003):   # OUT_OF_POOL_MEMORY, FRAGMENTED_POOL
+            return None
+        check("vkAllocateDescriptorSets", res)
+        pool[1] += 1
+        self._set_pool[int(ffi.cast("uintptr_t", out[0]))] = pool
+        self.sets_allocated += 1
+        return out[0]
+
+    def forget_buffer(self, uid: int) -> None:
+        """Drop every entry referencing buffer ``uid`` (called when the buffer
+        is destroyed, i.e. after its last use retired)."""
+        with self._lock:
+            for key in self._by_uid.pop(uid, ()):
+                entry = self._entries.pop(key, None)
+                if entry is None:
+                    continue
+                for other in key[1:]:
+                    if other != uid and other in self._by_uid:
+                        self._by_uid[other].discard(key)
+                if entry.set is not None:
+                    pool = self._set_pool.pop(int(ffi.cast("uintptr_t", entry.set)))
+                    self.fns.vkFreeDescriptorSets(self.device, pool[0], 1, entry.pset)
+                    pool[1] -= 1
+                    self.sets_allocated -= 1
+
+    def live_sets(self) -> int:
+        return self.sets_allocated
+
+    def destroy(self) -> None:
+        for pool in self._pools:
+            self.fns.vkDestroyDescriptorPool(self.device, pool[0], ffi.NULL)
+        self._pools.clear()
+        self._entries.clear()
+        self._by_uid.clear()
+        self._set_pool.clear()
+        self.sets_allocated = 0

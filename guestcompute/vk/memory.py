@@ -1,0 +1,135 @@
+"""Buffers and their memory: one dedicated allocation per guest buffer.
+
+Dedicated allocations keep the code obvious and make "reallocated" a
+precise event (a new VkBuffer, a new generation). Device-local memory is
+preferred; where the device-local heap is also host-visible (integrated
+GPUs, lavapipe, resizable BAR) uploads and downloads are plain memcpy.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import vulkan as vk
+from vulkan import ffi
+
+from ..errors import OutOfMemoryError, check
+from .structs import new
+
+STORAGE_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
+STAGING_USAGE = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+
+_DEVICE_LOCAL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+_HOST_VISIBLE = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+_HOST_COHERENT = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+_HOST_CACHED = vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+
+_uids = itertools.count(1)
+
+
+def next_uid() -> int:
+    """Process-wide unique id for buffers. Caches key on it, never on VkBuffer
+    handle values, which the driver reuses after a destroy."""
+    return next(_uids)
+
+
+class Allocation:
+    """A VkBuffer bound to its own VkDeviceMemory (mapped if host-visible)."""
+    __slots__ = ("buffer", "memory", "size", "mapped", "host_visible", "coherent", "device_local")
+
+    def __init__(self, buffer, memory, size, mapped, flags):
+        self.buffer = buffer
+        self.memory = memory
+        self.size = size
+        self.mapped = mapped
+        self.host_visible = bool(flags & _HOST_VISIBLE)
+        self.coherent = bool(flags & _HOST_COHERENT)
+        self.device_local = bool(flags & _DEVICE_LOCAL)
+
+
+class MemoryManager:
+    """Creates and destroys buffers; counts what is alive (for leak tests).
+
+    Thread-safety: all methods may be called from any thread.
+    """
+
+    def __init__(self, device, fns, physical_device):
+        from vulkan import lib
+        self.device = device
+        self.fns = fns
+        props = new("VkPhysicalDeviceMemoryProperties")
+        lib.vkGetPhysicalDeviceMemoryProperties(physical_device, props)
+        self.types = [(props.memoryTypes[i].propertyFlags, props.memoryTypes[i].heapIndex)
+                      for i in range(props.memoryTypeCount)]
+        self.heap_sizes = [props.memoryHeaps[i].size for i in range(props.memoryHeapCount)]
+        self._lock = threading.Lock()
+        self.live_buffers = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0
+
+    def _pick_type(self, type_bits: int, preferences) -> int:
+        for want in preferences:
+            for i, (flags, _) in enumerate(self.types):
+                if type_bits & (1 << i) and flags & want == want:
+                    return i
+        raise OutOfMemoryError("vkAllocateMemory", -2, "no memory type fits this buffer")
+
+    def create(self, size: int, usage: int = STORAGE_USAGE, host_visible: bool = False) -> Allocation:
+        """A buffer of at least ``size`` bytes. ``host_visible`` forces
+        mappable memory (staging); otherwise device-local is preferred."""
+        size = max(16, (size + 15) & ~15)
+        info = new("VkBufferCreateInfo", size=size, usage=usage,
+                   sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+        out = ffi.new("VkBuffer *")
+        check("vkCreateBuffer", self.fns.vkCreateBuffer(self.device, info, ffi.NULL, out))
+        buffer = out[0]
+        try:
+            reqs = new("VkMemoryRequirements")
+            self.fns.vkGetBufferMemoryRequirements(self.device, buffer, reqs)
+            if host_visible:
+                prefs = (_HOST_VISIBLE | _HOST_COHERENT | _HOST_CACHED, _HOST_VISIBLE | _HOST_COHERENT,
+                         _HOST_VISIBLE)
+            else:
+                prefs = (_DEVICE_LOCAL | _HOST_VISIBLE | _HOST_COHERENT, _DEVICE_LOCAL, 0)
+            type_index = self._pick_type(reqs.memoryTypeBits, prefs)
+            alloc = new("VkMemoryAllocateInfo", allocationSize=reqs.size, memoryTypeIndex=type_index)
+            mem = ffi.new("VkDeviceMemory *")
+            check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem),
+                  f"{size} bytes requested")
+        except BaseException:
+            self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
+            raise
+        memory = mem[0]
+        self.fns.vkBindBufferMemory(self.device, buffer, memory, 0)
+        flags = self.types[type_index][0]
+        mapped = None
+        if flags & _HOST_VISIBLE:
+            ptr = ffi.new("void **")
+            check("vkMapMemory", self.fns.vkMapMemory(self.device, memory, 0, reqs.size, 0, ptr))
+            mapped = ffi.buffer(ptr[0], size)
+        with self._lock:
+            self.live_buffers += 1
+            self.live_bytes += size
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        return Allocation(buffer, memory, size, mapped, flags)
+
+    def destroy(self, a: Allocation) -> None:
+        if a.mapped is not None:
+            self.fns.vkUnmapMemory(self.device, a.memory)
+        self.fns.vkDestroyBuffer(self.device, a.buffer, ffi.NULL)
+        self.fns.vkFreeMemory(self.device, a.memory, ffi.NULL)
+        with self._lock:
+            self.live_buffers -= 1
+            self.live_bytes -= a.size
+
+    def flush(self, a: Allocation) -> None:
+        """Make host writes visible for non-coherent memory."""
+        if not a.coherent:
+            rng = new("VkMappedMemoryRange", memory=a.memory, offset=0, size=a.size)
+            self.fns.vkFlushMappedMemoryRanges(self.device, 1, rng)
+
+    def invalidate(self, a: Allocation) -> None:
+        if not a.coherent:
+            rng = new("VkMappedMemoryRange", memory=a.memory, offset=0, size=a.size)
+            self.fns.vkInvalidateMappedMemoryRanges(self.device, 1, rng)

@@ -1,0 +1,73 @@
+"""Fixtures: every GPU test runs on a HeadlessHost under the Khronos
+validation layer with synchronization validation; any message it reports
+fails the test."""
+import os
+import tempfile
+
+import pytest
+
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="xdg-"))
+os.environ.setdefault("GUESTCOMPUTE_CACHE_DIR", os.path.join(tempfile.gettempdir(), "guestcompute-test-cache"))
+
+from guestcompute.testing import HeadlessHost  # noqa: E402
+
+_hosts = {}
+
+
+def _host(profile):
+    # One host per profile for the whole run: creating devices under the
+    # validation layer is the slow part of a test.
+    if profile not in _hosts:
+        _hosts[profile] = HeadlessHost(profile)
+    return _hosts[profile]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for h in _hosts.values():
+        h.close()
+    _hosts.clear()
+
+
+def _check_clean(host):
+    msgs = list(host.messages)
+    host.messages.clear()
+    assert not msgs, "validation layer reported:\n" + "\n\n".join(msgs)
+
+
+@pytest.fixture(params=["bare", "modern"])
+def host(request):
+    h = _host(request.param)
+    h.messages.clear()
+    yield h
+    _check_clean(h)
+
+
+@pytest.fixture
+def modern_host():
+    h = _host("modern")
+    h.messages.clear()
+    yield h
+    _check_clean(h)
+
+
+@pytest.fixture
+def bare_host():
+    h = _host("bare")
+    h.messages.clear()
+    yield h
+    _check_clean(h)
+
+
+@pytest.fixture
+def ctx(host):
+    c = host.adopt()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def modern_ctx(modern_host):
+    c = modern_host.adopt()
+    yield c
+    c.close()
+
