@@ -17,6 +17,7 @@ import re
 
 from ..dtypes import DType, as_dtype
 from ..errors import InvalidArgumentError, ShapeError
+from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, check_dtype,
@@ -240,3 +241,29 @@ def fill(ctx, out, value):
     """Set every element of ``out`` (any view) to ``value``."""
     out = check_tensor(ctx, out, "fill out")
     return elementwise(ctx, "s", [], out, out_dtype=out.dtype, scalar=value, name="fill")
+
+
+def map_variants(expr: str, in_dtypes, out_dtype: DType, scalar: str = None):
+    """Every spec ``plan_map`` can produce for one expression and dtypes."""
+    for w in (1, 2, 4):
+        yield map_spec(expr, in_dtypes, out_dtype, "contig", w, scalar=scalar)
+    ranks = (4,) if len(in_dtypes) >= 3 else (4, 6)
+    for rank in ranks:
+        yield map_spec(expr, in_dtypes, out_dtype, "strided", 1, rank, scalar)
+
+
+_SCALAR_KIND = {"float": "float", "int": "int", "uint": "uint"}
+
+
+@variants("map")
+def _foundation_variants():
+    for name in NUMERIC:
+        d = as_dtype(name)
+        for expr in BINARY.values():
+            yield from map_variants(expr, [d, d], d)
+            yield from map_variants(expr.replace("x1", "s"), [d], d, _SCALAR_KIND[d.kind])
+        yield from map_variants("x0 * s", [d], d, _SCALAR_KIND[d.kind])
+    for name in NUMERIC + ("uint8",):
+        d = as_dtype(name)
+        yield from map_variants("x0", [d], d)
+        yield from map_variants("s", [], d, _SCALAR_KIND[d.kind])
