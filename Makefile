@@ -9,7 +9,7 @@ APT_PACKAGES := python3-venv libvulkan1 mesa-vulkan-drivers vulkan-validationlay
                 spirv-tools vulkan-tools xvfb xauth libglfw3
 export XDG_RUNTIME_DIR ?= /tmp/guestcompute-runtime
 
-.PHONY: all deps venv test demo bench clean
+.PHONY: all deps venv test demo bench bake clean
 
 all: test
 
@@ -37,6 +37,11 @@ test: venv
 
 demo: venv
 	$(PY) demos/headless_demo.py
+
+# Precompile every built-in kernel into guestcompute/kernels/baked (needs glslc);
+# incremental: only new kernel sources compile, unused files are removed.
+bake: venv
+	$(PY) -m guestcompute bake
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -5,8 +5,8 @@ from .context import Context, DeviceLimits
 from .dtypes import float16, float32, int32, uint8, uint32
 from .errors import (BufferRangeError, CompilerNotFoundError, ContextClosedError, DeviceLostError,
                      DTypeError, GuestComputeError, InvalidArgumentError, KernelError,
-                     OutOfMemoryError, RecordingError, ShapeError, UnsupportedError, VulkanError,
-                     WrongContextError)
+                     OutOfMemoryError, RecordingError, ShapeError, UnknownOperationError, UnsupportedError,
+                     VulkanError, WrongContextError)
 from .host import HostAccess, Requirements, requirements
 from .record import Recorder
 from .tensor import Tensor

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import threading
 from dataclasses import dataclass
 
@@ -12,11 +13,12 @@ import vulkan as vk
 from vulkan import ffi, lib
 
 from . import host as _host
+from .cache.pipeline_store import ContextPipelineCache
 from .cache.pipelines import PipelineCache
 from .cache.spirv import SpirvCache
 from .dtypes import DType, as_dtype
-from .errors import (BufferRangeError, ContextClosedError, InvalidArgumentError, ShapeError,
-                     UnsupportedError, check)
+from .errors import (BufferRangeError, ContextClosedError, DTypeError, InvalidArgumentError,
+                     ShapeError, UnsupportedError, check)
 from .record import Recorder
 from .tensor import Buffer, Tensor
 from .vk import bootstrap
@@ -46,6 +48,8 @@ class DeviceLimits:
     min_storage_offset_alignment: int
     subgroup_size: int
     timestamp_period: float
+    # Storage buffers one kernel may bind (per-stage and per-set limits).
+    max_storage_buffers: int = 4
 
 
 def query_limits(pd, api: tuple) -> DeviceLimits:
@@ -71,7 +75,8 @@ def query_limits(pd, api: tuple) -> DeviceLimits:
         max_push_constants=lim.maxPushConstantsSize,
         max_shared_memory=lim.maxComputeSharedMemorySize,
         min_storage_offset_alignment=lim.minStorageBufferOffsetAlignment,
-        subgroup_size=subgroup, timestamp_period=lim.timestampPeriod)
+        subgroup_size=subgroup, timestamp_period=lim.timestampPeriod,
+        max_storage_buffers=min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers))
 
 
 class Context:
@@ -85,8 +90,12 @@ class Context:
 
     # -- construction -------------------------------------------------------
     def __init__(self, *, instance, physical_device, device, queue_family_index, caps,
-                 queue=None, owned=None, cache_dir=None, pipeline_cache=None, queue_lock=None):
+                 queue=None, owned=None, cache_dir=None, pipeline_cache=None, queue_lock=None,
+                 persist_pipeline_cache=None, debug_utils=False):
         self.instance = instance
+        self.debug_utils = bool(debug_utils)   # the instance enabled VK_EXT_debug_utils: labels work
+        self.op_labels = False                 # True: a debug label around every op (timing.py)
+        self._timestamps = None                # timing.Timestamps, made by the first rec.timing()
         self.physical_device = physical_device
         self.device = device
         self.queue_family_index = queue_family_index
@@ -106,7 +115,10 @@ class Context:
         self._fns = DeviceFunctions(device, wanted)
         self.memory = MemoryManager(device, self._fns, physical_device)
         push = caps.push_descriptors and self._fns.has("vkCmdPushDescriptorSetKHR")
-        self._pipelines = PipelineCache(device, self._fns, push, pipeline_cache,
+        # The VkPipelineCache: the host's, or our own seeded from the per-device file.
+        self._vk_pipeline_cache = ContextPipelineCache(device, self._fns, self.limits, cache_dir,
+                                                       pipeline_cache, persist_pipeline_cache)
+        self._pipelines = PipelineCache(device, self._fns, push, self._vk_pipeline_cache.handle,
                                         self.limits.max_push_constants)
         self._descriptors = Descriptors(device, self._fns, push, self.limits.max_storage_buffer_range)
         self._spirv = SpirvCache(cache_dir)
@@ -116,7 +128,12 @@ class Context:
         self._graveyard = collections.deque()   # (epoch, Allocation, uid)
         self._pending_uploads = []
         self._lock = threading.RLock()
+        self._submit_lock = threading.RLock()
+        self._submit_depth = 0
         self._pool = None
+        self._retire_waits = collections.deque()   # (epoch, done()) from retire_when, in order
+        self._programs = None       # ProgramPool (program.py), made by the first ctx.program
+        self._submitter = None      # Submitter (submit.py), made by the first ctx.submit
 
     @classmethod
     def create(cls, device=None, *, validation: bool = False, cache_dir=None,
@@ -143,15 +160,18 @@ class Context:
         lib.vkGetDeviceQueue(dev, qf, 0, queue)
         caps = _host.HostCaps(api, frozenset(exts), {f: True for f in req.features} if api >= (1, 1) else {})
         ctx = cls(instance=instance, physical_device=pd, device=dev, queue_family_index=qf, caps=caps,
-                  queue=queue[0], owned=(messenger,), cache_dir=cache_dir)
+                  queue=queue[0], owned=(messenger,), cache_dir=cache_dir, debug_utils=validation)
         ctx.messenger = messenger
         return ctx
 
     @classmethod
     def adopt(cls, *, instance, physical_device, device, queue_family_index: int, api_version=(1, 0),
               enabled_extensions=(), features=None, queue=None, queue_lock=None, cache_dir=None,
-              pipeline_cache=None) -> "Context":
+              pipeline_cache=None, persist_pipeline_cache=None, debug_utils=False) -> "Context":
         """Adopt a host's device. Handles are ``vulkan``-package cdata or ints.
+
+        ``debug_utils=True``: the host's instance enabled VK_EXT_debug_utils,
+        so ``rec.label(...)`` (and ``ctx.op_labels``) record debug labels.
 
         ``api_version`` / ``enabled_extensions`` / ``features`` say what the
         host *enabled* on the device (features: a dict of names, or the
@@ -160,6 +180,13 @@ class Context:
         on devices without host-visible device memory; guestcompute submits
         to it only from those calls, never from ``record``, holding
         ``queue_lock`` while it does.
+
+        ``pipeline_cache``: the host's VkPipelineCache, used for every guest
+        pipeline; guestcompute then saves nothing to disk unless
+        ``persist_pipeline_cache=True``. Without it guestcompute keeps its own,
+        persisted per device under the cache directory (``cache_dir``, else
+        GUESTCOMPUTE_CACHE_DIR, else the XDG cache); ``persist_pipeline_cache=
+        False`` keeps it in memory only.
         """
         inst = _host.as_handle(instance, "VkInstance", "instance")
         pd = _host.as_handle(physical_device, "VkPhysicalDevice", "physical_device")
@@ -182,12 +209,14 @@ class Context:
         if pipeline_cache is not None:
             pc = _host.as_handle(pipeline_cache, "VkPipelineCache", "pipeline_cache")
         return cls(instance=inst, physical_device=pd, device=dev, queue_family_index=queue_family_index,
-                   caps=caps, queue=q, queue_lock=queue_lock, cache_dir=cache_dir, pipeline_cache=pc)
+                   caps=caps, queue=q, queue_lock=queue_lock, cache_dir=cache_dir, pipeline_cache=pc,
+                   persist_pipeline_cache=persist_pipeline_cache, debug_utils=debug_utils)
 
     # -- state checks ---------------------------------------------------------
     def _check_open(self):
         if self.closed:
-            raise ContextClosedError("this guestcompute context was closed")
+            raise ContextClosedError("this guestcompute context was closed; its tensors died with it: "
+                                     "create or adopt a new context")
 
     def _check_dtype_enabled(self, d: DType):
         if d.feature == "float16" and not self.caps.float16_storage:
@@ -204,16 +233,24 @@ class Context:
         shape = _as_shape(shape)
         d = as_dtype(dtype)
         self._check_dtype_enabled(d)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * d.size
+        nbytes = math.prod(shape) * d.size
         self._collect()
         alloc = self.memory.create(nbytes)
         return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), shape, d)
 
     def tensor(self, data, dtype=None) -> Tensor:
         """A guest-owned tensor holding a copy of ``data`` (array-like)."""
-        arr = np.asarray(data)
+        self._check_open()
+        try:
+            arr = np.asarray(data)
+        except (ValueError, TypeError) as e:
+            raise InvalidArgumentError(f"ctx.tensor: cannot make an array of {type(data).__name__} ({e}); "
+                                       "pass a numpy array or a rectangular nested list of numbers") from None
         d = as_dtype(dtype if dtype is not None else (arr.dtype if arr.dtype != np.float64 else np.float32))
-        arr = np.ascontiguousarray(arr, dtype=d.numpy)
+        try:
+            arr = np.ascontiguousarray(arr, dtype=d.numpy)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise DTypeError(f"ctx.tensor: data cannot be converted to {d} ({e}); convert it first") from None
         t = self.empty(arr.shape, d)
         if arr.size:
             self._write_bytes(t.buffer, 0, arr.tobytes())
@@ -238,14 +275,23 @@ class Context:
         if not isinstance(offset, int) or offset < 0:
             raise BufferRangeError(f"offset must be a non-negative int of bytes, got {offset!r}")
         if offset % d.size:
-            raise BufferRangeError(f"offset {offset} is not a multiple of the {d} element size {d.size}")
-        nbytes = int(np.prod(shape, dtype=np.int64)) * d.size
+            raise BufferRangeError(f"offset {offset} is not a multiple of the {d} element size {d.size}; "
+                                   "align the offset to the element size")
+        nbytes = math.prod(shape) * d.size
         if buffer_size is not None:
             if not isinstance(buffer_size, int) or buffer_size <= 0:
                 raise BufferRangeError(f"buffer_size must be a positive int, got {buffer_size!r}")
             if offset + nbytes > buffer_size:
                 raise BufferRangeError(f"view of {nbytes} bytes at offset {offset} does not fit the "
-                                       f"{buffer_size}-byte buffer")
+                                       f"{buffer_size}-byte buffer; shrink the shape or the offset")
+        # The buffer is no larger than its memory requirements: a view past
+        # them is out of range even when the host did not give buffer_size.
+        reqs = new("VkMemoryRequirements")
+        self._fns.vkGetBufferMemoryRequirements(self.device, handle, reqs)
+        if max(offset + nbytes, buffer_size or 0) > reqs.size:
+            raise BufferRangeError(f"view of {nbytes} bytes at offset {offset} (buffer_size={buffer_size}) "
+                                   f"reaches past the buffer, which is at most {reqs.size} bytes; "
+                                   "pass the real buffer_size and a view that fits")
         size = buffer_size if buffer_size is not None else offset + nbytes
         if size > self.limits.max_storage_buffer_range:
             size = self.limits.max_storage_buffer_range
@@ -273,15 +319,68 @@ class Context:
         self._submit_and_wait(body)
         return result[0]
 
+    def program(self, fn, params: dict = None):
+        """Record ``fn(rec)`` once into a guest-owned secondary command buffer;
+        ``rec.execute(prog)`` replays it in any host command buffer. With
+        ``params={"dt": "float32", ...}``, ``fn(rec, params)`` gets 1-element
+        tensors ``params.dt``... that ops read, and ``rec.execute(prog,
+        params={"dt": 0.016})`` sets them per frame. See
+        :class:`~guestcompute.program.Program`."""
+        from .program import Program
+        self._check_open()
+        return Program(self, fn, params)
+
+    def submit(self, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None,
+               shared=(), queue_lock=None):
+        """Semaphore hand-off mode: record ``fn(rec)`` into a guest-owned
+        command buffer and submit it to ``queue`` (default: the adopted one)
+        after ``wait`` [(semaphore, value or None, stages)], signalling
+        ``signal`` [(semaphore, value or None)]. Returns a
+        :class:`~guestcompute.submit.Submission` to wait on. See
+        :func:`guestcompute.submit.submit`."""
+        from .submit import submit
+        self._check_open()
+        return submit(self, fn, queue=queue, wait=wait, signal=signal,
+                      queue_family_index=queue_family_index, shared=shared, queue_lock=queue_lock)
+
     def _pipeline_for(self, d):
         pipe = self._pipelines.lookup(d.spec)
         if pipe is not None:
-            self._pipelines.stats["pipeline_hits"] += 1
+            self._pipelines.count_hit()
             return pipe
         spec = d.spec
+        # Push descriptors are further capped by maxPushDescriptors (32 guaranteed).
+        most = self.limits.max_storage_buffers
+        if self._descriptors.push:
+            most = min(most, 32)
+        if len(spec.bindings) > most:
+            raise UnsupportedError(f"kernel {spec.family!r} has {len(spec.bindings)} storage-buffer bindings; "
+                                   f"this device allows {most} per kernel: "
+                                   "split it into several kernels or pack buffers together")
+        if spec.push_size > self.limits.max_push_constants:
+            raise UnsupportedError(f"kernel {spec.family!r} needs {spec.push_size} bytes of push constants; "
+                                   f"this device allows {self.limits.max_push_constants}: pass the rest "
+                                   "in a small tensor")
         spirv = d.spirv if d.spirv is not None else self._spirv.get(spec.render(), spec.target_env)
         bindings = tuple((b.reads, b.writes) for b in spec.bindings)
         return self._pipelines.get(spec, spirv, bindings, spec.push_size, spec_constants=d.spec_constants)
+
+    def warmup(self, specs=None, *, progress=None, threads=None):
+        """Create pipelines now, ahead of the first frame, instead of while
+        recording. ``specs``: None or ``"all"`` (every built-in kernel this
+        context can run), a list of KernelSpecs, or an object with a
+        ``specs()`` method (a program). ``progress(done, total)`` is called
+        on this thread; ``threads`` creates pipelines in parallel (default:
+        one per CPU, at most 8). Saves the persisted pipeline cache after.
+        Returns a :class:`~guestcompute.cache.warmup.WarmupReport`.
+
+        Thread-safety: may run while other threads record with this context.
+        """
+        from .cache.warmup import warm
+        self._check_open()
+        report = warm(self, specs, progress, threads)
+        report.saved = self._vk_pipeline_cache.save()
+        return report
 
     # -- epochs ---------------------------------------------------------------------
     @property
@@ -294,7 +393,10 @@ class Context:
         with self._lock:
             closed = self._epoch
             self._epoch += 1
-            return closed
+        self._poll_retire_waits()
+        if self._submitter is not None:
+            self._submitter.poll()
+        return closed
 
     def retire(self, epoch: int = None) -> None:
         """The host promises all GPU work recorded in epochs ≤ ``epoch`` has
@@ -303,6 +405,55 @@ class Context:
         with self._lock:
             self._retired = max(self._retired, self._epoch if epoch is None else int(epoch))
         self._collect()
+        if self._timestamps is not None:
+            self._timestamps.collect(self._retired)     # read before the query pools are reused
+
+    def retire_when(self, *, fence=None, semaphore=None, submission=None, epoch: int = None) -> int:
+        """Retire epochs ≤ ``epoch`` once the GPU says so: when ``fence`` (a
+        VkFence) is signalled, the timeline ``semaphore=(sem, value)`` reaches
+        ``value``, or ``submission`` (from :meth:`submit`) completed. Without
+        ``epoch`` the current epoch is closed (:meth:`advance_epoch`) and used.
+        Polled, in order, by :meth:`advance_epoch`; returns the epoch.
+
+        The fence or semaphore must stay alive until then. A fence the host
+        resets before the poll sees it only delays retirement until it is
+        signalled again."""
+        self._check_open()
+        given = [x is not None for x in (fence, semaphore, submission)]
+        if sum(given) != 1:
+            raise InvalidArgumentError("retire_when takes exactly one of fence=, semaphore=, submission=")
+        if submission is not None:
+            done = submission.done
+        elif fence is not None:
+            handle = _host.as_handle(fence, "VkFence", "fence")
+            fns, dev = self._fns, self.device
+
+            def done():
+                return fns.vkGetFenceStatus(dev, handle) == vk.VK_SUCCESS
+        else:
+            from .submit import timeline_reached
+            done = timeline_reached(self, semaphore)
+        if epoch is None:
+            epoch = self.advance_epoch()
+        with self._lock:
+            self._retire_waits.append((int(epoch), done))
+        return int(epoch)
+
+    def _poll_retire_waits(self):
+        # In order: retiring epoch e promises every epoch before it finished
+        # too, which a later fence on another queue would not prove.
+        last = None
+        with self._lock:
+            waits = self._retire_waits
+            while waits and waits[0][1]():
+                last = waits.popleft()[0]
+        if last is not None:
+            self.retire(last)
+
+    def _retire_later(self, epoch: int, destroy) -> None:
+        """Call ``destroy()`` once ``epoch`` retired (guest objects other than
+        buffers: program command buffers, ...)."""
+        self._graveyard.append((epoch, destroy, None))
 
     def _release(self, alloc, uid, last_epoch):
         # May run from a finalizer on any thread: only enqueue.
@@ -314,6 +465,9 @@ class Context:
             item = self._graveyard.popleft()
             epoch, alloc, uid = item
             if epoch <= self._retired:
+                if uid is None:
+                    alloc()         # from _retire_later
+                    continue
                 self._descriptors.forget_buffer(uid)
                 self.memory.destroy(alloc)
             else:
@@ -403,10 +557,25 @@ class Context:
         return self._pool
 
     def _submit_and_wait(self, body):
-        """Record ``body(cmd)`` into a one-time command buffer, submit, wait."""
+        """Record ``body(cmd)`` into a one-time command buffer, submit, wait.
+
+        One at a time: the transient pool is externally synchronized (uploads
+        made inside ``body`` re-enter). Only a standalone context retires its
+        epoch here, and only at the outermost level: an adopted context's
+        epochs belong to the host, whose own frames may still be in flight."""
         if self.queue is None:
             raise UnsupportedError("this context has no queue; pass queue= to Context.adopt, or record "
                                    "into your own command buffer with ctx.record(cmd)")
+        with self._submit_lock:
+            self._submit_depth += 1
+            try:
+                self._submit_once(body)
+            finally:
+                self._submit_depth -= 1
+            if self._owned is not None and self._submit_depth == 0:
+                self.retire(self.advance_epoch())
+
+    def _submit_once(self, body):
         fns, dev = self._fns, self.device
         with self._lock:
             pool = self._command_pool()
@@ -426,31 +595,52 @@ class Context:
             submit = new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds)
             with self._queue_lock:
                 check("vkQueueSubmit", fns.vkQueueSubmit(self.queue, 1, submit, fence[0]))
-            check("vkWaitForFences", fns.vkWaitForFences(dev, 1, fence, vk.VK_TRUE, 2**63 - 1))
+            res = fns.vkWaitForFences(dev, 1, fence, vk.VK_TRUE, 2**63 - 1)
+            if res != vk.VK_SUCCESS:
+                # Never free a command buffer or fence the GPU may still use:
+                # drain the queue first (it returns at once on a lost device).
+                with self._queue_lock:
+                    fns.vkQueueWaitIdle(self.queue)
+                check("vkWaitForFences", res)
         finally:
             if fence[0] != ffi.NULL:
                 fns.vkDestroyFence(dev, fence[0], ffi.NULL)
             with self._lock:
                 fns.vkFreeCommandBuffers(dev, self._pool, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
-        self.retire(self.advance_epoch())
 
     # -- introspection ------------------------------------------------------------
+    def timings(self, epoch: int = None) -> dict:
+        """``{name: milliseconds}`` of the ``rec.timing(name)`` scopes recorded
+        in ``epoch`` (default: the latest retired epoch that had any), summed
+        over every recording of that epoch. Available once the epoch is
+        retired (``ctx.retire``); the last few epochs are kept."""
+        if self._timestamps is None:
+            return {}
+        return self._timestamps.epoch_results(epoch)
+
     def cache_stats(self) -> dict:
         """Counts of cache activity: pipelines_created, pipeline_hits,
         modules_created, module_hits, layouts, SPIR-V baked/disk hits and
         compiles, descriptor sets, live buffers and bytes."""
         stats = dict(self._pipelines.stats)
         stats.update(self._spirv.stats)
+        stats.update(self._vk_pipeline_cache.stats)
         stats["descriptor_sets"] = self._descriptors.live_sets()
         stats["live_buffers"] = self.memory.live_buffers
         stats["live_bytes"] = self.memory.live_bytes
         stats["push_descriptors"] = self._descriptors.push
+        for helper in (self._programs, self._submitter):
+            if helper is not None:
+                stats.update(helper.stats)
         return stats
 
     def live_objects(self) -> dict:
         """Vulkan objects guestcompute holds right now (leak checks)."""
         return {"buffers": self.memory.live_buffers, "pipeline_objects": self._pipelines.live_objects(),
-                "descriptor_sets": self._descriptors.live_sets(), "pending_free": len(self._graveyard)}
+                "descriptor_sets": self._descriptors.live_sets(), "pending_free": len(self._graveyard),
+                "command_buffers": sum(h.live_command_buffers for h in (self._programs, self._submitter)
+                                       if h is not None),
+                "retire_waits": len(self._retire_waits)}
 
     # -- teardown -------------------------------------------------------------------
     def close(self) -> None:
@@ -464,12 +654,22 @@ class Context:
             fns.vkDeviceWaitIdle(dev)
         self._retired = self._epoch + 1
         self._collect()
+        self._retire_waits.clear()
+        for helper in (self._submitter, self._programs):
+            if helper is not None:
+                helper.destroy()
+        self._submitter = self._programs = None
         for staging, *_ in self._pending_uploads:
             self.memory.destroy(staging)
         self._pending_uploads.clear()
+        self.memory.destroy_all()       # tensors the caller still holds die with the context
         self.closed = True
+        if self._timestamps is not None:
+            self._timestamps.destroy()
         self._descriptors.destroy()
+        self._vk_pipeline_cache.save()      # never raises: a failed save is only a warning
         self._pipelines.destroy()
+        self._vk_pipeline_cache.destroy()
         if self._pool is not None:
             fns.vkDestroyCommandPool(dev, self._pool, ffi.NULL)
             self._pool = None
@@ -489,11 +689,14 @@ class Context:
 
 def _as_shape(shape) -> tuple:
     if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
+        shape = (shape,)
     try:
-        shape = tuple(int(s) for s in shape)
+        dims = tuple(shape)
     except TypeError:
         raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in dims):
+        raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    shape = tuple(int(s) for s in dims)
     if any(s < 0 for s in shape):
-        raise ShapeError(f"negative dimension in shape {shape}")
+        raise ShapeError(f"negative dimension in shape {shape}; dimensions must be >= 0")
     return shape

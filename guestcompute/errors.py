@@ -42,6 +42,11 @@ class RecordingError(GuestComputeError):
     """A recorder was used outside its ``with`` block, or nested wrongly."""
 
 
+class UnknownOperationError(InvalidArgumentError, AttributeError):
+    """``rec.<name>`` names no registered operation (still an AttributeError,
+    so ``hasattr`` and ``getattr(rec, name, default)`` keep working)."""
+
+
 class KernelError(GuestComputeError):
     """A user kernel failed to compile, or its SPIR-V is malformed."""
 

@@ -6,6 +6,7 @@ physical device and broke hosts that had not enabled a feature).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import vulkan as vk
@@ -107,12 +108,12 @@ def as_host_access(value) -> HostAccess:
 
 def version_tuple(v) -> tuple:
     """(major, minor) from a tuple, 'major.minor' string, or packed VK_MAKE_VERSION int."""
-    if isinstance(v, tuple):
+    if isinstance(v, tuple) and len(v) >= 2 and all(isinstance(x, int) and x >= 0 for x in v[:2]):
         return (int(v[0]), int(v[1]))
-    if isinstance(v, str):
+    if isinstance(v, str) and re.fullmatch(r"\s*\d+\.\d+(\.\d+)?\s*", v):
         major, minor = v.split(".")[:2]
         return (int(major), int(minor))
-    if isinstance(v, int):
+    if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 32:
         return (vk.VK_VERSION_MAJOR(v), vk.VK_VERSION_MINOR(v))
     raise InvalidArgumentError(f"api_version must be (major, minor), 'M.m' or a packed int, got {v!r}")
 
@@ -124,11 +125,18 @@ def as_handle(value, ctype: str, what: str):
             raise InvalidArgumentError(f"{what}: expected a {ctype} handle, got {ffi.typeof(value).cname}")
         if value == ffi.NULL:
             raise InvalidArgumentError(f"{what} is a null handle")
+        # The vulkan package types every handle (struct VkBuffer_T * ...), so
+        # a handle of another kind is caught here instead of crashing the driver.
+        got, want = ffi.typeof(value), ffi.typeof(ctype)
+        if got is not want and got.item.kind == "struct" and got.item.cname.startswith("struct Vk"):
+            raise InvalidArgumentError(f"{what}: expected a {ctype} handle, got a {got.item.cname[7:-2]}; "
+                                       f"pass the {ctype} itself")
         return ffi.cast(ctype, value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgumentError(f"{what}: expected a {ctype} handle (cffi cdata or int), got {type(value).__name__}")
     if value <= 0 or value >= 1 << 64:
-        raise InvalidArgumentError(f"{what}: {value!r} is not a valid {ctype} handle")
+        raise InvalidArgumentError(f"{what}: {value!r} is not a valid {ctype} handle; pass the handle "
+                                   "Vulkan returned (cffi cdata or its integer value)")
     return ffi.cast(ctype, value)
 
 

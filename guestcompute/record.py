@@ -10,17 +10,23 @@ What recording touches in the host's command buffer — the *clobber list*:
 the compute pipeline binding, compute descriptor set 0 (push descriptors or
 a bound set), compute push constants. It never touches graphics state, never
 begins or ends a render pass, never submits, waits or compiles. Barriers it
-records are pipeline barriers outside any render pass.
+records are pipeline barriers outside any render pass. Two calls widen the
+list on purpose: ``rec.execute(program)`` replays a secondary command
+buffer, after which *all* of the host buffer's bound state is undefined (a
+Vulkan rule), and ``rec.host(callback)`` runs the host's own commands.
 
 Thread-safety: a Recorder belongs to one thread; different threads may
 record with the same context into different command buffers at once.
 """
 from __future__ import annotations
 
+import difflib
+import inspect
+
 import vulkan as vk
 from vulkan import ffi
 
-from .errors import RecordingError
+from .errors import InvalidArgumentError, RecordingError, UnknownOperationError
 from .ops.base import Dispatch, registered_ops
 from .vk.hazards import HazardTracker
 
@@ -35,6 +41,14 @@ _TRANSFER_WRITE = vk.VK_ACCESS_TRANSFER_WRITE_BIT
 _INDIRECT_STAGE = vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
 _INDIRECT_READ = vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT
 _PUSH_STAGE = vk.VK_SHADER_STAGE_COMPUTE_BIT
+# Every guest barrier's second scope: all stages guest work itself uses
+# (dispatches, parameter updates and staging copies, indirect-argument
+# reads), so the hazard tracker may start over after any barrier.
+_GUEST_STAGES = _COMPUTE | _TRANSFER | _INDIRECT_STAGE
+_GUEST_ACCESS = _SHADER_RW | vk.VK_ACCESS_TRANSFER_READ_BIT | _TRANSFER_WRITE | _INDIRECT_READ
+_WRITE_ACCESS = (_SHADER_WRITE | _TRANSFER_WRITE | vk.VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT
+                 | vk.VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT
+                 | vk.VK_ACCESS_MEMORY_WRITE_BIT)
 
 
 class Recorder:
@@ -56,15 +70,24 @@ class Recorder:
         self._wrote_mapped = False
         self._bound_pipeline = None
         self._bound_desc = None
+        self._bound_layout = None
+        self._covered_stages = 0       # source stages/access the entry barriers covered so far
+        self._covered_access = 0
         self._barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
         self.dispatches = 0
         self.barriers = 0
+        # Stages / write accesses of guest work other than dispatches (program
+        # replays, parameter updates, host hooks) since entry: the exit barrier
+        # and barriers before hooks must wait for them too.
+        self._extra_stages = 0
+        self._extra_access = 0
+        self._capture = None          # set while recording a program: sees every op's tensors
 
     # -- scope -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
         self._ctx._check_open()
         if self._active:
-            raise RecordingError("this recorder is already open")
+            raise RecordingError("this recorder is already open; make a new one with ctx.record(cmd)")
         self._active = True
         return self
 
@@ -82,13 +105,18 @@ class Recorder:
             raise RecordingError("record ops inside `with ctx.record(cmd) as rec:`")
         if self._ctx.closed:
             from .errors import ContextClosedError
-            raise ContextClosedError("the context was closed")
+            raise ContextClosedError("the context was closed while recording; finish this recording "
+                                     "with a new context")
 
     # -- ops as methods ------------------------------------------------------
     def __getattr__(self, name):
         fn = registered_ops().get(name)
         if fn is None:
-            raise AttributeError(f"Recorder has no operation {name!r}")
+            hint = ""
+            if not name.startswith("_"):
+                near = difflib.get_close_matches(name, registered_ops(), n=3)
+                hint = f"; did you mean {', '.join(near)}?" if near else "; dir(rec) lists the operations"
+            raise UnknownOperationError(f"Recorder has no operation {name!r}{hint}")
         method = _as_method(name, fn)
         setattr(Recorder, name, method)
         return getattr(self, name)
@@ -101,15 +129,33 @@ class Recorder:
         self._check_active()
         if isinstance(dispatches, Dispatch):
             dispatches = [dispatches]
-        pipes = [self._ctx._pipeline_for(d) for d in dispatches]
-        for d, p in zip(dispatches, pipes):
-            self._record(d, p)
+        if not isinstance(dispatches, (list, tuple)) or not all(isinstance(d, Dispatch) for d in dispatches):
+            raise InvalidArgumentError("rec.dispatch takes a Dispatch or a list of them "
+                                       "(build them with an op's planner, e.g. ops.elementwise.plan_map)")
+        self._record_all(dispatches)
+
+    def _record_all(self, dispatches) -> None:
+        # Every pipeline is resolved (maybe created) before the first command
+        # is recorded, so a failure leaves the host's command buffer untouched.
+        ctx = self._ctx
+        if len(dispatches) == 1:          # the common case, without the lists
+            d = dispatches[0]
+            plan = d.__dict__.get("_plan")
+            if (plan is None or plan.ctx is not ctx or plan.spec is not d.spec
+                    or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect):
+                plan = _plan_for(ctx, d)
+            else:
+                ctx._pipelines.stats["pipeline_hits"] += 1
+            self._record(d, plan)
+            return
+        plans = [_plan_for(ctx, d) for d in dispatches]
+        for d, plan in zip(dispatches, plans):
+            self._record(d, plan)
 
     # -- the hot path -----------------------------------------------------------
-    def _record(self, d: Dispatch, pipe) -> None:
+    def _record(self, d: Dispatch, plan: "_Plan") -> None:
         fns, cmd = self._fns, self._cmd
         epoch = self._ctx._epoch
-        reads, writes = [], []
         src_stage = src_access = 0
         if not self._entered:
             # Guest work recorded earlier (previous frames, other recordings,
@@ -117,58 +163,182 @@ class Recorder:
             src_stage, src_access = _COMPUTE | _TRANSFER, _SHADER_WRITE | _TRANSFER_WRITE
             self._entered = True
             self._ctx._flush_pending_uploads(self)
-        imports = self._imports
-        for b, (r, w) in zip(d.buffers, pipe.bindings):
-            uid = b.uid
-            if r:
-                reads.append(uid)
-            if w:
-                writes.append(uid)
-                if b.alloc is not None and b.alloc.mapped is not None:
-                    self._wrote_mapped = True
+        for b in plan.buffers:
             b.last_epoch = epoch
-            if b.host_access is not None:
-                seen = imports.get(uid)
+        if plan.writes_mapped:
+            self._wrote_mapped = True
+        if plan.imports:
+            imports = self._imports
+            for b, w in plan.imports:
+                seen = imports.get(b.uid)
                 if seen is None:
-                    src_stage |= b.host_access.stages
-                    src_access |= b.host_access.access
-                    imports[uid] = seen = [b, False]
+                    ha = b.host_access
+                    # One global entry barrier covers every buffer the host
+                    # touched with those stages: later imports with the same
+                    # declared access need no barrier of their own.
+                    if ha.stages & ~self._covered_stages or ha.access & ~self._covered_access:
+                        src_stage |= ha.stages
+                        src_access |= ha.access
+                    imports[b.uid] = seen = [b, False]
                 if w:
                     seen[1] = True
-        if d.indirect is not None:
-            reads.append(d.indirect[0].uid)
-            d.indirect[0].last_epoch = epoch
-        if self._hazards.needs_barrier(reads, writes):
-            src_stage |= _COMPUTE
-            src_access |= _SHADER_WRITE
+        reads, writes = plan.reads, plan.writes
+        hz = self._hazards
+        if hz.needs_barrier(reads, writes):
+            # hz.stages / hz.access add what non-dispatch work (hooks, updates) did
+            src_stage |= _COMPUTE | hz.stages
+            src_access |= _SHADER_WRITE | hz.access
         if src_stage:
-            dst_stage, dst_access = _COMPUTE, _SHADER_RW
-            if d.indirect is not None:
-                dst_stage |= _INDIRECT_STAGE
-                dst_access |= _INDIRECT_READ
-            self._emit_barrier(src_stage, src_access, dst_stage, dst_access)
-            self._hazards.after_barrier()
-        self._hazards.touch(reads, writes)
+            self._emit_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS)
+            self._covered_stages |= src_stage
+            self._covered_access |= src_access
+            hz.after_barrier()
+        hz.touch(reads, writes)
 
+        pipe = plan.pipe
         if pipe is not self._bound_pipeline:
             fns.vkCmdBindPipeline(cmd, _BIND, pipe.handle)
             self._bound_pipeline = pipe
-        desc = self._ctx._descriptors.get(pipe.set_layout, d.buffers)
-        state = (pipe.layout, desc)
-        if state != self._bound_desc:
+        desc = plan.desc
+        if desc is not self._bound_desc or pipe.layout is not self._bound_layout:
             if self._push_desc:
                 fns.vkCmdPushDescriptorSetKHR(cmd, _BIND, pipe.layout, 0, desc.count, desc.writes)
             else:
                 fns.vkCmdBindDescriptorSets(cmd, _BIND, pipe.layout, 0, 1, desc.pset, 0, ffi.NULL)
-            self._bound_desc = state
-        if d.push:
-            fns.vkCmdPushConstants(cmd, pipe.layout, _PUSH_STAGE, 0, len(d.push), d.push)
+            self._bound_desc = desc
+            self._bound_layout = pipe.layout
+        push = d.push
+        if push:
+            fns.vkCmdPushConstants(cmd, pipe.layout, _PUSH_STAGE, 0, len(push), push)
         if d.indirect is not None:
             fns.vkCmdDispatchIndirect(cmd, d.indirect[0].handle, d.indirect[1])
         else:
             gx, gy, gz = d.groups
             fns.vkCmdDispatch(cmd, gx, gy, gz)
         self.dispatches += 1
+
+    # -- programs and host hooks -------------------------------------------------
+    def execute(self, program, params: dict = None) -> None:
+        """Replay ``program`` (from ``ctx.program``) here with one
+        vkCmdExecuteCommands, re-recording it first if a tensor it captured was
+        reallocated since. ``params`` (a dict) sets its per-frame parameters,
+        written with vkCmdUpdateBuffer just before the replay; fields left out
+        keep their last value. Entry and exit barriers against the host's
+        declared accesses happen as for ops recorded directly.
+
+        Like any secondary command buffer, the replay leaves *all* state bound
+        in the host's command buffer undefined, graphics state included:
+        rebind after it."""
+        self._check_active()
+        from .program import Program
+        if not isinstance(program, Program):
+            raise InvalidArgumentError(f"rec.execute takes a Program from ctx.program(fn), "
+                                       f"got {type(program).__name__}")
+        program._execute_in(self, params)
+
+    def host(self, callback, *, reads=(), writes=(), access="transfer", stages: int = None):
+        """Call ``callback(cmd)`` right here so the host records its own
+        commands (a copy, a fill, an image transition) between guest ops;
+        returns what it returns. Inside a program ``cmd`` is the program's
+        secondary command buffer and ``callback`` runs again whenever the
+        program re-records.
+
+        ``reads`` / ``writes``: the tensors the host's commands touch;
+        ``access``: how they touch them (a preset such as ``"transfer"`` or
+        ``"compute"``, a HostAccess or a ``(stages, access)`` pair; ``stages``
+        overrides its stages). Guest work before the hook that conflicts with
+        what it declares is made visible to it by a barrier, and the hook's
+        writes to guest work after it. Commands on buffers the hook does not
+        declare are the host's to order. The callback may bind compute state:
+        the recorder rebinds what it needs after it."""
+        self._check_active()
+        from .host import as_host_access
+        from .ops.base import check_tensor
+        if not callable(callback):
+            raise InvalidArgumentError(f"rec.host needs a callable taking the command buffer, "
+                                       f"got {type(callback).__name__}")
+        acc = as_host_access(access)
+        hook_stages = acc.stages if stages is None else int(stages)
+        if not hook_stages:
+            raise InvalidArgumentError("rec.host: the hook's pipeline stages must not be empty")
+        ctx = self._ctx
+        reads = [check_tensor(ctx, t, "rec.host reads") for t in _as_list(reads)]
+        writes = [check_tensor(ctx, t, "rec.host writes") for t in _as_list(writes)]
+        rbufs = {t.buffer.uid: t.buffer for t in reads}
+        wbufs = {t.buffer.uid: t.buffer for t in writes}
+        if self._capture is not None:
+            self._capture(reads, writes, None)
+        declared = bool(rbufs or wbufs)
+        if declared:
+            r_uids, w_uids = frozenset(rbufs), frozenset(wbufs)
+            shared = [(b, b.uid in wbufs) for b in {**rbufs, **wbufs}.values() if b.host_access is not None]
+            # The tracker's barriers cover only guest stages: a hook running in
+            # others is ordered after everything recorded so far.
+            self._sync_before(r_uids, w_uids, shared, hook_stages, acc.access,
+                              force=bool(hook_stages & ~_GUEST_STAGES))
+        result = callback(self._cmd)
+        self._bound_pipeline = self._bound_desc = self._bound_layout = None
+        if declared:
+            write_access = (acc.access & _WRITE_ACCESS) or vk.VK_ACCESS_MEMORY_WRITE_BIT
+            mapped = any(b.alloc is not None and b.alloc.mapped is not None for b in wbufs.values())
+            self._after(r_uids, w_uids, hook_stages, write_access, mapped,
+                        tuple(rbufs.values()) + tuple(wbufs.values()))
+        return result
+
+    def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False) -> None:
+        """The barrier before guest work that is not a dispatch (a program
+        replay, a parameter update, a host hook) reading ``reads`` and writing
+        ``writes`` (sets of buffer uids) in ``dst_stage``. ``shared``:
+        (Buffer, written) pairs of host-shared buffers among them. ``force``:
+        order everything recorded so far before it."""
+        src_stage = src_access = 0
+        if not self._entered:
+            src_stage, src_access = _COMPUTE | _TRANSFER, _SHADER_WRITE | _TRANSFER_WRITE
+            self._entered = True
+            self._ctx._flush_pending_uploads(self)
+        for b, w in shared:
+            stage, access = self._note_import(b, w)
+            src_stage |= stage
+            src_access |= access
+        hz = self._hazards
+        if force:
+            if self.dispatches or self._extra_stages:
+                src_stage |= _COMPUTE | self._extra_stages
+                src_access |= _SHADER_WRITE | self._extra_access
+        elif hz.conflicts(reads, writes):
+            src_stage |= _COMPUTE | hz.stages
+            src_access |= _SHADER_WRITE | hz.access
+        if src_stage:
+            self._emit_barrier(src_stage, src_access, dst_stage | _GUEST_STAGES, dst_access | _GUEST_ACCESS)
+            self._covered_stages |= src_stage
+            self._covered_access |= src_access
+            hz.after_barrier()
+
+    def _note_import(self, b, written: bool) -> tuple:
+        """Register a host-shared buffer for the exit barrier; returns the
+        (stages, access) the entry barrier must wait for (none if covered)."""
+        seen = self._imports.get(b.uid)
+        stage = access = 0
+        if seen is None:
+            ha = b.host_access
+            if ha.stages & ~self._covered_stages or ha.access & ~self._covered_access:
+                stage, access = ha.stages, ha.access
+            self._imports[b.uid] = seen = [b, False]
+        if written:
+            seen[1] = True
+        return stage, access
+
+    def _after(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()) -> None:
+        """Account for non-dispatch work just recorded (see _sync_before)."""
+        self._hazards.touch(reads, writes, stages, write_access)
+        self._extra_stages |= stages
+        if writes:
+            self._extra_access |= write_access
+        if wrote_mapped:
+            self._wrote_mapped = True
+        epoch = self._ctx._epoch
+        for b in buffers:
+            b.last_epoch = epoch
 
     def _emit_barrier(self, src_stage, src_access, dst_stage, dst_access) -> None:
         bar = self._barrier
@@ -180,6 +350,8 @@ class Recorder:
 
     def _finish(self) -> None:
         """Exit barrier: guest writes → the host's declared accesses."""
+        extra_stages, extra_access = self._extra_stages, self._extra_access
+        self._extra_stages = self._extra_access = 0
         if not self._imports and not self._wrote_mapped:
             return
         src_access = 0
@@ -188,26 +360,113 @@ class Recorder:
             dst_stage |= b.host_access.stages
             dst_access |= b.host_access.access
             if written:
-                src_access = _SHADER_WRITE
+                src_access = _SHADER_WRITE | extra_access
         if self._wrote_mapped:
-            src_access = _SHADER_WRITE
+            src_access = _SHADER_WRITE | extra_access
             dst_stage |= _HOST
             dst_access |= vk.VK_ACCESS_HOST_READ_BIT
-        self._emit_barrier(_COMPUTE, src_access, dst_stage, dst_access)
+        self._emit_barrier(_COMPUTE | extra_stages, src_access, dst_stage, dst_access)
         self._imports.clear()
         self._wrote_mapped = False
         self._entered = False
+        self._covered_stages = self._covered_access = 0
         self._hazards.after_barrier()
 
 
 def _as_method(name, fn):
     def method(self, *args, **kwargs):
-        self._check_active()
-        result = fn(self._ctx, *args, **kwargs)
+        if not self._active or self._ctx.closed:
+            self._check_active()
+        try:
+            result = fn(self._ctx, *args, **kwargs)
+        except TypeError:
+            _check_call(name, fn, self._ctx, args, kwargs)
+            raise
         if result.dispatches:
-            self.dispatch(result.dispatches)
+            self._record_all(result.dispatches)
+        if self._capture is not None:
+            self._capture(args, kwargs, result.value)
         return result.value
     method.__name__ = name
     method.__qualname__ = f"Recorder.{name}"
     method.__doc__ = fn.__doc__
     return method
+
+
+def _check_call(name, fn, ctx, args, kwargs) -> None:
+    """Turn a TypeError from calling op ``name`` with arguments that do not
+    fit its signature into an InvalidArgumentError; any other TypeError (a
+    DTypeError, or a bug) propagates unchanged."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(ctx, *args, **kwargs)
+    except TypeError as e:
+        params = str(sig).replace("(ctx, ", "(", 1)
+        raise InvalidArgumentError(f"rec.{name}{params}: {e}; see help(rec.{name})") from None
+
+
+def _as_list(tensors) -> list:
+    """One tensor or a sequence of them."""
+    from .tensor import Tensor
+    if isinstance(tensors, Tensor):
+        return [tensors]
+    if not isinstance(tensors, (list, tuple, set, frozenset)):
+        raise InvalidArgumentError(f"expected a tensor or a list of tensors, got {type(tensors).__name__}")
+    return list(tensors)
+
+
+class _Plan:
+    """What recording one :class:`Dispatch` needs beyond its push bytes and
+    groups: the pipeline, the buffer uids it reads and writes (for barriers),
+    the buffers whose last epoch it bumps, imported buffers, and its
+    descriptor entry. Built once per Dispatch object and kept on it, so an
+    op that returns the same Dispatch again (a memoized plan) records with
+    no lookups at all."""
+    __slots__ = ("ctx", "spec", "buffer_tuple", "indirect", "pipe", "reads", "writes", "buffers", "imports",
+                 "writes_mapped", "desc")
+
+    def __init__(self, ctx, d: Dispatch):
+        pipe = ctx._pipeline_for(d)
+        reads, writes, imports = [], [], []
+        writes_mapped = False
+        for b, (r, w) in zip(d.buffers, pipe.bindings):
+            if r:
+                reads.append(b.uid)
+            if w:
+                writes.append(b.uid)
+                if b.alloc is not None and b.alloc.mapped is not None:
+                    writes_mapped = True
+            if b.host_access is not None:
+                imports.append((b, w))
+        buffers = list(d.buffers)
+        if d.indirect is not None:
+            reads.append(d.indirect[0].uid)
+            buffers.append(d.indirect[0])
+        self.ctx = ctx
+        self.spec = d.spec
+        self.buffer_tuple = d.buffers
+        self.indirect = d.indirect
+        self.pipe = pipe
+        self.reads = tuple(reads)
+        self.writes = tuple(writes)
+        self.buffers = tuple(buffers)
+        self.imports = tuple(imports)
+        self.writes_mapped = writes_mapped
+        self.desc = ctx._descriptors.get(pipe.set_layout, d.buffers)
+
+
+def _plan_for(ctx, d: Dispatch) -> _Plan:
+    # A kept plan is valid while the Dispatch still names the same spec and
+    # buffers (its Buffers are alive, so their uids and descriptors are too).
+    plan = d.__dict__.get("_plan")
+    if (plan is not None and plan.ctx is ctx and plan.spec is d.spec and plan.buffer_tuple is d.buffers
+            and plan.indirect is d.indirect):
+        ctx._pipelines.count_hit()
+        return plan
+    plan = _Plan(ctx, d)
+    if type(d.buffers) is tuple and (d.indirect is None or type(d.indirect) is tuple):
+        d._plan = plan
+    return plan

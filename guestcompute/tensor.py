@@ -133,11 +133,16 @@ class Tensor:
         any recording; for per-frame values use programs' params)."""
         ctx = self.ctx
         ctx._check_open()
-        arr = np.ascontiguousarray(np.asarray(array, dtype=self.dtype.numpy))
+        try:
+            arr = np.ascontiguousarray(np.asarray(array, dtype=self.dtype.numpy))
+        except (ValueError, TypeError, OverflowError) as e:
+            raise InvalidArgumentError(f"write(): data cannot be converted to {self.dtype} ({e}); "
+                                       "pass numbers shaped like the tensor") from None
         if arr.size == 1 and arr.shape != self.shape:
             arr = np.full(self.shape, arr.reshape(()), dtype=self.dtype.numpy)
         if arr.shape != self.shape:
-            raise ShapeError(f"cannot write an array of shape {arr.shape} into a tensor of shape {self.shape}")
+            raise ShapeError(f"cannot write an array of shape {arr.shape} into a tensor of shape {self.shape}; "
+                             "reshape the data (or pass a single value to fill it)")
         if not self.is_contiguous:
             raise InvalidArgumentError("write() needs a contiguous tensor; write the base tensor instead")
         ctx._write_bytes(self._buffer, self.offset * self.dtype.size, arr.tobytes())
@@ -158,7 +163,8 @@ class Tensor:
                 raise ShapeError(f"cannot reshape {self.shape} into {tuple(shape)}")
             shape[shape.index(-1)] = self.size // known
         if math.prod(shape) != self.size:
-            raise ShapeError(f"cannot reshape a tensor of {self.size} elements into {tuple(shape)}")
+            raise ShapeError(f"cannot reshape a tensor of {self.size} elements into {tuple(shape)}; "
+                             "the new shape must hold as many elements")
         if not self.is_contiguous:
             raise ShapeError("reshape of a non-contiguous view; copy it first (rec.copy / rec.contiguous)")
         return self._view(tuple(shape), None, self.offset)
@@ -166,7 +172,10 @@ class Tensor:
     def permute(self, *axes) -> "Tensor":
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        axes = tuple(a % self.ndim if self.ndim else a for a in axes)
+        if not all(isinstance(a, (int, np.integer)) and -self.ndim <= a < self.ndim for a in axes):
+            raise ShapeError(f"permute: axes {axes} out of range for a {self.ndim}-d tensor; "
+                             f"give each of 0..{self.ndim - 1} once")
+        axes = tuple(int(a) % self.ndim if self.ndim else a for a in axes)
         if sorted(axes) != list(range(self.ndim)):
             raise ShapeError(f"permute: {axes} is not a permutation of {self.ndim} axes")
         return self._view(tuple(self.shape[a] for a in axes), tuple(self.strides[a] for a in axes),
@@ -209,12 +218,22 @@ class Tensor:
             elif isinstance(i, (int, np.integer)):
                 i = int(i)
                 if not -n <= i < n:
-                    raise ShapeError(f"index {i} out of range for axis {dim} of size {n}")
+                    raise ShapeError(f"index {i} out of range for axis {dim} of size {n}; use {-n}..{n - 1}")
                 offset += (i % n) * s
             else:
                 raise InvalidArgumentError(f"unsupported index {i!r}; use ints, slices, None, ...")
             dim += 1
         return self._view(tuple(shape), tuple(strides), offset)
+
+    # Counts buffer swaps across all tensors: a program compares it with the
+    # value it saw at recording, and checks each captured tensor's generation
+    # only when it changed. Code that swaps a tensor's memory must go through
+    # _swap_buffer.
+    swaps = 0
+
+    def _swap_buffer(self, buffer: Buffer) -> None:
+        self._buffer = buffer
+        Tensor.swaps += 1
 
     def resize(self, shape) -> None:
         """Reallocate this tensor with a new shape (contents are undefined).
@@ -224,7 +243,7 @@ class Tensor:
         if self._base is not None:
             raise InvalidArgumentError("resize() a base tensor, not a view")
         new = ctx.empty(shape, self.dtype)
-        self._buffer = new._buffer
+        self._swap_buffer(new._buffer)
         self.shape = new.shape
         self.strides = new.strides
         self.offset = 0

@@ -21,10 +21,14 @@ class OffscreenTarget:
         self.format = self.FORMAT
         self.extent = (width, height)
         self.frame_bytes = width * height * self.BYTES_PER_PIXEL
+        # TRANSFER_SRC for the readback; TRANSFER_DST too so that code
+        # recording after the pass can copy a processed frame back in.
         self.images = [
             Image2D(device, memory_properties, width, height, self.FORMAT,
-                    vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT)
+                    vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT
+                    | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT)
             for _ in range(slots)]
+        self.transfer_usage = True
         self.readback = [
             Buffer(device, memory_properties, self.frame_bytes, vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                    required=HOST_VISIBLE | HOST_COHERENT, preferred=HOST_CACHED)

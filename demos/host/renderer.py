@@ -9,7 +9,8 @@ Frame anatomy (one command buffer, one submit per frame)::
     begin render pass (clear)
       draw points from the vertex buffers
     end render pass
-    record_after_pass(cmd)       <- e.g. post-processing
+    record_after_pass(cmd)       <- e.g. post-processing (copy_image_to_buffer,
+                                    work on the buffer, copy_buffer_to_image)
     copy to readback (offscreen) / transition for present (window)
     end, submit, present
 
@@ -28,7 +29,14 @@ Synchronisation contract for code recording into the frame:
   ``color_attachment_access`` (stage, access, layout). Code that touches it
   must leave it in that layout, with its own writes synchronised to the
   COLOR_ATTACHMENT_OUTPUT stage: the renderer's next barrier (to the readback
-  copy or to presentation) starts from that stage.
+  copy or to presentation) starts from that stage. ``copy_image_to_buffer``
+  and ``copy_buffer_to_image`` do exactly that for code that processes the
+  frame in a buffer (``image_copy_supported`` says whether the images allow
+  it).
+
+Libraries that need device extensions or features of their own (a compute
+library adopting the device, say) get a say before the device exists:
+``configure_device(physical_device, api_version)`` returns what to enable.
 """
 from __future__ import annotations
 
@@ -45,9 +53,15 @@ from .offscreen import OffscreenTarget
 from .pipeline import VEC4_BYTES, PointsPipeline, create_render_pass
 from .png import write_png
 from .resources import (DEVICE_LOCAL, HOST_COHERENT, HOST_VISIBLE, Buffer, buffer_barrier,
-                        one_time_commands, pipeline_barrier)
+                        image_barrier, one_time_commands, pipeline_barrier)
 
 Recorder = Callable[[object], None]
+# (physical_device, (major, minor)) -> (device extensions, features pNext chain or None)
+DeviceConfigurator = Callable[[object, tuple], tuple]
+
+# Image formats whose pixels are 4 bytes: the ones copy_image_to_buffer handles.
+_COPYABLE_FORMATS = (vk.VK_FORMAT_R8G8B8A8_UNORM, vk.VK_FORMAT_B8G8R8A8_UNORM)
+_COPY_BYTES_PER_PIXEL = 4
 
 
 class VertexBuffers(NamedTuple):
@@ -81,12 +95,19 @@ class HostRenderer:
             it (when supported) instead of passing pEnabledFeatures.
         validation: enable VK_LAYER_KHRONOS_validation with synchronization
             validation; warnings and errors go to ``validation_messages``.
+        configure_device: called once the physical device is chosen and
+            before the logical device is created, as
+            ``configure_device(physical_device, api_version)``; returns
+            ``(extensions, features_chain)`` to enable as well (extensions the
+            device lacks are skipped; the chain is used like
+            ``features_chain``, so pass at most one of the two).
 
     Handles for code that records into the frame: ``instance``,
     ``physical_device``, ``device``, ``queue``, ``queue_family_index``,
     ``api_version`` ((major, minor), at most (1, 3)), ``enabled_extensions``,
     ``command_pool`` (resettable command buffers, this queue family),
-    ``memory_properties``, ``frames_in_flight``.
+    ``memory_properties``, ``frames_in_flight``, ``features_chain`` (the
+    pNext chain the device was created with, kept alive; None if none).
     """
 
     FRAMES_IN_FLIGHT = 2
@@ -109,7 +130,8 @@ class HostRenderer:
 
     def __init__(self, width: int = 800, height: int = 600, title: str = "host renderer",
                  headless: bool = False, device_name: str | None = None,
-                 device_extensions=(), features_chain=None, validation: bool = False):
+                 device_extensions=(), features_chain=None, validation: bool = False,
+                 configure_device: DeviceConfigurator | None = None):
         self.headless = headless
         self.validation = validation
         self.validation_messages: list[str] = []
@@ -123,6 +145,7 @@ class HostRenderer:
         self.queue_family_index = None
         self.api_version: tuple[int, int] | None = None
         self.enabled_extensions: list[str] = []
+        self.features_chain = None
         self.command_pool = None
 
         self.point_scale = 1.0
@@ -137,17 +160,20 @@ class HostRenderer:
         self.large_points = False       # point sizes above 1 px supported and enabled
 
         self._teardown: list[Callable[[], None]] = []   # run in reverse by close()
-        self._buffers: dict[int, Buffer] = {}
+        self._buffers: dict[int, Buffer] = {}        # vertex buffers
+        self._extra_buffers: dict[int, Buffer] = {}  # create_buffer()
         self._last_slot = None
         try:
-            self._create(width, height, title, device_name, device_extensions, features_chain)
+            self._create(width, height, title, device_name, device_extensions, features_chain,
+                         configure_device)
         except BaseException:
             self.close()
             raise
 
     # -- construction ----------------------------------------------------------
 
-    def _create(self, width, height, title, device_name, device_extensions, features_chain):
+    def _create(self, width, height, title, device_name, device_extensions, features_chain,
+                configure_device):
         instance_extensions = []
         if not self.headless:
             self.window = sc.create_window(width, height, title)
@@ -172,10 +198,19 @@ class HostRenderer:
         self.device_name = choice.name
         self.queue_family_index = choice.queue_family_index
         self.api_version = version_tuple(effective_api_version(instance_version, choice))
+        if configure_device is not None:
+            extra_extensions, extra_chain = configure_device(self.physical_device, self.api_version)
+            device_extensions = [*device_extensions, *extra_extensions]
+            if extra_chain is not None:
+                if features_chain is not None:
+                    raise ValueError("features_chain and a configure_device chain were both given")
+                features_chain = extra_chain
+        self.features_chain = features_chain
         self.device, self.enabled_extensions, self.large_points = create_device(
             choice, device_extensions, features_chain, required)
         self._teardown.append(lambda: vk.vkDestroyDevice(self.device, None))
         self._teardown.append(self._destroy_vertex_buffers)
+        self._teardown.append(self._destroy_extra_buffers)
         self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical_device)
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family_index, 0)
 
@@ -222,8 +257,25 @@ class HostRenderer:
         return self.FRAMES_IN_FLIGHT
 
     @property
+    def image_copy_supported(self) -> bool:
+        """Whether the target images can be copied to and from buffers
+        (``copy_image_to_buffer`` / ``copy_buffer_to_image``)."""
+        return bool(self._target.transfer_usage) and self._target.format in _COPYABLE_FORMATS
+
+    @property
+    def image_bytes(self) -> int:
+        """Size of the current image as tightly packed 4-byte pixels."""
+        width, height = self._target.extent
+        return width * height * _COPY_BYTES_PER_PIXEL
+
+    @property
     def should_close(self) -> bool:
         return self.window is not None and bool(glfw.window_should_close(self.window))
+
+    def set_title(self, title: str):
+        """Set the window title (ignored offscreen)."""
+        if self.window is not None:
+            glfw.set_window_title(self.window, title)
 
     # -- vertex buffers --------------------------------------------------------
 
@@ -299,6 +351,103 @@ class HostRenderer:
         self._buffers.clear()
         self.vertex_buffers = None
         self.draw_count = 0
+
+    # -- extra buffers and frame copies ----------------------------------------
+
+    STORAGE_BUFFER_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
+                            | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                            | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+
+    def create_buffer(self, size: int, usage: int | None = None):
+        """A device-local buffer (``STORAGE_BUFFER_USAGE`` by default) owned
+        by the renderer and destroyed by ``close()`` or ``destroy_buffer()``.
+        Returns its VkBuffer. Contents are undefined."""
+        if size <= 0:
+            raise ValueError("size must be positive")
+        buffer = Buffer(self.device, self.memory_properties, size,
+                        self.STORAGE_BUFFER_USAGE if usage is None else usage, preferred=DEVICE_LOCAL)
+        self._extra_buffers[_key(buffer.handle)] = buffer
+        return buffer.handle
+
+    def destroy_buffer(self, handle):
+        """Destroy a buffer from ``create_buffer``; waits until the device is idle."""
+        buffer = self._extra_buffers.pop(_key(handle), None)
+        if buffer is None:
+            raise ValueError("destroy_buffer() only accepts buffers from create_buffer()")
+        self.wait_idle()
+        buffer.destroy()
+
+    def _destroy_extra_buffers(self):
+        for buffer in self._extra_buffers.values():
+            buffer.destroy()
+        self._extra_buffers.clear()
+
+    def _check_image_copy(self):
+        if not self.image_copy_supported:
+            raise RuntimeError("the render target does not allow copies (see image_copy_supported)")
+        if self.current_image is None:
+            raise RuntimeError("image copies are recorded from inside frame()")
+
+    def _image_region(self):
+        width, height = self._target.extent
+        return vk.VkBufferImageCopy(
+            bufferOffset=0, bufferRowLength=0, bufferImageHeight=0,
+            imageSubresource=vk.VkImageSubresourceLayers(
+                aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, mipLevel=0, baseArrayLayer=0, layerCount=1),
+            imageOffset=vk.VkOffset3D(x=0, y=0, z=0),
+            imageExtent=vk.VkExtent3D(width=width, height=height, depth=1))
+
+    def copy_image_to_buffer(self, cmd, buffer):
+        """In ``record_after_pass``: copy the frame's image into ``buffer``
+        (``image_bytes`` bytes, tightly packed 4-byte pixels in
+        ``color_format`` channel order).
+
+        Before the copy it waits for earlier TRANSFER-stage use of the buffer
+        (so whoever used it before must have handed it to the TRANSFER stage,
+        e.g. with a barrier whose destination is TRANSFER). After it the
+        buffer holds the pixels, written at (TRANSFER, TRANSFER_WRITE), and
+        the image is back in ``color_attachment_access`` state.
+        """
+        self._check_image_copy()
+        image = self.current_image
+        attachment_stage, attachment_access, attachment_layout = self.color_attachment_access
+        pipeline_barrier(
+            cmd, attachment_stage | vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+            buffers=[buffer_barrier(buffer, self.image_bytes, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                    vk.VK_ACCESS_TRANSFER_WRITE_BIT)],
+            images=[image_barrier(image, attachment_layout, vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL,
+                                  attachment_access, vk.VK_ACCESS_TRANSFER_READ_BIT)])
+        vk.vkCmdCopyImageToBuffer(cmd, image, vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, buffer, 1,
+                                  [self._image_region()])
+        # Back to the attachment layout; later colour writes wait for the copy.
+        pipeline_barrier(
+            cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, attachment_stage,
+            images=[image_barrier(image, vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, attachment_layout,
+                                  0, attachment_access | vk.VK_ACCESS_COLOR_ATTACHMENT_READ_BIT)])
+
+    def copy_buffer_to_image(self, cmd, buffer):
+        """In ``record_after_pass``: overwrite the frame's image with the
+        pixels in ``buffer`` (same layout as ``copy_image_to_buffer``).
+
+        The buffer's contents must already be available to the TRANSFER
+        stage (the writer's barrier has TRANSFER / TRANSFER_READ as its
+        destination). The image is left in ``color_attachment_access`` state,
+        its new contents synchronised to COLOR_ATTACHMENT_OUTPUT.
+        """
+        self._check_image_copy()
+        image = self.current_image
+        attachment_stage, attachment_access, attachment_layout = self.color_attachment_access
+        pipeline_barrier(
+            cmd, attachment_stage, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+            images=[image_barrier(image, attachment_layout, vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL,
+                                  attachment_access, vk.VK_ACCESS_TRANSFER_WRITE_BIT)])
+        vk.vkCmdCopyBufferToImage(cmd, buffer, image, vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, 1,
+                                  [self._image_region()])
+        pipeline_barrier(
+            cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, attachment_stage,
+            images=[image_barrier(image, vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, attachment_layout,
+                                  vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                  attachment_access | vk.VK_ACCESS_COLOR_ATTACHMENT_READ_BIT)])
 
     # -- frame loop ------------------------------------------------------------
 

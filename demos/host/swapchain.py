@@ -80,6 +80,7 @@ class Swapchain:
         self.image_available = [
             vk.vkCreateSemaphore(device, vk.VkSemaphoreCreateInfo(), None) for _ in range(slots)]
         self.needs_rebuild = False
+        self.transfer_usage = False
         glfw.set_framebuffer_size_callback(window, self._on_framebuffer_resize)
 
     def _on_framebuffer_resize(self, window, width, height):
@@ -108,6 +109,11 @@ class Swapchain:
         image_count = caps.minImageCount + 1
         if caps.maxImageCount:
             image_count = min(image_count, caps.maxImageCount)
+        # Copies in and out of the images (post-processing in buffers) need
+        # transfer usage; most surfaces allow it, but it is optional.
+        copy_usage = vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT
+        self.transfer_usage = caps.supportedUsageFlags & copy_usage == copy_usage
+        usage = vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT | (copy_usage if self.transfer_usage else 0)
         composite = vk.VK_COMPOSITE_ALPHA_OPAQUE_BIT_KHR
         if not caps.supportedCompositeAlpha & composite:
             composite = caps.supportedCompositeAlpha & -caps.supportedCompositeAlpha  # lowest bit
@@ -120,7 +126,7 @@ class Swapchain:
             imageColorSpace=self.color_space,
             imageExtent=vk.VkExtent2D(width=self.extent[0], height=self.extent[1]),
             imageArrayLayers=1,
-            imageUsage=vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT,
+            imageUsage=usage,
             imageSharingMode=vk.VK_SHARING_MODE_EXCLUSIVE,
             preTransform=caps.currentTransform,
             compositeAlpha=composite,

@@ -8,8 +8,11 @@ buffers or new sizes never create anything):
 - pipeline layout   ← (set layout key, push-constant size)
 - pipeline          ← (module, entry point, specialization constants, layout)
 
-Thread-safety: lookups are lock-free dict reads; creation takes a lock, so
-several recording threads may share one cache.
+Thread-safety: lookups are lock-free dict reads; modules and layouts are
+created under a lock. The slow call, vkCreateComputePipelines, runs outside
+it (the VkPipelineCache is internally synchronised), so warm-up threads
+compile in parallel; a per-key future makes a second thread asking for the
+same pipeline wait for the first instead of creating a duplicate.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import hashlib
 import struct
 import threading
 import time
+from concurrent.futures import Future
 
 import vulkan as vk
 from vulkan import ffi
@@ -51,11 +55,13 @@ class PipelineCache:
         self.vk_cache = vk_pipeline_cache if vk_pipeline_cache is not None else ffi.NULL
         self.max_push = max_push_constants
         self._lock = threading.RLock()
+        self._stats_lock = threading.Lock()
         self._modules: dict = {}
         self._set_layouts: dict = {}
         self._layouts: dict = {}
         self._pipelines: dict = {}     # full key -> Pipeline
         self._by_spec: dict = {}       # KernelSpec -> Pipeline (fast path)
+        self._pending: dict = {}       # full key -> Future of a pipeline being created
         self.stats = {"pipelines_created": 0, "pipeline_hits": 0, "modules_created": 0,
                       "module_hits": 0, "layouts_created": 0, "set_layouts_created": 0,
                       "pipeline_create_seconds": 0.0}
@@ -115,6 +121,11 @@ class PipelineCache:
             return out[0]
 
     # -- pipelines -------------------------------------------------------
+    def count_hit(self) -> None:
+        # `+=` on a dict item is not atomic: concurrent recorders would lose counts.
+        with self._stats_lock:
+            self.stats["pipeline_hits"] += 1
+
     def lookup(self, spec):
         """The pipeline of a spec if it already exists (lock-free)."""
         return self._by_spec.get(spec)
@@ -126,29 +137,48 @@ class PipelineCache:
         (id, uint value) pairs after the workgroup size (ids 0..2)."""
         hit = self._by_spec.get(spec)
         if hit is not None:
-            self.stats["pipeline_hits"] += 1
+            self.count_hit()
             return hit
         with self._lock:
-            hit = self._by_spec.get(spec)
-            if hit is not None:
-                self.stats["pipeline_hits"] += 1
-                return hit
             mod_key, module = self.module(spirv)
             layout = self.pipeline_layout(len(bindings), push_size)
+            set_layout = self.set_layout(len(bindings))
             consts = tuple((i, v) for i, v in enumerate(spec.workgroup)) + tuple(spec_constants)
             key = (mod_key, entry, consts, len(bindings), push_size)
             pipe = self._pipelines.get(key)
-            if pipe is None:
-                pipe = Pipeline(self._create(module, entry, consts, layout), layout,
-                                self.set_layout(len(bindings)), len(bindings), push_size, spec,
-                                bindings)
-                self._pipelines[key] = pipe
-            else:
-                self.stats["pipeline_hits"] += 1
-            self._by_spec[spec] = pipe
+            if pipe is not None:
+                self.count_hit()
+                self._by_spec[spec] = pipe
+                return pipe
+            pending = self._pending.get(key)
+            creator = pending is None
+            if creator:
+                pending = self._pending[key] = Future()
+        if not creator:
+            pipe = pending.result()          # another thread creates it; re-raises its error
+            with self._lock:
+                self.count_hit()
+                self._by_spec[spec] = pipe
             return pipe
+        try:
+            handle, seconds = self._create(module, entry, consts, layout)
+        except BaseException as e:
+            with self._lock:
+                del self._pending[key]
+            pending.set_exception(e)
+            raise
+        pipe = Pipeline(handle, layout, set_layout, len(bindings), push_size, spec, bindings)
+        with self._lock:
+            self._pipelines[key] = pipe
+            self._by_spec[spec] = pipe
+            del self._pending[key]
+            self.stats["pipelines_created"] += 1
+            self.stats["pipeline_create_seconds"] += seconds
+        pending.set_result(pipe)
+        return pipe
 
     def _create(self, module, entry: str, consts: tuple, layout):
+        """(VkPipeline, seconds the driver took); called without the lock."""
         entries = [dict(constantID=cid, offset=4 * i, size=4) for i, (cid, _) in enumerate(consts)]
         data = struct.pack(f"<{len(consts)}I", *(v for _, v in consts))
         blob = ffi.new("char[]", data)
@@ -162,9 +192,7 @@ class PipelineCache:
         t0 = time.perf_counter()
         check("vkCreateComputePipelines",
               self.fns.vkCreateComputePipelines(self.device, self.vk_cache, 1, info, ffi.NULL, out))
-        self.stats["pipeline_create_seconds"] += time.perf_counter() - t0
-        self.stats["pipelines_created"] += 1
-        return out[0]
+        return out[0], time.perf_counter() - t0
 
     def destroy(self):
         d, f = self.device, self.fns

@@ -4,6 +4,13 @@ Everything is content-addressed by the SHA-256 of the GLSL text plus the
 target environment, so a changed kernel source can never pick up stale
 SPIR-V: it simply misses. A glslc subprocess costs ~100 ms, hence the disk
 cache; built-in kernels never need glslc because their SPIR-V is baked.
+
+A disk-cache file is named by the hash of its *source*, so its name says
+nothing about whether its bytes are intact: each file starts with a small
+header holding the SHA-256 of the SPIR-V that follows. A truncated,
+bit-flipped or foreign file fails that check, is reported with a warning and
+compiled again (a flipped bit that kept the SPIR-V magic would otherwise
+reach the driver).
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ log = logging.getLogger("guestcompute")
 BAKED_DIR = Path(__file__).resolve().parent.parent / "kernels" / "baked"
 TARGET_ENV = "vulkan1.0"  # SPIR-V 1.0 runs on every Vulkan 1.0 device
 SPIRV_MAGIC = b"\x03\x02\x23\x07"
+DISK_MAGIC = b"GCSPV1\n\0"   # disk-cache header: this magic, then sha256(spirv)
 
 
 def source_key(glsl: str, target_env: str = TARGET_ENV) -> str:
@@ -51,29 +59,47 @@ class SpirvCache:
         with self._lock:
             data = self._load(BAKED_DIR / f"{key}.spv", "spirv_baked_hits")
             if data is None:
-                data = self._load(self.dir / f"{key}.spv", "spirv_disk_hits")
+                data = self._load(self.dir / f"{key}.spv", "spirv_disk_hits", checked=True)
             if data is None:
                 data = compile_glsl(glsl, target_env)
                 self.stats["spirv_compiles"] += 1
                 try:
-                    atomic_write(self.dir / f"{key}.spv", data)
+                    atomic_write(self.dir / f"{key}.spv", seal(data))
                 except OSError as e:
                     log.warning("guestcompute: cannot write SPIR-V cache %s (%s); continuing "
                                 "without disk caching", self.dir, e)
             self._memory[key] = data
             return data
 
-    def _load(self, path: Path, counter: str):
+    def _load(self, path: Path, counter: str, checked: bool = False):
         try:
             data = path.read_bytes()
         except OSError:
             return None
-        if not is_spirv(data):
+        if checked:
+            data = unseal(data)
+        if data is None or not is_spirv(data):
             log.warning("guestcompute: ignoring corrupt SPIR-V cache file %s", path)
             self.stats["spirv_bad_files"] += 1
             return None
         self.stats[counter] += 1
         return data
+
+
+def seal(spirv: bytes) -> bytes:
+    """Disk-cache file contents: header with the SPIR-V's SHA-256, then it."""
+    return DISK_MAGIC + hashlib.sha256(spirv).digest() + spirv
+
+
+def unseal(data: bytes):
+    """The SPIR-V inside a disk-cache file, or None unless it is intact."""
+    head = len(DISK_MAGIC) + 32
+    if len(data) <= head or not data.startswith(DISK_MAGIC):
+        return None
+    spirv = data[head:]
+    if hashlib.sha256(spirv).digest() != data[len(DISK_MAGIC):head]:
+        return None
+    return spirv
 
 
 def glslc_path() -> str:

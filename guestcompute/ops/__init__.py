@@ -1,2 +1,7 @@
 """Operations. Importing this package registers every op on the Recorder."""
 from . import elementwise  # noqa: F401
+from . import math  # noqa: F401
+from . import scan  # noqa: F401
+from . import sort  # noqa: F401
+from . import matmul  # noqa: F401
+from . import image  # noqa: F401

@@ -57,7 +57,8 @@ def check_tensor(ctx, t, what: str) -> Tensor:
         raise InvalidArgumentError(f"{what} must be a guestcompute Tensor, got {type(t).__name__}; "
                                    "wrap host data with ctx.tensor(...) first")
     if t.ctx is not ctx:
-        raise WrongContextError(f"{what} belongs to another context")
+        raise WrongContextError(f"{what} belongs to another context; use tensors of this context "
+                                "(copy across with ctx.tensor(t.numpy()))")
     ctx._check_open()
     lo, hi = t.span
     if lo < 0 or hi * t.dtype.size > t.buffer.size:
@@ -83,7 +84,8 @@ def broadcast_shapes(*shapes) -> tuple:
     for i in range(ndim):
         dims = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0} - {1}
         if len(dims) > 1:
-            raise ShapeError(f"shapes {' and '.join(map(str, shapes))} do not broadcast")
+            raise ShapeError(f"shapes {' and '.join(map(str, shapes))} do not broadcast; "
+                             "each dimension must match or be 1 (numpy rules)")
         out.append(dims.pop() if dims else 1)
     return tuple(out)
 

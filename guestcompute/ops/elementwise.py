@@ -9,6 +9,12 @@ Two kernels per expression, chosen by :func:`plan_map`:
 - ``strided``: any views and numpy broadcasting; the index is decomposed
   over up to 4 (or 6) coalesced dims whose sizes and strides are push
   constants, so new shapes never create a pipeline.
+
+Expressions that need more than one GLSL expression (NaN-aware maximum,
+integer floor division...) bring *helpers*: GLSL function text rendered
+before ``main`` (with vec2/vec4 overloads for the vector widths) and kept in
+the spec like everything else. Ops with two scalar operands (clamp) use
+``s`` and ``t``.
 """
 from __future__ import annotations
 
@@ -16,12 +22,14 @@ import math
 import re
 
 from ..dtypes import DType, as_dtype
-from ..errors import InvalidArgumentError, ShapeError
+from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, check_dtype,
                    check_tensor, coalesce, op, overlaps, same_dtype)
+from .memo import memo_of, scalar_key
+from ..tensor import Tensor
 
 COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint"}
 WORKGROUP = 128
@@ -32,6 +40,14 @@ def compute_vec(d: DType, width: int) -> str:
     if width == 1:
         return base
     return {"float": "vec", "int": "ivec", "uint": "uvec"}[d.kind] + str(width)
+
+
+def storage_vec(d: DType, width: int) -> str:
+    """GLSL type of ``width`` packed elements in a buffer (u8vec4 for uint8:
+    ``DType.vec`` would give uvec4, four times too wide)."""
+    if d.name == "uint8" and width > 1:
+        return f"u8vec{width}"
+    return d.vec(width)
 
 
 def _extensions(dtypes) -> tuple:
@@ -50,11 +66,14 @@ def _features(dtypes) -> tuple:
 @family("map")
 def _render_map(spec: KernelSpec) -> str:
     expr = re.sub(r"\bs\b", "pc.s", spec.param("expr"))
+    if spec.param("nscalars", 1) == 2:
+        expr = re.sub(r"\bt\b", "pc.t", expr)
     in_types = [as_dtype(n) for n in spec.param("inputs")]
     out_type = as_dtype(spec.param("output"))
     mode = spec.param("mode")
     width = spec.param("width", 1)
-    lines = ["void main() {", f"  uint i = {LINEAR_INDEX};", "  if (i >= pc.n) return;"]
+    lines = [spec.param("helpers")] if spec.param("helpers") else []
+    lines += ["void main() {", f"  uint i = {LINEAR_INDEX};", "  if (i >= pc.n) return;"]
     if mode == "contig":
         idx = {k: f"pc.off{k} + i" for k in range(len(in_types))}
         out_idx = "pc.offo + i"
@@ -75,16 +94,18 @@ def _render_map(spec: KernelSpec) -> str:
         out_idx = "oo"
     for k, d in enumerate(in_types):
         lines.append(f"  {compute_vec(d, width)} x{k} = {compute_vec(d, width)}(in{k}[{idx[k]}]);")
-    out_vec = out_type.vec(width)
+    out_vec = storage_vec(out_type, width)
     lines.append(f"  out0[{out_idx}] = {out_vec}({compute_vec(out_type, width)}({expr}));")
     lines.append("}")
     return "\n".join(lines)
 
 
 def map_spec(expr: str, in_types, out_type: DType, mode: str, width: int = 1, rank: int = 0,
-             scalar: str = None) -> KernelSpec:
-    bindings = tuple(Binding(f"in{k}", d.vec(width), READ) for k, d in enumerate(in_types))
-    bindings += (Binding("out0", out_type.vec(width), WRITE),)
+             scalar: str = None, helpers=None, nscalars: int = 1) -> KernelSpec:
+    """``helpers``: None or ``fn(width) -> GLSL text``; ``nscalars``: 2 adds
+    the push-constant scalar ``t`` (same type as ``s``)."""
+    bindings = tuple(Binding(f"in{k}", storage_vec(d, width), READ) for k, d in enumerate(in_types))
+    bindings += (Binding("out0", storage_vec(out_type, width), WRITE),)
     push = [Push("n", "uint")]
     if mode == "contig":
         push += [Push(f"off{k}", "uint") for k in range(len(in_types))] + [Push("offo", "uint")]
@@ -95,11 +116,17 @@ def map_spec(expr: str, in_types, out_type: DType, mode: str, width: int = 1, ra
         push += [Push("offo", "uint"), Push("sto", "int", rank)]
     if scalar:
         push.append(Push("s", scalar))
+        if nscalars == 2:
+            push.append(Push("t", scalar))
     all_types = list(in_types) + [out_type]
     params = [("expr", expr), ("inputs", tuple(d.name for d in in_types)),
               ("output", out_type.name), ("mode", mode), ("width", width), ("scalar", scalar or "")]
     if mode != "contig":
         params.append(("rank", rank))
+    if helpers is not None:
+        params.append(("helpers", helpers(width)))
+    if nscalars != 1:       # only when used, so the foundation's specs keep their keys
+        params.append(("nscalars", nscalars))
     return KernelSpec("map", bindings, tuple(push), tuple(params), (WORKGROUP, 1, 1),
                       _extensions(all_types), _features(all_types))
 
@@ -111,14 +138,18 @@ def _vec_width(n: int, offsets) -> int:
     return 1
 
 
-def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_type=None) -> Dispatch:
+def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_type=None,
+             helpers=None) -> Dispatch:
     """The dispatch computing ``out = expr(inputs, s)`` with broadcasting.
-    ``inputs`` and ``out`` are already validated tensors."""
+    ``inputs`` and ``out`` are already validated tensors; ``scalar`` is one
+    value or a pair ``(s, t)``."""
+    nscalars = 2 if isinstance(scalar, tuple) else 1
     n = out.size
     contiguous = all(t.is_contiguous and t.shape == out.shape for t in inputs) and out.is_contiguous
     if contiguous:
         w = _vec_width(n, [t.offset for t in inputs] + [out.offset])
-        spec = map_spec(expr, [t.dtype for t in inputs], out_dtype, "contig", w, scalar=scalar_type)
+        spec = map_spec(expr, [t.dtype for t in inputs], out_dtype, "contig", w, scalar=scalar_type,
+                        helpers=helpers, nscalars=nscalars)
         values = {"n": n // w, "offo": out.offset // w}
         values.update({f"off{k}": t.offset // w for k, t in enumerate(inputs)})
         invocations = n // w
@@ -131,7 +162,8 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
                              f"(at most {limit}); make an operand contiguous first")
         rank = 4 if len(shape) <= 4 else 6
         pad = rank - len(shape)
-        spec = map_spec(expr, [t.dtype for t in inputs], out_dtype, "strided", 1, rank, scalar_type)
+        spec = map_spec(expr, [t.dtype for t in inputs], out_dtype, "strided", 1, rank, scalar_type,
+                        helpers, nscalars)
         values = {"n": n, "shape": (1,) * pad + tuple(shape), "offo": out.offset,
                   "sto": (0,) * pad + tuple(strides[-1])}
         for k, t in enumerate(inputs):
@@ -139,9 +171,15 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
             values[f"st{k}"] = (0,) * pad + tuple(strides[k])
         invocations = n
     if scalar_type:
-        values["s"] = scalar
+        if nscalars == 2:
+            values["s"], values["t"] = scalar
+        else:
+            values["s"] = scalar
     groups = groups_for(invocations, WORKGROUP, ctx.limits.max_workgroup_count)
     return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), spec.pack(values), groups)
+
+
+_F32_ROUNDS_TO_INF = 3.4028235677973366e38   # halfway between FLT_MAX and 2**128
 
 
 def _scalar_for(dtype: DType, value, what: str):
@@ -149,14 +187,21 @@ def _scalar_for(dtype: DType, value, what: str):
         raise InvalidArgumentError(f"{what} must be a Python number, got {type(value).__name__}")
     kind = COMPUTE_TYPE[dtype.kind]
     if kind == "float":
-        return float(value), "float"
+        # Like numpy, a value beyond float32's range becomes ±inf (struct.pack would raise).
+        try:
+            v = float(value)
+        except OverflowError:          # an int beyond any float
+            v = math.inf if value > 0 else -math.inf
+        if abs(v) >= _F32_ROUNDS_TO_INF:
+            v = math.copysign(math.inf, v)
+        return v, "float"
     if isinstance(value, float) and not value.is_integer():
-        raise InvalidArgumentError(f"{what}={value} is not an integer but the tensor is {dtype}")
+        raise InvalidArgumentError(f"{what}={value} is not an integer but the tensor is {dtype}; "
+                                   "pass an integer")
     value = int(value)
-    if kind == "uint" and not 0 <= value < 2 ** 32:
-        raise InvalidArgumentError(f"{what}={value} does not fit {dtype}")
-    if kind == "int" and not -2 ** 31 <= value < 2 ** 31:
-        raise InvalidArgumentError(f"{what}={value} does not fit {dtype}")
+    lo, hi = (0, 2 ** 32) if kind == "uint" else (-2 ** 31, 2 ** 31)
+    if not lo <= value < hi:
+        raise InvalidArgumentError(f"{what}={value} does not fit {dtype}; use a value in [{lo}, {hi})")
     return value, kind
 
 
@@ -169,9 +214,11 @@ def _output(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True):
         return ctx.empty(shape, dtype)
     out = check_tensor(ctx, out, "out")
     if out.shape != tuple(shape):
-        raise ShapeError(f"out has shape {out.shape}, the result has shape {tuple(shape)}")
+        raise ShapeError(f"out has shape {out.shape}, the result has shape {tuple(shape)}; "
+                         "pass an out of the result's shape, or none")
     if out.dtype != dtype:
-        raise InvalidArgumentError(f"out has dtype {out.dtype}, the result is {dtype}")
+        raise DTypeError(f"out has dtype {out.dtype}, the result is {dtype}; pass an out of dtype {dtype}, "
+                         "or none")
     for t in inputs:
         exact = (t.buffer is out.buffer and t.offset == out.offset and t.strides == out.strides
                  and t.shape == out.shape)
@@ -182,8 +229,21 @@ def _output(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True):
 
 
 def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, allowed=None,
-                name="op") -> OpResult:
-    """Validate, allocate and plan any elementwise op (used by all of them)."""
+                name="op", helpers=None) -> OpResult:
+    """Validate, allocate and plan any elementwise op (used by all of them).
+    ``scalar`` is a Python number or a pair of them (``s`` and ``t``)."""
+    key = None
+    if out is not None and helpers is None:
+        # A repeat of an earlier call on the same tensors reuses its plan (see memo.py).
+        key = (expr, name, out_dtype, allowed, scalar if scalar is None else scalar_key(scalar),
+               id(out), *map(id, inputs))
+        memo = ctx.__dict__.get("_plan_memo") or memo_of(ctx)
+        try:
+            hit = memo.get(key, (out, *inputs))
+        except TypeError:          # an unhashable argument: validation below says what is wrong
+            key = hit = None
+        if hit is not None:
+            return OpResult(out, hit)
     inputs = [check_tensor(ctx, t, f"{name} input {k}") for k, t in enumerate(inputs)]
     dtype = same_dtype(inputs, name) if inputs else None
     if allowed is not None and dtype is not None:
@@ -191,14 +251,21 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
     out_dtype = as_dtype(out_dtype) if out_dtype is not None else dtype
     shape = broadcast_shapes(*(t.shape for t in inputs))
     scalar_value = scalar_type = None
-    if scalar is not None:
+    if isinstance(scalar, tuple):
+        pair = [_scalar_for(dtype or out_dtype, v, f"{name} scalar") for v in scalar]
+        scalar_value, scalar_type = (pair[0][0], pair[1][0]), pair[0][1]
+    elif scalar is not None:
         scalar_value, scalar_type = _scalar_for(dtype or out_dtype, scalar, f"{name} scalar")
     if out is None and not inputs:
         raise InvalidArgumentError(f"{name} needs out=")
     out = _output(ctx, out, out.shape if (out is not None and not inputs) else shape, out_dtype, inputs)
     if out.size == 0:
-        return OpResult(out, [])
-    return OpResult(out, [plan_map(ctx, expr, inputs, out, out_dtype, scalar_value, scalar_type)])
+        dispatches = []
+    else:
+        dispatches = [plan_map(ctx, expr, inputs, out, out_dtype, scalar_value, scalar_type, helpers)]
+    if key is not None:
+        memo.put(key, (out, *inputs), dispatches)
+    return OpResult(out, dispatches)
 
 
 # -- the foundation ops ------------------------------------------------------
@@ -210,7 +277,6 @@ BINARY = {"add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1"}
 
 def _binary(name, expr):
     def binary_op(ctx, a, b, *, out=None):
-        from ..tensor import Tensor
         if not isinstance(b, Tensor) and isinstance(a, Tensor) and isinstance(b, (int, float)):
             return elementwise(ctx, expr.replace("x1", "s"), [a], out, scalar=b, allowed=NUMERIC, name=name)
         return elementwise(ctx, expr, [a, b], out, allowed=NUMERIC, name=name)
@@ -227,6 +293,8 @@ for _name, _expr in BINARY.items():
 @op("scale")
 def scale(ctx, x, factor, *, out=None):
     """``out = factor * x`` for a Python number ``factor``."""
+    if factor is None:
+        raise InvalidArgumentError("scale needs a Python number factor, got None")
     return elementwise(ctx, "x0 * s", [x], out, scalar=factor, allowed=NUMERIC, name="scale")
 
 
@@ -240,16 +308,20 @@ def copy(ctx, src, *, out=None):
 def fill(ctx, out, value):
     """Set every element of ``out`` (any view) to ``value``."""
     out = check_tensor(ctx, out, "fill out")
+    if value is None:
+        raise InvalidArgumentError("fill needs a Python number value, got None")
     return elementwise(ctx, "s", [], out, out_dtype=out.dtype, scalar=value, name="fill")
 
 
-def map_variants(expr: str, in_dtypes, out_dtype: DType, scalar: str = None):
+def map_variants(expr: str, in_dtypes, out_dtype: DType, scalar: str = None, helpers=None,
+                 nscalars: int = 1):
     """Every spec ``plan_map`` can produce for one expression and dtypes."""
     for w in (1, 2, 4):
-        yield map_spec(expr, in_dtypes, out_dtype, "contig", w, scalar=scalar)
+        yield map_spec(expr, in_dtypes, out_dtype, "contig", w, scalar=scalar, helpers=helpers,
+                       nscalars=nscalars)
     ranks = (4,) if len(in_dtypes) >= 3 else (4, 6)
     for rank in ranks:
-        yield map_spec(expr, in_dtypes, out_dtype, "strided", 1, rank, scalar)
+        yield map_spec(expr, in_dtypes, out_dtype, "strided", 1, rank, scalar, helpers, nscalars)
 
 
 _SCALAR_KIND = {"float": "float", "int": "int", "uint": "uint"}

@@ -64,6 +64,7 @@ class MemoryManager:
                       for i in range(props.memoryTypeCount)]
         self.heap_sizes = [props.memoryHeaps[i].size for i in range(props.memoryHeapCount)]
         self._lock = threading.Lock()
+        self._live: dict = {}       # id(Allocation) -> Allocation, for close()
         self.live_buffers = 0
         self.live_bytes = 0
         self.peak_bytes = 0
@@ -79,6 +80,13 @@ class MemoryManager:
         """A buffer of at least ``size`` bytes. ``host_visible`` forces
         mappable memory (staging); otherwise device-local is preferred."""
         size = max(16, (size + 15) & ~15)
+        # Fail before asking the driver: an allocation larger than its heap is
+        # invalid usage (VUID-vkAllocateMemory-pAllocateInfo-01713), and
+        # lavapipe, whose heap is host RAM, might otherwise really try.
+        largest = max(self.heap_sizes)
+        if size > largest:
+            raise OutOfMemoryError("vkAllocateMemory", -2, f"{size} bytes requested but the largest memory "
+                                   f"heap has {largest}; use smaller tensors")
         info = new("VkBufferCreateInfo", size=size, usage=usage,
                    sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         out = ffi.new("VkBuffer *")
@@ -93,6 +101,10 @@ class MemoryManager:
             else:
                 prefs = (_DEVICE_LOCAL | _HOST_VISIBLE | _HOST_COHERENT, _DEVICE_LOCAL, 0)
             type_index = self._pick_type(reqs.memoryTypeBits, prefs)
+            heap = self.heap_sizes[self.types[type_index][1]]
+            if reqs.size > heap:
+                raise OutOfMemoryError("vkAllocateMemory", -2, f"{reqs.size} bytes requested but the memory "
+                                       f"heap has {heap}; use smaller tensors")
             alloc = new("VkMemoryAllocateInfo", allocationSize=reqs.size, memoryTypeIndex=type_index)
             mem = ffi.new("VkDeviceMemory *")
             check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem),
@@ -101,20 +113,30 @@ class MemoryManager:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
             raise
         memory = mem[0]
-        self.fns.vkBindBufferMemory(self.device, buffer, memory, 0)
         flags = self.types[type_index][0]
         mapped = None
-        if flags & _HOST_VISIBLE:
-            ptr = ffi.new("void **")
-            check("vkMapMemory", self.fns.vkMapMemory(self.device, memory, 0, reqs.size, 0, ptr))
-            mapped = ffi.buffer(ptr[0], size)
+        try:
+            check("vkBindBufferMemory", self.fns.vkBindBufferMemory(self.device, buffer, memory, 0))
+            if flags & _HOST_VISIBLE:
+                ptr = ffi.new("void **")
+                check("vkMapMemory", self.fns.vkMapMemory(self.device, memory, 0, reqs.size, 0, ptr))
+                mapped = ffi.buffer(ptr[0], size)
+        except BaseException:
+            self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
+            self.fns.vkFreeMemory(self.device, memory, ffi.NULL)
+            raise
+        a = Allocation(buffer, memory, size, mapped, flags)
         with self._lock:
+            self._live[id(a)] = a
             self.live_buffers += 1
             self.live_bytes += size
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-        return Allocation(buffer, memory, size, mapped, flags)
+        return a
 
     def destroy(self, a: Allocation) -> None:
+        with self._lock:
+            if self._live.pop(id(a), None) is None:
+                return          # already destroyed (e.g. by destroy_all at close)
         if a.mapped is not None:
             self.fns.vkUnmapMemory(self.device, a.memory)
         self.fns.vkDestroyBuffer(self.device, a.buffer, ffi.NULL)
@@ -122,6 +144,11 @@ class MemoryManager:
         with self._lock:
             self.live_buffers -= 1
             self.live_bytes -= a.size
+
+    def destroy_all(self) -> None:
+        """Destroy every buffer still alive (context teardown)."""
+        for a in list(self._live.values()):
+            self.destroy(a)
 
     def flush(self, a: Allocation) -> None:
         """Make host writes visible for non-coherent memory."""

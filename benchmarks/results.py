@@ -1,0 +1,85 @@
+"""One benchmark result, always next to the baseline it was measured against
+in the same run, plus the small timing helpers every benchmark shares."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Result:
+    """``value`` (in ``unit``) of guestcompute next to ``baseline_value`` of
+    ``baseline``. ``ratio`` is value / baseline_value; ``goal`` says which
+    number is judged (``"ratio<=1.3"``, ``"value>=100"``...) so the report can
+    say met / missed without knowing the benchmark."""
+    section: str
+    name: str
+    value: float = None
+    unit: str = ""
+    baseline: str = ""
+    baseline_value: float = None
+    goal: str = ""
+    note: str = ""
+    skipped: str = ""          # why it did not run (op not present, no device feature...)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ratio(self):
+        if self.value is None or not self.baseline_value:
+            return None
+        return self.value / self.baseline_value
+
+    @property
+    def met(self):
+        """True/False when the goal can be judged, else None."""
+        if not self.goal or self.skipped:
+            return None
+        for op in ("<=", ">="):
+            if op in self.goal:
+                what, target = self.goal.split(op)
+                got = self.ratio if what.strip() == "ratio" else self.value
+                if got is None:
+                    return None
+                target = float(target)
+                return got <= target if op == "<=" else got >= target
+        raise ValueError(f"goal {self.goal!r} must look like 'ratio<=1.3' or 'value>=100'")
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["ratio"] = self.ratio
+        d["met"] = self.met
+        return d
+
+
+def skipped(section: str, name: str, why: str) -> Result:
+    return Result(section, name, skipped=why)
+
+
+def median_time(fn, repeat: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def interleaved(fns: dict, repeat: int, warmup: int = 1) -> dict:
+    """Median seconds of each ``fns[name]()``, run in turns so that drift on a
+    shared machine (other processes, clock changes) hits every variant alike.
+    A callable may return its own measured seconds (to leave setup out);
+    otherwise its whole call is timed."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            own = fn()
+            times[name].append(own if isinstance(own, float) else time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}

@@ -1,0 +1,227 @@
+"""What both demos share: a host renderer that adopted guestcompute, the
+command-line flags, the frame loop with its statistics, and the report.
+
+The host is :class:`demos.host.HostRenderer`, which knows nothing about
+guestcompute. The one place the two meet at start-up is the device: the
+renderer asks ``configure_device`` what to enable, and we answer with
+``gc.requirements()`` — then adopt the device the renderer created. Every
+frame the demo records guest work into the renderer's command buffer through
+the two hooks ``record_before_pass`` / ``record_after_pass``.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import vulkan as vk
+
+import guestcompute as gc
+
+from .host import HostRenderer
+
+# Particles by default: a GPU gets a million; a CPU device (lavapipe) gets
+# fewer so that the window stays interactive.
+GPU_PARTICLES = 1_000_000
+CPU_PARTICLES = 150_000
+
+
+def parser(description: str, default_frames_headless: int = 60) -> argparse.ArgumentParser:
+    """The flags every demo takes."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--headless", action="store_true",
+                   help="render offscreen (no window); implied when no display is available")
+    p.add_argument("--frames", type=int, default=None,
+                   help=f"frames to render (default: {default_frames_headless} headless, "
+                        "until the window is closed otherwise)")
+    p.add_argument("--screenshot", type=Path, default=None,
+                   help="write the last frame as PNG (headless mode)")
+    p.add_argument("--particles", type=int, default=None,
+                   help=f"particle count (default: {GPU_PARTICLES:,} on a GPU, "
+                        f"{CPU_PARTICLES:,} on a CPU device)")
+    p.add_argument("--device", default=None, help="substring of the Vulkan device name to use")
+    p.add_argument("--validation", action="store_true",
+                   help="enable the Khronos validation layer (with synchronization validation); "
+                        "the exit status is 1 if it reports anything")
+    p.add_argument("--size", type=int, nargs=2, default=(800, 600), metavar=("W", "H"))
+    p.set_defaults(default_frames_headless=default_frames_headless)
+    return p
+
+
+def guest_requirements(physical_device, api_version):
+    """The renderer's ``configure_device`` hook: enable what guestcompute
+    recommends for this device (all of it optional)."""
+    req = gc.requirements(physical_device, api_version)
+    return req.device_extensions, (req.feature_chain() if req.features else None)
+
+
+@dataclass
+class FrameStats:
+    """Per-frame wall time and CPU time spent inside guest recording."""
+    frame_s: list = field(default_factory=list)
+    record_s: list = field(default_factory=list)
+
+    def steady(self, values):
+        # The first frame creates pipelines (and may compile shaders): leave it out.
+        return values[1:] if len(values) > 1 else values
+
+    @property
+    def fps(self) -> float:
+        frames = self.steady(self.frame_s)
+        return len(frames) / sum(frames) if frames and sum(frames) > 0 else 0.0
+
+    @property
+    def record_us(self) -> float:
+        """Median CPU µs per frame the guest spent recording."""
+        values = self.steady(self.record_s)
+        return 1e6 * statistics.median(values) if values else 0.0
+
+
+@dataclass
+class Result:
+    frames: int
+    fps: float
+    record_us: float
+    validation_messages: list
+    last_frame: np.ndarray | None     # (H, W, 4) uint8, headless only
+
+
+class GuestApp:
+    """A :class:`HostRenderer` plus the guestcompute context adopted on its device.
+
+    ``ctx.record`` calls go through :meth:`record`, which times them; the
+    frame loop in :meth:`run` retires guest epochs as frames complete.
+    """
+
+    def __init__(self, args, title: str):
+        self.title = title
+        self.renderer = HostRenderer(
+            *args.size, title=title, headless=args.headless, device_name=args.device,
+            validation=args.validation, configure_device=guest_requirements)
+        r = self.renderer
+        try:
+            self.ctx = gc.Context.adopt(
+                instance=r.instance, physical_device=r.physical_device, device=r.device,
+                queue_family_index=r.queue_family_index, api_version=r.api_version,
+                enabled_extensions=r.enabled_extensions, features=r.features_chain,
+                # The queue is only used for uploads at start-up (ctx.tensor on
+                # device-local memory); recording never submits.
+                queue=r.queue)
+        except BaseException:
+            r.close()
+            raise
+        self.stats = FrameStats()
+        self._record_s = 0.0
+        self._slot_epochs: dict[int, int] = {}
+
+    @property
+    def on_cpu(self) -> bool:
+        props = vk.vkGetPhysicalDeviceProperties(self.renderer.physical_device)
+        return props.deviceType == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+
+    def default_particles(self, requested: int | None) -> int:
+        if requested is not None:
+            if requested <= 0:
+                raise SystemExit("--particles must be positive")
+            return requested
+        return CPU_PARTICLES if self.on_cpu else GPU_PARTICLES
+
+    def record(self, cmd, fn):
+        """Record ``fn(rec)`` into the host's ``cmd``, timing the CPU cost."""
+        start = time.perf_counter()
+        with self.ctx.record(cmd) as rec:
+            fn(rec)
+        self._record_s += time.perf_counter() - start
+
+    def run(self, frames: int | None, before_pass, after_pass=None, status=None) -> int:
+        """Render until ``frames`` frames are done (or the window closes).
+
+        ``before_pass(cmd, frame)`` and ``after_pass(cmd, frame)`` record the
+        frame's guest work; ``status()`` returns a short text for the title.
+        """
+        renderer = self.renderer
+        ctx = self.ctx
+
+        def before(cmd):
+            # frame() waited for this slot's fence: the frame that last used
+            # the slot is complete, and so is the guest work recorded in it.
+            slot = renderer.current_frame_slot
+            if slot in self._slot_epochs:
+                ctx.retire(self._slot_epochs[slot])
+            before_pass(cmd, renderer.frame_count)
+
+        def after(cmd):
+            if after_pass is not None:
+                after_pass(cmd, renderer.frame_count)
+            # Everything the guest recorded for this frame belongs to this epoch.
+            self._slot_epochs[renderer.current_frame_slot] = ctx.advance_epoch()
+
+        last_title = time.perf_counter()
+        while frames is None or renderer.frame_count < frames:
+            self._record_s = 0.0
+            start = time.perf_counter()
+            if not renderer.frame(record_before_pass=before, record_after_pass=after):
+                break
+            self.stats.frame_s.append(time.perf_counter() - start)
+            self.stats.record_s.append(self._record_s)
+            now = time.perf_counter()
+            if now - last_title > 0.5:
+                last_title = now
+                text = self.status_line(status)
+                renderer.set_title(f"{self.title} — {text}")
+        return renderer.frame_count
+
+    def status_line(self, status=None) -> str:
+        recent = FrameStats(self.stats.frame_s[-30:], self.stats.record_s[-30:])
+        parts = [status()] if status else []
+        parts += [f"{recent.fps:.1f} FPS", f"guest recording {recent.record_us:.0f} µs/frame"]
+        return " — ".join(parts)
+
+    def finish(self, screenshot: Path | None) -> Result:
+        """Read back the last frame, write the screenshot, close everything."""
+        renderer = self.renderer
+        last = None
+        try:
+            if renderer.headless and renderer.frame_count:
+                last = renderer.last_frame_rgba()
+                if screenshot is not None:
+                    screenshot.parent.mkdir(parents=True, exist_ok=True)
+                    renderer.save_png(screenshot)
+            renderer.wait_idle()
+        finally:
+            self.close()
+        return Result(renderer.frame_count, self.stats.fps, self.stats.record_us,
+                      list(renderer.validation_messages), last)
+
+    def close(self):
+        self.renderer.wait_idle()
+        self.ctx.close()
+        self.renderer.close()
+
+
+def report(name: str, result: Result, validation: bool, screenshot: Path | None) -> int:
+    """Print the summary; the exit status is 1 if validation reported anything."""
+    print(f"{name}: {result.frames} frames, {result.fps:.1f} FPS, "
+          f"guest recording {result.record_us:.0f} µs/frame (median, CPU)")
+    if validation:
+        print(f"validation messages (incl. synchronization validation): {len(result.validation_messages)}")
+        for message in result.validation_messages:
+            print("  " + message)
+    if screenshot is not None and result.last_frame is not None:
+        print(f"screenshot: {screenshot}")
+    return 1 if result.validation_messages else 0
+
+
+def resolve_mode(args) -> None:
+    """Headless when asked, or when there is no display to open a window on."""
+    import os
+    if not args.headless and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        print("no display: rendering headless")
+        args.headless = True
+    if args.frames is None and args.headless:
+        args.frames = args.default_frames_headless
+    if args.screenshot is not None and not args.headless:
+        raise SystemExit("--screenshot needs --headless (the window path has no readback)")

@@ -1,0 +1,55 @@
+"""Particles on a strange attractor, simulated by guestcompute inside a
+Vulkan renderer's frame and drawn in the same command buffer.
+
+Per frame, one command buffer and one submit:
+
+    guest: advance the particles, write the host's vertex buffers   (before the pass)
+    host:  draw them as additive point sprites                       (render pass)
+    guest: bloom + tonemap on a copy of the rendered image           (after the pass)
+    host:  copy the result back, then present / read back
+
+Run ``python -m demos.particles`` (a window; headless without a display) or
+``python -m demos.particles --headless --frames 60 --screenshot out/particles.png``.
+"""
+from __future__ import annotations
+
+import sys
+
+from .app import GuestApp, parser, report, resolve_mode
+from .attractor import LorenzParticles
+
+
+def run(args):
+    resolve_mode(args)
+    app = GuestApp(args, "guestcompute particles")
+    try:
+        renderer = app.renderer
+        count = app.default_particles(args.particles)
+        print(f"device: {renderer.device_name}; particles: {count:,}; "
+              f"{'offscreen' if renderer.headless else 'window'} {renderer.extent[0]}x{renderer.extent[1]}")
+        buffers = renderer.create_vertex_buffers(count)
+        sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent,
+                              point_size=1.0 if count >= 500_000 else 1.5)
+
+        def before_pass(cmd, frame):
+            app.record(cmd, lambda rec: sim.record(rec, frame))
+
+        app.run(args.frames, before_pass, status=lambda: f"{count:,} particles")
+    except BaseException:
+        app.close()
+        raise
+    return app.finish(args.screenshot)
+
+
+def parse_args(argv=None):
+    return parser(__doc__.splitlines()[0]).parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    result = run(args)
+    return report("particles", result, args.validation, args.screenshot)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Warm-up: create pipelines before the first frame needs them.
+
+A renderer that creates a pipeline while recording frame 1 hitches for the
+length of a driver compile (milliseconds per pipeline on real drivers), so
+``ctx.warmup()`` does them all up front. vkCreateComputePipelines releases
+the GIL and may run on several threads with one VkPipelineCache, so a small
+thread pool overlaps the driver's work (see cache/pipelines.py for the
+per-key de-duplication that makes this safe).
+"""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+
+from ..errors import InvalidArgumentError, UnsupportedError
+from ..kernels.spec import KernelSpec
+
+
+@dataclass
+class WarmupReport:
+    total: int            # specs asked for (after dropping unsupported ones for "all")
+    created: int          # pipelines this call created
+    existing: int         # already there before the call
+    skipped: int          # built-ins this context cannot run (features the host did not enable)
+    seconds: float        # wall time of the call
+    threads: int
+    saved: bool = False   # the persisted pipeline cache file was (re)written
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _feature_enabled(caps, feature: str) -> bool:
+    checks = {
+        "float16": lambda: caps.float16_storage,
+        "int8": lambda: caps.uint8_storage,
+        "uint8": lambda: caps.uint8_storage,
+        "subgroup": lambda: caps.api_version >= (1, 1),
+        "cooperative_matrix": lambda: caps.cooperative_matrix,
+    }
+    check = checks.get(feature)
+    return bool(check and check())
+
+
+def supported(ctx, spec: KernelSpec) -> bool:
+    """Whether ``ctx`` can create this spec's pipeline with what the host enabled."""
+    if spec.target_env != "vulkan1.0" and ctx.caps.api_version < (1, 1):
+        return False
+    return all(_feature_enabled(ctx.caps, f) for f in spec.features)
+
+
+def resolve(ctx, specs) -> tuple:
+    """(specs to create, number of built-ins skipped as unsupported)."""
+    if specs is None or (isinstance(specs, str) and specs == "all"):
+        from ..kernels.catalogue import all_specs
+        every = list(all_specs())
+        runnable = [s for s in every if supported(ctx, s)]
+        return runnable, len(every) - len(runnable)
+    if isinstance(specs, str):
+        raise InvalidArgumentError(f"warmup(): specs must be None, 'all', a list of KernelSpecs or a "
+                                   f"program, got {specs!r}")
+    if hasattr(specs, "specs") and callable(specs.specs):
+        specs = specs.specs()
+    try:
+        specs = list(dict.fromkeys(specs))
+    except TypeError:
+        raise InvalidArgumentError(f"warmup(): cannot iterate over {type(specs).__name__}") from None
+    for s in specs:
+        if not isinstance(s, KernelSpec):
+            raise InvalidArgumentError(f"warmup(): expected KernelSpecs, got {type(s).__name__}")
+        if not supported(ctx, s):
+            raise UnsupportedError(f"warmup(): kernel {s.family} needs {s.features or s.target_env}, "
+                                   "which the host did not enable")
+    return specs, 0
+
+
+def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
+    t0 = time.perf_counter()
+    todo, skipped = resolve(ctx, specs)
+    if threads is None:
+        threads = min(8, os.cpu_count() or 1)
+    if not isinstance(threads, int) or threads < 1:
+        raise InvalidArgumentError(f"warmup(): threads must be a positive int, got {threads!r}")
+    if progress is not None and not callable(progress):
+        raise InvalidArgumentError("warmup(): progress must be callable(done, total)")
+    existing = sum(1 for s in todo if ctx._pipelines.lookup(s) is not None)
+    missing = [s for s in todo if ctx._pipelines.lookup(s) is None]
+    before = ctx._pipelines.stats["pipelines_created"]
+
+    def create(spec):
+        spirv = ctx._spirv.get(spec.render(), spec.target_env)
+        bindings = tuple((b.reads, b.writes) for b in spec.bindings)
+        ctx._pipelines.get(spec, spirv, bindings, spec.push_size)
+
+    total = len(todo)
+    done = existing
+    if progress is not None:
+        progress(done, total)
+    if threads == 1 or len(missing) <= 1:
+        for spec in missing:
+            create(spec)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    else:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="guestcompute-warmup") as pool:
+            futures = [pool.submit(create, s) for s in missing]
+            try:
+                for fut in as_completed(futures):
+                    fut.result()           # the first failure propagates
+                    done += 1
+                    if progress is not None:
+                        progress(done, total)
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    created = ctx._pipelines.stats["pipelines_created"] - before
+    return WarmupReport(total=total, created=created, existing=existing, skipped=skipped,
+                        seconds=time.perf_counter() - t0, threads=threads)

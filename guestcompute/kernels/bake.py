@@ -1,0 +1,139 @@
+"""Bake: compile every built-in kernel variant to SPIR-V shipped in the package.
+
+Files are named by :func:`~guestcompute.cache.spirv.source_key` of the
+rendered GLSL (and target environment), exactly the key the runtime looks up
+first, so a kernel whose source changed simply has no baked file until the
+next bake — it can never load stale code. ``index.json`` maps each spec's
+key to its file, for people and for the staleness test.
+
+Incremental: files already present are kept (their name is the hash of their
+source, so they cannot be out of date); files no spec needs are removed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..cache.paths import atomic_write
+from ..cache.spirv import BAKED_DIR, compile_glsl, glslc_path, is_spirv, source_key
+from ..errors import KernelError
+
+INDEX_NAME = "index.json"
+INDEX_FORMAT = 1
+
+
+@dataclass
+class BakeReport:
+    out_dir: str
+    specs: int            # catalogue specs
+    sources: int          # distinct rendered sources (specs differing only in workgroup share one)
+    compiled: int
+    kept: int
+    removed: list = field(default_factory=list)
+    seconds: float = 0.0
+    compiler: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def glslc_version() -> str:
+    """First line of ``glslc --version`` (the shaderc release)."""
+    proc = subprocess.run([glslc_path(), "--version"], capture_output=True, text=True)
+    return proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else "unknown"
+
+
+def plan(specs) -> dict:
+    """source key -> (glsl, target_env, [specs]) for every spec."""
+    sources: dict = {}
+    for spec in specs:
+        glsl = spec.render()
+        key = source_key(glsl, spec.target_env)
+        sources.setdefault(key, (glsl, spec.target_env, []))[2].append(spec)
+    return sources
+
+
+def index_for(sources: dict, compiler: str) -> dict:
+    kernels = {}
+    for key, (_, env, specs) in sources.items():
+        for spec in specs:
+            kernels[spec.key] = {"file": f"{key}.spv", "family": spec.family, "target_env": env}
+    return {"format": INDEX_FORMAT, "compiler": compiler,
+            "kernels": dict(sorted(kernels.items()))}
+
+
+def read_index(out_dir=None) -> dict:
+    """The bake index, or {} when there is none (or it is unreadable)."""
+    try:
+        return json.loads((Path(out_dir or BAKED_DIR) / INDEX_NAME).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def stale(out_dir=None, specs=None) -> dict:
+    """What a bake would change, without compiling: {"missing": [spec keys],
+    "unused": [file names]}. Empty lists mean the bake is up to date."""
+    out = Path(out_dir or BAKED_DIR)
+    sources = plan(_catalogue() if specs is None else specs)
+    missing = sorted(s.key for key, (_, _, ss) in sources.items()
+                     if not (out / f"{key}.spv").is_file() for s in ss)
+    present = {p.stem for p in out.glob("*.spv")} if out.is_dir() else set()
+    return {"missing": missing, "unused": sorted(f"{k}.spv" for k in present - set(sources))}
+
+
+def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=None) -> BakeReport:
+    """Compile what is missing into ``out_dir`` (default: the package's
+    kernels/baked), drop unused files when ``clean``, write the index.
+    ``progress(done, total)`` follows the compiles. Needs glslc."""
+    t0 = time.perf_counter()
+    out = Path(out_dir or BAKED_DIR)
+    specs = list(_catalogue() if specs is None else specs)
+    sources = plan(specs)
+    compiler = glslc_version()          # also fails early, naming the package, without glslc
+    todo = [k for k in sources if force or not _valid(out / f"{k}.spv")]
+    out.mkdir(parents=True, exist_ok=True)
+
+    def build(key):
+        glsl, env, family_specs = sources[key]
+        try:
+            data = compile_glsl(glsl, env)
+        except KernelError as e:
+            raise KernelError(f"baking {family_specs[0].family} kernel {family_specs[0].key}: {e}") from e
+        atomic_write(out / f"{key}.spv", data)
+
+    done = 0
+    if progress is not None:
+        progress(0, len(todo))
+    # glslc runs as a subprocess, so threads compile in parallel.
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        for _ in pool.map(build, todo):
+            done += 1
+            if progress is not None:
+                progress(done, len(todo))
+    removed = []
+    if clean:
+        for path in sorted(out.glob("*.spv")):
+            if path.stem not in sources:
+                path.unlink()
+                removed.append(path.name)
+    atomic_write(out / INDEX_NAME, (json.dumps(index_for(sources, compiler), indent=1) + "\n").encode())
+    return BakeReport(out_dir=str(out), specs=len(specs), sources=len(sources), compiled=len(todo),
+                      kept=len(sources) - len(todo), removed=removed,
+                      seconds=time.perf_counter() - t0, compiler=compiler)
+
+
+def _valid(path: Path) -> bool:
+    try:
+        return is_spirv(path.read_bytes())
+    except OSError:
+        return False
+
+
+def _catalogue():
+    from .catalogue import all_specs
+    return all_specs()

@@ -1,0 +1,505 @@
+"""Image operations: ``gaussian_blur``, ``conv2d`` and ``histogram``.
+
+Images are tensors in one of these layouts (``y`` down, ``x`` right):
+
+==========================  ===============================================
+``float32 (H, W, 4)``       RGBA, any strides; vec4 loads when aligned
+``float32 (H, W)``          one channel
+``uint8 (H, W, 4)``         RGBA8; needs the host's 8-bit storage features
+``uint8 (H, W)``            one 8-bit channel; same features
+``uint32 (H, W)``           RGBA8 packed in one word, R in the low byte:
+                            the RGBA8 route on devices without 8-bit
+                            storage (e.g. a bare Vulkan 1.0 device)
+==========================  ===============================================
+
+Filters work in float32 on 8-bit values 0..255 and round half up, clamped
+to 0..255, when they store 8-bit results. Borders clamp to the edge. All
+channels, alpha included, are filtered alike.
+
+Filter weights are computed on the host and written into a small scratch
+tensor by ``put`` dispatches (a push-constant block copied by a tiny
+kernel), so they travel inside the host's command buffer like everything
+else and the recorder orders them before their reader; nothing is uploaded
+behind the host's back.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..dtypes import float32, uint32
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
+from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import U8_EXTENSIONS
+from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
+from ..tensor import Tensor
+from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps
+from .elementwise import map_variants, plan_map
+
+TILE = (16, 8, 1)            # threads per workgroup over (x, y)
+MAX_KERNEL = 7               # conv2d kernels up to 7x7
+MAX_RADIUS = 4096
+PUT_VALUES = 30              # 32-bit values one put dispatch carries (2 + 30 words = 128 bytes)
+HIST_SHARED = 2048           # counters a histogram workgroup keeps in shared memory
+HIST_WG = 128
+HIST_RANK = 4
+
+# name: (binding type, load, store, needs 8-bit storage). In load/store
+# templates {b} is the buffer, {i} the element index, {c} the channel stride;
+# stores see the value ``v`` and, for 8-bit layouts, ``q`` (rounded 0..255).
+LAYOUTS = {
+    "rgba32f": ("vec4", "{b}[{i}]", "{b}[{i}] = v;", False),
+    "rgba32f_s": ("float", "vec4({b}[{i}], {b}[{i} + {c}], {b}[{i} + 2 * {c}], {b}[{i} + 3 * {c}])",
+                  "{b}[{i}] = v.x; {b}[{i} + {c}] = v.y; {b}[{i} + 2 * {c}] = v.z; {b}[{i} + 3 * {c}] = v.w;",
+                  False),
+    "r32f": ("float", "vec4({b}[{i}], 0.0, 0.0, 0.0)", "{b}[{i}] = v.x;", False),
+    "rgba8": ("u8vec4", "vec4({b}[{i}])", "{b}[{i}] = u8vec4(q);", True),
+    "rgba8_s": ("uint8_t", "vec4(float({b}[{i}]), float({b}[{i} + {c}]), float({b}[{i} + 2 * {c}]), "
+                "float({b}[{i} + 3 * {c}]))",
+                "{b}[{i}] = uint8_t(q.x); {b}[{i} + {c}] = uint8_t(q.y); {b}[{i} + 2 * {c}] = uint8_t(q.z); "
+                "{b}[{i} + 3 * {c}] = uint8_t(q.w);", True),
+    "r8": ("uint8_t", "vec4(float({b}[{i}]), 0.0, 0.0, 0.0)", "{b}[{i}] = uint8_t(q.x);", True),
+    "rgba8_packed": ("uint", "vec4((uvec4({b}[{i}]) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu)",
+                     "{b}[{i}] = q.x | (q.y << 8) | (q.z << 16) | (q.w << 24);", False),
+}
+# Layouts a float scratch (intermediate) image uses, by channel count.
+SCRATCH = {4: "rgba32f", 1: "r32f"}
+_KIND = {"rgba32f": "f4", "rgba32f_s": "f4", "r32f": "f1", "rgba8": "u4", "rgba8_s": "u4", "r8": "u1",
+         "rgba8_packed": "p4"}
+
+
+class Image:
+    """An image tensor resolved to a layout and its addressing in units of
+    the binding's element type."""
+
+    def __init__(self, t: Tensor, layout: str, off: int, sy: int, sx: int, sc: int):
+        self.tensor, self.layout = t, layout
+        self.off, self.sy, self.sx, self.sc = off, sy, sx, sc
+        self.h, self.w = t.shape[0], t.shape[1]
+
+    @property
+    def channels(self) -> int:
+        return 1 if self.layout in ("r32f", "r8") else 4
+
+    def push(self, name: str) -> dict:
+        return {f"{name}_off": self.off, f"{name}_sy": self.sy, f"{name}_sx": self.sx, f"{name}_sc": self.sc}
+
+
+def as_image(ctx, t, what: str) -> Image:
+    t = check_tensor(ctx, t, what)
+    kind = t.dtype.name
+    if kind == "uint32":
+        if t.ndim != 2:
+            raise ShapeError(f"{what}: a uint32 image is packed RGBA8 of shape (H, W), got {t.shape}")
+        return Image(t, "rgba8_packed", t.offset, t.strides[0], t.strides[1], 0)
+    if kind not in ("float32", "uint8"):
+        raise DTypeError(f"{what}: images are float32, uint8 or packed-RGBA8 uint32, got {t.dtype}")
+    if t.ndim == 2:
+        return Image(t, "r32f" if kind == "float32" else "r8", t.offset, t.strides[0], t.strides[1], 0)
+    if t.ndim != 3 or t.shape[2] != 4:
+        raise ShapeError(f"{what}: expected (H, W, 4) RGBA or (H, W) one channel, got {t.shape}")
+    sy, sx, sc = t.strides
+    base = "rgba32f" if kind == "float32" else "rgba8"
+    if sc == 1 and t.offset % 4 == 0 and sy % 4 == 0 and sx % 4 == 0:
+        return Image(t, base, t.offset // 4, sy // 4, sx // 4, 1)     # one vector per pixel
+    return Image(t, base + "_s", t.offset, sy, sx, sc)
+
+
+def _operand_push(name: str) -> tuple:
+    return (Push(f"{name}_off", "uint"), Push(f"{name}_sy", "int"), Push(f"{name}_sx", "int"),
+            Push(f"{name}_sc", "int"))
+
+
+def _loader(name: str, layout: str) -> str:
+    load = LAYOUTS[layout][1].format(b=name, i="i", c=f"pc.{name}_sc")
+    return (f"vec4 load_{name}(int y, int x) {{\n"
+            f"  int i = int(pc.{name}_off) + y * pc.{name}_sy + x * pc.{name}_sx;\n"
+            f"  return {load};\n}}")
+
+
+def _storer(name: str, layout: str) -> str:
+    store = LAYOUTS[layout][2].format(b=name, i="i", c=f"pc.{name}_sc")
+    eight_bit = _KIND[layout][0] in "up"
+    quant = "  uvec4 q = uvec4(clamp(floor(v + 0.5), 0.0, 255.0));\n" if eight_bit else ""
+    return (f"void store_{name}(int y, int x, vec4 v) {{\n"
+            f"  int i = int(pc.{name}_off) + y * pc.{name}_sy + x * pc.{name}_sx;\n"
+            f"{quant}  {store}\n}}")
+
+
+def _needs_u8(*layouts) -> bool:
+    return any(LAYOUTS[lay][3] for lay in layouts)
+
+
+def _image_spec(family_name: str, src: str, dst: str, extra_bindings: tuple, push: tuple, params: tuple):
+    bindings = (Binding("src", LAYOUTS[src][0], READ), Binding("dst", LAYOUTS[dst][0], WRITE)) + extra_bindings
+    u8 = _needs_u8(src, dst)
+    return KernelSpec(family_name, bindings, push, (("src", src), ("dst", dst)) + params, TILE,
+                      U8_EXTENSIONS if u8 else (), ("int8",) if u8 else ())
+
+
+_PIXEL = """  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
+  int W = int(pc.W), H = int(pc.H);
+  if (x >= W || y >= H) return;"""
+
+
+# -- put: small host data into a buffer, inside the command stream -----------
+
+@family("put")
+def _render_put(spec: KernelSpec) -> str:
+    return """void main() {
+  uint i = gl_LocalInvocationID.x;
+  if (i < pc.count) dst[pc.off + i] = pc.vals[i];
+}"""
+
+
+def put_spec() -> KernelSpec:
+    return KernelSpec("put", (Binding("dst", "uint", WRITE),),
+                      (Push("off", "uint"), Push("count", "uint"), Push("vals", "uint", PUT_VALUES)),
+                      (), (32, 1, 1))
+
+
+def plan_put(ctx, values: np.ndarray) -> tuple:
+    """A new float32 tensor holding ``values`` and the dispatches that fill it."""
+    flat = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+    t = ctx.empty(flat.shape, float32)
+    words = flat.view(np.uint32)
+    spec = put_spec()
+    out = []
+    for start in range(0, words.size, PUT_VALUES):
+        chunk = words[start:start + PUT_VALUES]
+        vals = list(int(v) for v in chunk) + [0] * (PUT_VALUES - chunk.size)
+        out.append(Dispatch(spec, (t.buffer,), spec.pack({"off": start, "count": chunk.size, "vals": vals}),
+                            (1, 1, 1)))
+    return t, out
+
+
+# -- separable blur ------------------------------------------------------------
+
+@family("image_sep")
+def _render_sep(spec: KernelSpec) -> str:
+    if spec.param("axis") == "x":
+        lo, hi = "load_src(y, max(x - i, 0))", "load_src(y, min(x + i, W - 1))"
+    else:
+        lo, hi = "load_src(max(y - i, 0), x)", "load_src(min(y + i, H - 1), x)"
+    return f"""{_loader("src", spec.param("src"))}
+{_storer("dst", spec.param("dst"))}
+void main() {{
+{_PIXEL}
+  vec4 acc = weights[0] * load_src(y, x);
+  for (int i = 1; i <= int(pc.radius); ++i) acc += weights[i] * ({lo} + {hi});
+  store_dst(y, x, acc);
+}}"""
+
+
+_SEP_PUSH = (Push("H", "uint"), Push("W", "uint"), Push("radius", "uint"))
+
+
+def sep_spec(src: str, dst: str, axis: str) -> KernelSpec:
+    return _image_spec("image_sep", src, dst, (Binding("weights", "float", READ),),
+                       _SEP_PUSH + _operand_push("src") + _operand_push("dst"), (("axis", axis),))
+
+
+def gaussian_weights(sigma: float, radius: int) -> np.ndarray:
+    """Normalised one-sided Gaussian weights ``w[0..radius]``."""
+    if radius == 0 or sigma == 0:
+        return np.array([1.0] + [0.0] * radius, np.float32)
+    i = np.arange(-radius, radius + 1, dtype=np.float64)
+    w = np.exp(-0.5 * (i / sigma) ** 2)
+    return (w / w.sum())[radius:].astype(np.float32)
+
+
+def _image_groups(ctx, img: Image) -> tuple:
+    gx, gy = -(-img.w // TILE[0]), -(-img.h // TILE[1])
+    mx = ctx.limits.max_workgroup_count
+    if gx > mx[0] or gy > mx[1]:
+        raise UnsupportedError(f"a {img.h}x{img.w} image needs {gx}x{gy} workgroups, more than the "
+                               f"device's maxComputeWorkGroupCount {mx[:2]}")
+    return (gx, gy, 1)
+
+
+def _image_out(ctx, out, img: Image, what: str) -> Image:
+    t = img.tensor
+    if out is None:
+        return as_image(ctx, ctx.empty(t.shape, t.dtype), what)
+    o = as_image(ctx, out, what)
+    if o.tensor.shape != t.shape or o.tensor.dtype != t.dtype:
+        raise ShapeError(f"{what} is {o.tensor.dtype} {o.tensor.shape}; the result is {t.dtype} {t.shape}")
+    return o
+
+
+def _number(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidArgumentError(f"{what} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise InvalidArgumentError(f"{what} must be finite, got {value}")
+    return value
+
+
+@op("gaussian_blur")
+def gaussian_blur(ctx, img, sigma, *, radius=None, out=None):
+    """Gaussian blur of an image (see the module for layouts), separable:
+    a horizontal pass into a float32 scratch image, then a vertical pass
+    into ``out``. ``radius`` defaults to ``ceil(3 * sigma)``; borders clamp
+    to the edge. ``out`` (same shape and dtype) may be ``img`` itself."""
+    src = as_image(ctx, img, "gaussian_blur img")
+    sigma = _number(sigma, "gaussian_blur sigma")
+    if sigma < 0:
+        raise InvalidArgumentError(f"gaussian_blur sigma must be >= 0, got {sigma}")
+    if radius is None:
+        radius = int(math.ceil(3.0 * sigma))
+    if isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or not 0 <= radius <= MAX_RADIUS:
+        raise InvalidArgumentError(f"gaussian_blur radius must be an int in 0..{MAX_RADIUS}, got {radius!r}")
+    radius = int(radius)
+    dst = _image_out(ctx, out, src, "gaussian_blur out")
+    if src.h == 0 or src.w == 0:
+        return OpResult(dst.tensor, [])
+    groups = _image_groups(ctx, src)
+    weights, dispatches = plan_put(ctx, gaussian_weights(sigma, radius))
+    ch = src.channels
+    mid_t = ctx.empty((src.h, src.w, 4) if ch == 4 else (src.h, src.w), float32)
+    mid = Image(mid_t, SCRATCH[ch], 0, src.w, 1, 1) if ch == 4 else Image(mid_t, SCRATCH[ch], 0, src.w, 1, 0)
+    size = {"H": src.h, "W": src.w, "radius": radius}
+    for axis, a, b in (("x", src, mid), ("y", mid, dst)):
+        spec = sep_spec(a.layout, b.layout, axis)
+        dispatches.append(Dispatch(spec, (a.tensor.buffer, b.tensor.buffer, weights.buffer),
+                                   spec.pack(dict(size, **a.push("src"), **b.push("dst"))), groups))
+    return OpResult(dst.tensor, dispatches)
+
+
+# -- small 2-D convolution ----------------------------------------------------------
+
+@family("image_conv")
+def _render_conv(spec: KernelSpec) -> str:
+    return f"""{_loader("src", spec.param("src"))}
+{_storer("dst", spec.param("dst"))}
+void main() {{
+{_PIXEL}
+  int kh = int(pc.kh), kw = int(pc.kw);
+  vec4 acc = vec4(0.0);
+  for (int i = 0; i < kh; ++i) {{
+    int yy = clamp(y + i - kh / 2, 0, H - 1);
+    for (int j = 0; j < kw; ++j) {{
+      int xx = clamp(x + j - kw / 2, 0, W - 1);
+      acc += kern[int(pc.k_off) + i * pc.k_sy + j * pc.k_sx] * load_src(yy, xx);
+    }}
+  }}
+  store_dst(y, x, acc);
+}}"""
+
+
+def conv_spec(src: str, dst: str) -> KernelSpec:
+    push = (Push("H", "uint"), Push("W", "uint"), Push("kh", "uint"), Push("kw", "uint"),
+            Push("k_off", "uint"), Push("k_sy", "int"), Push("k_sx", "int"))
+    return _image_spec("image_conv", src, dst, (Binding("kern", "float", READ),),
+                       push + _operand_push("src") + _operand_push("dst"), ())
+
+
+@op("conv2d")
+def conv2d(ctx, img, kernel, *, out=None):
+    """2-D filter of every channel of ``img`` with a small ``kernel`` (a
+    numpy array or a float32 tensor, at most 7x7), borders clamped:
+    ``out[y, x] = sum k[i, j] * img[y + i - kh//2, x + j - kw//2]`` — a
+    correlation, as in most deep-learning libraries (flip the kernel for a
+    mathematical convolution). ``out`` must not overlap ``img``."""
+    src = as_image(ctx, img, "conv2d img")
+    if isinstance(kernel, Tensor):
+        k = check_tensor(ctx, kernel, "conv2d kernel")
+        if k.dtype != float32:
+            raise DTypeError(f"conv2d kernel tensor must be float32, got {k.dtype}")
+        kshape, k_off, k_sy, k_sx = k.shape, k.offset, None, None
+    else:
+        try:
+            k_np = np.asarray(kernel, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError("conv2d kernel must be a numpy array or a float32 tensor") from None
+        kshape = k_np.shape
+    if len(kshape) != 2 or not (1 <= kshape[0] <= MAX_KERNEL and 1 <= kshape[1] <= MAX_KERNEL):
+        raise ShapeError(f"conv2d kernel must be 2-D, at most {MAX_KERNEL}x{MAX_KERNEL}, got shape {kshape}")
+    if out is not None:
+        o = check_tensor(ctx, out, "conv2d out")
+        if overlaps(o, src.tensor):
+            raise InvalidArgumentError("conv2d out must not overlap img (each pixel reads its neighbours)")
+    dst = _image_out(ctx, out, src, "conv2d out")
+    if src.h == 0 or src.w == 0:
+        return OpResult(dst.tensor, [])
+    groups = _image_groups(ctx, src)
+    if isinstance(kernel, Tensor):
+        dispatches, k_sy, k_sx, kbuf = [], k.strides[0], k.strides[1], k.buffer
+    else:
+        if not np.all(np.isfinite(k_np)):
+            raise InvalidArgumentError("conv2d kernel has non-finite values")
+        kt, dispatches = plan_put(ctx, k_np)
+        k_off, k_sy, k_sx, kbuf = 0, kshape[1], 1, kt.buffer
+    spec = conv_spec(src.layout, dst.layout)
+    values = {"H": src.h, "W": src.w, "kh": kshape[0], "kw": kshape[1], "k_off": k_off, "k_sy": k_sy,
+              "k_sx": k_sx, **src.push("src"), **dst.push("dst")}
+    dispatches.append(Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer, kbuf), spec.pack(values), groups))
+    return OpResult(dst.tensor, dispatches)
+
+
+# -- histogram ------------------------------------------------------------------------
+
+HIST_KINDS = ("float32", "int32", "uint32", "uint8", "packed")
+
+
+@family("histogram")
+def _render_histogram(spec: KernelSpec) -> str:
+    kind, per_channel, shared = spec.param("kind"), spec.param("per_channel"), spec.param("shared")
+    wg = spec.workgroup[0]
+    target = "sh" if shared else "counts"
+    if kind == "packed":
+        body = f"""    uint p = src[o];
+    for (uint c = 0u; c < 4u; ++c) add(float((p >> (8u * c)) & 0xFFu), {"c * pc.bins" if per_channel else "0u"});"""
+    else:
+        body = f"    add(float(src[o]), {'(i % 4u) * pc.bins' if per_channel else '0u'});"
+    nbins = "4u * pc.bins" if per_channel else "pc.bins"
+    zero = flush = ""
+    if shared:
+        zero = f"""  for (uint k = t; k < {nbins}; k += {wg}u) sh[k] = 0u;
+  barrier();"""
+        flush = f"""  barrier();
+  for (uint k = t; k < {nbins}; k += {wg}u) if (sh[k] != 0u) atomicAdd(counts[k], sh[k]);"""
+    return f"""{f"shared uint sh[{HIST_SHARED}];" if shared else ""}
+void add(float v, uint base) {{
+  // NaN fails both tests; v == hi lands in the last bin, as in numpy.
+  if (v >= pc.lo && v <= pc.hi) atomicAdd({target}[base + min(uint((v - pc.lo) * pc.scale), pc.bins - 1u)], 1u);
+}}
+void main() {{
+  uint t = gl_LocalInvocationID.x;
+{zero}
+  for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += gl_NumWorkGroups.x * {wg}u) {{
+    uint rem = i;
+    int o = int(pc.off);
+    for (int d = {HIST_RANK - 1}; d >= 0; --d) {{
+      uint c = rem % pc.shape[d]; rem /= pc.shape[d];
+      o += int(c) * pc.st[d];
+    }}
+{body}
+  }}
+{flush}
+}}"""
+
+
+def histogram_spec(kind: str, per_channel: bool, shared: bool) -> KernelSpec:
+    glsl = {"float32": "float", "int32": "int", "uint32": "uint", "uint8": "uint8_t", "packed": "uint"}[kind]
+    u8 = kind == "uint8"
+    push = (Push("n", "uint"), Push("bins", "uint"), Push("lo", "float"), Push("hi", "float"),
+            Push("scale", "float"), Push("off", "uint"), Push("shape", "uint", HIST_RANK),
+            Push("st", "int", HIST_RANK))
+    return KernelSpec("histogram", (Binding("src", glsl, READ), Binding("counts", "uint", READWRITE)), push,
+                      (("kind", kind), ("per_channel", per_channel), ("shared", shared)),
+                      (HIST_WG, 1, 1), U8_EXTENSIONS if u8 else (), ("int8",) if u8 else ())
+
+
+@op("histogram")
+def histogram(ctx, x, bins: int = 256, range=None, *, per_channel: bool = False, packed: bool = False,
+              out=None, accumulate: bool = False):
+    """Counts of ``x``'s values in ``bins`` equal bins over ``range = (lo,
+    hi)``, as ``np.histogram(x, bins, range)[0]`` in uint32: the last bin
+    includes ``hi``; values outside the range and NaN are not counted.
+
+    ``x`` is float32, int32, uint32 or uint8 of any shape, or with
+    ``packed=True`` a uint32 tensor of packed RGBA8 words (each word gives
+    its four bytes). ``per_channel=False`` pools every value into
+    ``(bins,)`` counts; ``per_channel=True`` counts RGBA channels apart into
+    ``(4, bins)``: channel ``c`` of an unpacked ``(..., 4)`` tensor is the
+    last index, of a packed word its byte ``c``. ``range`` defaults to
+    ``(0, 256)`` for uint8 and packed input and is required otherwise. Bin
+    positions are computed in float32 (exact for integers below 2**24).
+    ``accumulate=True`` adds to ``out`` instead of overwriting it.
+    """
+    x = check_tensor(ctx, x, "histogram input")
+    if packed:
+        if x.dtype != uint32:
+            raise DTypeError(f"histogram packed=True needs uint32 RGBA8 words, got {x.dtype}")
+        kind = "packed"
+    elif x.dtype.name in ("float32", "int32", "uint32", "uint8"):
+        kind = x.dtype.name
+    else:
+        raise DTypeError(f"histogram: dtype {x.dtype} not supported; use float32, int32, uint32 or uint8")
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or not 1 <= bins <= 1 << 20:
+        raise InvalidArgumentError(f"histogram bins must be an int in 1..2**20, got {bins!r}")
+    bins = int(bins)
+    if range is None:
+        if kind not in ("uint8", "packed"):
+            raise InvalidArgumentError("histogram needs range=(lo, hi) for this dtype")
+        range = (0, 256)
+    try:
+        lo, hi = range
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"histogram range must be a pair (lo, hi), got {range!r}") from None
+    lo, hi = _number(lo, "histogram range lo"), _number(hi, "histogram range hi")
+    if not lo < hi:
+        raise InvalidArgumentError(f"histogram range needs lo < hi, got ({lo}, {hi})")
+    if per_channel and not packed and (x.ndim == 0 or x.shape[-1] != 4):
+        raise ShapeError(f"histogram per_channel needs a (..., 4) tensor (or packed=True), got {x.shape}")
+    shape_out = (4, bins) if per_channel else (bins,)
+    shape, (strides,) = coalesce(x.shape, [x.strides]) if x.ndim else ((1,), [[0]])
+    if len(shape) > HIST_RANK:
+        raise ShapeError(f"histogram over a view with {len(shape)} non-mergeable dims (at most {HIST_RANK}); "
+                         "copy it to a contiguous tensor first")
+    if out is not None:
+        out = check_tensor(ctx, out, "histogram out")
+        if out.shape != shape_out or out.dtype != uint32:
+            raise ShapeError(f"histogram out is {out.dtype} {out.shape}; the result is uint32 {shape_out}")
+        if not out.is_contiguous:
+            raise InvalidArgumentError("histogram out must be contiguous")
+        if overlaps(out, x):
+            raise InvalidArgumentError("histogram out overlaps the input")
+    else:
+        if accumulate:
+            raise InvalidArgumentError("histogram accumulate=True needs out=")
+        out = ctx.empty(shape_out, uint32)
+    dispatches = [] if accumulate else [plan_map(ctx, "s", [], out, uint32, 0, "uint")]
+    n = x.size
+    if n == 0:
+        return OpResult(out, dispatches)
+    shared = out.size <= HIST_SHARED
+    spec = histogram_spec(kind, bool(per_channel), shared)
+    pad = HIST_RANK - len(shape)
+    groups = (min(-(-n // (HIST_WG * 16)), 1024), 1, 1)
+    values = {"n": n, "bins": bins, "lo": lo, "hi": hi, "scale": bins / (hi - lo), "off": x.offset,
+              "shape": (1,) * pad + tuple(shape), "st": (0,) * pad + tuple(strides)}
+    dispatches.append(Dispatch(spec, (x.buffer, out.buffer), spec.pack(values), groups))
+    return OpResult(out, dispatches)
+
+
+# -- the bake catalogue ----------------------------------------------------------------
+
+def _conv_pairs():
+    """(src, dst) layouts conv2d can meet: same pixel format, any alignment."""
+    for src in LAYOUTS:
+        for dst in LAYOUTS:
+            if _KIND[src] == _KIND[dst]:
+                yield src, dst
+
+
+@variants("put")
+def _put_variants():
+    yield put_spec()
+
+
+@variants("image_sep")
+def _sep_variants():
+    for lay in LAYOUTS:
+        mid = SCRATCH[1 if _KIND[lay].endswith("1") else 4]
+        yield sep_spec(lay, mid, "x")
+        yield sep_spec(mid, lay, "y")
+
+
+@variants("image_conv")
+def _conv_variants():
+    for src, dst in _conv_pairs():
+        yield conv_spec(src, dst)
+
+
+@variants("histogram")
+def _histogram_variants():
+    for kind in HIST_KINDS:
+        for per_channel in (False, True):
+            for shared in (False, True):
+                yield histogram_spec(kind, per_channel, shared)
+    # zeroing the counts
+    yield from map_variants("s", [], uint32, "uint")

@@ -1,0 +1,345 @@
+"""Elementwise math as data over the ``map`` kernel: binary ops (div,
+floordiv, pow, maximum, minimum), unary ops (neg abs exp log sqrt rsqrt sin
+cos tanh sigmoid relu gelu silu), clamp, where and cast.
+
+Every op is a table from the compute kind of its dtype ("float" for float32
+and float16 — float16 is loaded into fp32 and computed there —, "int",
+"uint") to a GLSL expression or a :class:`Helper` function. A kind missing
+from the table is a :class:`DTypeError` naming what to do instead.
+
+Semantics, chosen to match numpy:
+
+- ``div`` is true division and exists only for floats (numpy's int ``/``
+  would give float64); ``floordiv`` is numpy's ``//`` for int32/uint32:
+  rounds toward minus infinity, and ``x // 0 == 0`` as numpy returns.
+  ``floordiv`` on floats raises (numpy's float ``//`` has fmod-based rounding
+  rules; use ``div`` and round yourself).
+- ``pow`` on floats follows C/numpy for negative bases (integer exponents
+  keep the sign of odd powers, fractional ones give NaN); on ints it wraps
+  mod 2**32 like numpy. numpy raises for negative integer exponents; a
+  negative *scalar* exponent raises here too, a negative exponent inside a
+  tensor gives the truncated result (0 unless the base is ±1).
+- ``maximum``/``minimum`` propagate NaN as numpy does (GLSL's max/min leave
+  it undefined). ``log``/``sqrt``/``rsqrt`` of negatives are NaN, ``log(0)``
+  is -inf and ``rsqrt(0)`` is +inf.
+- ``gelu`` defaults to the exact erf form, with erfc from Abramowitz &
+  Stegun 7.1.26 (absolute error below 1.5e-7, computed without cancellation
+  for negative inputs); ``approximate="tanh"`` is the tanh formula.
+- ``cast`` converts like numpy's ``astype``: floats truncate toward zero;
+  int32<->uint32 keep the bit pattern; values out of the target's range
+  (NaN or a float too big for an int) are unspecified, as in C.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import ALL, as_dtype
+from ..errors import DTypeError, InvalidArgumentError
+from ..kernels.catalogue import variants
+from ..tensor import Tensor
+from .base import OpResult, broadcast_shapes, check_dtype, check_tensor, op, same_dtype
+from .elementwise import (COMPUTE_TYPE, NUMERIC, _output, _scalar_for, elementwise, map_variants,
+                          plan_map)
+
+FLOATS = ("float32", "float16")
+NAN = "uintBitsToFloat(0x7fc00000u)"
+INF = "uintBitsToFloat(0x7f800000u)"
+_VEC = {"float": "vec", "int": "ivec", "uint": "uvec"}
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A scalar GLSL function that an expression calls. For vec2/vec4 kernels
+    it gains a component-wise overload; arguments listed in ``uniform`` stay
+    scalar there (a push-constant operand shared by all lanes)."""
+    name: str
+    ret: str          # scalar GLSL type
+    args: tuple       # scalar GLSL types of a, b, c
+    body: str
+
+    def call(self, *operands) -> str:
+        return f"{self.name}({', '.join(operands)})"
+
+    def renderer(self, uniform=()):
+        """``fn(width) -> GLSL text`` for :func:`plan_map`."""
+        names = "abc"[:len(self.args)]
+        scalar = (f"{self.ret} {self.name}({', '.join(f'{t} {n}' for t, n in zip(self.args, names))}) "
+                  f"{{\n{self.body}\n}}")
+
+        def glsl(width: int) -> str:
+            if width == 1:
+                return scalar
+            vec = lambda t: f"{_VEC[t]}{width}"  # noqa: E731
+            params = ", ".join(f"{t if k in uniform else vec(t)} {n}"
+                               for k, (t, n) in enumerate(zip(self.args, names)))
+            lanes = ", ".join(
+                self.call(*(n if k in uniform else f"{n}.{c}" for k, n in enumerate(names)))
+                for c in "xyzw"[:width])
+            return (f"{scalar}\n{vec(self.ret)} {self.name}({params}) "
+                    f"{{ return {vec(self.ret)}({lanes}); }}")
+        return glsl
+
+
+def _expr(entry, operands, uniform=()):
+    """(expression, helpers renderer) for a table entry applied to operands."""
+    if isinstance(entry, Helper):
+        return entry.call(*operands), entry.renderer(uniform)
+    for k, name in enumerate(operands):
+        entry = entry.replace(f"x{k}", f"\0{k}")
+    for k, name in enumerate(operands):
+        entry = entry.replace(f"\0{k}", name)
+    return entry, None
+
+
+def _entry(table: dict, dtype, name: str, hint: str):
+    entry = table.get(COMPUTE_TYPE[dtype.kind])
+    if entry is None:
+        raise DTypeError(f"{name} is not defined for {dtype}; {hint}")
+    return entry
+
+
+# -- binary ------------------------------------------------------------------
+
+_FMAX = Helper("gc_maximum", "float", ("float", "float"),
+               "  if (isnan(a)) return a;\n  if (isnan(b)) return b;\n  return max(a, b);")
+_FMIN = Helper("gc_minimum", "float", ("float", "float"),
+               "  if (isnan(a)) return a;\n  if (isnan(b)) return b;\n  return min(a, b);")
+_IFLOORDIV = Helper("gc_floordiv", "int", ("int", "int"), """\
+  if (b == 0) return 0;         // numpy: x // 0 == 0
+  if (b == -1) return -a;       // INT_MIN / -1 overflows in SPIR-V; numpy wraps to INT_MIN
+  int q = a / b;                // truncates toward zero
+  if (a - q * b != 0 && ((a < 0) != (b < 0))) q -= 1;
+  return q;""")
+_UFLOORDIV = Helper("gc_floordiv", "uint", ("uint", "uint"), "  return b == 0u ? 0u : a / b;")
+_FPOW = Helper("gc_pow", "float", ("float", "float"), f"""\
+  if (b == 0.0) return 1.0;     // numpy: x ** 0 == 1, even for NaN
+  float m = abs(a);
+  float r = m == 0.0 ? (b > 0.0 ? 0.0 : {INF}) : pow(m, b);  // GLSL pow needs m > 0
+  if (a < 0.0) {{
+    if (floor(b) != b) return {NAN};   // negative base, fractional exponent
+    if (mod(b, 2.0) == 1.0) r = -r;    // odd integer exponent keeps the sign
+  }}
+  return r;""")
+_IPOW = Helper("gc_pow", "int", ("int", "int"), """\
+  if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0);
+  int r = 1;                    // square and multiply; wraps mod 2^32 like numpy
+  while (b > 0) { if ((b & 1) != 0) r *= a; a *= a; b >>= 1; }
+  return r;""")
+_UPOW = Helper("gc_pow", "uint", ("uint", "uint"), """\
+  uint r = 1u;
+  while (b > 0u) { if ((b & 1u) != 0u) r *= a; a *= a; b >>= 1u; }
+  return r;""")
+
+BINARY_OPS = {
+    "div": ({"float": "x0 / x1"},
+            "div is true division; use floordiv for integer floor division, or cast to float32"),
+    "floordiv": ({"int": _IFLOORDIV, "uint": _UFLOORDIV},
+                 "floordiv is for int32/uint32; for floats use div (and round as you need)"),
+    "pow": ({"float": _FPOW, "int": _IPOW, "uint": _UPOW}, ""),
+    "maximum": ({"float": _FMAX, "int": "max(x0, x1)", "uint": "max(x0, x1)"}, ""),
+    "minimum": ({"float": _FMIN, "int": "min(x0, x1)", "uint": "min(x0, x1)"}, ""),
+}
+_BINARY_DOCS = {
+    "div": "true division ``a / b`` (float dtypes only)",
+    "floordiv": "numpy's ``a // b`` for int32/uint32 (``x // 0 == 0``)",
+    "pow": "``a ** b`` (numpy's rules for negative bases; ints wrap)",
+    "maximum": "elementwise maximum, NaN-propagating like numpy",
+    "minimum": "elementwise minimum, NaN-propagating like numpy",
+}
+
+
+def _binary(name: str, table: dict, hint: str):
+    def binary_op(ctx, a, b, *, out=None):
+        a = check_tensor(ctx, a, f"{name} a")
+        if isinstance(b, Tensor):
+            dtype = same_dtype([a, check_tensor(ctx, b, f"{name} b")], name)
+        else:
+            dtype = a.dtype
+        check_dtype(ctx, dtype, NUMERIC, name)
+        entry = _entry(table, dtype, name, hint)
+        if isinstance(b, Tensor):
+            expr, helpers = _expr(entry, ("x0", "x1"))
+            return elementwise(ctx, expr, [a, b], out, allowed=NUMERIC, name=name, helpers=helpers)
+        if name == "pow" and dtype.kind != "float" and isinstance(b, (int, float)) and b < 0:
+            raise InvalidArgumentError("integers to negative integer powers are not allowed "
+                                       "(as in numpy); cast to float32 first")
+        expr, helpers = _expr(entry, ("x0", "s"), uniform=(1,))
+        return elementwise(ctx, expr, [a], out, scalar=b, allowed=NUMERIC, name=name, helpers=helpers)
+    binary_op.__name__ = name
+    binary_op.__doc__ = (f"{_BINARY_DOCS[name]}, with numpy broadcasting; ``b`` may be a Python "
+                         "number. Allocates ``out`` when omitted.")
+    return binary_op
+
+
+for _name, (_table, _hint) in BINARY_OPS.items():
+    op(_name)(_binary(_name, _table, _hint))
+
+
+# -- unary -------------------------------------------------------------------
+
+_LOG = Helper("gc_log", "float", ("float",),
+              f"  return a < 0.0 ? {NAN} : (a == 0.0 ? -{INF} : log(a));")
+_SQRT = Helper("gc_sqrt", "float", ("float",), f"  return a < 0.0 ? {NAN} : sqrt(a);")
+_RSQRT = Helper("gc_rsqrt", "float", ("float",),
+                f"  return a < 0.0 ? {NAN} : (a == 0.0 ? {INF} : inversesqrt(a));")
+_GELU = Helper("gc_gelu", "float", ("float",), """\
+  // x * Phi(x) with erfc(|x|/sqrt 2) from Abramowitz & Stegun 7.1.26; using the
+  // tail directly avoids the cancellation of 1 + erf(x) for negative x.
+  float y = abs(a) * 0.70710678118654752;
+  float t = 1.0 / (1.0 + 0.3275911 * y);
+  float erfc = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741
+             + t * (-1.453152027 + t * 1.061405429)))) * exp(-y * y);
+  return a * (a >= 0.0 ? 1.0 - 0.5 * erfc : 0.5 * erfc);""")
+# tanh saturates to ±1 in fp32 long before |x| = 15; clamping keeps
+# implementations that build tanh from exp away from inf/inf.
+_TANH = "tanh(clamp(x0, -15.0, 15.0))"
+_GELU_TANH = ("0.5 * x0 * (1.0 + tanh(clamp(0.7978845608028654 * (x0 + 0.044715 * x0 * x0 * x0), "
+              "-15.0, 15.0)))")
+
+_FLOAT_ONLY = "cast integers to float32 first"
+UNARY_OPS = {
+    "neg": ({"float": "-x0", "int": "-x0", "uint": "-x0"}, "-x (uints wrap, as in numpy)"),
+    "abs": ({"float": "abs(x0)", "int": "abs(x0)", "uint": "x0"}, "|x|"),
+    "exp": ({"float": "exp(x0)"}, "e**x"),
+    "log": ({"float": _LOG}, "natural log (NaN below 0, -inf at 0)"),
+    "sqrt": ({"float": _SQRT}, "square root (NaN below 0)"),
+    "rsqrt": ({"float": _RSQRT}, "1 / sqrt(x) (NaN below 0, inf at 0)"),
+    "sin": ({"float": "sin(x0)"}, "sine"),
+    "cos": ({"float": "cos(x0)"}, "cosine"),
+    "tanh": ({"float": _TANH}, "hyperbolic tangent"),
+    "sigmoid": ({"float": "1.0 / (1.0 + exp(-x0))"}, "1 / (1 + e**-x)"),
+    "relu": ({"float": "max(x0, 0.0)", "int": "max(x0, 0)"}, "max(x, 0)"),
+    "silu": ({"float": "x0 / (1.0 + exp(-x0))"}, "x * sigmoid(x)"),
+}
+
+
+def _unary(name: str, table: dict, doc: str):
+    def unary_op(ctx, x, *, out=None):
+        x = check_tensor(ctx, x, f"{name} x")
+        check_dtype(ctx, x.dtype, NUMERIC, name)
+        expr, helpers = _expr(_entry(table, x.dtype, name, _FLOAT_ONLY), ("x0",))
+        return elementwise(ctx, expr, [x], out, allowed=NUMERIC, name=name, helpers=helpers)
+    unary_op.__name__ = name
+    unary_op.__doc__ = f"Elementwise {doc}. Allocates ``out`` when omitted."
+    return unary_op
+
+
+for _name, (_table, _doc) in UNARY_OPS.items():
+    op(_name)(_unary(_name, _table, _doc))
+
+GELU = {"none": {"float": _GELU}, "tanh": {"float": _GELU_TANH}}
+
+
+@op("gelu")
+def gelu(ctx, x, *, approximate: str = "none", out=None):
+    """GELU, ``x * Phi(x)``. ``approximate="none"`` (default) is the erf form
+    (|error| < 1e-6 against the exact value); ``"tanh"`` is
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    if approximate not in GELU:
+        raise InvalidArgumentError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
+    x = check_tensor(ctx, x, "gelu x")
+    check_dtype(ctx, x.dtype, NUMERIC, "gelu")
+    expr, helpers = _expr(_entry(GELU[approximate], x.dtype, "gelu", _FLOAT_ONLY), ("x0",))
+    return elementwise(ctx, expr, [x], out, allowed=NUMERIC, name="gelu", helpers=helpers)
+
+
+# -- clamp, where, cast ------------------------------------------------------
+
+_LIMITS = {"float": (float("-inf"), float("inf")), "int": (-2 ** 31, 2 ** 31 - 1),
+           "uint": (0, 2 ** 32 - 1)}
+
+
+@op("clamp")
+def clamp(ctx, x, lo=None, hi=None, *, out=None):
+    """``min(max(x, lo), hi)`` with Python-number bounds, like ``np.clip``
+    (either bound may be None; when ``lo > hi`` every element becomes ``hi``)."""
+    x = check_tensor(ctx, x, "clamp x")
+    check_dtype(ctx, x.dtype, NUMERIC, "clamp")
+    if lo is None and hi is None:
+        raise InvalidArgumentError("clamp needs lo, hi or both")
+    low, high = _LIMITS[COMPUTE_TYPE[x.dtype.kind]]
+    bounds = (low if lo is None else lo, high if hi is None else hi)
+    return elementwise(ctx, "min(max(x0, s), t)", [x], out, scalar=bounds, allowed=NUMERIC,
+                       name="clamp")
+
+
+COND = ("float32", "float16", "int32", "uint32", "uint8")
+
+
+def _select(cond_dtype, value_dtype) -> Helper:
+    c, v = COMPUTE_TYPE[cond_dtype.kind], COMPUTE_TYPE[value_dtype.kind]
+    return Helper("gc_where", v, (c, v, v), f"  return a != {c}(0) ? b : c;")
+
+
+@op("where")
+def where(ctx, cond, a, b, *, out=None):
+    """``cond ? a : b`` elementwise with numpy broadcasting over all three.
+    ``cond`` is any dtype (nonzero is true, NaN included); ``a`` and ``b``
+    share a dtype and one of them may be a Python number."""
+    cond = check_tensor(ctx, cond, "where cond")
+    check_dtype(ctx, cond.dtype, COND, "where cond")
+    values = [v for v in (a, b) if isinstance(v, Tensor)]
+    if not values:
+        raise InvalidArgumentError("where needs a or b to be a tensor (it gives the result dtype)")
+    values = [check_tensor(ctx, v, "where value") for v in values]
+    dtype = check_dtype(ctx, same_dtype(values, "where"), NUMERIC, "where")
+    shape = broadcast_shapes(cond.shape, *(v.shape for v in values))
+    scalar = scalar_type = None
+    operands, uniform = ["x0"], ()
+    if len(values) == 1:
+        which = 1 if not isinstance(a, Tensor) else 2
+        scalar, scalar_type = _scalar_for(dtype, a if which == 1 else b, "where scalar")
+        operands = ["x0", "s", "x1"] if which == 1 else ["x0", "x1", "s"]
+        uniform = (which,)
+    else:
+        operands = ["x0", "x1", "x2"]
+    inputs = [cond] + values
+    out = _output(ctx, out, shape, dtype, inputs)
+    if out.size == 0:
+        return OpResult(out, [])
+    helper = _select(cond.dtype, dtype)
+    return OpResult(out, [plan_map(ctx, helper.call(*operands), inputs, out, dtype, scalar, scalar_type,
+                                   helper.renderer(uniform))])
+
+
+@op("cast")
+def cast(ctx, x, dtype, *, out=None):
+    """Convert to ``dtype`` like numpy's ``astype`` (see the module notes)."""
+    x = check_tensor(ctx, x, "cast x")
+    d = check_dtype(ctx, dtype, tuple(ALL), "cast")
+    return elementwise(ctx, "x0", [x], out, out_dtype=d, name="cast")
+
+
+# -- the bake catalogue --------------------------------------------------------
+
+@variants("map")
+def _math_variants():
+    for name in NUMERIC:
+        d = as_dtype(name)
+        kind = COMPUTE_TYPE[d.kind]
+        for table, _ in BINARY_OPS.values():
+            entry = table.get(kind)
+            if entry is None:
+                continue
+            expr, helpers = _expr(entry, ("x0", "x1"))
+            yield from map_variants(expr, [d, d], d, helpers=helpers)
+            expr, helpers = _expr(entry, ("x0", "s"), uniform=(1,))
+            yield from map_variants(expr, [d], d, kind, helpers=helpers)
+        for table in [t for t, _ in UNARY_OPS.values()] + list(GELU.values()):
+            entry = table.get(kind)
+            if entry is not None:
+                expr, helpers = _expr(entry, ("x0",))
+                yield from map_variants(expr, [d], d, helpers=helpers)
+        yield from map_variants("min(max(x0, s), t)", [d], d, kind, nscalars=2)
+        for c in COND:
+            cd = as_dtype(c)
+            helper = _select(cd, d)
+            yield from map_variants(helper.call("x0", "x1", "x2"), [cd, d, d], d,
+                                    helpers=helper.renderer())
+            yield from map_variants(helper.call("x0", "s", "x1"), [cd, d], d, kind,
+                                    helpers=helper.renderer((1,)))
+            yield from map_variants(helper.call("x0", "x1", "s"), [cd, d], d, kind,
+                                    helpers=helper.renderer((2,)))
+    for src in ALL.values():
+        for dst in ALL.values():
+            yield from map_variants("x0", [src], dst)

@@ -1,0 +1,471 @@
+"""matmul: numpy.matmul semantics (batched, broadcast, 1-D operands) for
+float32 and float16, with the kernel chosen from variants-as-data.
+
+The op canonicalises its operands into a :class:`Problem` — ``C[m, n] =
+sum_k A[m, k] * B[k, n]`` with element strides per operand, so transposed
+and sliced views are read in place — and walks :data:`CANDIDATES` in
+preference order; the first kernel whose applicability test passes runs.
+The last candidate (the tiled kernel) applies to every problem the op
+accepts, so there is no unhandled case: what the op cannot do it rejects
+with a typed error before anything is recorded.
+
+Preference order (the reason a kernel is skipped is reported by
+:func:`explain`):
+
+1. ``gemv``     M == 1 or N == 1: a matrix-vector product; one workgroup per
+                output (subgroup or shared-memory reduction) when the matrix
+                is contiguous along K, else one thread per output.
+2. ``coopmat``  float16, the host enabled VK_NV_cooperative_matrix (plus
+                shaderFloat16 and vulkanMemoryModel), a fragment shape the
+                device reports, and operands laid out for f16vec4 loads.
+3. ``vec4_128`` register-blocked 128×128 tiles (8×8 outputs per thread) for
+                large problems: operands contiguous along K or along M/N,
+                the contiguous size a multiple of 4 and 16-byte aligned.
+4. ``vec4_64``  the same with 64×64 tiles (4×4 per thread).
+5. ``tiled``    16×16 (or 8×8 when the device allows fewer than 256
+                invocations) shared-memory tiles; any strides and sizes.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Callable
+
+from vulkan import ffi, lib
+
+from ..errors import InvalidArgumentError, ShapeError
+from ..kernels.spec import KernelSpec
+from ..tensor import Tensor
+from ..vk.functions import instance_function
+from ..vk.structs import chain, new
+from . import matmul_kernels as K_
+from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_tensor, coalesce, op,
+                   overlaps, same_dtype)
+
+DTYPES = ("float32", "float16")
+
+
+# -- what selection may know about the device ------------------------------------
+
+@dataclass(frozen=True)
+class CoopShape:
+    """One cooperative-matrix shape the device supports for fp16 A/B."""
+    m: int
+    n: int
+    k: int
+    acc: str        # "float32" or "float16" accumulator (C/D type)
+
+
+@dataclass(frozen=True)
+class MatmulDevice:
+    """The device facts kernel selection uses. Built from a context by
+    :meth:`of`; tests build it directly to exercise GPU-only choices."""
+    subgroup_size: int = 1
+    subgroup_arithmetic: bool = False
+    max_shared_memory: int = 16384
+    max_invocations: int = 128
+    coopmat_shapes: tuple = ()      # empty unless the host enabled cooperative matrices
+
+    @classmethod
+    def of(cls, ctx) -> "MatmulDevice":
+        hit = _device_cache.get(ctx)
+        if hit is None:
+            lim = ctx.limits
+            hit = cls(subgroup_size=lim.subgroup_size, subgroup_arithmetic=_subgroup_arithmetic(ctx),
+                      max_shared_memory=lim.max_shared_memory,
+                      max_invocations=lim.max_workgroup_invocations,
+                      coopmat_shapes=coopmat_shapes(ctx))
+            _device_cache[ctx] = hit
+        return hit
+
+
+_device_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _subgroup_arithmetic(ctx) -> bool:
+    """subgroupAdd in compute shaders: needs a Vulkan 1.1 device (as the
+    host declared it) whose subgroups support arithmetic in compute."""
+    if ctx.caps.api_version < (1, 1) or ctx.limits.api_version < (1, 1):
+        return False
+    sub = new("VkPhysicalDeviceSubgroupProperties")
+    p2 = new("VkPhysicalDeviceProperties2")
+    chain(p2, sub)
+    lib.vkGetPhysicalDeviceProperties2(ctx.physical_device, p2)
+    arith = 0x4  # VK_SUBGROUP_FEATURE_ARITHMETIC_BIT
+    compute = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
+    return bool(sub.supportedOperations & arith) and bool(sub.supportedStages & compute)
+
+
+_FP16, _FP32, _SCOPE_SUBGROUP = 0, 1, 3   # VkComponentTypeNV / VkScopeNV values
+
+
+def coopmat_shapes(ctx) -> tuple:
+    """Fragment shapes usable by the coopmat kernel, best first; () unless
+    the host enabled VK_NV_cooperative_matrix with cooperativeMatrix,
+    shaderFloat16 and vulkanMemoryModel (glslang's NV route needs the
+    Vulkan memory model). Without the NV query entry point: 16x16x16 fp16."""
+    caps = ctx.caps
+    if not (caps.cooperative_matrix and caps.feature("vulkanMemoryModel")):
+        return ()
+    fn = instance_function(ctx.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV")
+    if fn is None:
+        return (CoopShape(16, 16, 16, "float16"),)
+    count = ffi.new("uint32_t *")
+    if fn(ctx.physical_device, count, ffi.NULL) < 0 or count[0] == 0:
+        return (CoopShape(16, 16, 16, "float16"),)
+    props = ffi.new("VkCooperativeMatrixPropertiesNV[]", count[0])
+    stype = new("VkCooperativeMatrixPropertiesNV").sType
+    for i in range(count[0]):
+        props[i].sType = stype
+    if fn(ctx.physical_device, count, props) < 0:
+        return (CoopShape(16, 16, 16, "float16"),)
+    found = []
+    for i in range(count[0]):
+        p = props[i]
+        if (p.AType, p.BType, p.scope) != (_FP16, _FP16, _SCOPE_SUBGROUP) or p.CType != p.DType:
+            continue
+        acc = {_FP16: "float16", _FP32: "float32"}.get(p.CType)
+        if acc is not None:
+            found.append(CoopShape(p.MSize, p.NSize, p.KSize, acc))
+    return tuple(found)
+
+
+# -- the canonical problem ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Operand:
+    """A batch of matrices in one buffer: element ``offset``, strides along
+    rows and columns (0 for size-1 dims), and one stride per batch dim."""
+    offset: int
+    rs: int
+    cs: int
+    bs: tuple
+
+
+@dataclass(frozen=True)
+class Problem:
+    dtype: str
+    M: int
+    N: int
+    K: int
+    batch: tuple        # coalesced batch dims (size-1 dims dropped)
+    a: Operand          # M × K
+    b: Operand          # K × N
+    c: Operand          # M × N (the output)
+
+    @property
+    def batch_count(self) -> int:
+        return math.prod(self.batch)
+
+
+def _aligned(o: Operand, w: int) -> bool:
+    return o.offset % w == 0 and all(s % w == 0 for s in o.bs)
+
+
+def a_layout(p: Problem):
+    """"mk" when A can be read as vec4 along K, "km" along M, else None."""
+    a = p.a
+    if not _aligned(a, 4):
+        return None
+    if a.cs == 1 and p.K % 4 == 0 and a.rs % 4 == 0:
+        return "mk"
+    if a.rs == 1 and p.M % 4 == 0 and a.cs % 4 == 0:
+        return "km"
+    return None
+
+
+def b_layout(p: Problem):
+    """"kn" when B can be read as vec4 along N, "nk" along K, else None."""
+    b = p.b
+    if not _aligned(b, 4):
+        return None
+    if b.cs == 1 and p.N % 4 == 0 and b.rs % 4 == 0:
+        return "kn"
+    if b.rs == 1 and p.K % 4 == 0 and b.cs % 4 == 0:
+        return "nk"
+    return None
+
+
+def c_vec4(p: Problem) -> bool:
+    c = p.c
+    return _aligned(c, 4) and c.cs == 1 and p.N % 4 == 0 and c.rs % 4 == 0
+
+
+def c_coopmat_direct(p: Problem) -> bool:
+    """coopMatStoreNV needs 16-byte aligned rows: 8 fp16 elements."""
+    c = p.c
+    return _aligned(c, 8) and c.cs == 1 and c.rs > 0 and c.rs % 8 == 0
+
+
+# -- the candidates ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Candidate:
+    """A kernel as data: ``why_not(problem, device)`` returns None when the
+    kernel applies (else the reason it does not); ``spec`` builds its spec."""
+    name: str
+    why_not: Callable
+    spec: Callable
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def _gemv_spec(p: Problem, d: MatmulDevice) -> KernelSpec:
+    mat_rs, mat_ks, rows = _gemv_matrix(p)
+    if mat_rs == 1 and mat_ks != 1 and rows >= 64:
+        return K_.gemv_spec(p.dtype, "cols", workgroup=64)
+    # A workgroup of about four subgroups (64..256 threads) per output row.
+    wg = min(256, max(64, 4 * d.subgroup_size), _pow2_floor(d.max_invocations))
+    reduce = "subgroup" if d.subgroup_arithmetic and d.subgroup_size > 1 else "shared"
+    return K_.gemv_spec(p.dtype, "rows", reduce, wg)
+
+
+def _gemv_matrix(p: Problem) -> tuple:
+    """(row stride, k stride, rows) of the GEMV matrix: A when N == 1,
+    else B transposed."""
+    if p.N == 1:
+        return p.a.rs, p.a.cs, p.M
+    return p.b.cs, p.b.rs, p.N
+
+
+def _gemv_why_not(p, d):
+    return None if min(p.M, p.N) == 1 else "neither M nor N is 1"
+
+
+def _pick_coopmat_shape(d: MatmulDevice):
+    known = [s for s in d.coopmat_shapes if (s.m, s.n, s.k) in K_.COOPMAT_SHAPES]
+    known.sort(key=lambda s: (s.acc != "float32", K_.COOPMAT_SHAPES.index((s.m, s.n, s.k))))
+    return known[0] if known else None
+
+
+def _coopmat_why_not(p, d):
+    if p.dtype != "float16":
+        return "cooperative matrices are used for float16 only"
+    if not d.coopmat_shapes:
+        return "the host did not enable cooperative matrices"
+    shape = _pick_coopmat_shape(d)
+    if shape is None:
+        return "the device reports no fp16 fragment shape this kernel knows"
+    if min(p.M, p.N) < 16 or p.K < 16:
+        return "M, N or K below 16: a fragment would be mostly padding"
+    if a_layout(p) is None or b_layout(p) is None:
+        return "A or B is not laid out for f16vec4 loads"
+    if K_.coopmat_shared_bytes((shape.m, shape.n, shape.k)) > d.max_shared_memory:
+        return "not enough shared memory"
+    if 4 * max(d.subgroup_size, 1) > d.max_invocations:
+        return "workgroup of four subgroups exceeds maxComputeWorkGroupInvocations"
+    return None
+
+
+def _coopmat_spec(p, d):
+    s = _pick_coopmat_shape(d)
+    return K_.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p), b_layout(p), c_coopmat_direct(p),
+                           subgroup_size=max(d.subgroup_size, 1))
+
+
+def _vec4_why_not(tile: str, min_work: int):
+    def why_not(p, d):
+        if a_layout(p) is None:
+            return "A is not contiguous along K or M with a multiple-of-4 size and aligned"
+        if b_layout(p) is None:
+            return "B is not contiguous along K or N with a multiple-of-4 size and aligned"
+        tx, ty = K_.vec4_threads(tile)
+        if tx * ty > d.max_invocations:
+            return "workgroup exceeds maxComputeWorkGroupInvocations"
+        if K_.vec4_shared_bytes(tile) > d.max_shared_memory:
+            return "not enough shared memory"
+        if p.M * p.N * p.batch_count < min_work:
+            return f"fewer than {min_work} outputs"
+        return None
+    return why_not
+
+
+def _vec4_spec(tile: str):
+    def spec(p, d):
+        return K_.vec4_spec(p.dtype, tile, a_layout(p), b_layout(p), c_vec4(p))
+    return spec
+
+
+def _tiled_why_not(tile: int):
+    def why_not(p, d):
+        return None if tile * tile <= d.max_invocations else "workgroup exceeds maxComputeWorkGroupInvocations"
+    return why_not
+
+
+CANDIDATES = (
+    Candidate("gemv", _gemv_why_not, _gemv_spec),
+    Candidate("coopmat", _coopmat_why_not, _coopmat_spec),
+    Candidate("vec4_128", _vec4_why_not("128", 512 * 512), _vec4_spec("128")),
+    Candidate("vec4_64", _vec4_why_not("64", 0), _vec4_spec("64")),
+    Candidate("tiled", _tiled_why_not(16), lambda p, d: K_.tiled_spec(p.dtype, 16)),
+    # Vulkan guarantees 128 invocations, so 8×8 always applies.
+    Candidate("tiled_8", lambda p, d: None, lambda p, d: K_.tiled_spec(p.dtype, 8)),
+)
+
+
+def explain(p: Problem, d: MatmulDevice) -> list:
+    """[(candidate name, None if it applies else why not)] in preference order."""
+    return [(c.name, c.why_not(p, d)) for c in CANDIDATES]
+
+
+def select(p: Problem, d: MatmulDevice) -> tuple:
+    """(candidate name, KernelSpec) of the preferred applicable kernel."""
+    for c in CANDIDATES:
+        if c.why_not(p, d) is None:
+            return c.name, c.spec(p, d)
+    raise AssertionError("the last matmul candidate applies to every problem")  # pragma: no cover
+
+
+# -- planning -------------------------------------------------------------------------
+
+def _grid(spec: KernelSpec, p: Problem, nb: int) -> tuple:
+    fam = spec.family
+    if fam == "matmul_gemv":
+        rows = _gemv_matrix(p)[2]
+        if spec.param("mode") == "cols":
+            return (-(-rows // spec.workgroup[0]), 1, nb)
+        return (rows, 1, nb)
+    if fam == "matmul_tiled":
+        t = spec.param("tile")
+        return (-(-p.N // t), -(-p.M // t), nb)
+    if fam == "matmul_vec4":
+        bm, bn = K_.VEC4_TILES[spec.param("tile")][:2]
+    else:
+        bm, bn = K_.coopmat_block(spec.param("shape"))
+    return (-(-p.N // bn), -(-p.M // bm), nb)
+
+
+def _chunks(groups: tuple, max_count: tuple):
+    """Split a grid into dispatches within maxComputeWorkGroupCount:
+    yields (first group, group counts) per dispatch."""
+    ranges = [[(s, min(m, g - s)) for s in range(0, g, m)] for g, m in zip(groups, max_count)]
+    for (x0, gx), (y0, gy), (z0, gz) in itertools.product(*ranges):
+        yield (x0, y0, z0), (gx, gy, gz)
+
+
+def _push_values(spec: KernelSpec, p: Problem, offs: tuple, inner: tuple) -> dict:
+    """Push constants except the grid origin; ``inner`` is the kernel's two
+    batch dims as [(size, (stride a, stride b, stride c))]."""
+    shape = [n for n, _ in inner]
+    st = [s for _, s in inner]
+    if spec.family == "matmul_gemv":
+        if p.N == 1:
+            mat, vec, outv = (offs[0], p.a.rs, p.a.cs, 0), (offs[1], p.b.rs, 1), (offs[2], p.c.rs, 2)
+        else:
+            mat, vec, outv = (offs[1], p.b.cs, p.b.rs, 1), (offs[0], p.a.cs, 0), (offs[2], p.c.cs, 2)
+        return {"R": _gemv_matrix(p)[2], "K": p.K, "offm": mat[0], "offv": vec[0], "offo": outv[0],
+                "sr": mat[1], "sk": mat[2], "sv": vec[1], "so": outv[1], "bshape": shape,
+                "bsm": [s[mat[3]] for s in st], "bsv": [s[vec[2]] for s in st],
+                "bso": [s[outv[2]] for s in st]}
+    return {"M": p.M, "N": p.N, "K": p.K, "offa": offs[0], "offb": offs[1], "offc": offs[2],
+            "sam": p.a.rs, "sak": p.a.cs, "sbk": p.b.rs, "sbn": p.b.cs, "scm": p.c.rs, "scn": p.c.cs,
+            "bshape": shape, "bsa": [s[0] for s in st], "bsb": [s[1] for s in st],
+            "bsc": [s[2] for s in st]}
+
+
+def _buffers(spec: KernelSpec, p: Problem, a, b, c) -> tuple:
+    if spec.family == "matmul_gemv" and p.N != 1:
+        return (b.buffer, a.buffer, c.buffer)      # the matrix is B transposed
+    return (a.buffer, b.buffer, c.buffer)
+
+
+def plan(ctx, p: Problem, spec: KernelSpec, a, b, c) -> list:
+    """Dispatches running ``spec`` on ``p``: the kernel covers the last two
+    batch dims; earlier ones become separate dispatches (offsets moved)."""
+    dims = list(zip(p.batch, zip(p.a.bs, p.b.bs, p.c.bs)))
+    outer, inner = dims[:-2], dims[-2:]
+    inner = [(1, (0, 0, 0))] * (2 - len(inner)) + inner
+    nb = inner[0][0] * inner[1][0]
+    buffers = _buffers(spec, p, a, b, c)
+    groups = _grid(spec, p, nb)
+    out = []
+    for idx in itertools.product(*(range(n) for n, _ in outer)):
+        offs = [p.a.offset, p.b.offset, p.c.offset]
+        for i, (_, st) in zip(idx, outer):
+            offs = [o + i * s for o, s in zip(offs, st)]
+        values = _push_values(spec, p, tuple(offs), inner)
+        for (x0, y0, z0), g in _chunks(groups, ctx.limits.max_workgroup_count):
+            values.update(x0=x0, y0=y0, z0=z0)
+            out.append(Dispatch(spec, buffers, spec.pack(values), g))
+    return out
+
+
+def _matrix_view(t, batch: tuple):
+    """Batch strides of ``t`` (…, r, c) broadcast to ``batch``, and its
+    row/column strides with size-1 dims zeroed."""
+    tb = t.shape[:-2]
+    pad = len(batch) - len(tb)
+    bs = tuple(0 if i < pad or tb[i - pad] == 1 else t.strides[i - pad] for i in range(len(batch)))
+    r, c = t.shape[-2:]
+    rs = t.strides[-2] if r != 1 else 0
+    cs = t.strides[-1] if c != 1 else 0
+    return bs, rs, cs
+
+
+def problem_for(a, b, c) -> Problem:
+    """The canonical problem of ``c = a @ b`` for matrix-shaped views (at
+    least 2-D, batch dims broadcast to ``c``'s)."""
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    batch = c.shape[:-2]
+    ab, ars, acs = _matrix_view(a, batch)
+    bb, brs, bcs = _matrix_view(b, batch)
+    cb, crs, ccs = _matrix_view(c, batch)
+    shape, (sa, sb, sc) = coalesce(batch, [ab, bb, cb])
+    if shape == (1,):
+        shape, sa, sb, sc = (), [], [], []
+    return Problem(a.dtype.name, M, N, K, tuple(shape), Operand(a.offset, ars, acs, tuple(sa)),
+                   Operand(b.offset, brs, bcs, tuple(sb)), Operand(c.offset, crs, ccs, tuple(sc)))
+
+
+@op("matmul")
+def matmul(ctx, a, b, *, out=None):
+    """``out = a @ b`` with numpy.matmul semantics: the last two dims are
+    matrices, leading (batch) dims broadcast, a 1-D ``a`` is a row vector
+    and a 1-D ``b`` a column vector (that dim is dropped from the result).
+    float32 or float16 (stored as fp16, accumulated in fp32 — in the
+    device's accumulator type on the cooperative-matrix path). Operands may
+    be any views (transposes, slices): they are read in place. ``out`` must
+    not overlap ``a`` or ``b``. Allocates ``out`` when omitted.
+    """
+    a = check_tensor(ctx, a, "matmul a")
+    b = check_tensor(ctx, b, "matmul b")
+    dtype = same_dtype([a, b], "matmul")
+    check_dtype(ctx, dtype, DTYPES, "matmul")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError("matmul: operands must have at least one dimension (use rec.mul for scalars)")
+    a2 = a if a.ndim >= 2 else Tensor(a.buffer, (1,) + a.shape, a.dtype, (0,) + a.strides, a.offset)
+    b2 = b if b.ndim >= 2 else Tensor(b.buffer, b.shape + (1,), b.dtype, b.strides + (0,), b.offset)
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ShapeError(f"matmul: {a.shape} @ {b.shape}: inner dimensions {a2.shape[-1]} and "
+                         f"{b2.shape[-2]} differ")
+    batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    shape = batch + ((a2.shape[-2],) if a.ndim >= 2 else ()) + ((b2.shape[-1],) if b.ndim >= 2 else ())
+    if out is None:
+        out = ctx.empty(shape, dtype)
+    else:
+        out = check_tensor(ctx, out, "matmul out")
+        if out.shape != shape:
+            raise ShapeError(f"matmul: out has shape {out.shape}, the result has shape {shape}")
+        if out.dtype != dtype:
+            raise InvalidArgumentError(f"matmul: out has dtype {out.dtype}, the result is {dtype}")
+        if overlaps(out, a) or overlaps(out, b):
+            raise InvalidArgumentError("matmul: out overlaps an operand; use a separate output tensor")
+    if out.size == 0:
+        return OpResult(out, [])
+    # The output as a batch of M×N matrices (a dropped dim has stride 0).
+    cshape, cstrides = list(out.shape), list(out.strides)
+    if a.ndim == 1:
+        cshape.insert(len(cshape) - (b.ndim >= 2), 1)
+        cstrides.insert(len(cstrides) - (b.ndim >= 2), 0)
+    if b.ndim == 1:
+        cshape.append(1)
+        cstrides.append(0)
+    c2 = Tensor(out.buffer, cshape, out.dtype, cstrides, out.offset)
+    p = problem_for(a2, b2, c2)
+    _, spec = select(p, MatmulDevice.of(ctx))
+    return OpResult(out, plan(ctx, p, spec, a, b, out))

@@ -1,0 +1,474 @@
+"""The matmul kernel families: how each GEMM/GEMV kernel is written.
+
+Which kernel runs is decided in :mod:`.matmul`; this file only renders
+GLSL from a frozen spec and lists every spec the selector can produce.
+
+Shared conventions (all families):
+
+- operands are addressed in *elements* with signed strides, so transposed
+  and sliced views need no copy: ``A[m, k] = a[offa + m*sam + k*sak]``;
+- up to two (coalesced) batch dims ride in z: ``bshape``, and a batch
+  stride per operand; the op loops over further batch dims itself;
+- ``x0/y0/z0`` are the first workgroup of a dispatch: grids larger than
+  ``maxComputeWorkGroupCount`` are split into several dispatches;
+- float16 operands are loaded to float and accumulated in float32 (the
+  cooperative-matrix kernel accumulates in whatever the device offers).
+"""
+from __future__ import annotations
+
+from ..dtypes import as_dtype
+from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import F16_EXTENSIONS
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+
+DTYPES = ("float32", "float16")
+UNROLL = ("GL_EXT_control_flow_attributes",)
+
+# Push layout of the GEMM families (tiled, vec4): 92 bytes, under the
+# 128 bytes every device offers.
+GEMM_PUSH = (Push("M", "uint"), Push("N", "uint"), Push("K", "uint"),
+             Push("offa", "uint"), Push("offb", "uint"), Push("offc", "uint"),
+             Push("sam", "int"), Push("sak", "int"), Push("sbk", "int"), Push("sbn", "int"),
+             Push("scm", "int"), Push("scn", "int"),
+             Push("bshape", "uint", 2), Push("bsa", "int", 2), Push("bsb", "int", 2),
+             Push("bsc", "int", 2), Push("x0", "uint"), Push("y0", "uint"), Push("z0", "uint"))
+
+# GEMV: out[r] = sum_k mat[r, k] * vec[k] (the matrix is A, or B transposed).
+GEMV_PUSH = (Push("R", "uint"), Push("K", "uint"), Push("offm", "uint"), Push("offv", "uint"),
+             Push("offo", "uint"), Push("sr", "int"), Push("sk", "int"), Push("sv", "int"),
+             Push("so", "int"), Push("bshape", "uint", 2), Push("bsm", "int", 2),
+             Push("bsv", "int", 2), Push("bso", "int", 2), Push("x0", "uint"), Push("z0", "uint"))
+
+
+def _exts(dtype: str, *more) -> tuple:
+    exts = list(F16_EXTENSIONS) if dtype == "float16" else []
+    for group in more:
+        exts += list(group)
+    return tuple(dict.fromkeys(exts))
+
+
+def _feats(dtype: str, *more) -> tuple:
+    return tuple(sorted(({"float16"} if dtype == "float16" else set()) | set(more)))
+
+
+def _batch_offsets(names) -> str:
+    """GLSL computing ``o<name>`` element offsets of batch ``z`` for each
+    operand (two batch dims, the last fastest)."""
+    lines = ["  uint bz1 = z % pc.bshape[1], bz0 = z / pc.bshape[1];"]
+    for n in names:
+        lines.append(f"  int o{n} = int(pc.off{n}) + int(bz0) * pc.bs{n}[0] + int(bz1) * pc.bs{n}[1];")
+    return "\n".join(lines)
+
+
+# -- GEMV ----------------------------------------------------------------------
+
+def gemv_spec(dtype: str, mode: str, reduce: str = "shared", workgroup: int = 64) -> KernelSpec:
+    """``mode`` "rows": one workgroup per output element, threads stride over
+    K and reduce (through subgroup ops when ``reduce`` is "subgroup", else
+    shared memory); "cols": one thread per output element, looping over K
+    (coalesced when the matrix is stored with unit stride along rows)."""
+    t = as_dtype(dtype).glsl
+    bindings = (Binding("mat", t, READ), Binding("vec", t, READ), Binding("outv", t, WRITE))
+    sub = ("subgroup",) if reduce == "subgroup" else ()
+    exts = ("GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic") if sub else ()
+    params = (("dtype", dtype), ("mode", mode), ("reduce", reduce if mode == "rows" else ""))
+    return KernelSpec("matmul_gemv", bindings, GEMV_PUSH, params, (workgroup, 1, 1),
+                      _exts(dtype, exts), _feats(dtype, *sub))
+
+
+@family("matmul_gemv")
+def _render_gemv(spec: KernelSpec) -> str:
+    t = as_dtype(spec.param("dtype")).glsl
+    mode, reduce = spec.param("mode"), spec.param("reduce")
+    head = ["void main() {",
+            "  uint z = gl_WorkGroupID.z + pc.z0;",
+            _batch_offsets(["m", "v", "o"])]
+    dot = ("acc += float(mat[om + int(r) * pc.sr + int(k) * pc.sk]) * "
+           "float(vec[ov + int(k) * pc.sv]);")
+    if mode == "cols":
+        body = ["  uint r = (gl_WorkGroupID.x + pc.x0) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;",
+                "  if (r >= pc.R) return;",
+                "  float acc = 0.0;",
+                f"  for (uint k = 0u; k < pc.K; ++k) {{ {dot} }}",
+                f"  outv[oo + int(r) * pc.so] = {t}(acc);",
+                "}"]
+        return "\n".join(head + body)
+    # rows: the whole workgroup works on row r (r < R by construction of the
+    # grid, so every invocation reaches the barriers).
+    body = ["  uint r = gl_WorkGroupID.x + pc.x0;",
+            "  uint lid = gl_LocalInvocationID.x;",
+            "  float acc = 0.0;",
+            f"  for (uint k = lid; k < pc.K; k += gl_WorkGroupSize.x) {{ {dot} }}"]
+    if reduce == "subgroup":
+        body += ["  acc = subgroupAdd(acc);",
+                 "  if (subgroupElect()) red[gl_SubgroupID] = acc;",
+                 "  barrier();",
+                 "  if (lid == 0u) {",
+                 "    float total = 0.0;",
+                 "    for (uint s = 0u; s < gl_NumSubgroups; ++s) total += red[s];",
+                 f"    outv[oo + int(r) * pc.so] = {t}(total);",
+                 "  }"]
+    else:
+        body += ["  red[lid] = acc;",
+                 "  barrier();",
+                 "  for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1u) {",
+                 "    if (lid < s) red[lid] += red[lid + s];",
+                 "    barrier();",
+                 "  }",
+                 f"  if (lid == 0u) outv[oo + int(r) * pc.so] = {t}(red[0]);"]
+    body.append("}")
+    return "shared float red[gl_WorkGroupSize.x];\n" + "\n".join(head + body)
+
+
+# -- tiled shared-memory GEMM ------------------------------------------------------
+
+def tiled_spec(dtype: str, tile: int = 16) -> KernelSpec:
+    """T×T threads, one output each; T×T tiles of A and B staged through
+    shared memory. Any strides, any sizes: the fallback for everything."""
+    t = as_dtype(dtype).glsl
+    bindings = (Binding("a", t, READ), Binding("b", t, READ), Binding("c", t, WRITE))
+    return KernelSpec("matmul_tiled", bindings, GEMM_PUSH, (("dtype", dtype), ("tile", tile)),
+                      (tile, tile, 1), _exts(dtype, UNROLL), _feats(dtype))
+
+
+@family("matmul_tiled")
+def _render_tiled(spec: KernelSpec) -> str:
+    t = as_dtype(spec.param("dtype")).glsl
+    tile = spec.param("tile")
+    return "\n".join([
+        f"const uint T = {tile}u;",
+        "shared float As[T][T + 1u];",    # +1: no bank conflicts on column reads
+        "shared float Bs[T][T + 1u];",
+        "void main() {",
+        "  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;",
+        "  uint col = (gl_WorkGroupID.x + pc.x0) * T + tx;",
+        "  uint row = (gl_WorkGroupID.y + pc.y0) * T + ty;",
+        "  uint z = gl_WorkGroupID.z + pc.z0;",
+        _batch_offsets(["a", "b", "c"]),
+        "  float acc = 0.0;",
+        "  for (uint k0 = 0u; k0 < pc.K; k0 += T) {",
+        "    uint ka = k0 + tx, kb = k0 + ty;",
+        "    As[ty][tx] = (row < pc.M && ka < pc.K) ? float(a[oa + int(row) * pc.sam + int(ka) * pc.sak]) : 0.0;",
+        "    Bs[ty][tx] = (kb < pc.K && col < pc.N) ? float(b[ob + int(kb) * pc.sbk + int(col) * pc.sbn]) : 0.0;",
+        "    barrier();",
+        "    [[unroll]] for (uint k = 0u; k < T; ++k) acc += As[ty][k] * Bs[k][tx];",
+        "    barrier();",
+        "  }",
+        f"  if (row < pc.M && col < pc.N) c[oc + int(row) * pc.scm + int(col) * pc.scn] = {t}(acc);",
+        "}"])
+
+
+# -- register-blocked vec4 GEMM --------------------------------------------------
+
+# (BM, BN, BK, TM, TN): block tile, K step, outputs per thread.
+VEC4_TILES = {"64": (64, 64, 16, 4, 4), "128": (128, 128, 16, 8, 8)}
+A_LAYOUTS = ("mk", "km")     # which index of A is contiguous: k ("mk") or m ("km")
+B_LAYOUTS = ("kn", "nk")
+
+
+def vec4_threads(tile: str) -> tuple:
+    bm, bn, _, tm, tn = VEC4_TILES[tile]
+    return (bn // tn, bm // tm)
+
+
+def vec4_shared_bytes(tile: str) -> int:
+    bm, bn, bk, _, _ = VEC4_TILES[tile]
+    return (bm + bn) * bk * 4
+
+
+def vec4_spec(dtype: str, tile: str, a_layout: str, b_layout: str, c_vec: bool) -> KernelSpec:
+    """Each thread computes TM×TN outputs held in registers; A and B are
+    read from memory as vec4 along their contiguous index and staged in
+    shared memory k-major, so the inner loop reads vec4s from shared memory
+    and does TM×TN/4 vec4 FMAs per k. ``c_vec``: store vec4 (else scalars)."""
+    d = as_dtype(dtype)
+    bindings = (Binding("a4", d.vec(4), READ), Binding("b4", d.vec(4), READ),
+                Binding("c" + ("4" if c_vec else "1"), d.vec(4 if c_vec else 1), WRITE))
+    params = (("dtype", dtype), ("tile", tile), ("a", a_layout), ("b", b_layout), ("cvec", c_vec))
+    tx, ty = vec4_threads(tile)
+    return KernelSpec("matmul_vec4", bindings, GEMM_PUSH, params, (tx, ty, 1),
+                      _exts(dtype, UNROLL), _feats(dtype))
+
+
+@family("matmul_vec4")
+def _render_vec4(spec: KernelSpec) -> str:
+    d = as_dtype(spec.param("dtype"))
+    bm, bn, bk, tm, tn = VEC4_TILES[spec.param("tile")]
+    a_layout, b_layout, c_vec = spec.param("a"), spec.param("b"), spec.param("cvec")
+    ntx, nty = bn // tn, bm // tm
+    nt = ntx * nty
+    out = []
+    out.append(f"const uint BM = {bm}u, BN = {bn}u, BK = {bk}u, TM = {tm}u, TN = {tn}u;")
+    out.append(f"const uint NTX = {ntx}u, NTY = {nty}u, NT = {nt}u;")
+    # Shared tiles are k-major vec4 rows: As[k][m/4], Bs[k][n/4].
+    out.append("shared vec4 As[BK * BM / 4u];")
+    out.append("shared vec4 Bs[BK * BN / 4u];")
+    out.append("void main() {")
+    out.append("  uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;")
+    out.append("  uint tid = ly * NTX + lx;")
+    out.append("  uint bn0 = (gl_WorkGroupID.x + pc.x0) * BN, bm0 = (gl_WorkGroupID.y + pc.y0) * BM;")
+    out.append("  uint z = gl_WorkGroupID.z + pc.z0;")
+    out.append(_batch_offsets(["a", "b", "c"]))
+    out.append("  vec4 acc[TM][TN / 4u];")
+    out.append("  [[unroll]] for (uint i = 0u; i < TM; ++i)")
+    out.append("    [[unroll]] for (uint j = 0u; j < TN / 4u; ++j) acc[i][j] = vec4(0.0);")
+    out.append("  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {")
+    # -- stage A
+    if a_layout == "mk":   # vec4 along k: transpose into As while storing
+        out += [
+            f"    [[unroll]] for (uint it = 0u; it < {bm * bk // 4 // nt}u; ++it) {{",
+            "      uint idx = tid + it * NT;",
+            "      uint m = idx / (BK / 4u), k4 = idx % (BK / 4u);",
+            "      uint row = bm0 + m, kk = k0 + k4 * 4u;",
+            "      vec4 v = vec4(0.0);",
+            "      if (row < pc.M && kk < pc.K) v = vec4(a4[(oa + int(row) * pc.sam + int(kk)) >> 2]);",
+            "      [[unroll]] for (uint j = 0u; j < 4u; ++j) As[(k4 * 4u + j) * (BM / 4u) + m / 4u][m & 3u] = v[j];",
+            "    }"]
+    else:                  # vec4 along m: straight copy
+        out += [
+            f"    [[unroll]] for (uint it = 0u; it < {bm * bk // 4 // nt}u; ++it) {{",
+            "      uint idx = tid + it * NT;",
+            "      uint k = idx / (BM / 4u), m4 = idx % (BM / 4u);",
+            "      uint row = bm0 + m4 * 4u, kk = k0 + k;",
+            "      vec4 v = vec4(0.0);",
+            "      if (row < pc.M && kk < pc.K) v = vec4(a4[(oa + int(kk) * pc.sak + int(row)) >> 2]);",
+            "      As[k * (BM / 4u) + m4] = v;",
+            "    }"]
+    # -- stage B
+    if b_layout == "kn":   # vec4 along n: straight copy
+        out += [
+            f"    [[unroll]] for (uint it = 0u; it < {bn * bk // 4 // nt}u; ++it) {{",
+            "      uint idx = tid + it * NT;",
+            "      uint k = idx / (BN / 4u), n4 = idx % (BN / 4u);",
+            "      uint col = bn0 + n4 * 4u, kk = k0 + k;",
+            "      vec4 v = vec4(0.0);",
+            "      if (col < pc.N && kk < pc.K) v = vec4(b4[(ob + int(kk) * pc.sbk + int(col)) >> 2]);",
+            "      Bs[k * (BN / 4u) + n4] = v;",
+            "    }"]
+    else:                  # vec4 along k: transpose into Bs while storing
+        out += [
+            f"    [[unroll]] for (uint it = 0u; it < {bn * bk // 4 // nt}u; ++it) {{",
+            "      uint idx = tid + it * NT;",
+            "      uint n = idx / (BK / 4u), k4 = idx % (BK / 4u);",
+            "      uint col = bn0 + n, kk = k0 + k4 * 4u;",
+            "      vec4 v = vec4(0.0);",
+            "      if (col < pc.N && kk < pc.K) v = vec4(b4[(ob + int(col) * pc.sbn + int(kk)) >> 2]);",
+            "      [[unroll]] for (uint j = 0u; j < 4u; ++j) Bs[(k4 * 4u + j) * (BN / 4u) + n / 4u][n & 3u] = v[j];",
+            "    }"]
+    # -- multiply: thread owns row groups (i4*NTY + ly) and column groups
+    # (j4*NTX + lx) of four, so neighbouring threads read neighbouring vec4s.
+    out += [
+        "    barrier();",
+        "    [[unroll]] for (uint k = 0u; k < BK; ++k) {",
+        "      vec4 av[TM / 4u], bv[TN / 4u];",
+        "      [[unroll]] for (uint i4 = 0u; i4 < TM / 4u; ++i4) av[i4] = As[k * (BM / 4u) + i4 * NTY + ly];",
+        "      [[unroll]] for (uint j4 = 0u; j4 < TN / 4u; ++j4) bv[j4] = Bs[k * (BN / 4u) + j4 * NTX + lx];",
+        "      [[unroll]] for (uint i = 0u; i < TM; ++i)",
+        "        [[unroll]] for (uint j4 = 0u; j4 < TN / 4u; ++j4) acc[i][j4] += av[i / 4u][i & 3u] * bv[j4];",
+        "    }",
+        "    barrier();",
+        "  }"]
+    # -- store
+    out += [
+        "  [[unroll]] for (uint i = 0u; i < TM; ++i) {",
+        "    uint row = bm0 + ((i / 4u) * NTY + ly) * 4u + (i & 3u);",
+        "    if (row >= pc.M) continue;",
+        "    [[unroll]] for (uint j4 = 0u; j4 < TN / 4u; ++j4) {",
+        "      uint col = bn0 + (j4 * NTX + lx) * 4u;"]
+    if c_vec:
+        out += [f"      if (col < pc.N) c4[(oc + int(row) * pc.scm + int(col)) >> 2] = {d.vec(4)}(acc[i][j4]);"]
+    else:
+        out += ["      [[unroll]] for (uint e = 0u; e < 4u; ++e)",
+                f"        if (col + e < pc.N) c1[oc + int(row) * pc.scm + int(col + e) * pc.scn] = {d.glsl}(acc[i][j4][e]);"]
+    out += ["    }", "  }", "}"]
+    return "\n".join(out)
+
+
+# -- cooperative-matrix fp16 GEMM (GL_NV_cooperative_matrix) --------------------
+
+# Fragment shapes the selector knows, largest first: (M, N, K).
+COOPMAT_SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))
+COOPMAT_ACC = ("float32", "float16")
+# Subgroups per workgroup (x, y) and fragments per subgroup (WM, WN).
+COOPMAT_GRID = (2, 2)
+COOPMAT_FRAGS = {"16x16": (4, 2), "16x8": (4, 4)}
+COOPMAT_BK = 32        # K step staged through shared memory
+COOPMAT_EXTS = ("GL_NV_cooperative_matrix", "GL_KHR_memory_scope_semantics",
+                "GL_KHR_shader_subgroup_basic") + UNROLL
+
+
+def coopmat_block(shape) -> tuple:
+    """(BM, BN) output block of one workgroup for fragment ``shape``."""
+    wm, wn = COOPMAT_FRAGS[f"{shape[0]}x{shape[1]}"]
+    return (COOPMAT_GRID[1] * wm * shape[0], COOPMAT_GRID[0] * wn * shape[1])
+
+
+def coopmat_shared_bytes(shape) -> int:
+    bm, bn = coopmat_block(shape)
+    return (bm + bn) * COOPMAT_BK * 2
+
+
+def coopmat_spec(shape, acc: str, a_layout: str, b_layout: str, c_direct: bool,
+                 subgroup_size: int = 32) -> KernelSpec:
+    """Each subgroup computes WM×WN fragments with coopMatMulAddNV; the
+    workgroup stages BM×BK and BK×BN fp16 tiles in shared memory (loaded
+    as f16vec4, so A and B need the same layouts and alignment as the vec4
+    kernel). Any M, N, K: tiles are zero-padded in shared memory and edge
+    fragments are stored element by element. ``c_direct``: C is aligned
+    for coopMatStoreNV (16-byte rows), so interior fragments store directly."""
+    bindings = (Binding("a4", "f16vec4", READ), Binding("b4", "f16vec4", READ),
+                Binding("c", "float16_t", WRITE))
+    params = (("shape", tuple(shape)), ("acc", acc), ("a", a_layout), ("b", b_layout),
+              ("cdirect", c_direct))
+    wg = COOPMAT_GRID[0] * COOPMAT_GRID[1] * subgroup_size
+    return KernelSpec("matmul_coopmat", bindings, GEMM_PUSH, params, (wg, 1, 1),
+                      _exts("float16", COOPMAT_EXTS), ("coopmat", "float16", "subgroup"))
+
+
+@family("matmul_coopmat")
+def _render_coopmat(spec: KernelSpec) -> str:
+    fm, fn, fk = spec.param("shape")
+    accbits = 32 if spec.param("acc") == "float32" else 16
+    a_layout, b_layout = spec.param("a"), spec.param("b")
+    wm, wn = COOPMAT_FRAGS[f"{fm}x{fn}"]
+    sgx, sgy = COOPMAT_GRID
+    bm, bn = coopmat_block((fm, fn, fk))
+    bk = COOPMAT_BK
+    acc_t = f"fcoopmatNV<{accbits}, gl_ScopeSubgroup, FM, FN>"
+    a_t = "fcoopmatNV<16, gl_ScopeSubgroup, FM, FK>"
+    b_t = "fcoopmatNV<16, gl_ScopeSubgroup, FK, FN>"
+    o_t = "fcoopmatNV<16, gl_ScopeSubgroup, FM, FN>"
+    out = [
+        f"const uint FM = {fm}u, FN = {fn}u, FK = {fk}u, WM = {wm}u, WN = {wn}u;",
+        f"const uint SGX = {sgx}u, SGY = {sgy}u, BM = {bm}u, BN = {bn}u, BK = {bk}u;",
+        # Shared tiles: As is BM×BK row-major (stride BK), Bs is BK×BN row-major (stride BN).
+        "shared float16_t As[BM * BK];",
+        "shared float16_t Bs[BK * BN];",
+        "void main() {",
+        "  uint tid = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x;",
+        "  uint sg = gl_SubgroupID;",
+        "  uint bn0 = (gl_WorkGroupID.x + pc.x0) * BN, bm0 = (gl_WorkGroupID.y + pc.y0) * BM;",
+        "  uint sm = (sg / SGX) * WM * FM, sn = (sg % SGX) * WN * FN;",   # subgroup's corner in the block
+        "  uint z = gl_WorkGroupID.z + pc.z0;",
+        _batch_offsets(["a", "b", "c"]),
+        f"  {acc_t} acc[WM][WN];",
+        "  [[unroll]] for (uint i = 0u; i < WM; ++i)",
+        f"    [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = {acc_t}(0.0);",
+        "  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {",
+    ]
+    # Stage A (BM×BK) and B (BK×BN) as fp16 into shared memory; zeros outside.
+    if a_layout == "mk":
+        out += ["    for (uint idx = tid; idx < BM * BK / 4u; idx += nt) {",
+                "      uint m = idx / (BK / 4u), k4 = (idx % (BK / 4u)) * 4u;",
+                "      uint row = bm0 + m, kk = k0 + k4;",
+                "      f16vec4 v = f16vec4(0.0);",
+                "      if (row < pc.M && kk < pc.K) v = a4[(oa + int(row) * pc.sam + int(kk)) >> 2];",
+                "      [[unroll]] for (uint j = 0u; j < 4u; ++j) As[m * BK + k4 + j] = v[j];",
+                "    }"]
+    else:
+        out += ["    for (uint idx = tid; idx < BM * BK / 4u; idx += nt) {",
+                "      uint k = idx / (BM / 4u), m4 = (idx % (BM / 4u)) * 4u;",
+                "      uint row = bm0 + m4, kk = k0 + k;",
+                "      f16vec4 v = f16vec4(0.0);",
+                "      if (row < pc.M && kk < pc.K) v = a4[(oa + int(kk) * pc.sak + int(row)) >> 2];",
+                "      [[unroll]] for (uint j = 0u; j < 4u; ++j) As[(m4 + j) * BK + k] = v[j];",
+                "    }"]
+    if b_layout == "kn":
+        out += ["    for (uint idx = tid; idx < BK * BN / 4u; idx += nt) {",
+                "      uint k = idx / (BN / 4u), n4 = (idx % (BN / 4u)) * 4u;",
+                "      uint col = bn0 + n4, kk = k0 + k;",
+                "      f16vec4 v = f16vec4(0.0);",
+                "      if (col < pc.N && kk < pc.K) v = b4[(ob + int(kk) * pc.sbk + int(col)) >> 2];",
+                "      [[unroll]] for (uint j = 0u; j < 4u; ++j) Bs[k * BN + n4 + j] = v[j];",
+                "    }"]
+    else:
+        out += ["    for (uint idx = tid; idx < BK * BN / 4u; idx += nt) {",
+                "      uint n = idx / (BK / 4u), k4 = (idx % (BK / 4u)) * 4u;",
+                "      uint col = bn0 + n, kk = k0 + k4;",
+                "      f16vec4 v = f16vec4(0.0);",
+                "      if (col < pc.N && kk < pc.K) v = b4[(ob + int(col) * pc.sbn + int(kk)) >> 2];",
+                "      [[unroll]] for (uint j = 0u; j < 4u; ++j) Bs[(k4 + j) * BN + n] = v[j];",
+                "    }"]
+    out += [
+        "    barrier();",
+        "    [[unroll]] for (uint kk = 0u; kk < BK; kk += FK) {",
+        f"      {a_t} fa[WM];",
+        f"      {b_t} fb[WN];",
+        "      [[unroll]] for (uint i = 0u; i < WM; ++i) coopMatLoadNV(fa[i], As, (sm + i * FM) * BK + kk, BK, false);",
+        "      [[unroll]] for (uint j = 0u; j < WN; ++j) coopMatLoadNV(fb[j], Bs, kk * BN + sn + j * FN, BN, false);",
+        "      [[unroll]] for (uint i = 0u; i < WM; ++i)",
+        "        [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);",
+        "    }",
+        "    barrier();",
+        "  }",
+        # Store: a fragment wholly inside C (and C aligned for coopmat
+        # stores) goes straight to memory; edge fragments go through this
+        # subgroup's slice of As (free after the last barrier) and are copied
+        # element by element, so M and N need not be fragment multiples.
+        "  uint lane = gl_SubgroupInvocationID, scratch = sg * FM * FN;",
+        "  [[unroll]] for (uint i = 0u; i < WM; ++i) {",
+        "    uint row = bm0 + sm + i * FM;",
+        "    if (row >= pc.M) continue;",
+        "    [[unroll]] for (uint j = 0u; j < WN; ++j) {",
+        "      uint col = bn0 + sn + j * FN;",
+        "      if (col >= pc.N) continue;",
+        f"      {o_t} o = {o_t}(acc[i][j]);",
+    ]
+    if spec.param("cdirect"):
+        out += [
+            "      if (row + FM <= pc.M && col + FN <= pc.N) {",
+            "        coopMatStoreNV(o, c, uint(oc + int(row) * pc.scm + int(col)), uint(pc.scm), false);",
+            "        continue;",
+            "      }"]
+    out += [
+        "      coopMatStoreNV(o, As, scratch, FN, false);",
+        "      subgroupMemoryBarrierShared();",
+        "      subgroupBarrier();",
+        "      for (uint e = lane; e < FM * FN; e += gl_SubgroupSize) {",
+        "        uint r = row + e / FN, q = col + e % FN;",
+        "        if (r < pc.M && q < pc.N) c[oc + int(r) * pc.scm + int(q) * pc.scn] = As[scratch + e];",
+        "      }",
+        "      subgroupBarrier();",
+        "    }",
+        "  }",
+        "}",
+    ]
+    return "\n".join(out)
+
+
+# -- every spec the selector can produce --------------------------------------------
+
+@variants("matmul_gemv")
+def _gemv_variants():
+    for dtype in DTYPES:
+        yield gemv_spec(dtype, "cols", workgroup=64)
+        for wg in (64, 128, 256):
+            yield gemv_spec(dtype, "rows", "shared", wg)
+            yield gemv_spec(dtype, "rows", "subgroup", wg)
+
+
+@variants("matmul_tiled")
+def _tiled_variants():
+    for dtype in DTYPES:
+        for tile in (8, 16):
+            yield tiled_spec(dtype, tile)
+
+
+@variants("matmul_vec4")
+def _vec4_variants():
+    for dtype in DTYPES:
+        for tile in VEC4_TILES:
+            for a in A_LAYOUTS:
+                for b in B_LAYOUTS:
+                    for c_vec in (True, False):
+                        yield vec4_spec(dtype, tile, a, b, c_vec)
+
+
+@variants("matmul_coopmat")
+def _coopmat_variants():
+    for shape in COOPMAT_SHAPES:
+        for acc in COOPMAT_ACC:
+            for a in A_LAYOUTS:
+                for b in B_LAYOUTS:
+                    for c_direct in (True, False):
+                        yield coopmat_spec(shape, acc, a, b, c_direct)

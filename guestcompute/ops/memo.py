@@ -1,0 +1,85 @@
+"""Op plans remembered by the identity of their tensor arguments.
+
+A renderer records the same ops on the same tensors every frame. The plan
+(validation, broadcasting, kernel choice, push-constant bytes, workgroup
+counts) depends only on the tensors' shapes, strides, offsets, dtypes and
+buffers, and on the op's other arguments — so a call repeating an earlier
+one with the *same tensor objects*, none reallocated since, gets the same
+Dispatch back without redoing any of it. The Dispatch then also keeps its
+resolved pipeline and descriptors (see ``record._Plan``), so a repeated call
+records with no lookups.
+
+Validation is not lost: a tensor's shape, strides, offset, dtype and context
+never change except through ``resize()``, which swaps its Buffer, and a hit
+requires every tensor to still have the Buffer it had when the plan was
+validated. Keys hold tensor ids, never the tensors: an entry is dropped by a
+weakref callback the moment any of its tensors dies (so an id is never
+reused while its entry exists, and a plan never keeps memory alive past its
+tensors). The memo is bounded; the oldest entries go first.
+
+Thread-safety: dict operations only; entries are immutable once stored.
+"""
+from __future__ import annotations
+
+import weakref
+
+LIMIT = 4096
+
+
+class PlanMemo:
+    __slots__ = ("_entries", "limit", "hits", "misses")
+
+    def __init__(self, limit: int = LIMIT):
+        self._entries: dict = {}     # key -> (buffers, dispatches, weakrefs)
+        self.limit = limit
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key, tensors):
+        """The dispatches stored for ``key`` if every tensor still has the
+        Buffer it had then; else None."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            buffers = entry[0]
+            for i, t in enumerate(tensors):
+                if t._buffer is not buffers[i]:
+                    break
+            else:
+                self.hits += 1
+                return entry[1]
+        self.misses += 1
+        return None
+
+    def put(self, key, tensors, dispatches) -> None:
+        entries = self._entries
+
+        def drop(_ref, key=key):
+            entries.pop(key, None)
+        refs = tuple(weakref.ref(t, drop) for t in tensors)
+        entries[key] = (tuple(t._buffer for t in tensors), dispatches, refs)
+        while len(entries) > self.limit:
+            try:
+                del entries[next(iter(entries))]
+            except (KeyError, RuntimeError, StopIteration):   # another thread got there first
+                break
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def memo_of(ctx) -> PlanMemo:
+    """The context's memo, made on first use."""
+    memo = ctx.__dict__.get("_plan_memo")
+    if memo is None:
+        memo = ctx.__dict__.setdefault("_plan_memo", PlanMemo())
+    return memo
+
+
+def scalar_key(scalar):
+    """A key part telling apart scalars that compare equal but validate
+    differently (``1`` / ``1.0`` / ``True``)."""
+    if scalar is None:
+        return None
+    if isinstance(scalar, tuple):
+        return tuple((type(v), v) for v in scalar)
+    return (type(scalar), scalar)

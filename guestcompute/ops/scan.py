@@ -1,0 +1,333 @@
+"""Prefix sums: ``rec.cumsum(x, axis=-1, exclusive=False)``.
+
+A work-efficient multi-level scan, every row of the axis at once:
+
+1. ``scan_block``: each workgroup scans one block of ``BLOCK`` elements of
+   one row in shared memory (coalesced load, a serial scan of ``ITEMS``
+   consecutive elements per thread, a Blelloch scan of the thread totals,
+   coalesced store) and writes the block's total to a ``(rows, blocks)``
+   scratch tensor;
+2. the block totals are scanned (exclusively) by the same planner, which
+   recurses while a row still has more than one block;
+3. ``scan_add`` adds each block's scanned offset back into its elements.
+
+The Blelloch step needs only shared memory and barriers, so it runs on a
+bare Vulkan 1.0 device. Where the host enabled Vulkan 1.1 and the device
+supports subgroup arithmetic in compute shaders, a variant replaces it with
+``subgroupExclusiveAdd``; that variant checks at run time that the
+workgroup is made of full subgroups and otherwise takes the shared-memory
+path, so a device free to split workgroups oddly still gets right answers.
+
+Rows are addressed through push constants (offset, axis stride, up to four
+coalesced row dims with their strides), so any strided view works and new
+shapes never create pipelines. Integer sums wrap like C (numpy's
+``np.cumsum(x, dtype=x.dtype)``).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import vulkan as vk
+from vulkan import ffi, lib
+
+from ..dtypes import as_dtype
+from ..errors import DTypeError, InvalidArgumentError, ShapeError
+from ..kernels.catalogue import variants
+from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
+from ..tensor import contiguous_strides
+from ..vk.structs import chain, new
+from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps
+
+WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minimum
+ITEMS = 8                 # elements per thread
+BLOCK = WG * ITEMS        # elements per workgroup and per block total
+ROW_RANK = 4              # coalesced non-axis dims addressed by push constants
+DTYPES = ("float32", "int32", "uint32")
+
+# Workgroup linear id for grids folded by groups_for().
+WG_INDEX = ("(gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + "
+            "gl_NumWorkGroups.y * gl_WorkGroupID.z))")
+
+SUBGROUP_EXTENSIONS = ("GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic")
+
+
+def blelloch(arr: str, n: int, T: str, t: str = "t") -> str:
+    """GLSL statements: exclusive scan of shared ``arr[0..n)`` (element type
+    ``T``) in place by ``n`` threads (``n`` a power of two), work-efficient
+    (up-sweep then down-sweep). Starts and ends with a barrier."""
+    return f"""
+  for (uint d = 1u; d < {n}u; d <<= 1) {{
+    barrier();
+    uint i = ({t} + 1u) * (d << 1) - 1u;
+    if (i < {n}u) {arr}[i] += {arr}[i - d];
+  }}
+  barrier();
+  if ({t} == 0u) {arr}[{n - 1}u] = {T}(0);
+  for (uint d = {n // 2}u; d > 0u; d >>= 1) {{
+    barrier();
+    uint i = ({t} + 1u) * (d << 1) - 1u;
+    if (i < {n}u) {{ {T} left = {arr}[i - d]; {arr}[i - d] = {arr}[i]; {arr}[i] += left; }}
+  }}
+  barrier();"""
+
+
+def row_base(names) -> str:
+    """GLSL: decompose the row index into the coalesced row dims and
+    accumulate each operand's base offset ``<name>b`` (push fields
+    ``<name>_off`` and ``<name>_rs``)."""
+    lines = [f"  int {n}b = int(pc.{n}_off);" for n in names]
+    lines.append("  uint rem = row;")
+    lines.append(f"  for (int d = {ROW_RANK - 1}; d >= 0; --d) {{")
+    lines.append("    uint c = rem % pc.row_shape[d]; rem /= pc.row_shape[d];")
+    for n in names:
+        lines.append(f"    {n}b += int(c) * pc.{n}_rs[d];")
+    lines.append("  }")
+    return "\n".join(lines)
+
+
+def _operand_push(name: str) -> tuple:
+    return (Push(f"{name}_off", "uint"), Push(f"{name}_step", "int"), Push(f"{name}_rs", "int", ROW_RANK))
+
+
+@family("scan_block")
+def _render_scan_block(spec: KernelSpec) -> str:
+    T = as_dtype(spec.param("dtype")).glsl
+    wg = spec.workgroup[0]
+    items = spec.param("items")
+    exclusive = spec.param("exclusive")
+    subgroup = spec.param("subgroup")
+    # Pad shared indices so threads reading ITEMS consecutive values do not
+    # all hit the same bank.
+    pad = "#define P(i) ((i) + ((i) >> 5))"
+    if subgroup:
+        # Full subgroups (checked) make (subgroup id, lane) a bijection onto
+        # 0..WG-1, so threads can be ranked in subgroup order.
+        rank = "uint q = full ? gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID : t;"
+        part_scan = f"""
+  if (full) {{
+    {T} ex = subgroupExclusiveAdd(acc);
+    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) part[gl_SubgroupID] = ex + acc;
+    barrier();
+    {T} base = {T}(0);
+    for (uint s = 0u; s < gl_SubgroupID; ++s) base += part[s];
+    prefix = base + ex;
+  }} else {{
+    part[q] = acc;{blelloch("part", wg, T)}
+    prefix = part[q];
+  }}"""
+        full = f"  bool full = gl_NumSubgroups * gl_SubgroupSize == {wg}u;"
+    else:
+        rank = "uint q = t;"
+        part_scan = f"""
+  part[q] = acc;{blelloch("part", wg, T)}
+  prefix = part[q];"""
+        full = ""
+    store_sum = ""
+    if spec.param("sums"):
+        store_sum = f"  if (q == {wg - 1}u) sums[wg] = prefix + acc;"
+    keep = "before" if exclusive else "acc"
+    return f"""{pad}
+shared {T} data[{items * wg + items * wg // 32}];
+shared {T} part[{wg}];
+void main() {{
+  uint wg = {WG_INDEX};
+  if (wg >= pc.rows * pc.nblocks) return;
+  uint row = wg / pc.nblocks, block = wg % pc.nblocks;
+  uint t = gl_LocalInvocationID.x;
+{row_base(("src", "dst"))}
+  uint start = block * {items * wg}u;
+  for (uint j = 0u; j < {items}u; ++j) {{
+    uint k = start + t + j * {wg}u;
+    data[P(t + j * {wg}u)] = k < pc.n ? src[srcb + int(k) * pc.src_step] : {T}(0);
+  }}
+  barrier();
+{full}
+  {rank}
+  {T} vals[{items}];
+  {T} acc = {T}(0);
+  for (uint j = 0u; j < {items}u; ++j) {{
+    {T} before = acc;
+    acc += data[P(q * {items}u + j)];
+    vals[j] = {keep};
+  }}
+  {T} prefix;{part_scan}
+{store_sum}
+  for (uint j = 0u; j < {items}u; ++j) data[P(q * {items}u + j)] = prefix + vals[j];
+  barrier();
+  for (uint j = 0u; j < {items}u; ++j) {{
+    uint k = start + t + j * {wg}u;
+    if (k < pc.n) dst[dstb + int(k) * pc.dst_step] = data[P(t + j * {wg}u)];
+  }}
+}}"""
+
+
+@family("scan_add")
+def _render_scan_add(spec: KernelSpec) -> str:
+    wg = spec.workgroup[0]
+    items = spec.param("items")
+    return f"""void main() {{
+  uint wg = {WG_INDEX};
+  if (wg >= pc.rows * pc.nblocks) return;
+  uint row = wg / pc.nblocks, block = wg % pc.nblocks;
+  if (block == 0u) return;          // the first block's offset is zero
+  uint t = gl_LocalInvocationID.x;
+{row_base(("dst",))}
+  {as_dtype(spec.param("dtype")).glsl} add = offsets[wg];
+  uint start = block * {items * wg}u;
+  for (uint j = 0u; j < {items}u; ++j) {{
+    uint k = start + t + j * {wg}u;
+    if (k < pc.n) dst[dstb + int(k) * pc.dst_step] += add;
+  }}
+}}"""
+
+
+_COMMON_PUSH = (Push("n", "uint"), Push("nblocks", "uint"), Push("rows", "uint"),
+                Push("row_shape", "uint", ROW_RANK))
+
+
+def block_spec(dtype: str, exclusive: bool, sums: bool, subgroup: bool) -> KernelSpec:
+    T = as_dtype(dtype).glsl
+    bindings = (Binding("src", T, READ), Binding("dst", T, WRITE))
+    if sums:
+        bindings += (Binding("sums", T, WRITE),)
+    return KernelSpec("scan_block", bindings, _COMMON_PUSH + _operand_push("src") + _operand_push("dst"),
+                      (("dtype", dtype), ("exclusive", exclusive), ("sums", sums),
+                       ("subgroup", subgroup), ("items", ITEMS)),
+                      (WG, 1, 1), SUBGROUP_EXTENSIONS if subgroup else (),
+                      ("subgroup",) if subgroup else ())
+
+
+def add_spec(dtype: str) -> KernelSpec:
+    T = as_dtype(dtype).glsl
+    return KernelSpec("scan_add", (Binding("dst", T, READWRITE), Binding("offsets", T, READ)),
+                      _COMMON_PUSH + _operand_push("dst"), (("dtype", dtype), ("items", ITEMS)),
+                      (WG, 1, 1))
+
+
+@functools.lru_cache(maxsize=None)
+def _device_subgroup_arithmetic(pd_key: int, pd) -> bool:
+    sub = new("VkPhysicalDeviceSubgroupProperties")
+    props = new("VkPhysicalDeviceProperties2")
+    chain(props, sub)
+    lib.vkGetPhysicalDeviceProperties2(pd, props)
+    return bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT
+                and sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
+
+
+def use_subgroups(ctx) -> bool:
+    """Subgroup arithmetic needs a Vulkan 1.1 device (as the host declared
+    it) whose driver reports arithmetic ops in compute shaders."""
+    if ctx.caps.api_version < (1, 1):
+        return False
+    pd = ctx.physical_device
+    return _device_subgroup_arithmetic(int(ffi.cast("uintptr_t", pd)), pd)
+
+
+class Operand:
+    """Where one scanned operand lives: tensor (for its buffer), base
+    offset, stride along the axis, strides of the ROW_RANK row dims."""
+
+    def __init__(self, tensor, off, step, row_strides):
+        self.tensor, self.off, self.step, self.rs = tensor, off, step, tuple(row_strides)
+
+    @classmethod
+    def rows_of(cls, tensor, rows: int, n: int):
+        """A contiguous (rows, n) scratch tensor."""
+        return cls(tensor, tensor.offset, 1, (0,) * (ROW_RANK - 1) + (n,))
+
+    def push(self, name: str) -> dict:
+        return {f"{name}_off": self.off, f"{name}_step": self.step, f"{name}_rs": self.rs}
+
+
+def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tuple, dtype: str,
+              exclusive: bool) -> list:
+    """Dispatches scanning ``rows`` rows of ``n`` elements from ``src`` into
+    ``dst`` (which may be the same view). Allocates its scratch tensors."""
+    subgroup = use_subgroups(ctx)
+    nblocks = -(-n // BLOCK)
+    total = rows * nblocks
+    if total * WG >= 2 ** 32:
+        raise InvalidArgumentError(f"scan of {rows} rows x {n} elements is too large for one dispatch grid")
+    groups = groups_for(total * WG, WG, ctx.limits.max_workgroup_count)
+    common = {"n": n, "nblocks": nblocks, "rows": rows, "row_shape": row_shape}
+    values = dict(common, **src.push("src"), **dst.push("dst"))
+    spec = block_spec(dtype, exclusive, nblocks > 1, subgroup)
+    if nblocks == 1:
+        return [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer), spec.pack(values), groups)]
+    sums = ctx.empty((rows, nblocks), dtype)
+    offsets = ctx.empty((rows, nblocks), dtype)
+    out = [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer, sums.buffer), spec.pack(values), groups)]
+    # The block totals of every row are a (rows, nblocks) contiguous array.
+    sums_row_shape = (1,) * (ROW_RANK - 1) + (rows,)
+    out += plan_scan(ctx, Operand.rows_of(sums, rows, nblocks), Operand.rows_of(offsets, rows, nblocks),
+                     rows, nblocks, sums_row_shape, dtype, True)
+    aspec = add_spec(dtype)
+    out.append(Dispatch(aspec, (dst.tensor.buffer, offsets.buffer),
+                        aspec.pack(dict(common, **dst.push("dst"))), groups))
+    return out
+
+
+@op("cumsum")
+def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, *, out=None):
+    """Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
+
+    Inclusive by default (numpy's ``np.cumsum``); ``exclusive=True`` puts
+    the sum of the *preceding* elements at each position (0 first).
+    Integers wrap on overflow and keep their dtype, as
+    ``np.cumsum(x, dtype=x.dtype)``. ``out`` may be ``x`` itself (in place)
+    but must not partially overlap it. Float sums are tree-shaped, so they
+    differ from numpy's sequential ones by rounding only.
+    """
+    x = check_tensor(ctx, x, "cumsum input")
+    if x.dtype.name not in DTYPES:
+        raise DTypeError(f"cumsum: dtype {x.dtype} not supported; use one of {list(DTYPES)}")
+    if not isinstance(exclusive, (bool, np.bool_)):
+        raise InvalidArgumentError(f"cumsum: exclusive must be a bool, got {exclusive!r}")
+    if x.ndim == 0:
+        raise ShapeError("cumsum needs a tensor with at least one dimension")
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -x.ndim <= axis < x.ndim:
+        raise ShapeError(f"cumsum: axis {axis!r} is out of range for a {x.ndim}-d tensor")
+    axis %= x.ndim
+    if out is not None:
+        out = check_tensor(ctx, out, "cumsum out")
+        if out.shape != x.shape:
+            raise ShapeError(f"cumsum: out has shape {out.shape}, the result has shape {x.shape}")
+        if out.dtype != x.dtype:
+            raise DTypeError(f"cumsum: out has dtype {out.dtype}, the result is {x.dtype}")
+        same = (out.buffer is x.buffer and out.offset == x.offset and out.strides == x.strides)
+        if overlaps(out, x) and not same:
+            raise InvalidArgumentError("cumsum: out overlaps x without being the same view")
+    others = [d for d in range(x.ndim) if d != axis]
+    shape_rows = tuple(x.shape[d] for d in others)
+    out_strides = out.strides if out is not None else contiguous_strides(x.shape)
+    row_shape, (xs, os) = coalesce(shape_rows, [[x.strides[d] for d in others],
+                                                [out_strides[d] for d in others]])
+    if len(row_shape) > ROW_RANK:
+        raise ShapeError(f"cumsum over a view with {len(row_shape)} non-mergeable other dims "
+                         f"(at most {ROW_RANK}); copy it to a contiguous tensor first")
+    if out is None:
+        out = ctx.empty(x.shape, x.dtype)
+    n, rows = x.shape[axis], x.size // max(x.shape[axis], 1)
+    if x.size == 0:
+        return OpResult(out, [])
+    pad = ROW_RANK - len(row_shape)
+    row_shape = (1,) * pad + tuple(row_shape)
+    src = Operand(x, x.offset, x.strides[axis], (0,) * pad + tuple(xs))
+    dst = Operand(out, out.offset, out.strides[axis], (0,) * pad + tuple(os))
+    return OpResult(out, plan_scan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive)))
+
+
+@variants("scan_block")
+def _block_variants():
+    for dtype in DTYPES:
+        for exclusive in (False, True):
+            for sums in (False, True):
+                for subgroup in (False, True):
+                    yield block_spec(dtype, exclusive, sums, subgroup)
+
+
+@variants("scan_add")
+def _add_variants():
+    for dtype in DTYPES:
+        yield add_spec(dtype)

@@ -1,0 +1,86 @@
+"""The demos run headless for a few frames under the validation layer (with
+synchronization validation): zero messages, and the screenshot shows
+particles — judged by pixel statistics, not against a stored image."""
+import struct
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the demos live next to the package, not in it
+
+from demos import neural, particles  # noqa: E402
+
+SMALL = ["--headless", "--validation", "--size", "160", "120", "--particles", "6000"]
+
+
+def read_png(path: Path) -> np.ndarray:
+    """Decode the demos' PNGs (8-bit RGBA, unfiltered scanlines)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        crc, = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        assert zlib.crc32(kind + body) & 0xFFFFFFFF == crc, f"bad CRC in {kind!r}"
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, colour_type = header[:4]
+    assert (depth, colour_type) == (8, 6), "expected 8-bit RGBA"
+    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, 1 + width * 4)
+    assert not rows[:, 0].any(), "expected unfiltered scanlines"
+    return rows[:, 1:].reshape(height, width, 4)
+
+
+def assert_shows_particles(rgba: np.ndarray):
+    rgb = rgba[..., :3].astype(np.float32)
+    lum = rgb.mean(axis=2)
+    lit = (lum > 24).mean()
+    # Particles cover part of the image — not nothing, not everything.
+    assert 0.01 < lit < 0.8, f"{lit:.1%} of the pixels are lit"
+    # Not a flat image: bright and dark regions, and more than one colour.
+    assert lum.std() > 8, f"luminance std {lum.std():.1f}"
+    assert np.percentile(lum, 99) > 80
+    assert np.ptp(rgb[lum > 24].mean(axis=0)) > 5 or rgb[lum > 24].std(axis=0).max() > 10
+    # Opaque output.
+    assert (rgba[..., 3] == 255).all()
+
+
+@pytest.fixture
+def screenshot(tmp_path):
+    return tmp_path / "shot.png"
+
+
+def test_particles_headless_under_validation(screenshot, capsys):
+    rc = particles.main(SMALL + ["--frames", "4", "--screenshot", str(screenshot)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "particles: 6,000" in out
+    assert "validation messages (incl. synchronization validation): 0" in out
+    assert_shows_particles(read_png(screenshot))
+
+
+def test_particles_move_between_frames():
+    args = particles.parse_args(SMALL + ["--frames", "2"])
+    first = particles.run(args).last_frame
+    args = particles.parse_args(SMALL + ["--frames", "6"])
+    later = particles.run(args)
+    assert not later.validation_messages
+    changed = (np.abs(first.astype(int) - later.last_frame.astype(int)).max(axis=2) > 16).mean()
+    assert changed > 0.01, f"only {changed:.2%} of the pixels changed between frames 2 and 6"
+
+
+def test_neural_headless_under_validation(screenshot, capsys):
+    rc = neural.main(SMALL + ["--frames", "3", "--screenshot", str(screenshot)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "validation messages (incl. synchronization validation): 0" in out
+    assert_shows_particles(read_png(screenshot))

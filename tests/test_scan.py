@@ -1,0 +1,168 @@
+"""Prefix scan (rec.cumsum) against numpy, on both host profiles."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import guestcompute as gc
+from guestcompute.ops.base import registered_ops
+from guestcompute.ops.scan import BLOCK, use_subgroups
+
+HYP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def reference(x: np.ndarray, axis: int, exclusive: bool) -> np.ndarray:
+    """numpy's scan in the input dtype (integers wrap); float in float64."""
+    acc = np.float64 if x.dtype == np.float32 else x.dtype
+    inc = np.cumsum(x.astype(acc), axis=axis, dtype=acc)
+    if not exclusive:
+        return inc
+    return inc - x.astype(acc)   # exact for wrapping integers, float64 for floats
+
+
+def check(got: np.ndarray, x: np.ndarray, axis: int, exclusive: bool):
+    ref = reference(x, axis, exclusive)
+    if x.dtype == np.float32:
+        # Tree-shaped float32 sums: error bounded by a few dozen roundings of
+        # the running sum of magnitudes.
+        bound = 4e-6 * np.cumsum(np.abs(x.astype(np.float64)), axis=axis) + 1e-30
+        err = np.abs(got.astype(np.float64) - ref)
+        assert np.all(err <= bound), f"max error {err.max()} (bound {bound[err > bound][:3]})"
+    else:
+        np.testing.assert_array_equal(got, ref.astype(x.dtype))
+
+
+def data(rng, shape, dtype):
+    if dtype == "float32":
+        return rng.standard_normal(shape).astype(np.float32)
+    if dtype == "int32":
+        return rng.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
+    return rng.integers(0, 2**32, shape, dtype=np.uint64).astype(np.uint32)
+
+
+@pytest.mark.parametrize("n", [1, 7, 255, 256, 257, 1023, 1024, 1025, 2048, 5000, 65537])
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_1d_sizes_across_block_and_level_boundaries(host, ctx, n, exclusive):
+    rng = np.random.default_rng(n)
+    x_np = data(rng, n, "float32")
+    x = ctx.tensor(x_np)
+    y = host.run(ctx, lambda rec: rec.cumsum(x, exclusive=exclusive))
+    assert y.shape == (n,) and y.dtype == gc.float32
+    check(y.numpy(), x_np, -1, exclusive)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32"])
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_integers_wrap_like_numpy(host, ctx, dtype, exclusive):
+    rng = np.random.default_rng(1)
+    x_np = data(rng, (3, 3001), dtype)
+    x = ctx.tensor(x_np)
+    y = host.run(ctx, lambda rec: rec.cumsum(x, exclusive=exclusive))
+    assert y.dtype.name == dtype
+    check(y.numpy(), x_np, -1, exclusive)
+
+
+def test_three_levels(host, ctx):
+    # > BLOCK**2 elements: block totals of block totals still span two blocks.
+    n = BLOCK * BLOCK + 5
+    x_np = (np.arange(n) % 7 - 3).astype(np.int32)
+    x = ctx.tensor(x_np)
+    rec_out = host.run(ctx, lambda rec: (rec.cumsum(x), rec))
+    y, rec = rec_out
+    assert rec.dispatches == 5          # 3 block scans + 2 add-backs
+    check(y.numpy(), x_np, -1, False)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_axes_of_a_3d_tensor(host, ctx, axis):
+    rng = np.random.default_rng(axis + 10)
+    x_np = data(rng, (5, 1100, 3), "int32")
+    x = ctx.tensor(x_np)
+    y = host.run(ctx, lambda rec: rec.cumsum(x, axis=axis))
+    check(y.numpy(), x_np, axis, False)
+
+
+def test_strided_views_in_and_out(host, ctx):
+    rng = np.random.default_rng(3)
+    base_np = data(rng, (9, 2100), "float32")
+    base = ctx.tensor(base_np)
+    view = base[1::2, ::-3]                       # negative and non-unit strides
+    view_np = base_np[1::2, ::-3]
+    out_base = ctx.tensor(np.full((4, 2 * view_np.shape[1]), 99, np.float32))
+    out = out_base[:, ::2]
+    host.run(ctx, lambda rec: rec.cumsum(view, exclusive=True, out=out))
+    got = out_base.numpy()
+    check(got[:, ::2], view_np, -1, True)
+    np.testing.assert_array_equal(got[:, 1::2], 99)   # untouched gaps
+
+
+def test_in_place(host, ctx):
+    x_np = np.arange(3000, dtype=np.uint32)
+    x = ctx.tensor(x_np)
+    host.run(ctx, lambda rec: rec.cumsum(x, out=x))
+    check(x.numpy(), x_np, -1, False)
+
+
+def test_empty_and_singleton(host, ctx):
+    e = ctx.empty((0, 5))
+    s_np = np.array([[4.5]], np.float32)
+    s = ctx.tensor(s_np)
+    ye, ys = host.run(ctx, lambda rec: (rec.cumsum(e), rec.cumsum(s, axis=0, exclusive=True)))
+    assert ye.shape == (0, 5)
+    np.testing.assert_array_equal(ys.numpy(), [[0.0]])
+
+
+@HYP
+@given(shape=st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple),
+       long=st.sampled_from([1, 255, 256, 257, 1024, 1025, 3000]),
+       dtype=st.sampled_from(["float32", "int32", "uint32"]),
+       exclusive=st.booleans(), data_=st.data())
+def test_hypothesis_shapes_axes_dtypes(host, ctx, shape, long, dtype, exclusive, data_):
+    axis = data_.draw(st.integers(-len(shape), len(shape) - 1))
+    shape = list(shape)
+    shape[axis] = long                    # make the scanned axis cross block boundaries
+    if np.prod(shape) > 200_000:
+        shape = [s if i == axis % len(shape) else 1 for i, s in enumerate(shape)]
+    x_np = data(np.random.default_rng(long), tuple(shape), dtype)
+    x = ctx.tensor(x_np)
+    y = host.run(ctx, lambda rec: rec.cumsum(x, axis=axis, exclusive=exclusive))
+    check(y.numpy(), x_np, axis, exclusive)
+
+
+def test_kernel_choice_follows_host_caps(host, ctx):
+    x = ctx.tensor(np.ones(5000, np.float32))
+    res = registered_ops()["cumsum"](ctx, x)
+    specs = [d.spec for d in res.dispatches]
+    subgroup = use_subgroups(ctx)
+    if host.profile == "bare":
+        assert not subgroup
+    assert {s.param("subgroup") for s in specs if s.family == "scan_block"} == {subgroup}
+    assert all(s.target_env == ("vulkan1.1" if s.param("subgroup") else "vulkan1.0") for s in specs)
+    # a second identical scan creates no pipeline
+    host.run(ctx, lambda rec: rec.cumsum(x))
+    before = ctx.cache_stats()["pipelines_created"]
+    other = ctx.tensor(np.ones(7000, np.float32))
+    host.run(ctx, lambda rec: rec.cumsum(other))
+    assert ctx.cache_stats()["pipelines_created"] == before
+
+
+def test_typed_errors(host, ctx):
+    x = ctx.tensor(np.ones((4, 6), np.float32))
+    with pytest.raises(gc.ShapeError):
+        host.run(ctx, lambda rec: rec.cumsum(x, axis=2))
+    with pytest.raises(gc.ShapeError):
+        host.run(ctx, lambda rec: rec.cumsum(x[0, 0]))
+    with pytest.raises(gc.InvalidArgumentError):
+        host.run(ctx, lambda rec: rec.cumsum(np.ones(4, np.float32)))
+    with pytest.raises(gc.InvalidArgumentError):
+        host.run(ctx, lambda rec: rec.cumsum(x, exclusive="yes"))
+    with pytest.raises(gc.ShapeError):
+        host.run(ctx, lambda rec: rec.cumsum(x, out=ctx.empty((6, 4))))
+    with pytest.raises(gc.DTypeError):
+        host.run(ctx, lambda rec: rec.cumsum(x, out=ctx.empty((4, 6), "int32")))
+    with pytest.raises(gc.InvalidArgumentError):     # partial overlap with the input
+        big = ctx.empty((5, 6))
+        host.run(ctx, lambda rec: rec.cumsum(big[:4], out=big[1:]))
+    if ctx.caps.float16_storage:
+        with pytest.raises(gc.DTypeError):
+            host.run(ctx, lambda rec: rec.cumsum(ctx.empty((8,), "float16")))
