@@ -43,5 +43,10 @@ demo: venv
 bake: venv
 	$(PY) -m guestcompute bake
 
+# The benchmark suite: JSON, markdown and a PNG chart in bench-results/.
+# BENCH_ARGS passes options, e.g. `make bench BENCH_ARGS="--quick --only record"`.
+bench: venv
+	$(PY) -m benchmarks.run $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -106,6 +106,9 @@ class RecordBench:
         self.exit = _barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, attr)
         self.chain_entry = _barrier(vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT, _RW)
         self.chain_bar = _barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, _RW)
+        # Guest memory the host can map gets an exit barrier to host reads.
+        self.chain_exit = _barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_ACCESS_HOST_READ_BIT)
+        self.chain_mapped = self.x.buffer.alloc.mapped is not None
 
     # -- command buffers ---------------------------------------------------
     def _frame(self, record):
@@ -169,6 +172,7 @@ class RecordBench:
         bind, pushc, disp, barrier = (fns.vkCmdBindPipeline, fns.vkCmdPushConstants, fns.vkCmdDispatch,
                                       fns.vkCmdPipelineBarrier)
         r, entry, bar = self.raw_chain, self.chain_entry, self.chain_bar
+        exit_, mapped = self.chain_exit, self.chain_mapped
 
         def record(cmd):
             barrier(cmd, _COMPUTE | _TRANSFER, _COMPUTE, 0, 1, entry, 0, ffi.NULL, 0, ffi.NULL)
@@ -180,6 +184,8 @@ class RecordBench:
                 pushc(cmd, r.layout, _STAGE, 0, r.push_size, r.push)
                 gx, gy, gz = r.groups
                 disp(cmd, gx, gy, gz)
+            if mapped:
+                barrier(cmd, _COMPUTE, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, exit_, 0, ffi.NULL, 0, ffi.NULL)
         return self._frame(record)
 
 
@@ -197,7 +203,7 @@ def check_same_commands(bench) -> None:
     """The raw loops must issue what the library issues: compare the
     recorder's own dispatch and barrier counts with the raw loop's."""
     ctx, host = bench.ctx, bench.host
-    for work, want_barriers in ((bench.sets, 2), (None, N_SETS)):
+    for work, want_barriers in ((bench.sets, 2), (None, N_SETS + bench.chain_mapped)):
         cmd = host.begin()
         with ctx.record(cmd) as rec:
             if work is None:

@@ -1,19 +1,19 @@
-"""Particles on the Lorenz attractor, advanced by guestcompute ops.
+"""Particles on the Lorenz attractor, advanced by a guestcompute user kernel.
 
-State: three guest-owned tensors ``x, y, z`` (one float per particle, so
-every step runs the contiguous vec4 kernels). Each frame the guest
+State: one guest-owned ``(n, 4)`` float32 tensor (x, y, z, 1). Each frame
+one dispatch of ``demos/kernels/lorenz.comp``
 
-1. integrates the Lorenz system with a few explicit Euler substeps,
-       dx = σ(y − x),   dy = x(ρ − z) − y,   dz = xy − βz,
-   composed from elementwise ops (sub / mul / add / scale with scalar push
-   constants: no per-frame uploads);
+1. integrates dx = σ(y − x), dy = x(ρ − z) − y, dz = xy − βz with RK4
+   substeps,
 2. projects the particles into the host's position buffer (an orbiting
-   orthographic camera: the rotation angle is a scalar of the scale ops);
-3. colours them by speed into the host's colour buffer.
+   orthographic camera; the angle is a push constant, so nothing is
+   uploaded per frame),
+3. colours them by speed into the host's colour buffer (unless the caller
+   colours them itself, as the neural demo does).
 
 Both host buffers are imported once with ``host_access="vertex"``: the
 guest waits for the previous frame's vertex reads before writing and hands
-its writes to the vertex-input stage afterwards — the host adds no barrier.
+its writes to the vertex-input stage afterwards; the host adds no barrier.
 """
 from __future__ import annotations
 
@@ -21,18 +21,22 @@ import math
 
 import numpy as np
 
+from . import kernels
+
 SIGMA, RHO, BETA = 10.0, 28.0, 8.0 / 3.0
 CENTER_Z = 25.0            # the attractor's middle height
 SCREEN_SCALE = 1.0 / 31.0  # attractor units -> clip space
-DT = 0.0035                # per Euler substep
+DT = 0.0035                # per RK4 substep
 SUBSTEPS = 2
 ORBIT = 0.004              # camera radians per frame
-# Speed (attractor units per unit time) that maps to full colour.
-REFERENCE_SPEED = 120.0
+REFERENCE_SPEED = 120.0    # attractor units per unit time that map to full colour
+WORKGROUP = 128
+PUSH_LAYOUT = [("count", "uint"), ("substeps", "uint"), ("write_colours", "uint"), ("dt", "float"),
+               ("view", "vec4"), ("look", "vec4")]
 
 
 def initial_state(count: int, seed: int = 7) -> np.ndarray:
-    """(3, count) positions already on the attractor.
+    """(count, 4) positions already on the attractor, w = 1.
 
     A few hundred trajectories are integrated in numpy (vectorised over the
     trajectories, not the particles) and the particles are spread along
@@ -50,9 +54,10 @@ def initial_state(count: int, seed: int = 7) -> np.ndarray:
         p = p + dt * np.stack([SIGMA * (y - x), x * (RHO - z) - y, x * y - BETA * z])
         if i >= skip and (i - skip) % every == 0:
             out[:, (i - skip) // every] = p
-    points = out.reshape(3, -1)[:, :count]
-    points += rng.normal(0, 0.05, points.shape)
-    return points.astype(np.float32)
+    points = out.reshape(3, -1)[:, :count].T
+    state = np.ones((count, 4), np.float32)
+    state[:, :3] = points + rng.normal(0, 0.05, points.shape)
+    return state
 
 
 class LorenzParticles:
@@ -60,18 +65,20 @@ class LorenzParticles:
 
     def __init__(self, ctx, count: int, positions_buffer, colors_buffer, extent,
                  point_size: float = 1.5, intensity: float | None = None):
-        self.ctx = ctx
         self.count = count
         nbytes = count * 16
-        # Zero-copy views of the host's vertex buffers (vec4 per particle).
+        # Zero-copy views of the host's vertex buffers (a vec4 per particle).
         self.positions = ctx.import_buffer(positions_buffer, (count, 4), "float32",
                                            host_access="vertex", buffer_size=nbytes)
         self.colors = ctx.import_buffer(colors_buffer, (count, 4), "float32",
                                         host_access="vertex", buffer_size=nbytes)
-        self.x, self.y, self.z = (ctx.tensor(row) for row in initial_state(count))
-        # Per-substep increments and scratch, allocated once: recording a
-        # frame allocates nothing.
-        self.dx, self.dy, self.dz, self.t0, self.t1 = (ctx.empty(count) for _ in range(5))
+        self.state = ctx.tensor(initial_state(count))
+        # Compiled (or loaded) and its pipeline created now, not while recording.
+        self.kernel = ctx.kernel(kernels.source("lorenz"), workgroup=WORKGROUP, name="lorenz",
+                                 push_layout=PUSH_LAYOUT)
+        groups = -(-count // WORKGROUP)
+        most = ctx.limits.max_workgroup_count[0]
+        self.groups = (min(groups, most), -(-groups // most), 1)
         self.point_size = point_size
         self.extent = extent
         if intensity is None:
@@ -80,58 +87,29 @@ class LorenzParticles:
             intensity = min(0.7, max(0.03, 0.5 * width * height / count))
         self.intensity = intensity
 
-    def record(self, rec, frame: int) -> None:
-        for _ in range(SUBSTEPS):
-            self._step(rec, DT)
-        self._project(rec, ORBIT * frame)
-        self._colour(rec)
-
-    def _step(self, rec, dt: float) -> None:
-        x, y, z, dx, dy, dz = self.x, self.y, self.z, self.dx, self.dy, self.dz
-        # Increments from the current state first, then apply all three.
-        rec.sub(y, x, out=dx)                 # y − x
-        rec.scale(dx, SIGMA * dt, out=dx)     # σ(y − x)·dt
-        rec.sub(z, RHO, out=dy)               # z − ρ
-        rec.mul(dy, x, out=dy)                # x(z − ρ)
-        rec.add(dy, y, out=dy)                # x(z − ρ) + y  = −dy/dt
-        rec.scale(dy, -dt, out=dy)
-        rec.mul(x, y, out=dz)                 # xy
-        rec.scale(z, BETA, out=self.t0)       # βz
-        rec.sub(dz, self.t0, out=dz)          # xy − βz
-        rec.scale(dz, dt, out=dz)
-        rec.add(x, dx, out=x)
-        rec.add(y, dy, out=y)
-        rec.add(z, dz, out=z)
-
-    def _project(self, rec, angle: float) -> None:
+    def view(self, frame: int) -> tuple:
+        """(cos, sin, x scale, y scale) of the camera at ``frame``."""
         width, height = self.extent
-        k = SCREEN_SCALE
-        aspect = width / height
-        pos = self.positions
-        # Horizontal: the attractor turned by `angle` about its z axis.
-        rec.scale(self.x, k * math.cos(angle) / aspect, out=self.t0)
-        rec.scale(self.y, k * math.sin(angle) / aspect, out=self.t1)
-        rec.add(self.t0, self.t1, out=pos[:, 0])
-        # Vertical: z up (clip space y points down).
-        rec.sub(self.z, CENTER_Z, out=self.t0)
-        rec.scale(self.t0, -k, out=pos[:, 1])
-        rec.fill(pos[:, 2], 0.0)
-        rec.fill(pos[:, 3], self.point_size)
+        angle = ORBIT * frame
+        return (math.cos(angle), math.sin(angle), SCREEN_SCALE * height / width, -SCREEN_SCALE)
 
-    def _colour(self, rec) -> None:
-        # Squared speed from the last substep's increments.
-        t0, t1 = self.t0, self.t1
-        rec.mul(self.dx, self.dx, out=t0)
-        rec.mul(self.dy, self.dy, out=t1)
-        rec.add(t0, t1, out=t0)
-        rec.mul(self.dz, self.dz, out=t1)
-        rec.add(t0, t1, out=t0)
-        q = 1.0 / (REFERENCE_SPEED * DT) ** 2       # -> 1.0 at the reference speed
-        col = self.colors
-        # Slow particles deep blue, fast ones hot pink-white.
-        rec.scale(t0, 0.9 * q, out=col[:, 0])
-        rec.add(col[:, 0], 0.15, out=col[:, 0])
-        rec.scale(t0, 0.45 * q, out=col[:, 1])
-        rec.add(col[:, 1], 0.08, out=col[:, 1])
-        rec.fill(col[:, 2], 0.75)
-        rec.fill(col[:, 3], self.intensity)
+    def record(self, rec, frame: int, colour: bool = True) -> None:
+        """Advance one frame and write positions — and colours, unless
+        ``colour`` is False (then the caller writes the colour buffer)."""
+        push = {"count": self.count, "substeps": SUBSTEPS, "write_colours": int(colour), "dt": DT,
+                "view": self.view(frame),
+                "look": (self.point_size, self.intensity, 1.0 / REFERENCE_SPEED ** 2, CENTER_Z)}
+        self.kernel(rec, self.state, self.positions, self.colors, push=push, groups=self.groups)
+
+    def expected_positions(self, frame: int) -> np.ndarray:
+        """numpy's version of the position buffer that ``record(rec, frame)``
+        wrote from the current state (reads the state back: call once the
+        GPU is idle)."""
+        c, s, sx, sy = self.view(frame)
+        p = self.state.numpy()
+        out = np.empty((self.count, 4), np.float32)
+        out[:, 0] = (c * p[:, 0] + s * p[:, 1]) * sx
+        out[:, 1] = (p[:, 2] - CENTER_Z) * sy
+        out[:, 2] = 0.0
+        out[:, 3] = self.point_size
+        return out

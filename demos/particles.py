@@ -17,6 +17,7 @@ import sys
 
 from .app import GuestApp, parser, report, resolve_mode
 from .attractor import LorenzParticles
+from .bloom import Bloom
 
 
 def run(args):
@@ -34,7 +35,28 @@ def run(args):
         def before_pass(cmd, frame):
             app.record(cmd, lambda rec: sim.record(rec, frame))
 
-        app.run(args.frames, before_pass, status=lambda: f"{count:,} particles")
+        bloom = None
+        post = not args.no_bloom and Bloom.supported(app.ctx, renderer)
+        if not args.no_bloom and not post:
+            print("bloom skipped: needs 8-bit storage buffers and copyable render targets")
+
+        def after_pass(cmd, frame):
+            nonlocal bloom
+            if bloom is None or bloom.extent != renderer.extent:   # first frame, or resized
+                if bloom is not None:
+                    bloom.destroy()
+                bloom = Bloom(app.ctx, renderer, direct=args.direct)
+            bloom.record(cmd, app)
+
+        frames = app.run(args.frames, before_pass, after_pass if post else None,
+                         status=lambda: f"{count:,} particles")
+        renderer.wait_idle()
+        if frames:
+            # The host's position buffer holds the projection of the guest's state.
+            error = abs(sim.positions.numpy() - sim.expected_positions(frames - 1)).max()
+            print(f"max |position buffer - numpy| over {count:,} particles: {error:.2e}")
+            if error > 1e-4:
+                raise SystemExit("positions differ from numpy")
     except BaseException:
         app.close()
         raise
@@ -42,7 +64,11 @@ def run(args):
 
 
 def parse_args(argv=None):
-    return parser(__doc__.splitlines()[0]).parse_args(argv)
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--no-bloom", action="store_true", help="skip the guest post-process pass")
+    p.add_argument("--direct", action="store_true",
+                   help="record the post-process op by op every frame instead of replaying a program")
+    return p.parse_args(argv)
 
 
 def main(argv=None) -> int:

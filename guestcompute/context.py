@@ -18,7 +18,7 @@ from .cache.pipelines import PipelineCache
 from .cache.spirv import SpirvCache
 from .dtypes import DType, as_dtype
 from .errors import (BufferRangeError, ContextClosedError, DTypeError, InvalidArgumentError,
-                     ShapeError, UnsupportedError, check)
+                     KernelError, ShapeError, UnsupportedError, check)
 from .record import Recorder
 from .tensor import Buffer, Tensor
 from .vk import bootstrap
@@ -257,7 +257,11 @@ class Context:
         return t
 
     def zeros(self, shape, dtype="float32") -> Tensor:
-        return self.tensor(np.zeros(_as_shape(shape), as_dtype(dtype).numpy))
+        # Device memory first: a shape too large fails before any host-side copy.
+        t = self.empty(shape, dtype)
+        if t.nbytes:
+            self._write_bytes(t.buffer, 0, bytes(t.nbytes))
+        return t
 
     def import_buffer(self, buffer, shape, dtype="float32", offset: int = 0, host_access="compute",
                       buffer_size: int = None) -> Tensor:
@@ -330,6 +334,20 @@ class Context:
         self._check_open()
         return Program(self, fn, params)
 
+    def kernel(self, source, *, entry: str = "main", workgroup=None, name: str = None,
+               push_layout=None):
+        """A user kernel from GLSL text (compiled once through the SPIR-V
+        cache; needs glslc) or SPIR-V bytes. Bindings, their access and the
+        push-constant size are reflected; its pipeline is created now, so
+        recording never compiles. ``workgroup`` picks the size of a kernel
+        declared with ``local_size_*_id``; ``push_layout=[(name, type), ...]``
+        lets ``push=`` be a dict. Record it with ``rec.run_kernel(k,
+        [tensors], push=..., groups=...)`` or ``k(rec, *tensors, ...)``.
+        See :mod:`guestcompute.kernels.user` for what a kernel may declare."""
+        from .kernels.user import build
+        return build(self, source, entry=entry, workgroup=workgroup, name=name,
+                     push_layout=push_layout)
+
     def submit(self, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None,
                shared=(), queue_lock=None):
         """Semaphore hand-off mode: record ``fn(rec)`` into a guest-owned
@@ -361,6 +379,8 @@ class Context:
             raise UnsupportedError(f"kernel {spec.family!r} needs {spec.push_size} bytes of push constants; "
                                    f"this device allows {self.limits.max_push_constants}: pass the rest "
                                    "in a small tensor")
+        if d.spirv is not None:
+            _check_spirv(d.spirv)
         spirv = d.spirv if d.spirv is not None else self._spirv.get(spec.render(), spec.target_env)
         bindings = tuple((b.reads, b.writes) for b in spec.bindings)
         return self._pipelines.get(spec, spirv, bindings, spec.push_size, spec_constants=d.spec_constants)
@@ -685,6 +705,21 @@ class Context:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _check_spirv(code) -> None:
+    """SPIR-V brought by the caller never reaches the driver unread (drivers
+    may crash on garbage): anything malformed is a KernelError here."""
+    from .cache.spirv import is_spirv
+    from .kernels.reflect import reflect
+    if not isinstance(code, (bytes, bytearray)) or not is_spirv(bytes(code)):
+        raise KernelError("the kernel's SPIR-V is not a SPIR-V module (bad magic or length); "
+                          "pass the bytes glslc or another SPIR-V compiler wrote")
+    try:
+        reflect(bytes(code))
+    except KernelError as e:    # SpirvError: say what to do about it
+        raise type(e)(f"the kernel's SPIR-V is malformed ({e}); recompile it, and check it "
+                      "with spirv-val") from None
 
 
 def _as_shape(shape) -> tuple:

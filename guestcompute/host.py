@@ -26,6 +26,7 @@ OPTIONAL_EXTENSIONS = (
     "VK_KHR_timeline_semaphore",      # semaphore hand-off mode
     "VK_EXT_subgroup_size_control",   # kernels tuned to the subgroup size
     "VK_NV_cooperative_matrix",       # tensor-core matmul
+    "VK_KHR_vulkan_memory_model",     # glslang's NV cooperative-matrix SPIR-V requires it
     "VK_KHR_cooperative_matrix",
 )
 
@@ -38,6 +39,10 @@ FEATURE_STRUCTS = {
     "timelineSemaphore": "VkPhysicalDeviceTimelineSemaphoreFeatures",
     "subgroupSizeControl": "VkPhysicalDeviceSubgroupSizeControlFeaturesEXT",
     "cooperativeMatrix": "VkPhysicalDeviceCooperativeMatrixFeaturesNV",
+    "vulkanMemoryModel": "VkPhysicalDeviceVulkanMemoryModelFeatures",
+    # glslang gives every atomic Device scope, which a device with the memory
+    # model enabled accepts only with this on too
+    "vulkanMemoryModelDeviceScope": "VkPhysicalDeviceVulkanMemoryModelFeatures",
 }
 _FEATURE_EXTENSION = {
     "storageBuffer16BitAccess": "VK_KHR_16bit_storage",
@@ -47,13 +52,15 @@ _FEATURE_EXTENSION = {
     "timelineSemaphore": "VK_KHR_timeline_semaphore",
     "subgroupSizeControl": "VK_EXT_subgroup_size_control",
     "cooperativeMatrix": "VK_NV_cooperative_matrix",
+    "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
+    "vulkanMemoryModelDeviceScope": "VK_KHR_vulkan_memory_model",
 }
 # Promoted to core in these versions (extension name then not needed).
 _CORE_SINCE = {
     "VK_KHR_16bit_storage": (1, 1), "VK_KHR_storage_buffer_storage_class": (1, 1),
     "VK_KHR_8bit_storage": (1, 2), "VK_KHR_shader_float16_int8": (1, 2),
     "VK_KHR_timeline_semaphore": (1, 2), "VK_EXT_subgroup_size_control": (1, 3),
-    "VK_KHR_push_descriptor": (1, 4),
+    "VK_KHR_push_descriptor": (1, 4), "VK_KHR_vulkan_memory_model": (1, 2),
 }
 
 
@@ -175,8 +182,9 @@ class HostCaps:
 
     @property
     def cooperative_matrix(self) -> bool:
+        # glslang emits the NV cooperative-matrix ops under the Vulkan memory model.
         return "VK_NV_cooperative_matrix" in self.extensions and self.feature("cooperativeMatrix") \
-            and self.feature("shaderFloat16")
+            and self.feature("shaderFloat16") and self.feature("vulkanMemoryModel")
 
 
 def features_from_chain(pnext) -> dict:

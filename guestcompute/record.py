@@ -26,8 +26,9 @@ import inspect
 import vulkan as vk
 from vulkan import ffi
 
-from .errors import InvalidArgumentError, RecordingError, UnknownOperationError
+from .errors import InvalidArgumentError, RecordingError, UnknownOperationError, UnsupportedError
 from .ops.base import Dispatch, registered_ops
+from .timing import DEFAULT_COLOR, RecorderTiming, label, labels_of
 from .vk.hazards import HazardTracker
 
 _BIND = vk.VK_PIPELINE_BIND_POINT_COMPUTE
@@ -63,6 +64,7 @@ class Recorder:
         self._cmd = cmd
         self._fns = ctx._fns
         self._push_desc = ctx._descriptors.push
+        self._stats = ctx._pipelines.stats
         self._active = False
         self._hazards = HazardTracker()
         self._entered = False
@@ -82,6 +84,8 @@ class Recorder:
         self._extra_stages = 0
         self._extra_access = 0
         self._capture = None          # set while recording a program: sees every op's tensors
+        self._timing = None           # timing.RecorderTiming, made by the first rec.timing()
+        self._op_labels = labels_of(ctx) if ctx.op_labels and labels_of(ctx).enabled else None
 
     # -- scope -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -145,7 +149,7 @@ class Recorder:
                     or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect):
                 plan = _plan_for(ctx, d)
             else:
-                ctx._pipelines.stats["pipeline_hits"] += 1
+                self._stats["pipeline_hits"] += 1
             self._record(d, plan)
             return
         plans = [_plan_for(ctx, d) for d in dispatches]
@@ -216,6 +220,32 @@ class Recorder:
             gx, gy, gz = d.groups
             fns.vkCmdDispatch(cmd, gx, gy, gz)
         self.dispatches += 1
+
+    # -- GPU timestamps and debug labels ---------------------------------------------
+    def timing(self, name: str):
+        """``with rec.timing("name"):`` — GPU time of the work recorded inside,
+        from timestamps written into this command buffer. Read it after the
+        GPU ran it: ``rec.timings`` or ``ctx.timings()`` (see timing.py)."""
+        self._check_active()
+        if self._capture is not None:
+            raise UnsupportedError("rec.timing() inside a program: every replay would write the same "
+                                   "queries; time the rec.execute(program) call instead")
+        if self._timing is None:
+            self._timing = RecorderTiming(self)
+        return self._timing.scope(name)
+
+    @property
+    def timings(self) -> dict:
+        """``{name: milliseconds}`` of this recording's timing scopes (a name
+        used several times adds up); raises RecordingError until the GPU has
+        run the recording."""
+        return {} if self._timing is None else self._timing.results()
+
+    def label(self, name: str, color=DEFAULT_COLOR):
+        """``with rec.label("name"):`` — a VK_EXT_debug_utils label around the
+        work inside, for capture tools; records nothing unless the host
+        adopted with ``debug_utils=True``."""
+        return label(self, name, color)
 
     # -- programs and host hooks -------------------------------------------------
     def execute(self, program, params: dict = None) -> None:
@@ -383,7 +413,15 @@ def _as_method(name, fn):
             _check_call(name, fn, self._ctx, args, kwargs)
             raise
         if result.dispatches:
-            self._record_all(result.dispatches)
+            labels = self._op_labels
+            if labels is None:
+                self._record_all(result.dispatches)
+            else:
+                labels.begin(self._cmd, labels.info(name, DEFAULT_COLOR))
+                try:
+                    self._record_all(result.dispatches)
+                finally:
+                    labels.end(self._cmd)
         if self._capture is not None:
             self._capture(args, kwargs, result.value)
         return result.value

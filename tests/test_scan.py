@@ -166,3 +166,15 @@ def test_typed_errors(host, ctx):
     if ctx.caps.float16_storage:
         with pytest.raises(gc.DTypeError):
             host.run(ctx, lambda rec: rec.cumsum(ctx.empty((8,), "float16")))
+
+
+def test_planned_kernels_are_in_the_bake_catalogue(host, ctx):
+    from guestcompute.kernels.catalogue import all_specs
+    catalogue = set(all_specs())
+    cumsum = registered_ops()["cumsum"]
+    planned = []
+    for dtype in ("float32", "int32", "uint32"):
+        x = ctx.empty((3, BLOCK + 1), dtype)
+        for exclusive in (False, True):
+            planned += cumsum(ctx, x, 1, exclusive).dispatches + cumsum(ctx, x[:, :5], 1, exclusive).dispatches
+    assert planned and all(d.spec in catalogue for d in planned)

@@ -84,11 +84,12 @@ def test_in_place_and_strided_views(host, ctx, key_bits):
     n = 3000
     k_np = rng.integers(0, 16, n).astype(np.uint32)
     v_np = rng.standard_normal(n).astype(np.float32)
+    v_np[:3] = np.array([0x7FC01234, 0x00000001, 0x80000000], np.uint32).view(np.float32)  # NaN, denormal, -0
     k, v = ctx.tensor(k_np), ctx.tensor(v_np)
     host.run(ctx, lambda rec: rec.sort(k, v, out_keys=k, out_values=v, key_bits=key_bits))
     order = np.argsort(k_np, kind="stable")
     np.testing.assert_array_equal(k.numpy(), k_np[order])
-    np.testing.assert_array_equal(v.numpy(), v_np[order])
+    np.testing.assert_array_equal(v.numpy().view(np.uint32), v_np[order].view(np.uint32))   # every bit kept
     # reversed / strided inputs and a strided output
     base_np = rng.integers(0, 2 ** min(key_bits, 7), 2 * n).astype(np.uint32)
     base = ctx.tensor(base_np)
@@ -167,3 +168,18 @@ def test_typed_errors(host, ctx):
     if ctx.caps.uint8_storage:
         with pytest.raises(gc.DTypeError):
             host.run(ctx, lambda rec: rec.sort(ctx.empty((10,), "uint8")))
+
+
+def test_planned_kernels_are_in_the_bake_catalogue(host, ctx):
+    from guestcompute.kernels.catalogue import all_specs
+    from guestcompute.ops.base import registered_ops
+    catalogue = set(all_specs())
+    ops = registered_ops()
+    planned = []
+    for dtype in ("uint32", "int32", "float32"):
+        k = ctx.empty((2 * TILE + 3,), dtype)
+        planned += ops["sort"](ctx, k).dispatches + ops["argsort"](ctx, k).dispatches
+        planned += ops["sort"](ctx, k, ctx.empty(k.shape, "float32")).dispatches
+    k = ctx.empty((100,), "uint32")
+    planned += ops["sort"](ctx, k, k, out_keys=k, key_bits=3).dispatches     # single pass + copies
+    assert planned and all(d.spec in catalogue for d in planned)

@@ -7,10 +7,10 @@ cache; built-in kernels never need glslc because their SPIR-V is baked.
 
 A disk-cache file is named by the hash of its *source*, so its name says
 nothing about whether its bytes are intact: each file starts with a small
-header holding the SHA-256 of the SPIR-V that follows. A truncated,
-bit-flipped or foreign file fails that check, is reported with a warning and
-compiled again (a flipped bit that kept the SPIR-V magic would otherwise
-reach the driver).
+header holding the SHA-256 of the file's key and the SPIR-V that follows. A
+truncated, bit-flipped or foreign file (another kernel's, renamed) fails that
+check, is reported with a warning and compiled again (a flipped bit that kept
+the SPIR-V magic would otherwise reach the driver).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ log = logging.getLogger("guestcompute")
 BAKED_DIR = Path(__file__).resolve().parent.parent / "kernels" / "baked"
 TARGET_ENV = "vulkan1.0"  # SPIR-V 1.0 runs on every Vulkan 1.0 device
 SPIRV_MAGIC = b"\x03\x02\x23\x07"
-DISK_MAGIC = b"GCSPV1\n\0"   # disk-cache header: this magic, then sha256(spirv)
+DISK_MAGIC = b"GCSPV1\n\0"   # disk-cache header: this magic, then sha256(key + spirv)
 
 
 def source_key(glsl: str, target_env: str = TARGET_ENV) -> str:
@@ -59,45 +59,51 @@ class SpirvCache:
         with self._lock:
             data = self._load(BAKED_DIR / f"{key}.spv", "spirv_baked_hits")
             if data is None:
-                data = self._load(self.dir / f"{key}.spv", "spirv_disk_hits", checked=True)
+                data = self._load(self.dir / f"{key}.spv", "spirv_disk_hits", key=key)
             if data is None:
                 data = compile_glsl(glsl, target_env)
                 self.stats["spirv_compiles"] += 1
                 try:
-                    atomic_write(self.dir / f"{key}.spv", seal(data))
+                    atomic_write(self.dir / f"{key}.spv", seal(data, key))
                 except OSError as e:
                     log.warning("guestcompute: cannot write SPIR-V cache %s (%s); continuing "
                                 "without disk caching", self.dir, e)
             self._memory[key] = data
             return data
 
-    def _load(self, path: Path, counter: str, checked: bool = False):
+    def _load(self, path: Path, counter: str, key: str = None):
         try:
             data = path.read_bytes()
         except OSError:
             return None
-        if checked:
-            data = unseal(data)
+        if key is not None:
+            data = unseal(data, key)
         if data is None or not is_spirv(data):
-            log.warning("guestcompute: ignoring corrupt SPIR-V cache file %s", path)
+            log.warning("guestcompute: ignoring corrupt SPIR-V cache file %s (truncated, damaged or "
+                        "another kernel's); compiling the kernel again", path)
             self.stats["spirv_bad_files"] += 1
             return None
         self.stats[counter] += 1
         return data
 
 
-def seal(spirv: bytes) -> bytes:
-    """Disk-cache file contents: header with the SPIR-V's SHA-256, then it."""
-    return DISK_MAGIC + hashlib.sha256(spirv).digest() + spirv
+def _digest(key: str, spirv: bytes) -> bytes:
+    return hashlib.sha256(key.encode() + b"\n" + spirv).digest()
 
 
-def unseal(data: bytes):
-    """The SPIR-V inside a disk-cache file, or None unless it is intact."""
+def seal(spirv: bytes, key: str) -> bytes:
+    """Disk-cache file contents for source ``key``: the header, then the SPIR-V."""
+    return DISK_MAGIC + _digest(key, spirv) + spirv
+
+
+def unseal(data: bytes, key: str):
+    """The SPIR-V inside the disk-cache file of ``key``, or None unless the
+    file is intact and really belongs to ``key``."""
     head = len(DISK_MAGIC) + 32
     if len(data) <= head or not data.startswith(DISK_MAGIC):
         return None
     spirv = data[head:]
-    if hashlib.sha256(spirv).digest() != data[len(DISK_MAGIC):head]:
+    if _digest(key, spirv) != data[len(DISK_MAGIC):head]:
         return None
     return spirv
 

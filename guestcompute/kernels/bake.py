@@ -121,10 +121,19 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
             if path.stem not in sources:
                 path.unlink()
                 removed.append(path.name)
-    atomic_write(out / INDEX_NAME, (json.dumps(index_for(sources, compiler), indent=1) + "\n").encode())
+    atomic_write(out / INDEX_NAME, _index_text(index_for(sources, compiler)).encode())
     return BakeReport(out_dir=str(out), specs=len(specs), sources=len(sources), compiled=len(todo),
                       kept=len(sources) - len(todo), removed=removed,
                       seconds=time.perf_counter() - t0, compiler=compiler)
+
+
+def _index_text(index: dict) -> str:
+    """JSON with one kernel per line: stable, diff-friendly, no timestamps."""
+    lines = [f'{{"format": {index["format"]}, "compiler": {json.dumps(index["compiler"])}, "kernels": {{']
+    items = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in index["kernels"].items()]
+    lines.append(",\n".join(items))
+    lines.append("}}")
+    return "\n".join(lines) + "\n"
 
 
 def _valid(path: Path) -> bool:

@@ -65,7 +65,8 @@ def check_tensor(ctx, t, what: str) -> Tensor:
         raise BufferRangeError(f"{what} view reaches past its buffer ({hi * t.dtype.size} > {t.buffer.size} bytes)")
     if hi * t.dtype.size > ctx.limits.max_storage_buffer_range:
         raise UnsupportedError(f"{what} spans {hi * t.dtype.size} bytes, more than the device's "
-                               f"maxStorageBufferRange ({ctx.limits.max_storage_buffer_range})")
+                               f"maxStorageBufferRange ({ctx.limits.max_storage_buffer_range}); "
+                               "split it into smaller tensors")
     ctx._check_dtype_enabled(t.dtype)
     return t
 

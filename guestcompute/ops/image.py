@@ -32,7 +32,7 @@ from ..dtypes import float32, uint32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import U8_EXTENSIONS
-from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
+from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 from ..tensor import Tensor
 from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps
 from .elementwise import map_variants, plan_map
@@ -238,7 +238,7 @@ def _number(value, what: str) -> float:
 
 
 @op("gaussian_blur")
-def gaussian_blur(ctx, img, sigma, *, radius=None, out=None):
+def gaussian_blur(ctx, img, sigma, out=None, *, radius=None):
     """Gaussian blur of an image (see the module for layouts), separable:
     a horizontal pass into a float32 scratch image, then a vertical pass
     into ``out``. ``radius`` defaults to ``ceil(3 * sigma)``; borders clamp
@@ -252,10 +252,11 @@ def gaussian_blur(ctx, img, sigma, *, radius=None, out=None):
     if isinstance(radius, bool) or not isinstance(radius, (int, np.integer)) or not 0 <= radius <= MAX_RADIUS:
         raise InvalidArgumentError(f"gaussian_blur radius must be an int in 0..{MAX_RADIUS}, got {radius!r}")
     radius = int(radius)
+    empty = src.h == 0 or src.w == 0
+    groups = None if empty else _image_groups(ctx, src)
     dst = _image_out(ctx, out, src, "gaussian_blur out")
-    if src.h == 0 or src.w == 0:
+    if empty:
         return OpResult(dst.tensor, [])
-    groups = _image_groups(ctx, src)
     weights, dispatches = plan_put(ctx, gaussian_weights(sigma, radius))
     ch = src.channels
     mid_t = ctx.empty((src.h, src.w, 4) if ch == 4 else (src.h, src.w), float32)
@@ -297,7 +298,7 @@ def conv_spec(src: str, dst: str) -> KernelSpec:
 
 
 @op("conv2d")
-def conv2d(ctx, img, kernel, *, out=None):
+def conv2d(ctx, img, kernel, out=None):
     """2-D filter of every channel of ``img`` with a small ``kernel`` (a
     numpy array or a float32 tensor, at most 7x7), borders clamped:
     ``out[y, x] = sum k[i, j] * img[y + i - kh//2, x + j - kw//2]`` — a
@@ -308,10 +309,11 @@ def conv2d(ctx, img, kernel, *, out=None):
         k = check_tensor(ctx, kernel, "conv2d kernel")
         if k.dtype != float32:
             raise DTypeError(f"conv2d kernel tensor must be float32, got {k.dtype}")
-        kshape, k_off, k_sy, k_sx = k.shape, k.offset, None, None
+        kshape = k.shape
     else:
         try:
-            k_np = np.asarray(kernel, dtype=np.float64)
+            with np.errstate(over="ignore"):
+                k_np = np.asarray(kernel, dtype=np.float32)
         except (TypeError, ValueError):
             raise InvalidArgumentError("conv2d kernel must be a numpy array or a float32 tensor") from None
         kshape = k_np.shape
@@ -321,15 +323,17 @@ def conv2d(ctx, img, kernel, *, out=None):
         o = check_tensor(ctx, out, "conv2d out")
         if overlaps(o, src.tensor):
             raise InvalidArgumentError("conv2d out must not overlap img (each pixel reads its neighbours)")
+    if not isinstance(kernel, Tensor) and not np.all(np.isfinite(k_np)):
+        raise InvalidArgumentError("conv2d kernel has values that are not finite in float32")
+    empty = src.h == 0 or src.w == 0
+    groups = None if empty else _image_groups(ctx, src)
     dst = _image_out(ctx, out, src, "conv2d out")
-    if src.h == 0 or src.w == 0:
+    if empty:
         return OpResult(dst.tensor, [])
-    groups = _image_groups(ctx, src)
     if isinstance(kernel, Tensor):
-        dispatches, k_sy, k_sx, kbuf = [], k.strides[0], k.strides[1], k.buffer
+        dispatches, kbuf = [], k.buffer
+        k_off, k_sy, k_sx = k.offset, k.strides[0], k.strides[1]
     else:
-        if not np.all(np.isfinite(k_np)):
-            raise InvalidArgumentError("conv2d kernel has non-finite values")
         kt, dispatches = plan_put(ctx, k_np)
         k_off, k_sy, k_sx, kbuf = 0, kshape[1], 1, kt.buffer
     spec = conv_spec(src.layout, dst.layout)
@@ -394,8 +398,8 @@ def histogram_spec(kind: str, per_channel: bool, shared: bool) -> KernelSpec:
 
 
 @op("histogram")
-def histogram(ctx, x, bins: int = 256, range=None, *, per_channel: bool = False, packed: bool = False,
-              out=None, accumulate: bool = False):
+def histogram(ctx, x, bins: int = 256, range=None, out=None, *, per_channel: bool = False,
+              packed: bool = False, accumulate: bool = False):
     """Counts of ``x``'s values in ``bins`` equal bins over ``range = (lo,
     hi)``, as ``np.histogram(x, bins, range)[0]`` in uint32: the last bin
     includes ``hi``; values outside the range and NaN are not counted.
@@ -411,6 +415,10 @@ def histogram(ctx, x, bins: int = 256, range=None, *, per_channel: bool = False,
     ``accumulate=True`` adds to ``out`` instead of overwriting it.
     """
     x = check_tensor(ctx, x, "histogram input")
+    if ctx.caps.feature("vulkanMemoryModel") and not ctx.caps.feature("vulkanMemoryModelDeviceScope"):
+        # glslang gives GLSL atomics Device scope, which such a device rejects.
+        raise UnsupportedError("histogram counts with atomics: a host that enables vulkanMemoryModel must "
+                               "also enable vulkanMemoryModelDeviceScope (see gc.requirements())")
     if packed:
         if x.dtype != uint32:
             raise DTypeError(f"histogram packed=True needs uint32 RGBA8 words, got {x.dtype}")

@@ -35,7 +35,7 @@ from typing import Callable
 
 from vulkan import ffi, lib
 
-from ..errors import InvalidArgumentError, ShapeError
+from ..errors import InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.spec import KernelSpec
 from ..tensor import Tensor
 from ..vk.functions import instance_function
@@ -107,7 +107,7 @@ def coopmat_shapes(ctx) -> tuple:
     shaderFloat16 and vulkanMemoryModel (glslang's NV route needs the
     Vulkan memory model). Without the NV query entry point: 16x16x16 fp16."""
     caps = ctx.caps
-    if not (caps.cooperative_matrix and caps.feature("vulkanMemoryModel")):
+    if not caps.cooperative_matrix:
         return ()
     fn = instance_function(ctx.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV")
     if fn is None:
@@ -203,11 +203,15 @@ def c_coopmat_direct(p: Problem) -> bool:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A kernel as data: ``why_not(problem, device)`` returns None when the
-    kernel applies (else the reason it does not); ``spec`` builds its spec."""
+    """A kernel as data. ``why_not(problem, device)``: None when the kernel
+    can compute the problem correctly on the device, else the reason it
+    cannot. ``unwise(problem, device)``: None when it is also a good choice
+    (a preference, skipped when a kernel is forced by name). ``spec`` builds
+    its spec."""
     name: str
     why_not: Callable
     spec: Callable
+    unwise: Callable = lambda p, d: None
 
 
 def _pow2_floor(n: int) -> int:
@@ -250,8 +254,6 @@ def _coopmat_why_not(p, d):
     shape = _pick_coopmat_shape(d)
     if shape is None:
         return "the device reports no fp16 fragment shape this kernel knows"
-    if min(p.M, p.N) < 16 or p.K < 16:
-        return "M, N or K below 16: a fragment would be mostly padding"
     if a_layout(p) is None or b_layout(p) is None:
         return "A or B is not laid out for f16vec4 loads"
     if K_.coopmat_shared_bytes((shape.m, shape.n, shape.k)) > d.max_shared_memory:
@@ -267,7 +269,7 @@ def _coopmat_spec(p, d):
                            subgroup_size=max(d.subgroup_size, 1))
 
 
-def _vec4_why_not(tile: str, min_work: int):
+def _vec4_why_not(tile: str):
     def why_not(p, d):
         if a_layout(p) is None:
             return "A is not contiguous along K or M with a multiple-of-4 size and aligned"
@@ -278,10 +280,20 @@ def _vec4_why_not(tile: str, min_work: int):
             return "workgroup exceeds maxComputeWorkGroupInvocations"
         if K_.vec4_shared_bytes(tile) > d.max_shared_memory:
             return "not enough shared memory"
-        if p.M * p.N * p.batch_count < min_work:
-            return f"fewer than {min_work} outputs"
         return None
     return why_not
+
+
+def _fewer_outputs_than(min_work: int):
+    def unwise(p, d):
+        return f"fewer than {min_work} outputs" if p.M * p.N * p.batch_count < min_work else None
+    return unwise
+
+
+def _coopmat_unwise(p, d):
+    if min(p.M, p.N) < 16 or p.K < 16:
+        return "M, N or K below 16: a fragment would be mostly padding"
+    return None
 
 
 def _vec4_spec(tile: str):
@@ -298,9 +310,9 @@ def _tiled_why_not(tile: int):
 
 CANDIDATES = (
     Candidate("gemv", _gemv_why_not, _gemv_spec),
-    Candidate("coopmat", _coopmat_why_not, _coopmat_spec),
-    Candidate("vec4_128", _vec4_why_not("128", 512 * 512), _vec4_spec("128")),
-    Candidate("vec4_64", _vec4_why_not("64", 0), _vec4_spec("64")),
+    Candidate("coopmat", _coopmat_why_not, _coopmat_spec, _coopmat_unwise),
+    Candidate("vec4_128", _vec4_why_not("128"), _vec4_spec("128"), _fewer_outputs_than(512 * 512)),
+    Candidate("vec4_64", _vec4_why_not("64"), _vec4_spec("64")),
     Candidate("tiled", _tiled_why_not(16), lambda p, d: K_.tiled_spec(p.dtype, 16)),
     # Vulkan guarantees 128 invocations, so 8×8 always applies.
     Candidate("tiled_8", lambda p, d: None, lambda p, d: K_.tiled_spec(p.dtype, 8)),
@@ -308,14 +320,24 @@ CANDIDATES = (
 
 
 def explain(p: Problem, d: MatmulDevice) -> list:
-    """[(candidate name, None if it applies else why not)] in preference order."""
-    return [(c.name, c.why_not(p, d)) for c in CANDIDATES]
+    """[(candidate name, None if it would be chosen else why not)] in
+    preference order."""
+    return [(c.name, c.why_not(p, d) or c.unwise(p, d)) for c in CANDIDATES]
 
 
-def select(p: Problem, d: MatmulDevice) -> tuple:
-    """(candidate name, KernelSpec) of the preferred applicable kernel."""
+def select(p: Problem, d: MatmulDevice, kernel: str = None) -> tuple:
+    """(candidate name, KernelSpec) of the preferred applicable kernel, or
+    of the one named ``kernel`` (UnsupportedError when it does not apply)."""
+    if kernel is not None:
+        named = {c.name: c for c in CANDIDATES}
+        if kernel not in named:
+            raise InvalidArgumentError(f"matmul: unknown kernel {kernel!r}; use one of {sorted(named)}")
+        reason = named[kernel].why_not(p, d)
+        if reason is not None:
+            raise UnsupportedError(f"matmul: kernel {kernel!r} does not apply: {reason}")
+        return kernel, named[kernel].spec(p, d)
     for c in CANDIDATES:
-        if c.why_not(p, d) is None:
+        if c.why_not(p, d) is None and c.unwise(p, d) is None:
             return c.name, c.spec(p, d)
     raise AssertionError("the last matmul candidate applies to every problem")  # pragma: no cover
 
@@ -423,14 +445,15 @@ def problem_for(a, b, c) -> Problem:
 
 
 @op("matmul")
-def matmul(ctx, a, b, *, out=None):
+def matmul(ctx, a, b, *, out=None, kernel: str = None):
     """``out = a @ b`` with numpy.matmul semantics: the last two dims are
     matrices, leading (batch) dims broadcast, a 1-D ``a`` is a row vector
     and a 1-D ``b`` a column vector (that dim is dropped from the result).
     float32 or float16 (stored as fp16, accumulated in fp32 — in the
     device's accumulator type on the cooperative-matrix path). Operands may
     be any views (transposes, slices): they are read in place. ``out`` must
-    not overlap ``a`` or ``b``. Allocates ``out`` when omitted.
+    not overlap ``a`` or ``b``. Allocates ``out`` when omitted. ``kernel``
+    forces one of :data:`CANDIDATES` by name (benchmarks, tests).
     """
     a = check_tensor(ctx, a, "matmul a")
     b = check_tensor(ctx, b, "matmul b")
@@ -455,6 +478,8 @@ def matmul(ctx, a, b, *, out=None):
             raise InvalidArgumentError(f"matmul: out has dtype {out.dtype}, the result is {dtype}")
         if overlaps(out, a) or overlaps(out, b):
             raise InvalidArgumentError("matmul: out overlaps an operand; use a separate output tensor")
+    if kernel is not None and not isinstance(kernel, str):
+        raise InvalidArgumentError(f"matmul: kernel must be a name, got {kernel!r}")
     if out.size == 0:
         return OpResult(out, [])
     # The output as a batch of M×N matrices (a dropped dim has stride 0).
@@ -467,5 +492,5 @@ def matmul(ctx, a, b, *, out=None):
         cstrides.append(0)
     c2 = Tensor(out.buffer, cshape, out.dtype, cstrides, out.offset)
     p = problem_for(a2, b2, c2)
-    _, spec = select(p, MatmulDevice.of(ctx))
+    _, spec = select(p, MatmulDevice.of(ctx), kernel)
     return OpResult(out, plan(ctx, p, spec, a, b, out))

@@ -322,7 +322,7 @@ def coopmat_spec(shape, acc: str, a_layout: str, b_layout: str, c_direct: bool,
               ("cdirect", c_direct))
     wg = COOPMAT_GRID[0] * COOPMAT_GRID[1] * subgroup_size
     return KernelSpec("matmul_coopmat", bindings, GEMM_PUSH, params, (wg, 1, 1),
-                      _exts("float16", COOPMAT_EXTS), ("coopmat", "float16", "subgroup"))
+                      _exts("float16", COOPMAT_EXTS), ("cooperative_matrix", "float16", "subgroup"))
 
 
 @family("matmul_coopmat")

@@ -269,7 +269,7 @@ def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tup
 
 
 @op("cumsum")
-def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, *, out=None):
+def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     """Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
 
     Inclusive by default (numpy's ``np.cumsum``); ``exclusive=True`` puts
@@ -286,9 +286,10 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, *, out=None):
         raise InvalidArgumentError(f"cumsum: exclusive must be a bool, got {exclusive!r}")
     if x.ndim == 0:
         raise ShapeError("cumsum needs a tensor with at least one dimension")
-    if isinstance(axis, bool) or not isinstance(axis, int) or not -x.ndim <= axis < x.ndim:
-        raise ShapeError(f"cumsum: axis {axis!r} is out of range for a {x.ndim}-d tensor")
-    axis %= x.ndim
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
+        raise ShapeError(f"cumsum: axis {axis!r} is out of range for a {x.ndim}-d tensor; "
+                         f"use an int in {-x.ndim}..{x.ndim - 1}")
+    axis = int(axis) % x.ndim
     if out is not None:
         out = check_tensor(ctx, out, "cumsum out")
         if out.shape != x.shape:
@@ -297,7 +298,8 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, *, out=None):
             raise DTypeError(f"cumsum: out has dtype {out.dtype}, the result is {x.dtype}")
         same = (out.buffer is x.buffer and out.offset == x.offset and out.strides == x.strides)
         if overlaps(out, x) and not same:
-            raise InvalidArgumentError("cumsum: out overlaps x without being the same view")
+            raise InvalidArgumentError("cumsum: out overlaps x without being the same view; pass x itself "
+                                       "(in place) or a separate tensor")
     others = [d for d in range(x.ndim) if d != axis]
     shape_rows = tuple(x.shape[d] for d in others)
     out_strides = out.strides if out is not None else contiguous_strides(x.shape)

@@ -3,8 +3,10 @@
 A stable LSD radix sort over 4-bit digits (8 passes for 32-bit keys), each
 pass three steps over tiles of ``TILE`` keys, one workgroup per tile:
 
-1. ``radix_hist``: count the tile's digits with shared-memory atomics and
-   store them digit-major, ``hist[digit * tiles + tile]``;
+1. ``radix_hist``: count the tile's digits (a counter column per thread in
+   shared memory, then a tree sum: no atomics, whose Device scope some
+   memory-model configurations reject) and store them digit-major,
+   ``hist[digit * tiles + tile]``;
 2. an exclusive scan of ``hist`` (:mod:`.scan`) turns each count into the
    first output slot of that digit in that tile: all smaller digits come
    first, then the same digit from earlier tiles;
@@ -26,10 +28,13 @@ float32 (IEEE total order: -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf <
 """
 from __future__ import annotations
 
-from ..dtypes import as_dtype, uint32
+import numpy as np
+
+from ..dtypes import uint32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
+from ..tensor import Tensor
 from .base import Dispatch, OpResult, check_tensor, op, overlaps
 from .elementwise import plan_map
 from .scan import ROW_RANK, WG_INDEX, Operand, blelloch, plan_scan
@@ -60,20 +65,23 @@ def _digit_fn(key: str) -> str:
 def _render_hist(spec: KernelSpec) -> str:
     wg, items = spec.workgroup[0], spec.param("items")
     return f"""{_digit_fn(spec.param("key"))}
-shared uint counts[{RADIX}];
+shared uint counts[{RADIX * wg}];   // digit-major, one counter column per thread
 void main() {{
   uint tile = {WG_INDEX};
   if (tile >= pc.tiles) return;
   uint t = gl_LocalInvocationID.x;
-  if (t < {RADIX}u) counts[t] = 0u;
-  barrier();
+  for (uint d = 0u; d < {RADIX}u; ++d) counts[d * {wg}u + t] = 0u;
   uint start = tile * {wg * items}u;
   for (uint j = 0u; j < {items}u; ++j) {{
     uint i = start + t + j * {wg}u;
-    if (i < pc.n) atomicAdd(counts[digit(keys[int(pc.src_off) + int(i) * pc.src_step])], 1u);
+    if (i < pc.n) counts[digit(keys[int(pc.src_off) + int(i) * pc.src_step]) * {wg}u + t] += 1u;
+  }}
+  for (uint s = {wg // 2}u; s > 0u; s >>= 1) {{
+    barrier();
+    if (t < s) for (uint d = 0u; d < {RADIX}u; ++d) counts[d * {wg}u + t] += counts[d * {wg}u + t + s];
   }}
   barrier();
-  if (t < {RADIX}u) hist[t * pc.tiles + tile] = counts[t];
+  if (t < {RADIX}u) hist[t * pc.tiles + tile] = counts[t * {wg}u];
 }}"""
 
 
@@ -227,7 +235,7 @@ def plan_sort(ctx, keys, values, out_keys, out_values, payload: str, key_bits: i
     final_copy = passes == 1 and any(overlaps(o, i) for o in outs for i in ins)
     if final_copy:
         scratch_k = [ctx.empty((n,), keys.dtype)]
-        scratch_v = [ctx.empty((n,), out_values.dtype)] if payload != "none" else []
+        scratch_v = [ctx.empty((n,), uint32)] if payload != "none" else []
     out = []
     src_k, src_v = keys, values
     hspec = hist_spec(key)
@@ -252,22 +260,28 @@ def plan_sort(ctx, keys, values, out_keys, out_values, payload: str, key_bits: i
         payload = "values" if payload == "iota" else payload   # later passes move the indices
         sspec = scatter_spec(key, payload)
     if final_copy:
-        out.append(plan_map(ctx, "x0", [src_k], out_keys, out_keys.dtype))
+        out.append(plan_map(ctx, "x0", [_bits(src_k)], _bits(out_keys), uint32))
         if payload != "none":
-            out.append(plan_map(ctx, "x0", [src_v], out_values, out_values.dtype))
+            out.append(plan_map(ctx, "x0", [_bits(src_v)], _bits(out_values), uint32))
     return out
 
 
+def _bits(t: Tensor) -> Tensor:
+    """The same view as raw 32-bit words: copies keep every bit (NaN
+    payloads, denormals) whatever the dtype."""
+    return Tensor(t.buffer, t.shape, uint32, t.strides, t.offset)
+
+
 def _key_bits(keys, key_bits) -> int:
-    if isinstance(key_bits, bool) or not isinstance(key_bits, int) or not 1 <= key_bits <= 32:
+    if isinstance(key_bits, bool) or not isinstance(key_bits, (int, np.integer)) or not 1 <= key_bits <= 32:
         raise InvalidArgumentError(f"key_bits must be an int in 1..32, got {key_bits!r}")
     if key_bits != 32 and keys.dtype.name != "uint32":
         raise InvalidArgumentError(f"key_bits < 32 needs uint32 keys (got {keys.dtype})")
-    return key_bits
+    return int(key_bits)
 
 
 @op("sort")
-def sort(ctx, keys, values=None, *, out_keys=None, out_values=None, key_bits: int = 32):
+def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: int = 32):
     """Stable sort of 1-D ``keys`` (uint32, int32 or float32), carrying the
     optional 1-D payload ``values`` (any 4-byte dtype) along.
 
@@ -303,7 +317,7 @@ def sort(ctx, keys, values=None, *, out_keys=None, out_values=None, key_bits: in
 
 
 @op("argsort")
-def argsort(ctx, keys, *, out=None, key_bits: int = 32):
+def argsort(ctx, keys, out=None, *, key_bits: int = 32):
     """Indices that stably sort 1-D ``keys`` (uint32, int32 or float32):
     numpy's ``np.argsort(keys, kind="stable")`` as uint32 (``out`` may be
     uint32 or int32)."""
@@ -330,7 +344,8 @@ def _check_outputs(outs, ins):
     for o in outs:
         for i in ins:
             if overlaps(o, i) and not _same_view(o, i):
-                raise InvalidArgumentError("sort: an output overlaps an input without being the same view")
+                raise InvalidArgumentError("sort: an output overlaps an input without being the same view; "
+                                           "pass the input itself (in place) or a separate tensor")
     if len(outs) == 2 and overlaps(outs[0], outs[1]):
         raise InvalidArgumentError("sort: out_keys and out_values overlap")
 

@@ -70,7 +70,7 @@ class Descriptors:
         n = len(buffers)
         infos = ffi.new("VkDescriptorBufferInfo[]", max(n, 1))
         writes = ffi.new("VkWriteDescriptorSet[]", max(n, 1))
-        dset = self._allocate_set(set_layout) if not self.push else None
+        dset = self._allocate_set(set_layout, n) if not self.push else None
         stype = writes[0].sType = 35  # VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
         for i, b in enumerate(buffers):
             infos[i].buffer = b.handle
@@ -87,9 +87,9 @@ class Descriptors:
             self.fns.vkUpdateDescriptorSets(self.device, n, writes, 0, ffi.NULL)
         return DescriptorEntry(writes, infos, n, dset)
 
-    def _allocate_set(self, set_layout):
+    def _allocate_set(self, set_layout, n: int):
         for pool in self._pools:
-            dset = self._try_allocate(pool, set_layout)
+            dset = self._try_allocate(pool, set_layout, n)
             if dset is not None:
                 return dset
         sizes = new("VkDescriptorPoolSize", type=_STORAGE, descriptorCount=_POOL_SETS * 8)
@@ -98,14 +98,19 @@ class Descriptors:
                    maxSets=_POOL_SETS, poolSizeCount=1, pPoolSizes=sizes)
         out = ffi.new("VkDescriptorPool *")
         check("vkCreateDescriptorPool", self.fns.vkCreateDescriptorPool(self.device, info, ffi.NULL, out))
-        pool = [out[0], 0]
+        pool = [out[0], 0, 0]
         self._pools.append(pool)
-        dset = self._try_allocate(pool, set_layout)
+        dset = self._try_allocate(pool, set_layout, n)
         if dset is None:
             raise RuntimeError("a fresh descriptor pool could not allocate one set")
         return dset
 
-    def _try_allocate(self, pool, set_layout):
+    def _try_allocate(self, pool, set_layout, n: int):
+        # pool: [handle, sets in use, descriptors in use]. Allocating from a
+        # full pool is invalid usage on Vulkan 1.0 (VUID-VkDescriptorSetAllocateInfo
+        # -descriptorSetCount-00306): only ask pools that have room.
+        if pool[1] >= _POOL_SETS or pool[2] + n > _POOL_SETS * 8:
+            return None
         layouts = ffi.new("VkDescriptorSetLayout[1]", [set_layout])
         info = new("VkDescriptorSetAllocateInfo", descriptorPool=pool[0], descriptorSetCount=1,
                    pSetLayouts=layouts)
@@ -115,6 +120,7 @@ class Descriptors:
             return None
         check("vkAllocateDescriptorSets", res)
         pool[1] += 1
+        pool[2] += n
         self._set_pool[int(ffi.cast("uintptr_t", out[0]))] = pool
         self.sets_allocated += 1
         return out[0]
@@ -134,6 +140,7 @@ class Descriptors:
                     pool = self._set_pool.pop(int(ffi.cast("uintptr_t", entry.set)))
                     self.fns.vkFreeDescriptorSets(self.device, pool[0], 1, entry.pset)
                     pool[1] -= 1
+                    pool[2] -= entry.count
                     self.sets_allocated -= 1
 
     def live_sets(self) -> int:

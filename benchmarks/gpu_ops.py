@@ -1,0 +1,290 @@
+"""Per-op GPU time from timestamp queries (``rec.timing``), against the
+device's own vkCmdCopyBuffer bandwidth measured in the same run.
+
+Memory-bound ops are reported as effective bandwidth (the bytes the op must
+move at least: each input read once, the output written once) over copy
+bandwidth (bytes read + written by a copy of the same size). matmul is
+reported in GFLOP/s; on a GPU with PyTorch present, next to torch.matmul on
+the same GPU (fp32 with TF32 off, and fp16). On a CPU Vulkan device
+(lavapipe) each op is also timed against numpy doing the same work.
+
+Ops that are not in this build yet are listed as skipped; they are picked
+up automatically once registered.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import vulkan as vk
+from vulkan import ffi
+
+from .results import Result, skipped
+
+SECTION = "gpu ops"
+_TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+_COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+
+
+def _has(name: str) -> bool:
+    from guestcompute.ops.base import registered_ops
+    return name in registered_ops()
+
+
+class Timer:
+    """GPU seconds per repetition of recorded work, from timestamp scopes:
+    a warm-up pass, then ``reps`` passes inside one scope; the median over
+    ``rounds`` command buffers."""
+
+    def __init__(self, ctx, reps: int, rounds: int):
+        self.ctx, self.reps, self.rounds = ctx, reps, rounds
+
+    def gpu_seconds(self, body) -> float:
+        times = []
+        for _ in range(self.rounds):
+            box = []
+
+            def fn(rec):
+                body(rec)                       # warm-up: first-dispatch compiles, caches
+                with rec.timing("work"):
+                    for _ in range(self.reps):
+                        body(rec)
+                box.append(rec)
+            self.ctx.run(fn)
+            times.append(box[0].timings["work"] / 1e3 / self.reps)
+        return statistics.median(times)
+
+
+def copy_seconds(ctx, timer: Timer, nbytes: int) -> float:
+    """GPU seconds of one vkCmdCopyBuffer of ``nbytes``, copies separated by
+    transfer barriers (each copy overwrites the same destination)."""
+    src, dst = ctx.empty((nbytes // 4,)), ctx.empty((nbytes // 4,))
+    ctx.run(lambda rec: rec.fill(src, 1.5))
+    region = ffi.new("VkBufferCopy *", {"srcOffset": 0, "dstOffset": 0, "size": nbytes})
+    bar = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                       "srcAccessMask": vk.VK_ACCESS_TRANSFER_WRITE_BIT
+                                       | vk.VK_ACCESS_SHADER_WRITE_BIT,
+                                       "dstAccessMask": vk.VK_ACCESS_TRANSFER_WRITE_BIT
+                                       | vk.VK_ACCESS_TRANSFER_READ_BIT})
+    fns = ctx._fns
+
+    def body(rec):
+        cmd = rec._cmd
+        fns.vkCmdPipelineBarrier(cmd, _TRANSFER | _COMPUTE, _TRANSFER, 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
+        fns.vkCmdCopyBuffer(cmd, src.buffer.handle, dst.buffer.handle, 1, region)
+    t = timer.gpu_seconds(body)
+    del src, dst
+    return t
+
+
+def numpy_seconds(fn, repeat: int = 5) -> float:
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+# -- the memory-bound ops ------------------------------------------------------------
+
+def _call(rec, name, *args, out=None, **kw):
+    """``rec.<name>(..., out=out)``, without ``out`` when the op takes none."""
+    fn = getattr(rec, name)
+    if out is None:
+        return fn(*args, **kw)
+    try:
+        return fn(*args, out=out, **kw)
+    except TypeError:
+        return fn(*args, **kw)
+
+
+def bandwidth_cases(n: int, rows: int):
+    """(label, op, bytes moved, make(ctx) -> (body, numpy_fn))."""
+    cols = n // rows
+
+    def binary(op):
+        def make(ctx):
+            a, b, c = ctx.empty((n,)), ctx.empty((n,)), ctx.empty((n,))
+            ctx.run(lambda rec: (rec.fill(a, 1.25), rec.fill(b, -0.5)))
+            an, bn, cn = np.full(n, 1.25, np.float32), np.full(n, -0.5, np.float32), np.empty(n, np.float32)
+            return (lambda rec: getattr(rec, op)(a, b, out=c)), (lambda: getattr(np, {"add": "add", "mul": "multiply"}[op])(an, bn, out=cn))
+        return make
+
+    def unary(op, npfn):
+        def make(ctx):
+            a, c = ctx.empty((n,)), ctx.empty((n,))
+            ctx.run(lambda rec: rec.fill(a, 0.75))
+            an, cn = np.full(n, 0.75, np.float32), np.empty(n, np.float32)
+            return (lambda rec: getattr(rec, op)(a, out=c)), (lambda: npfn(an, out=cn))
+        return make
+
+    def reduce_all(op, npfn):
+        def make(ctx):
+            a = ctx.empty((n,))
+            ctx.run(lambda rec: rec.fill(a, 0.001))
+            an = np.full(n, 0.001, np.float32)
+            return (lambda rec: _call(rec, op, a)), (lambda: npfn(an))
+        return make
+
+    def reduce_rows(op, npfn, **kw):
+        def make(ctx):
+            a = ctx.empty((rows, cols))
+            out = ctx.empty((rows,)) if op != "softmax" else ctx.empty((rows, cols))
+            ctx.run(lambda rec: rec.fill(a, 0.5))
+            an = np.full((rows, cols), 0.5, np.float32)
+            return (lambda rec: _call(rec, op, a, out=out, **kw)), (lambda: npfn(an))
+        return make
+
+    def np_softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    f = 4
+    yield "add f32", "add", 3 * n * f, binary("add")
+    yield "mul f32", "mul", 3 * n * f, binary("mul")
+    yield "exp f32", "exp", 2 * n * f, unary("exp", np.exp)
+    yield "sum f32 (all)", "sum", n * f, reduce_all("sum", np.sum)
+    yield f"sum f32 ({rows}×{cols}, rows)", "sum", n * f + rows * f, reduce_rows("sum", lambda x: x.sum(axis=-1), axis=-1)
+    yield f"max f32 ({rows}×{cols}, rows)", "max", n * f + rows * f, reduce_rows("max", lambda x: x.max(axis=-1), axis=-1)
+    yield f"softmax f32 ({rows}×{cols}, rows)", "softmax", 2 * n * f, reduce_rows("softmax", np_softmax, axis=-1)
+
+
+def bandwidth_results(ctx, timer: Timer, n: int, rows: int, on_cpu: bool) -> list:
+    copy_t = copy_seconds(ctx, timer, n * 4)
+    copy_bw = 2 * n * 4 / copy_t
+    out = [Result(SECTION, f"vkCmdCopyBuffer {n * 4 / 2**20:.0f} MiB", copy_bw / 1e9, "GB/s",
+                  note="bytes read + written; the baseline of every row below")]
+    for label, op, nbytes, make in bandwidth_cases(n, rows):
+        if not _has(op):
+            out.append(skipped(SECTION, label, f"op {op!r} not in this build yet"))
+            continue
+        try:
+            body, np_fn = make(ctx)
+            t = timer.gpu_seconds(body)
+        except Exception as e:      # an op present but not accepting this form: say so, keep going
+            out.append(skipped(SECTION, label, f"{type(e).__name__}: {e}"))
+            continue
+        bw = nbytes / t / 1e9
+        spec = _spec_of(ctx, body)
+        out.append(Result(SECTION, f"{label} bandwidth", bw, "GB/s", "vkCmdCopyBuffer (same run)",
+                          copy_bw / 1e9, "ratio>=0.9" if op in ("add", "mul", "exp") else "ratio>=0.8",
+                          note=f"{t * 1e3:.3f} ms per op" + (f"; kernel {spec}" if spec else "")))
+        if on_cpu:
+            t_np = numpy_seconds(np_fn)
+            out.append(Result(SECTION, f"{label} time vs numpy", t * 1e3, "ms", "numpy (same CPU)",
+                              t_np * 1e3, note="lavapipe runs on the CPU: lower ratio is better"))
+    return out
+
+
+def _spec_of(ctx, body) -> str:
+    """Which kernel an op picked (the family and mode of its first dispatch)."""
+    class Probe:
+        def __getattr__(self, name):
+            from guestcompute.ops.base import registered_ops
+            fn = registered_ops()[name]
+            return lambda *a, **kw: self.__dict__.setdefault("result", fn(ctx, *a, **kw))
+    probe = Probe()
+    try:
+        body(probe)
+    except Exception:
+        return ""
+    result = probe.__dict__.get("result")
+    if result is None or not result.dispatches:
+        return ""
+    spec = result.dispatches[0].spec
+    bits = [spec.family] + [f"{k}={v}" for k, v in spec.params if k in ("mode", "width", "kernel", "tile",
+                                                                           "variant", "reduce")]
+    return " ".join(bits)
+
+
+# -- matmul -------------------------------------------------------------------------
+
+def matmul_results(ctx, timer: Timer, size: int, on_cpu: bool, use_torch: bool) -> list:
+    out = []
+    if not _has("matmul"):
+        return [skipped(SECTION, "matmul", "op 'matmul' not in this build yet")]
+    rng = np.random.default_rng(0)
+    for dtype in ("float32", "float16"):
+        label = f"matmul {dtype} {size}×{size}×{size}"
+        if dtype == "float16" and not ctx.caps.float16_storage:
+            out.append(skipped(SECTION, label, "device without 16-bit storage"))
+            continue
+        an = rng.standard_normal((size, size)).astype(dtype)
+        bn = rng.standard_normal((size, size)).astype(dtype)
+        a, b, c = ctx.tensor(an), ctx.tensor(bn), ctx.empty((size, size), dtype)
+        body = lambda rec: rec.matmul(a, b, out=c)  # noqa: E731
+        try:
+            t = timer.gpu_seconds(body)
+        except Exception as e:
+            out.append(skipped(SECTION, label, f"{type(e).__name__}: {e}"))
+            continue
+        flops = 2 * size ** 3
+        gf = flops / t / 1e9
+        ref = an.astype(np.float64) @ bn.astype(np.float64) if size <= 2048 else None
+        err = ""
+        if ref is not None:
+            got = c.numpy().astype(np.float64)
+            err = f"; rel. error {np.linalg.norm(got - ref) / np.linalg.norm(ref):.1e}"
+        kernel = _spec_of(ctx, body)
+        note = f"{t * 1e3:.3f} ms; kernel {kernel}{err}"
+        base_name, base = "", None
+        if use_torch:
+            base = torch_matmul_gflops(size, dtype)
+            base_name = "torch.matmul (same GPU" + (", TF32 off)" if dtype == "float32" else ")")
+        elif on_cpu:
+            base = flops / numpy_seconds(lambda: an @ bn, repeat=3) / 1e9
+            base_name = "numpy matmul (same CPU)"
+        out.append(Result(SECTION, label, gf, "GFLOP/s", base_name, base,
+                          "ratio>=0.5" if use_torch else "", note=note))
+        del a, b, c
+    return out
+
+
+def torch_matmul_gflops(size: int, dtype: str) -> float:
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dt = {"float32": torch.float32, "float16": torch.float16}[dtype]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(size, size, device="cuda", dtype=dt, generator=g)
+    b = torch.randn(size, size, device="cuda", dtype=dt, generator=g)
+    for _ in range(3):
+        torch.matmul(a, b)
+    times = []
+    for _ in range(10):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        torch.matmul(a, b)
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / 1e3)
+    return 2 * size ** 3 / statistics.median(times) / 1e9
+
+
+def torch_available() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def run(env) -> list:
+    from guestcompute.context import Context
+    ctx = Context.create(env.device)
+    try:
+        on_cpu = ctx.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+        if on_cpu:
+            n, rows, size, reps = (1 << 20, 256, 256, 3) if env.quick else (1 << 22, 1024, 512, 5)
+        else:
+            n, rows, size, reps = (1 << 24, 4096, 2048, 10) if env.quick else (1 << 28, 65536, 4096, 20)
+        timer = Timer(ctx, reps, rounds=3)
+        res = bandwidth_results(ctx, timer, n, rows, on_cpu)
+        use_torch = not on_cpu and torch_available()
+        res += matmul_results(ctx, Timer(ctx, max(2, reps // 4), rounds=3), size, on_cpu, use_torch)
+        return res
+    finally:
+        ctx.close()

@@ -1,0 +1,72 @@
+"""The report of one run: JSON for machines, a markdown table for people."""
+from __future__ import annotations
+
+import json
+
+
+def _num(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) >= 100):
+        return f"{int(v):,}"
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 0.1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def _goal(r) -> str:
+    if not r.goal:
+        return ""
+    what, op, target = (r.goal.partition("<=") if "<=" in r.goal else r.goal.partition(">="))
+    sign = "≤" if op == "<=" else "≥"
+    return f"{sign} {target}×" if what.strip() == "ratio" else f"{sign} {target}"
+
+
+def _met(r) -> str:
+    return {True: "yes", False: "**no**", None: ""}[r.met]
+
+
+def to_json(meta: dict, results: list) -> str:
+    return json.dumps({"meta": meta, "results": [r.as_dict() for r in results]}, indent=2,
+                      ensure_ascii=False)
+
+
+def to_markdown(meta: dict, results: list, image: str = None) -> str:
+    lines = [f"### {meta['device']} — {meta['date']}", ""]
+    lines.append(f"Driver {meta.get('driver', '?')}, Vulkan {meta.get('api', '?')}, "
+                 f"Python {meta.get('python', '?')}, {meta.get('cpu_count', '?')} CPUs"
+                 + (", quick mode" if meta.get("quick") else "") + ".")
+    lines.append("")
+    if image:
+        lines += [f"![benchmarks on {meta['device']}]({image})", ""]
+    lines.append("| section | benchmark | guestcompute | baseline (same run) | ratio | goal | met | notes |")
+    lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in results:
+        if r.skipped:
+            lines.append(f"| {r.section} | {r.name} | skipped | | | | | {r.skipped} |")
+            continue
+        base = f"{_num(r.baseline_value)} {r.unit} — {r.baseline}" if r.baseline_value is not None else r.baseline
+        ratio = f"{_num(r.ratio)}×" if r.ratio is not None else ""
+        lines.append(f"| {r.section} | {r.name} | {_num(r.value)} {r.unit} | {base} | {ratio} | {_goal(r)} | "
+                     f"{_met(r)} | {r.note} |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(results: list) -> str:
+    """A short plain-text table for the terminal."""
+    rows = []
+    for r in results:
+        if r.skipped:
+            rows.append(f"  {r.section:13s} {r.name[:58]:58s} skipped: {r.skipped[:60]}")
+            continue
+        ratio = f"{r.ratio:8.3g}×" if r.ratio is not None else " " * 9
+        met = {True: "met", False: "MISSED", None: ""}[r.met]
+        rows.append(f"  {r.section:13s} {r.name[:58]:58s} {_num(r.value):>9s} {r.unit:12s} {ratio} {met}")
+    return "\n".join(rows)

@@ -1,0 +1,51 @@
+"""Compute kernels the demos hand to guestcompute with ``ctx.kernel``.
+
+Each ``<name>.comp`` (GLSL) ships with its SPIR-V, ``<name>.comp.spv``.
+:func:`source` gives ``ctx.kernel`` the GLSL text when ``glslc`` is
+installed (guestcompute compiles it once into its content-addressed cache)
+and the shipped SPIR-V otherwise, so the demos also run on machines without
+a shader compiler. After editing a kernel, regenerate the SPIR-V with
+``python -m demos.kernels`` (tests/test_demos.py checks it is current).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+KERNEL_DIR = Path(__file__).resolve().parent
+NAMES = ("lorenz",)
+# The oldest target: the SPIR-V loads on any Vulkan device.
+GLSLC_ARGS = ("--target-env=vulkan1.0", "-O")
+
+
+def compile_glsl(name: str) -> bytes:
+    """SPIR-V of ``<name>.comp`` compiled with glslc (raises if glslc is missing)."""
+    glslc = shutil.which("glslc")
+    if glslc is None:
+        raise RuntimeError("glslc not found (Debian/Ubuntu package: glslc)")
+    result = subprocess.run([glslc, *GLSLC_ARGS, str(KERNEL_DIR / f"{name}.comp"), "-o", "-"],
+                            check=False, capture_output=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"glslc failed for {name}.comp:\n{result.stderr.decode(errors='replace')}")
+    return result.stdout
+
+
+def shipped_spirv(name: str) -> bytes:
+    return (KERNEL_DIR / f"{name}.comp.spv").read_bytes()
+
+
+def source(name: str):
+    """What to pass to ``ctx.kernel``: GLSL text (str) or SPIR-V (bytes)."""
+    if shutil.which("glslc") is not None:
+        return (KERNEL_DIR / f"{name}.comp").read_text()
+    return shipped_spirv(name)
+
+
+def regenerate() -> list[Path]:
+    written = []
+    for name in NAMES:
+        path = KERNEL_DIR / f"{name}.comp.spv"
+        path.write_bytes(compile_glsl(name))
+        written.append(path)
+    return written

@@ -1,0 +1,281 @@
+"""User kernels: the caller's own GLSL or SPIR-V, recorded like a built-in.
+
+``ctx.kernel(source)`` compiles GLSL through the content-addressed SPIR-V
+cache (glslc runs once per distinct source) or takes SPIR-V bytes, reflects
+its bindings, access and push-constant size (:func:`.reflect.reflect`),
+checks them against what guestcompute can bind, and creates the pipeline
+right away — so recording never compiles. The kernel's spec is keyed by the
+SHA-256 of its SPIR-V, entry point and workgroup size: the same code gives
+the same pipeline however often ``ctx.kernel`` is called.
+
+Record it with ``rec.run_kernel(kernel, [tensors...], push=..., groups=...)``
+or ``kernel(rec, *tensors, push=..., groups=...)``. Barriers come from the
+reflected access: a ``readonly`` binding only reads, a ``writeonly`` one
+only writes, anything else does both.
+
+What a kernel may declare (anything else is an UnsupportedError at
+``ctx.kernel``): storage buffers in set 0 at bindings 0..n-1, a push
+constant block up to the device's limit, a workgroup size that is literal
+or given by ``local_size_{x,y,z}_id`` = 0, 1, 2 (other specialization
+constants may not use ids 0-2, which carry the workgroup size).
+
+Binding ``i`` is the *whole* buffer of ``tensors[i]``: a view's offset and
+strides are not applied — pass them in push constants if the kernel needs
+them.
+"""
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import numpy as np
+
+from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutOfMemoryError,
+                      UnsupportedError, VulkanError, WrongContextError)
+from ..ops.base import Dispatch, OpResult, check_tensor, op
+from .reflect import reflect
+from .spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
+
+_MAGIC = 0x07230203
+
+
+@family("user")
+def _no_source(spec: KernelSpec) -> str:
+    # User kernels bring SPIR-V; there is no GLSL to render from the spec.
+    raise KernelError("a user kernel's spec has no GLSL source; it is recorded from its SPIR-V")
+
+
+class UserKernel:
+    """A compiled user kernel bound to one context. Attributes:
+    ``name``, ``entry``, ``workgroup``, ``spirv``, ``reflection``, ``spec``,
+    ``push_size``, ``bindings`` (reflected, in binding order)."""
+
+    def __init__(self, ctx, spirv: bytes, reflection, spec: KernelSpec, name: str, push_fields):
+        self.ctx = ctx
+        self.spirv = spirv
+        self.reflection = reflection
+        self.spec = spec
+        self.name = name
+        self.entry = reflection.entry_point
+        self.workgroup = spec.workgroup
+        self.bindings = reflection.bindings
+        self.push_size = reflection.push_constant_size
+        # A spec used only to pack dict push values (its fields are the
+        # caller's declared layout, never a pipeline key).
+        self._packer = KernelSpec("user", push=push_fields) if push_fields else None
+
+    def __repr__(self):
+        return (f"<UserKernel {self.name!r} bindings={len(self.bindings)} push={self.push_size}B "
+                f"workgroup={self.workgroup}>")
+
+    def __call__(self, rec, *tensors, push=None, groups=(1, 1, 1)):
+        """Record this kernel: ``kernel(rec, a, b, push=..., groups=(x, y, z))``."""
+        return rec.run_kernel(self, list(tensors), push=push, groups=groups)
+
+    # -- planning ----------------------------------------------------------------
+    def push_bytes(self, push) -> bytes:
+        """The push-constant bytes for ``push``: bytes-like, a numpy array or
+        structured scalar, or a dict (needs ``push_layout`` at creation)."""
+        if push is None:
+            data = b""
+        elif isinstance(push, (bytes, bytearray, memoryview)):
+            data = bytes(push)
+        elif isinstance(push, (np.ndarray, np.generic)):
+            data = push.tobytes()
+        elif isinstance(push, dict):
+            if self._packer is None:
+                raise InvalidArgumentError(f"kernel {self.name!r}: a dict of push constants needs "
+                                           "push_layout=[(name, type), ...] in ctx.kernel(...)")
+            try:
+                data = self._packer.pack(push)
+            except KeyError as e:
+                raise InvalidArgumentError(f"kernel {self.name!r}: push constant {e} is missing") from None
+            except (struct.error, TypeError) as e:
+                raise InvalidArgumentError(f"kernel {self.name!r}: bad push constant value ({e})") from None
+        else:
+            raise InvalidArgumentError(f"kernel {self.name!r}: push must be bytes, a numpy array/struct "
+                                       f"or a dict, got {type(push).__name__}")
+        if len(data) != self.push_size:
+            raise InvalidArgumentError(f"kernel {self.name!r}: push is {len(data)} bytes, the kernel's "
+                                       f"push-constant block is {self.push_size} bytes")
+        return data
+
+    def dispatch(self, tensors, push=None, groups=(1, 1, 1)) -> list:
+        """Validate the arguments and return the dispatch (or none for an
+        empty grid)."""
+        ctx = self.ctx
+        if isinstance(tensors, (list, tuple)):
+            tensors = list(tensors)
+        else:
+            raise InvalidArgumentError(f"kernel {self.name!r}: buffers must be a list of tensors")
+        if len(tensors) != len(self.bindings):
+            raise InvalidArgumentError(f"kernel {self.name!r} has {len(self.bindings)} storage-buffer "
+                                       f"bindings but got {len(tensors)} tensors")
+        tensors = [check_tensor(ctx, t, f"kernel {self.name!r} binding {i}") for i, t in enumerate(tensors)]
+        data = self.push_bytes(push)
+        grid = _grid(groups, ctx.limits.max_workgroup_count, self.name)
+        if 0 in grid:
+            return []
+        return [Dispatch(self.spec, tuple(t.buffer for t in tensors), data, grid, spirv=self.spirv)]
+
+
+def _grid(groups, max_count, name) -> tuple:
+    if isinstance(groups, (int, np.integer)) and not isinstance(groups, bool):
+        groups = (int(groups),)
+    if not isinstance(groups, (tuple, list)) or not 1 <= len(groups) <= 3 or \
+            any(isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 0 for g in groups):
+        raise InvalidArgumentError(f"kernel {name!r}: groups must be 1-3 non-negative ints, got {groups!r}")
+    grid = tuple(int(g) for g in groups) + (1,) * (3 - len(groups))
+    for axis, (g, most) in enumerate(zip(grid, max_count)):
+        if g > most:
+            raise UnsupportedError(f"kernel {name!r}: {g} workgroups along {'xyz'[axis]} exceed the "
+                                   f"device's maxComputeWorkGroupCount ({most})")
+    return grid
+
+
+def _as_spirv(ctx, source) -> bytes:
+    if isinstance(source, str):
+        # A Vulkan 1.1 device (as the host declared it) gets SPIR-V 1.3, so
+        # kernels may use 16-bit storage and subgroup operations.
+        env = "vulkan1.1" if min(ctx.caps.api_version, ctx.limits.api_version) >= (1, 1) else "vulkan1.0"
+        return ctx._spirv.get(source, env)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        if len(data) >= 4 and len(data) % 4 == 0 and struct.unpack_from(">I", data)[0] == _MAGIC:
+            # Written big-endian: Vulkan wants host (little-endian) words.
+            data = struct.pack(f"<{len(data) // 4}I", *struct.unpack(f">{len(data) // 4}I", data))
+        return data
+    raise InvalidArgumentError(f"kernel source must be GLSL text (str) or SPIR-V bytes, "
+                               f"got {type(source).__name__}")
+
+
+def _workgroup(ctx, r, workgroup, name) -> tuple:
+    ids = r.local_size_spec_ids
+    for axis, sid in enumerate(ids):
+        if sid is not None and sid != axis:
+            raise UnsupportedError(f"kernel {name!r}: local_size_{'xyz'[axis]}_id is {sid}; use "
+                                   f"{axis} (ids 0-2 carry the workgroup size)")
+    clash = sorted(set(r.spec_constants) & {0, 1, 2} - {s for s in ids if s is not None})
+    if clash:
+        raise UnsupportedError(f"kernel {name!r}: specialization constant id(s) {clash} are reserved "
+                               "for the workgroup size; renumber them from 3")
+    default = r.local_size if r.local_size is not None else r.local_size_default
+    if default is None:
+        raise KernelError(f"kernel {name!r}: its workgroup size is computed by spec-constant "
+                          "operations; declare it with literals or local_size_*_id")
+    if workgroup is None:
+        wg = tuple(default)
+    else:
+        if isinstance(workgroup, int) and not isinstance(workgroup, bool):
+            workgroup = (workgroup,)
+        if not isinstance(workgroup, (tuple, list)) or not 1 <= len(workgroup) <= 3 or \
+                any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in workgroup):
+            raise InvalidArgumentError(f"kernel {name!r}: workgroup must be 1-3 positive ints, "
+                                       f"got {workgroup!r}")
+        wg = tuple(workgroup) + (1,) * (3 - len(workgroup))
+        for axis, (w, sid, lit) in enumerate(zip(wg, ids, default)):
+            if sid is None and w != lit:
+                raise InvalidArgumentError(
+                    f"kernel {name!r}: the workgroup size along {'xyz'[axis]} is fixed at {lit} in the "
+                    f"shader; declare local_size_{'xyz'[axis]}_id = {axis} to choose it at ctx.kernel()")
+    lim = ctx.limits
+    if any(w > m for w, m in zip(wg, lim.max_workgroup_size)) or \
+            wg[0] * wg[1] * wg[2] > lim.max_workgroup_invocations:
+        raise UnsupportedError(f"kernel {name!r}: workgroup {wg} exceeds the device's limits "
+                               f"(size {lim.max_workgroup_size}, {lim.max_workgroup_invocations} invocations)")
+    return wg
+
+
+def _bindings(r, name) -> tuple:
+    for i, b in enumerate(r.bindings):
+        if b.kind != "storage_buffer":
+            raise UnsupportedError(f"kernel {name!r}: binding {b.binding} ({b.name or 'unnamed'}) is a "
+                                   f"{b.kind.replace('_', ' ')}; guestcompute binds storage buffers only")
+        if b.set != 0:
+            raise UnsupportedError(f"kernel {name!r}: binding {b.binding} is in set {b.set}; use set 0")
+        if b.binding != i:
+            raise UnsupportedError(f"kernel {name!r}: bindings must be numbered 0..n-1 without gaps, "
+                                   f"found {[x.binding for x in r.bindings]}")
+    out = []
+    for b in r.bindings:
+        access = READ if b.readonly else WRITE if b.writeonly else READWRITE
+        out.append(Binding(b.name or f"b{b.binding}", "uint", access))
+    return tuple(out)
+
+
+def _push_fields(layout, size, name) -> tuple:
+    if layout is None:
+        return ()
+    try:
+        fields = tuple(Push(*f) if isinstance(f, (tuple, list)) else None for f in layout)
+        if None in fields:
+            raise TypeError
+        KernelSpec("user", push=fields).push_size     # unknown types fail here
+    except (TypeError, KeyError, ValueError):
+        raise InvalidArgumentError(f"kernel {name!r}: push_layout must be [(name, type[, count]), ...] "
+                                   "with types uint/int/float/uvec2/ivec2/vec2/uvec4/ivec4/vec4") from None
+    declared = KernelSpec("user", push=fields).push_size
+    if declared != size:
+        raise InvalidArgumentError(f"kernel {name!r}: push_layout packs {declared} bytes, the kernel's "
+                                   f"push-constant block is {size} bytes")
+    return fields
+
+
+def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
+          push_layout=None) -> UserKernel:
+    """Compile/reflect/validate ``source`` and create its pipeline (see
+    :meth:`guestcompute.Context.kernel`)."""
+    ctx._check_open()
+    spirv = _as_spirv(ctx, source)
+    try:
+        r = reflect(spirv)
+    except GuestComputeError:
+        raise
+    except Exception as e:      # the reflection met something it does not expect
+        raise KernelError(f"the kernel's SPIR-V could not be read ({e})") from None
+    if not isinstance(entry, str) or entry != r.entry_point:
+        raise KernelError(f"the kernel has no compute entry point {entry!r} (its compute entry "
+                          f"point is {r.entry_point!r})")
+    name = name or r.entry_point
+    bindings = _bindings(r, name)
+    most = ctx.limits.max_storage_buffers
+    if ctx._descriptors.push:
+        most = min(most, 32)
+    if len(bindings) > most:
+        raise UnsupportedError(f"kernel {name!r} has {len(bindings)} storage buffers; the device "
+                               f"allows {most} per kernel")
+    size = r.push_constant_size
+    if size > ctx.limits.max_push_constants:
+        raise UnsupportedError(f"kernel {name!r} declares {size} bytes of push constants; the device "
+                               f"allows {ctx.limits.max_push_constants}")
+    fields = _push_fields(push_layout, size, name)
+    wg = _workgroup(ctx, r, workgroup, name)
+    digest = hashlib.sha256(spirv).hexdigest()
+    # The push block is opaque here: `size // 4` uint words keep the
+    # layout's push range equal to the reflected size.
+    push = (Push("data", "uint", size // 4),) if size else ()
+    spec = KernelSpec("user", bindings, push, (("spirv", digest), ("entry", r.entry_point)), wg)
+    kernel = UserKernel(ctx, spirv, r, spec, name, fields)
+    access = tuple((b.reads, b.writes) for b in bindings)
+    try:
+        ctx._pipelines.get(spec, spirv, access, size, entry=r.entry_point)
+    except OutOfMemoryError:
+        raise
+    except VulkanError as e:
+        raise KernelError(f"kernel {name!r}: the driver rejected it ({e})") from e
+    return kernel
+
+
+@op("run_kernel")
+def run_kernel(ctx, kernel, buffers=(), *, push=None, groups=(1, 1, 1)):
+    """Record a user kernel (from ``ctx.kernel``): ``buffers`` is one tensor
+    per storage-buffer binding, in binding order; ``push`` the push
+    constants (bytes, numpy data, or a dict with the kernel's
+    ``push_layout``), exactly the reflected size; ``groups`` the workgroup
+    counts (x[, y[, z]])."""
+    if not isinstance(kernel, UserKernel):
+        raise InvalidArgumentError(f"run_kernel needs a kernel from ctx.kernel(...), got "
+                                   f"{type(kernel).__name__}")
+    if kernel.ctx is not ctx:
+        raise WrongContextError("this kernel was created by another context")
+    return OpResult(None, kernel.dispatch(buffers, push, groups))

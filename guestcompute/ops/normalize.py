@@ -1,0 +1,210 @@
+"""Row normalizations: softmax and log_softmax over any axis, layer_norm and
+rms_norm over the last axis, for any strided view (see :mod:`.rows`).
+
+One 128-wide workgroup per row, in a single dispatch: every invocation
+strides over the row accumulating in fp32 (float16 is loaded into fp32), a
+shared-memory tree combines the workgroup's partial results (``row_max`` /
+``row_sum``), and a last sweep writes the row. Rows are read two or three
+times instead of being staged in shared memory, so any row length works.
+
+Numerics: softmax subtracts the row maximum before ``exp`` (no overflow);
+log_softmax is ``(x - max) - log(sum(exp(x - max)))``; layer_norm takes the
+biased variance from a second sweep over ``x - mean`` (not E[x²] - E[x]²,
+which cancels); rms_norm is ``x / sqrt(mean(x²) + eps)``. Output may be the
+input itself (in place): every read of a row happens before the barrier that
+precedes its first write.
+"""
+from __future__ import annotations
+
+from ..dtypes import as_dtype
+from ..errors import InvalidArgumentError, ShapeError
+from ..kernels.catalogue import variants
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
+from ..tensor import Tensor
+from .base import Dispatch, OpResult, check_dtype, check_tensor, op, same_dtype
+from .elementwise import _extensions, _features, _output
+from .rows import (GROUP_INDEX, glsl_element_offset, glsl_row_bases, glsl_tree, normalize_axes,
+                   rows_push, split_rows)
+
+WORKGROUP = 128
+FLOATS = ("float32", "float16")
+_NEG_INF = "uintBitsToFloat(0xff800000u)"
+
+
+def _glsl_row_reductions() -> str:
+    """``row_max``/``row_sum``: combine one value per invocation across the
+    workgroup; every invocation gets the result. The trailing barrier lets
+    the next call reuse ``red``."""
+    out = ["shared float red[gl_WorkGroupSize.x];"]
+    for name, step in (("row_max", "acc = max(acc, v);"), ("row_sum", "acc += v;")):
+        out += [f"float {name}(float acc) {{", "  uint lid = gl_LocalInvocationID.x;",
+                glsl_tree(step, "float v = red[lid + s];", "red[lid] = acc;"),
+                "  float result = red[0];", "  barrier();", "  return result;", "}"]
+    return "\n".join(out)
+
+
+def _row_loop(body: str) -> str:
+    return (f"  for (uint r = lid; r < pc.row_len; r += gl_WorkGroupSize.x) {{\n"
+            f"    float v = float(in0[base0 + elem0(r)]);\n    {body}\n  }}")
+
+
+_HEAD = ["void main() {", f"  uint row = {GROUP_INDEX};",
+         "  if (row >= pc.rows) return;   // whole workgroups leave together",
+         glsl_row_bases(2), "  uint lid = gl_LocalInvocationID.x;"]
+
+
+@family("softmax")
+def _render_softmax(spec: KernelSpec) -> str:
+    out_t = as_dtype(spec.param("dtype")).glsl
+    result = "v - lse" if spec.param("log") else "exp(v - m) / total"
+    lines = [glsl_element_offset(1, 2), _glsl_row_reductions()] + _HEAD + [
+        f"  float m = {_NEG_INF};", _row_loop("m = max(m, v);"), "  m = row_max(m);",
+        "  float total = 0.0;", _row_loop("total += exp(v - m);"), "  total = row_sum(total);",
+        "  float lse = m + log(total);",
+        _row_loop(f"out0[base1 + elem1(r)] = {out_t}({result});"), "}"]
+    return "\n".join(lines)
+
+
+def softmax_spec(dtype, log: bool) -> KernelSpec:
+    bindings = (Binding("in0", dtype.glsl, READ), Binding("out0", dtype.glsl, WRITE))
+    return KernelSpec("softmax", bindings, tuple(rows_push(2, 2, 1)),
+                      (("dtype", dtype.name), ("log", log)), (WORKGROUP, 1, 1),
+                      _extensions([dtype]), _features([dtype]))
+
+
+@family("norm")
+def _render_norm(spec: KernelSpec) -> str:
+    out_t = as_dtype(spec.param("dtype")).glsl
+    lines = [glsl_element_offset(1, 2), _glsl_row_reductions()] + _HEAD
+    lines.append("  float n = float(pc.row_len);")
+    if spec.param("kind") == "layer":
+        lines += ["  float mean = 0.0;", _row_loop("mean += v;"), "  mean = row_sum(mean) / n;",
+                  "  float var = 0.0;", _row_loop("float d = v - mean; var += d * d;"),
+                  "  float inv = inversesqrt(row_sum(var) / n + pc.eps);"]
+        y = "float y = (v - mean) * inv;"
+    else:
+        lines += ["  float squares = 0.0;", _row_loop("squares += v * v;"),
+                  "  float inv = inversesqrt(row_sum(squares) / n + pc.eps);"]
+        y = "float y = v * inv;"
+    if spec.param("weight"):
+        y += " y *= float(weight[int(pc.offw) + int(r) * pc.stw]);"
+    if spec.param("bias"):
+        y += " y += float(bias[int(pc.offb) + int(r) * pc.stb]);"
+    lines += [_row_loop(f"{y} out0[base1 + elem1(r)] = {out_t}(y);"), "}"]
+    return "\n".join(lines)
+
+
+def norm_spec(dtype, kind: str, weight: bool, bias: bool) -> KernelSpec:
+    bindings = [Binding("in0", dtype.glsl, READ)]
+    push = rows_push(2, 2, 1) + [Push("eps", "float")]
+    if weight:
+        bindings.append(Binding("weight", dtype.glsl, READ))
+        push += [Push("offw", "uint"), Push("stw", "int")]
+    if bias:
+        bindings.append(Binding("bias", dtype.glsl, READ))
+        push += [Push("offb", "uint"), Push("stb", "int")]
+    bindings.append(Binding("out0", dtype.glsl, WRITE))
+    params = (("dtype", dtype.name), ("kind", kind), ("weight", weight), ("bias", bias))
+    return KernelSpec("norm", tuple(bindings), tuple(push), params, (WORKGROUP, 1, 1),
+                      _extensions([dtype]), _features([dtype]))
+
+
+# -- ops ---------------------------------------------------------------------
+
+def _plan_rows(ctx, spec, x, axis: int, out, extra_buffers=(), extra_values=None) -> Dispatch:
+    L = split_rows(x.shape, (axis,), [x.strides, out.strides], spec.family)
+    values = L.values((x.offset, out.offset), reduced=2)
+    values.update(extra_values or {})
+    groups = groups_for(L.rows * WORKGROUP, WORKGROUP, ctx.limits.max_workgroup_count)
+    return Dispatch(spec, (x.buffer,) + tuple(extra_buffers) + (out.buffer,), spec.pack(values), groups)
+
+
+def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
+    name = "log_softmax" if log else "softmax"
+    x = check_tensor(ctx, x, f"{name} x")
+    check_dtype(ctx, x.dtype, FLOATS, name)
+    if x.ndim == 0:
+        raise ShapeError(f"{name} needs at least one axis")
+    (axis,) = normalize_axes(axis, x.ndim, name, allow_tuple=False)
+    out = _output(ctx, out, x.shape, x.dtype, [x])
+    if out.size == 0:
+        return OpResult(out, [])
+    return OpResult(out, [_plan_rows(ctx, softmax_spec(x.dtype, log), x, axis, out)])
+
+
+@op("softmax")
+def softmax(ctx, x, axis: int = -1, *, out=None):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``. ``out`` may be ``x``."""
+    return _softmax(ctx, x, axis, out, log=False)
+
+
+@op("log_softmax")
+def log_softmax(ctx, x, axis: int = -1, *, out=None):
+    """``(x - max) - log(sum(exp(x - max)))`` along ``axis``. ``out`` may be ``x``."""
+    return _softmax(ctx, x, axis, out, log=True)
+
+
+def _vector(ctx, v, x, what: str):
+    """Validate a per-feature weight or bias: shape (x.shape[-1],), x's dtype."""
+    if v is None:
+        return None
+    if not isinstance(v, Tensor):
+        raise InvalidArgumentError(f"{what} must be a Tensor or None, got {type(v).__name__}")
+    v = check_tensor(ctx, v, what)
+    same_dtype([x, v], what)
+    if v.shape != (x.shape[-1],):
+        raise ShapeError(f"{what} has shape {v.shape}; it must be ({x.shape[-1]},), the last axis of x")
+    return v
+
+
+def _norm(ctx, kind: str, x, weight, bias, eps, out) -> OpResult:
+    name = "layer_norm" if kind == "layer" else "rms_norm"
+    x = check_tensor(ctx, x, f"{name} x")
+    check_dtype(ctx, x.dtype, FLOATS, name)
+    if x.ndim == 0:
+        raise ShapeError(f"{name} normalizes the last axis; x is 0-d")
+    weight = _vector(ctx, weight, x, f"{name} weight")
+    bias = _vector(ctx, bias, x, f"{name} bias")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise InvalidArgumentError(f"{name} eps must be a non-negative number, got {eps!r}")
+    out = _output(ctx, out, x.shape, x.dtype, [t for t in (x, weight, bias) if t is not None])
+    if out.size == 0:
+        return OpResult(out, [])
+    spec = norm_spec(x.dtype, kind, weight is not None, bias is not None)
+    values, extra = {"eps": float(eps)}, []
+    if weight is not None:
+        values.update(offw=weight.offset, stw=weight.strides[0])
+        extra.append(weight.buffer)
+    if bias is not None:
+        values.update(offb=bias.offset, stb=bias.strides[0])
+        extra.append(bias.buffer)
+    return OpResult(out, [_plan_rows(ctx, spec, x, x.ndim - 1, out, extra, values)])
+
+
+@op("layer_norm")
+def layer_norm(ctx, x, weight=None, bias=None, *, eps: float = 1e-5, out=None):
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis
+    (biased variance, as in torch). ``weight``/``bias``: shape ``(x.shape[-1],)``."""
+    return _norm(ctx, "layer", x, weight, bias, eps, out)
+
+
+@op("rms_norm")
+def rms_norm(ctx, x, weight=None, *, eps: float = 1e-6, out=None):
+    """``x / sqrt(mean(x²) + eps) * weight`` over the last axis."""
+    return _norm(ctx, "rms", x, weight, None, eps, out)
+
+
+@variants("softmax")
+def _softmax_variants():
+    for name in FLOATS:
+        for log in (False, True):
+            yield softmax_spec(as_dtype(name), log)
+
+
+@variants("norm")
+def _norm_variants():
+    for name in FLOATS:
+        for weight in (False, True):
+            yield norm_spec(as_dtype(name), "rms", weight, False)
+            for bias in (False, True):
+                yield norm_spec(as_dtype(name), "layer", weight, bias)

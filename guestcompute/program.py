@@ -1,0 +1,445 @@
+"""Programs: guest work recorded once into a secondary command buffer and
+replayed in any host command buffer with one vkCmdExecuteCommands — the
+CUDA-graph idea in Vulkan terms (IREE #7679 memoized a reusable secondary
+body the same way).
+
+- The secondary is begun with SIMULTANEOUS_USE, so frames still in flight
+  may replay it while the next frame records another replay, and with an
+  inheritance info naming no render pass (compute runs outside one).
+- Values that change per frame live in a small parameter buffer the program
+  reads; ``rec.execute(prog, params=...)`` rewrites it with vkCmdUpdateBuffer
+  in the host's buffer just before the replay, so nothing is re-recorded.
+- A program remembers every tensor it captured and the generation it had.
+  When one was reallocated (``Tensor.resize``) the program is re-recorded at
+  its next execute, into a *fresh* secondary: the old one may still be
+  pending, so it is freed only once the epoch of its last replay retired.
+- Barriers inside the secondary order the program's own dispatches; the
+  barrier before and after the replay (against earlier guest work, the
+  host's declared accesses, parameter updates) is recorded in the host's
+  buffer by ``rec.execute``, from the program's read / write sets.
+
+A host that pre-records a primary command buffer executing a program must
+record it again when the program re-records (``prog.version`` changes):
+the primary names the old secondary, which retires with its epoch.
+
+Thread-safety: a program may be executed from several threads at once
+(each into its own command buffer); recording (first, or re-recording) is
+serialized by the context's program pool lock.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+
+import numpy as np
+import vulkan as vk
+from vulkan import ffi
+
+from .dtypes import as_dtype
+from .errors import (ContextClosedError, DTypeError, InvalidArgumentError, RecordingError,
+                     WrongContextError, check)
+from .record import Recorder
+from .tensor import Buffer, Tensor
+from .vk.structs import new
+
+_COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+_TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+_INDIRECT = vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
+_SHADER_RW = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+_SHADER_WRITE = vk.VK_ACCESS_SHADER_WRITE_BIT
+_TRANSFER_WRITE = vk.VK_ACCESS_TRANSFER_WRITE_BIT
+_EMPTY = frozenset()
+
+# vkCmdUpdateBuffer moves at most 65536 bytes; parameters are a few scalars.
+_MAX_PARAMS = 1024
+_PARAM_DTYPES = ("float32", "int32", "uint32")
+
+
+class ProgramPool:
+    """The context's secondary command buffers: one VkCommandPool on the
+    adopted queue family (vkCmdExecuteCommands needs the same family as the
+    host's primary). Every use of the pool — allocating, recording into one
+    of its buffers, freeing — holds ``lock``, as Vulkan requires."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.lock = threading.RLock()
+        info = new("VkCommandPoolCreateInfo", queueFamilyIndex=ctx.queue_family_index, flags=0)
+        out = ffi.new("VkCommandPool *")
+        check("vkCreateCommandPool", ctx._fns.vkCreateCommandPool(ctx.device, info, ffi.NULL, out))
+        self.pool = out[0]
+        self.live_command_buffers = 0
+        self.stats = {"programs_recorded": 0, "program_rerecords": 0, "program_replays": 0}
+
+    @classmethod
+    def of(cls, ctx) -> "ProgramPool":
+        with ctx._lock:
+            if ctx._programs is None:
+                ctx._programs = cls(ctx)
+            return ctx._programs
+
+    def allocate(self):
+        info = new("VkCommandBufferAllocateInfo", commandPool=self.pool,
+                   level=vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY, commandBufferCount=1)
+        out = ffi.new("VkCommandBuffer *")
+        check("vkAllocateCommandBuffers", self.ctx._fns.vkAllocateCommandBuffers(self.ctx.device, info, out))
+        self.live_command_buffers += 1
+        return out[0]
+
+    def free(self, cmd) -> None:
+        with self.lock:
+            if self.pool is None:
+                return          # destroyed with the context: the pool freed it
+            arr = ffi.new("VkCommandBuffer[1]", [cmd])
+            self.ctx._fns.vkFreeCommandBuffers(self.ctx.device, self.pool, 1, arr)
+            self.live_command_buffers -= 1
+
+    def destroy(self) -> None:
+        with self.lock:
+            if self.pool is not None:
+                self.ctx._fns.vkDestroyCommandPool(self.ctx.device, self.pool, ffi.NULL)
+                self.pool = None
+                self.live_command_buffers = 0
+
+
+class Params:
+    """A program's per-frame parameters: one small guest buffer, one
+    1-element tensor view per field (``params.dt``), which ops read like any
+    tensor (a shape-(1,) tensor broadcasts against any shape)."""
+
+    def __init__(self, ctx, fields: dict):
+        if not isinstance(fields, dict) or not fields:
+            raise InvalidArgumentError('params must be a non-empty dict such as {"dt": "float32"}')
+        if len(fields) > _MAX_PARAMS:
+            raise InvalidArgumentError(f"at most {_MAX_PARAMS} params")
+        self._names = []
+        self._dtypes = {}
+        for name, dtype in fields.items():
+            if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+                raise InvalidArgumentError(f"param name {name!r} must be an identifier not starting with _")
+            d = as_dtype(dtype)
+            if d.name not in _PARAM_DTYPES:
+                raise DTypeError(f"param {name!r}: dtype {d} not supported; use one of {list(_PARAM_DTYPES)}")
+            self._names.append(name)
+            self._dtypes[name] = d
+        # All fields are 4 bytes: field k lives at byte 4k of one buffer.
+        self.tensor = ctx.tensor(np.zeros(len(self._names), np.uint32))
+        self.buffer: Buffer = self.tensor.buffer
+        self.uids = frozenset((self.buffer.uid,))
+        self._values = {n: 0 for n in self._names}
+        self._fields = {n: Tensor(self.buffer, (1,), self._dtypes[n], offset=k, base=self.tensor)
+                        for k, n in enumerate(self._names)}
+        self._format = "<" + "".join({"float": "f", "int": "i", "uint": "I"}[self._dtypes[n].kind]
+                                     for n in self._names)
+
+    def __getattr__(self, name):
+        fields = self.__dict__.get("_fields")
+        if fields is not None and name in fields:
+            return fields[name]
+        raise AttributeError(f"no param {name!r}; the program declared {self.__dict__.get('_names')}")
+
+    def __getitem__(self, name) -> Tensor:
+        return self._fields[name]
+
+    @property
+    def names(self) -> list:
+        return list(self._names)
+
+    @property
+    def values(self) -> dict:
+        """The values the last execute wrote (fields never set are 0)."""
+        return dict(self._values)
+
+    def pack(self, values: dict):
+        """Validate ``values`` and return the whole block as a C char array
+        (fields not given keep their previous values)."""
+        if not isinstance(values, dict):
+            raise InvalidArgumentError("params= must be a dict of field name -> number")
+        merged = dict(self._values)
+        for name, v in values.items():
+            d = self._dtypes.get(name)
+            if d is None:
+                raise InvalidArgumentError(f"unknown param {name!r}; the program declared {self._names}")
+            merged[name] = _check_scalar(name, d, v)
+        data = struct.pack(self._format, *(merged[n] for n in self._names))
+        return merged, ffi.new("char[]", data), len(data)
+
+
+def _check_scalar(name, d, v):
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InvalidArgumentError(f"param {name!r} must be a number, got {type(v).__name__}")
+    if d.kind == "float":
+        return float(v)
+    if isinstance(v, float) and not v.is_integer():
+        raise InvalidArgumentError(f"param {name!r} is {d} but got {v}")
+    v = int(v)
+    lo, hi = (0, 2 ** 32) if d.kind == "uint" else (-2 ** 31, 2 ** 31)
+    if not lo <= v < hi:
+        raise InvalidArgumentError(f"param {name!r}={v} does not fit {d}")
+    return v
+
+
+class Recording:
+    """One recording of a program: the secondary command buffer and what the
+    replaying recorder needs to put barriers around it."""
+    __slots__ = ("cmd", "pcmd", "buffers", "reads", "writes", "imports", "stages", "access",
+                 "write_access", "wrote_mapped", "captured", "swaps", "value", "dispatches", "barriers", "specs")
+
+
+class ProgramRecorder(Recorder):
+    """A Recorder on a program's secondary buffer. It records the program's
+    own barriers but neither entry nor exit barriers (the recorder replaying
+    the program emits those in the host's buffer), and it collects what the
+    program reads, writes and captured."""
+
+    def __init__(self, ctx, cmd):
+        super().__init__(ctx, cmd)
+        self._entered = True         # no entry barrier, no staging flush in here
+        self._capture = self._capture_values
+        self._tensors: dict = {}     # id(tensor) -> (tensor, generation at recording)
+        self._buffers: dict = {}     # uid -> Buffer used by a command (kept alive)
+        self._reads: set = set()
+        self._writes: set = set()
+        self._stages = _COMPUTE
+        self._access = _SHADER_RW
+        self._write_access = 0
+        self._specs: dict = {}
+        self._active = True
+
+    def _capture_values(self, *values):
+        for v in values:
+            _collect_tensors(v, self._tensors, 2)
+
+    def _record(self, d, plan):
+        self._specs[d.spec] = None
+        for b in plan.buffers:
+            self._buffers[b.uid] = b
+        self._reads.update(plan.reads)
+        if plan.writes:
+            self._writes.update(plan.writes)
+            self._write_access |= _SHADER_WRITE
+        for b, _ in plan.imports:
+            if b.uid not in self._imports:
+                self._imports[b.uid] = [b, False]   # the replaying recorder waits for the host
+        if d.indirect is not None:
+            self._stages |= _INDIRECT
+            self._access |= vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT
+        super()._record(d, plan)
+
+    def _note_import(self, b, written):
+        super()._note_import(b, written)
+        return 0, 0
+
+    def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False):
+        self._stages |= dst_stage
+        self._access |= dst_access
+        super()._sync_before(reads, writes, shared, dst_stage, dst_access, force)
+
+    def _after(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()):
+        for b in buffers:
+            self._buffers[b.uid] = b
+        self._reads.update(reads)
+        if writes:
+            self._writes.update(writes)
+            self._write_access |= write_access
+        self._stages |= stages
+        super()._after(reads, writes, stages, write_access, wrote_mapped, buffers)
+
+    def execute(self, program, params=None):
+        raise RecordingError("a program cannot execute another program (Vulkan 1.x secondaries do not "
+                             "nest); call the other program's function inside this one instead")
+
+    def _finish(self):
+        pass
+
+
+def _collect_tensors(v, out: dict, depth: int) -> None:
+    if isinstance(v, Tensor):
+        for t in (v, v._base):
+            if t is not None and id(t) not in out:
+                out[id(t)] = (t, t.buffer.uid)
+    elif depth > 0 and isinstance(v, (list, tuple)):
+        for item in v:
+            _collect_tensors(item, out, depth - 1)
+    elif depth > 0 and isinstance(v, dict):
+        for item in v.values():
+            _collect_tensors(item, out, depth - 1)
+
+
+class Program:
+    """Guest work recorded once, replayed with ``rec.execute(prog)``.
+
+    Attributes: ``value`` (what ``fn`` returned at the latest recording: a
+    re-record calls ``fn`` again, so allocate outputs outside ``fn`` to keep
+    them stable), ``params`` (the :class:`Params`, or None), ``version``
+    (bumped at every re-record), ``stats`` (records, rerecords, replays,
+    dispatches and barriers of the current recording).
+    """
+
+    def __init__(self, ctx, fn, params: dict = None):
+        if not callable(fn):
+            raise InvalidArgumentError(f"ctx.program needs a callable fn(rec), got {type(fn).__name__}")
+        self._ctx = ctx
+        self._fn = fn
+        self._pool = ProgramPool.of(ctx)
+        self.params = Params(ctx, params) if params is not None else None
+        self._recording: Recording = None
+        self._invalid = False
+        self._last_epoch = 0        # the epoch of the latest replay
+        self._lock = threading.Lock()
+        self.version = 0
+        self.stats = {"records": 0, "rerecords": 0, "replays": 0, "dispatches": 0, "barriers": 0}
+        self._recording = self._record()
+
+    # -- facts ---------------------------------------------------------------
+    @property
+    def value(self):
+        return self._recording.value if self._recording is not None else None
+
+    @property
+    def stale(self) -> bool:
+        """True when the next execute will re-record (invalidated, or a
+        captured tensor was reallocated)."""
+        r = self._recording
+        if self._invalid or r is None:
+            return True
+        if r.swaps == Tensor.swaps:
+            return False
+        return any(t._buffer.uid != gen for t, gen in r.captured)
+
+    def invalidate(self) -> None:
+        """Re-record at the next execute (e.g. after changing what ``fn``
+        reads from Python state)."""
+        self._invalid = True
+
+    def specs(self) -> list:
+        """Kernel specs this program uses (so ``ctx.warmup(prog)`` works)."""
+        return list(self._recording.specs) if self._recording is not None else []
+
+    # -- recording -------------------------------------------------------------
+    def _record(self) -> Recording:
+        ctx, pool = self._ctx, self._pool
+        fns = ctx._fns
+        with pool.lock:
+            if pool.pool is None:
+                raise ContextClosedError("the context was closed")
+            cmd = pool.allocate()
+            try:
+                inherit = new("VkCommandBufferInheritanceInfo", subpass=0, occlusionQueryEnable=vk.VK_FALSE)
+                begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT,
+                            pInheritanceInfo=inherit)
+                check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
+                rec = ProgramRecorder(ctx, cmd)
+                swaps = Tensor.swaps
+                try:
+                    value = self._fn(rec, self.params) if self.params is not None else self._fn(rec)
+                finally:
+                    rec._active = False
+                check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
+            except BaseException:
+                pool.free(cmd)
+                raise
+        r = Recording()
+        r.cmd = cmd
+        r.pcmd = ffi.new("VkCommandBuffer[1]", [cmd])
+        r.buffers = tuple(rec._buffers.values())
+        r.reads = frozenset(rec._reads)
+        r.writes = frozenset(rec._writes)
+        r.imports = tuple((b, w) for b, w in rec._imports.values())
+        r.stages = rec._stages
+        r.access = rec._access
+        r.write_access = rec._write_access or _SHADER_WRITE
+        r.wrote_mapped = rec._wrote_mapped
+        captured = dict(rec._tensors)
+        if self.params is not None:
+            captured.setdefault(id(self.params.tensor), (self.params.tensor, self.params.buffer.uid))
+        r.captured = tuple(captured.values())
+        r.swaps = swaps
+        r.value = value
+        r.dispatches = rec.dispatches
+        r.barriers = rec.barriers
+        r.specs = tuple(rec._specs)
+        self.stats["records"] += 1
+        self.stats["dispatches"] = rec.dispatches
+        self.stats["barriers"] = rec.barriers
+        pool.stats["programs_recorded"] += 1
+        return r
+
+    def _current(self) -> Recording:
+        if not self.stale:
+            return self._recording
+        with self._lock:
+            if not self.stale:          # another thread re-recorded meanwhile
+                return self._recording
+            fresh = self._record()      # raises before anything changes if fn fails
+            old, self._recording = self._recording, fresh
+            self._retire(old)
+            self._invalid = False
+            self.version += 1
+            self.stats["rerecords"] += 1
+            self._pool.stats["program_rerecords"] += 1
+            return fresh
+
+    def _retire(self, r: Recording) -> None:
+        """Free ``r``'s secondary once the epoch of its last replay retired;
+        its buffers carry that epoch too, so none is destroyed earlier."""
+        if r is None:
+            return
+        epoch = self._last_epoch
+        for b in r.buffers:
+            if b.last_epoch < epoch:
+                b.last_epoch = epoch
+        if self.params is not None and self.params.buffer.last_epoch < epoch:
+            self.params.buffer.last_epoch = epoch
+        ctx, pool, cmd = self._ctx, self._pool, r.cmd
+        if ctx.closed or pool.pool is None:
+            return
+        ctx._retire_later(epoch, lambda: pool.free(cmd))
+
+    def release(self) -> None:
+        """Give the program's command buffer back (after its last replay's
+        epoch retires). The program re-records if executed again."""
+        r, self._recording = self._recording, None
+        self._retire(r)
+
+    def __del__(self):
+        try:
+            if self.__dict__.get("_recording") is not None:
+                self.release()
+        except Exception:       # interpreter shutdown: nothing left to free into
+            pass
+
+    # -- replay -------------------------------------------------------------------
+    def _execute_in(self, rec: Recorder, params) -> None:
+        ctx = self._ctx
+        if rec._ctx is not ctx:
+            raise WrongContextError("this program belongs to another context")
+        if ctx.closed:
+            raise ContextClosedError("the context was closed")
+        if isinstance(rec, ProgramRecorder):
+            rec.execute(self)       # raises: no nesting
+        packed = None
+        if params is not None:
+            if self.params is None:
+                raise InvalidArgumentError("this program declared no params; pass params={...} to ctx.program")
+            packed = self.params.pack(params)
+        r = self._current()         # host-side only: nothing recorded in rec's buffer yet
+        fns, cmd = rec._fns, rec._cmd
+        if packed is not None:
+            # The previous replay (this frame or an earlier one) may still read
+            # the block: the barrier before the update orders it after them.
+            values, data, size = packed
+            p = self.params
+            rec._sync_before(_EMPTY, p.uids, (), _TRANSFER, _TRANSFER_WRITE)
+            fns.vkCmdUpdateBuffer(cmd, p.buffer.handle, 0, size, data)
+            rec._after(_EMPTY, p.uids, _TRANSFER, _TRANSFER_WRITE)
+            p._values = values
+        rec._sync_before(r.reads, r.writes, r.imports, r.stages, r.access)
+        fns.vkCmdExecuteCommands(cmd, 1, r.pcmd)
+        rec._bound_pipeline = rec._bound_desc = rec._bound_layout = None
+        rec._after(r.reads, r.writes, r.stages, r.write_access, r.wrote_mapped)
+        self._last_epoch = ctx._epoch
+        self.stats["replays"] += 1
+        self._pool.stats["program_replays"] += 1

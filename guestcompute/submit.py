@@ -1,0 +1,486 @@
+"""Semaphore hand-off mode: the guest records its work into a command buffer
+of its own and submits it, ordered against the host's submissions by
+semaphores, instead of recording into the host's command buffer.
+
+The same ``fn(rec)`` runs in both modes, so the two can be compared:
+
+    with ctx.record(host_cmd) as rec: fn(rec)            # injected
+    ctx.submit(fn, wait=[(sem, 1, stages)], signal=[(sem, 2)])   # hand-off
+
+- Timeline semaphores (a value per wait / signal) when the host enabled
+  them (VkTimelineSemaphoreSubmitInfo); binary semaphores (value None)
+  always. With timelines enabled every submission also signals a
+  guest-owned timeline semaphore (``Submission.semaphore`` / ``.value``) the
+  host can wait on GPU-side.
+- Command buffers come from a pool per thread and queue family and are
+  reused once their fence signalled, so nothing grows with the frame count.
+- A separate queue family (an async-compute queue the host gives with
+  ``queue=``, ``queue_family_index=``) works too. Buffers used on both
+  families with exclusive sharing need queue-family ownership transfers:
+  name them in ``shared=``; the guest's submission acquires them first and
+  releases them back last, and the host records the matching halves with
+  :func:`release_to_guest` (before) and :func:`acquire_from_guest` (after)
+  in its own command buffers. Both halves come from :func:`ownership_barrier`
+  so their buffer ranges always match, as Vulkan requires.
+
+Inside a submission the semaphore waits order the guest after the host's
+accesses, so the recorder emits no barriers against the host's declared
+stages (some, such as vertex input, would not even exist on a compute-only
+queue); writes to host-mapped memory still get their barrier to the host.
+
+Thread-safety: ``submit`` may be called from several threads (each records
+into its own thread's pool); a Submission may be waited on from any thread.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+
+import vulkan as vk
+from vulkan import ffi
+
+from . import host as _host
+from .errors import InvalidArgumentError, UnsupportedError, check
+from .record import Recorder
+from .vk.structs import array, new
+
+_COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+_TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+_GUEST_STAGES = _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
+_SHADER_RW = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+_GUEST_WRITES = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
+_GUEST_ACCESS = _SHADER_RW | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT \
+    | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT
+_ALL_ONES = 0xFFFFFFFF
+
+
+class Submission:
+    """Guest work submitted by ``ctx.submit``. ``result``: what ``fn``
+    returned; ``epoch``: the epoch it was recorded in; ``semaphore`` /
+    ``value``: the guest timeline point it signals (None without timeline
+    semaphores). ``fence`` is the guest's own, recycled (and set to None)
+    once the submission is seen complete: wait with :meth:`wait` /
+    :meth:`done` or ``ctx.retire_when(submission=...)``, not on the fence."""
+    __slots__ = ("result", "epoch", "semaphore", "value", "fence", "_cmd", "_pool", "_owner", "_done",
+                 "_waiters")
+
+    def done(self) -> bool:
+        """Whether the GPU finished it (polls, never blocks)."""
+        if self._done:
+            return True
+        owner = self._owner
+        with owner._lock:       # the fence may be reset and reused once complete
+            if not self._done and owner.ctx._fns.vkGetFenceStatus(owner.ctx.device, self.fence) == vk.VK_SUCCESS:
+                owner.complete(self)
+            return self._done
+
+    def wait(self, timeout: float = None) -> bool:
+        """Block until it finished (or ``timeout`` seconds passed); True when done."""
+        owner = self._owner
+        with owner._lock:
+            if self._done:
+                return True
+            self._waiters += 1       # keeps the fence from being recycled meanwhile
+        try:
+            ns = 2 ** 63 - 1 if timeout is None else max(0, int(timeout * 1e9))
+            fence = ffi.new("VkFence[1]", [self.fence])
+            res = owner.ctx._fns.vkWaitForFences(owner.ctx.device, 1, fence, vk.VK_TRUE, ns)
+        finally:
+            with owner._lock:
+                self._waiters -= 1
+        if res == vk.VK_TIMEOUT:
+            owner.complete(self, signalled=False)   # another waiter may have finished it
+            return self._done
+        check("vkWaitForFences", res)
+        owner.complete(self)
+        return True
+
+
+class _ThreadPool:
+    """One thread's command pool for one queue family, and its command
+    buffers free for reuse (their submissions completed)."""
+    __slots__ = ("handle", "family", "free", "thread")
+
+    def __init__(self, handle, family):
+        self.handle = handle
+        self.family = family
+        self.free = []
+        self.thread = threading.get_ident()
+
+
+class _HandoffRecorder(Recorder):
+    """A Recorder for the guest's own submissions: the semaphore waits order
+    it after the host, so no barrier waits for the host's declared stages
+    (all counted as covered) and the exit barrier only hands host-mapped
+    writes to the host."""
+
+    def __init__(self, ctx, cmd):
+        super().__init__(ctx, cmd)
+        self._covered_stages = self._covered_access = _ALL_ONES
+
+    def _finish(self):
+        extra_stages, extra_access = self._extra_stages, self._extra_access
+        if self._wrote_mapped:
+            self._emit_barrier(_COMPUTE | extra_stages, vk.VK_ACCESS_SHADER_WRITE_BIT | extra_access,
+                               vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
+        self._extra_stages = self._extra_access = 0
+        self._imports.clear()
+        self._wrote_mapped = False
+        self._entered = False
+        self._hazards.after_barrier()
+
+
+class Submitter:
+    """The context's hand-off state: per-thread command pools, fences, the
+    guest timeline semaphore and the submissions in flight."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._pools: list = []
+        self._fences: list = []            # reset, free for reuse
+        self._all_fences: list = []
+        self._in_flight = collections.deque()
+        self.live_command_buffers = 0
+        self.timeline = timeline_functions(ctx) is not None
+        self.semaphore = None
+        self._value = 0
+        self.stats = {"submissions": 0}
+
+    @classmethod
+    def of(cls, ctx) -> "Submitter":
+        with ctx._lock:
+            if ctx._submitter is None:
+                ctx._submitter = cls(ctx)
+            return ctx._submitter
+
+    # -- resources ----------------------------------------------------------
+    def _pool(self, family: int) -> _ThreadPool:
+        pools = getattr(self._local, "pools", None)
+        if pools is None:
+            pools = self._local.pools = {}
+        pool = pools.get(family)
+        if pool is None:
+            ctx = self.ctx
+            info = new("VkCommandPoolCreateInfo", queueFamilyIndex=family,
+                       flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT
+                       | vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
+            out = ffi.new("VkCommandPool *")
+            check("vkCreateCommandPool", ctx._fns.vkCreateCommandPool(ctx.device, info, ffi.NULL, out))
+            pool = pools[family] = _ThreadPool(out[0], family)
+            with self._lock:
+                self._pools.append(pool)
+        return pool
+
+    def _command_buffer(self, pool: _ThreadPool):
+        if pool.free:
+            return pool.free.pop()
+        ctx = self.ctx
+        info = new("VkCommandBufferAllocateInfo", commandPool=pool.handle,
+                   level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
+        out = ffi.new("VkCommandBuffer *")
+        check("vkAllocateCommandBuffers", ctx._fns.vkAllocateCommandBuffers(ctx.device, info, out))
+        with self._lock:
+            self.live_command_buffers += 1
+        return out[0]
+
+    def _fence(self):
+        with self._lock:
+            if self._fences:
+                return self._fences.pop()
+        ctx = self.ctx
+        out = ffi.new("VkFence *")
+        check("vkCreateFence", ctx._fns.vkCreateFence(ctx.device, new("VkFenceCreateInfo"), ffi.NULL, out))
+        with self._lock:
+            self._all_fences.append(out[0])
+        return out[0]
+
+    def _timeline_semaphore(self):
+        if self.semaphore is None:
+            ctx = self.ctx
+            kind = new("VkSemaphoreTypeCreateInfo", semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0)
+            info = new("VkSemaphoreCreateInfo", pNext=kind)
+            out = ffi.new("VkSemaphore *")
+            check("vkCreateSemaphore", ctx._fns.vkCreateSemaphore(ctx.device, info, ffi.NULL, out))
+            self.semaphore = out[0]
+        return self.semaphore
+
+    # -- completion ----------------------------------------------------------------
+    def complete(self, s: Submission, signalled: bool = True) -> None:
+        """``s`` finished on the GPU: recycle its command buffer, and its fence
+        once no thread is still waiting on it."""
+        with self._lock:
+            if signalled and not s._done:
+                s._done = True
+                try:
+                    self._in_flight.remove(s)
+                except ValueError:
+                    pass
+                # Reused by its own thread only (begin resets it: the pool has
+                # RESET_COMMAND_BUFFER); appending is safe from any thread.
+                s._pool.free.append(s._cmd)
+                s._cmd = None
+            if s._done and s._waiters == 0 and s.fence is not None:
+                fence = ffi.new("VkFence[1]", [s.fence])
+                self.ctx._fns.vkResetFences(self.ctx.device, 1, fence)
+                self._fences.append(s.fence)
+                s.fence = None
+
+    def poll(self) -> None:
+        """Recycle every submission whose fence signalled."""
+        fns, dev = self.ctx._fns, self.ctx.device
+        with self._lock:
+            for s in list(self._in_flight):
+                if not s._done and fns.vkGetFenceStatus(dev, s.fence) == vk.VK_SUCCESS:
+                    self.complete(s)
+
+    def destroy(self) -> None:
+        """Context teardown (the host made sure nothing is pending)."""
+        fns, dev = self.ctx._fns, self.ctx.device
+        with self._lock:
+            for pool in self._pools:
+                fns.vkDestroyCommandPool(dev, pool.handle, ffi.NULL)
+            for f in self._all_fences:
+                fns.vkDestroyFence(dev, f, ffi.NULL)
+            if self.semaphore is not None:
+                fns.vkDestroySemaphore(dev, self.semaphore, ffi.NULL)
+            self._pools.clear()
+            self._all_fences.clear()
+            self._fences.clear()
+            self._in_flight.clear()
+            self.semaphore = None
+            self.live_command_buffers = 0
+
+
+def timeline_functions(ctx):
+    """(vkGetSemaphoreCounterValue, vkWaitSemaphores) when the host enabled
+    timeline semaphores, else None."""
+    if not ctx.caps.timeline_semaphores:
+        return None
+    fns = ctx._fns
+    for suffix in ("", "KHR"):
+        get = getattr(fns, "vkGetSemaphoreCounterValue" + suffix, None)
+        if get is not None:
+            return get, getattr(fns, "vkWaitSemaphores" + suffix, None)
+    return None
+
+
+def timeline_reached(ctx, semaphore):
+    """A poll function: has timeline ``semaphore=(sem, value)`` reached value?"""
+    if not (isinstance(semaphore, tuple) and len(semaphore) == 2):
+        raise InvalidArgumentError("semaphore= takes a (timeline VkSemaphore, value) pair")
+    found = timeline_functions(ctx)
+    if found is None:
+        raise UnsupportedError("retire_when(semaphore=) needs timeline semaphores enabled by the host "
+                               "(Vulkan 1.2 or VK_KHR_timeline_semaphore, feature timelineSemaphore)")
+    get = found[0]
+    sem = _host.as_handle(semaphore[0], "VkSemaphore", "semaphore")
+    value = _as_value(semaphore[1], "semaphore value")
+    out = ffi.new("uint64_t *")
+    dev = ctx.device
+
+    def reached() -> bool:
+        check("vkGetSemaphoreCounterValue", get(dev, sem, out))
+        return out[0] >= value
+    return reached
+
+
+def _as_value(v, what):
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 64:
+        raise InvalidArgumentError(f"{what} must be a non-negative int, got {v!r}")
+    return v
+
+
+def _as_stages(stages) -> int:
+    if stages is None:
+        return _GUEST_STAGES
+    if isinstance(stages, int) and not isinstance(stages, bool):
+        if stages <= 0:
+            raise InvalidArgumentError("wait stages must be a non-empty VkPipelineStageFlags mask")
+        return stages
+    return _host.as_host_access(stages).stages
+
+
+def _parse_waits(wait):
+    out = []
+    for item in wait:
+        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+            raise InvalidArgumentError("wait= takes (semaphore, value or None, stages) tuples")
+        sem = _host.as_handle(item[0], "VkSemaphore", "wait semaphore")
+        value = None if item[1] is None else _as_value(item[1], "wait value")
+        out.append((sem, value, _as_stages(item[2] if len(item) == 3 else None)))
+    return out
+
+
+def _parse_signals(signal):
+    out = []
+    for item in signal:
+        if isinstance(item, (tuple, list)):
+            if len(item) != 2:
+                raise InvalidArgumentError("signal= takes (semaphore, value or None) pairs")
+            sem, value = item
+        else:
+            sem, value = item, None
+        sem = _host.as_handle(sem, "VkSemaphore", "signal semaphore")
+        out.append((sem, None if value is None else _as_value(value, "signal value")))
+    return out
+
+
+def ownership_barrier(ctx, cmd, tensors, *, src_family: int, dst_family: int, src_stages: int,
+                      src_access: int, dst_stages: int, dst_access: int) -> None:
+    """Record a queue-family ownership transfer half (release when ``cmd``
+    runs on ``src_family``, acquire on ``dst_family``) for the buffers of
+    ``tensors``, each over its whole range so both halves match exactly."""
+    from .ops.base import check_tensor
+    bufs = {}
+    for t in tensors:
+        t = check_tensor(ctx, t, "shared tensor")
+        bufs[t.buffer.uid] = t.buffer
+    if not bufs:
+        return
+    bars = array("VkBufferMemoryBarrier", [
+        new("VkBufferMemoryBarrier", srcAccessMask=src_access, dstAccessMask=dst_access,
+            srcQueueFamilyIndex=src_family, dstQueueFamilyIndex=dst_family, buffer=b.handle,
+            offset=0, size=b.size) for b in bufs.values()])
+    ctx._fns.vkCmdPipelineBarrier(cmd, src_stages, dst_stages, 0, 0, ffi.NULL, len(bufs), bars, 0, ffi.NULL)
+
+
+def _host_side(t) -> tuple:
+    ha = t.buffer.host_access
+    return (ha.stages, ha.access) if ha is not None else (_COMPUTE | _TRANSFER, _GUEST_ACCESS)
+
+
+def release_to_guest(ctx, host_cmd, tensors, guest_family: int) -> None:
+    """Host side, before the guest's submission: release ``tensors`` from the
+    adopted queue family to ``guest_family`` in the host's ``host_cmd``."""
+    for t in tensors:
+        stages, access = _host_side(t)
+        ownership_barrier(ctx, host_cmd, [t], src_family=ctx.queue_family_index, dst_family=guest_family,
+                          src_stages=stages, src_access=access & _WRITES_ANY,
+                          dst_stages=vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dst_access=0)
+
+
+def acquire_from_guest(ctx, host_cmd, tensors, guest_family: int) -> None:
+    """Host side, after the guest's submission: acquire ``tensors`` back on
+    the adopted queue family in the host's ``host_cmd``."""
+    for t in tensors:
+        stages, access = _host_side(t)
+        ownership_barrier(ctx, host_cmd, [t], src_family=guest_family, dst_family=ctx.queue_family_index,
+                          src_stages=vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, src_access=0,
+                          dst_stages=stages, dst_access=access)
+
+
+_WRITES_ANY = (vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
+               | vk.VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT
+               | vk.VK_ACCESS_MEMORY_WRITE_BIT)
+
+
+def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None, shared=(),
+           queue_lock=None) -> Submission:
+    """Record ``fn(rec)`` into a guest-owned command buffer and submit it.
+
+    ``queue``: a VkQueue of ``queue_family_index`` (default: the queue and
+    family given to ``Context.adopt``). ``wait``: ``(semaphore, value,
+    stages)`` tuples — ``value`` None for a binary semaphore, an int for a
+    timeline one; ``stages`` the guest stages that wait (default: all guest
+    stages). ``signal``: ``(semaphore, value)`` pairs or bare binary
+    semaphores. ``shared``: tensors used on both queue families (only for
+    another family; see the module notes). ``queue_lock``: held around
+    vkQueueSubmit (default: the lock given to adopt). The work belongs to
+    the current epoch; retire it with ``ctx.retire_when(submission=s)``.
+    """
+    ctx._check_open()
+    if not callable(fn):
+        raise InvalidArgumentError(f"ctx.submit needs a callable fn(rec), got {type(fn).__name__}")
+    family = ctx.queue_family_index if queue_family_index is None else queue_family_index
+    if isinstance(family, bool) or not isinstance(family, int) or family < 0:
+        raise InvalidArgumentError("queue_family_index must be a non-negative int")
+    if queue is None:
+        if family != ctx.queue_family_index:
+            raise InvalidArgumentError("pass queue= for a queue family other than the adopted one")
+        if ctx.queue is None:
+            raise UnsupportedError("ctx.submit needs a queue: pass queue= here or to Context.adopt")
+        queue = ctx.queue
+    queue = _host.as_handle(queue, "VkQueue", "queue")
+    waits, signals = _parse_waits(wait), _parse_signals(signal)
+    owner = Submitter.of(ctx)
+    if any(v is not None for _, v, _ in waits) or any(v is not None for _, v in signals):
+        if not owner.timeline:
+            raise UnsupportedError("timeline semaphore values need timeline semaphores enabled by the host; "
+                                   "pass None values for binary semaphores")
+    cross = family != ctx.queue_family_index
+    shared = list(shared) if cross else []
+    if shared:
+        from .ops.base import check_tensor
+        shared = [check_tensor(ctx, t, "shared tensor") for t in shared]
+    owner.poll()
+
+    fns = ctx._fns
+    pool = owner._pool(family)
+    cmd = owner._command_buffer(pool)
+    epoch = ctx._epoch
+    try:
+        begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
+        if shared:
+            ownership_barrier(ctx, cmd, shared, src_family=ctx.queue_family_index, dst_family=family,
+                              src_stages=vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, src_access=0,
+                              dst_stages=_GUEST_STAGES, dst_access=_GUEST_ACCESS)
+        rec = _HandoffRecorder(ctx, cmd)
+        with rec:
+            result = fn(rec)
+        if shared:
+            ownership_barrier(ctx, cmd, shared, src_family=family, dst_family=ctx.queue_family_index,
+                              src_stages=_GUEST_STAGES, src_access=_GUEST_WRITES,
+                              dst_stages=vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dst_access=0)
+        check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
+    except BaseException:
+        # A half-recorded buffer cannot be begun again: free it.
+        fns.vkFreeCommandBuffers(ctx.device, pool.handle, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
+        with owner._lock:
+            owner.live_command_buffers -= 1
+        raise
+
+    fence = owner._fence()
+    s = Submission()
+    s.result, s.epoch, s.fence, s._cmd, s._pool, s._owner, s._done = result, epoch, fence, cmd, pool, owner, False
+    s._waiters = 0
+    s.semaphore = s.value = None
+    wait_sems = [w[0] for w in waits]
+    wait_vals = [w[1] or 0 for w in waits]
+    stages = [w[2] for w in waits]
+    sig_sems = [g[0] for g in signals]
+    sig_vals = [g[1] or 0 for g in signals]
+    cmds = ffi.new("VkCommandBuffer[1]", [cmd])
+    lock = queue_lock or ctx._queue_lock
+    with owner._lock, lock:
+        # The guest timeline's values must rise in submission order: take the
+        # next value and submit under one lock.
+        pnext = None
+        if owner.timeline:
+            sig_sems.append(owner._timeline_semaphore())
+            owner._value += 1
+            sig_vals.append(owner._value)
+            s.semaphore, s.value = owner.semaphore, owner._value
+            # Lists, not ready cdata: new() keeps what it converts alive.
+            pnext = new("VkTimelineSemaphoreSubmitInfo",
+                        waitSemaphoreValueCount=len(wait_vals),
+                        pWaitSemaphoreValues=wait_vals if wait_vals else ffi.NULL,
+                        signalSemaphoreValueCount=len(sig_vals), pSignalSemaphoreValues=sig_vals)
+        w_arr = array("VkSemaphore", wait_sems) if wait_sems else ffi.NULL
+        st_arr = array("VkPipelineStageFlags", stages) if stages else ffi.NULL
+        s_arr = array("VkSemaphore", sig_sems) if sig_sems else ffi.NULL
+        info = new("VkSubmitInfo", pNext=pnext if pnext is not None else ffi.NULL, waitSemaphoreCount=len(wait_sems), pWaitSemaphores=w_arr,
+                   pWaitDstStageMask=st_arr, commandBufferCount=1, pCommandBuffers=cmds,
+                   signalSemaphoreCount=len(sig_sems), pSignalSemaphores=s_arr)
+        res = fns.vkQueueSubmit(queue, 1, info, fence)
+        if res != vk.VK_SUCCESS:
+            owner._fences.append(fence)
+            pool.free.append(cmd)
+            if owner.timeline:
+                owner._value -= 1
+            check("vkQueueSubmit", res)
+        owner._in_flight.append(s)
+        owner.stats["submissions"] += 1
+    return s

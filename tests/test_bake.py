@@ -1,0 +1,129 @@
+"""Baked SPIR-V: every built-in kernel ships precompiled, and the files are
+exactly what the current sources compile to (a stale bake fails here: run
+`make bake`)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from guestcompute.cache.spirv import BAKED_DIR, compile_glsl, glslc_path, source_key
+from guestcompute.errors import CompilerNotFoundError
+from guestcompute.kernels import bake
+from guestcompute.kernels.catalogue import all_specs
+
+STALE = "the baked SPIR-V is stale: run `make bake` (or `guestcompute bake`)"
+
+
+@pytest.fixture(scope="module")
+def catalogue():
+    return list(all_specs())
+
+
+def test_every_catalogue_spec_has_baked_spirv(catalogue):
+    missing = [f"{s.family} {s.key}" for s in catalogue
+               if not (BAKED_DIR / f"{source_key(s.render(), s.target_env)}.spv").is_file()]
+    assert not missing, f"{STALE}; {len(missing)} of {len(catalogue)} specs missing, e.g. {missing[:5]}"
+
+
+def test_no_unused_baked_files_and_index_matches(catalogue):
+    state = bake.stale()
+    assert state == {"missing": [], "unused": []}, STALE
+    index = bake.read_index()
+    assert index.get("format") == bake.INDEX_FORMAT, STALE
+    expected = {s.key: f"{source_key(s.render(), s.target_env)}.spv" for s in catalogue}
+    assert {k: v["file"] for k, v in index["kernels"].items()} == expected, STALE
+
+
+def _sample(catalogue, per_family=3):
+    """A few specs of every family (first, middle, last): a stale file
+    anywhere in a family's templates shows up in all of its variants."""
+    by_family = {}
+    for s in catalogue:
+        by_family.setdefault(s.family, []).append(s)
+    picked = []
+    for specs in by_family.values():
+        idx = sorted({0, len(specs) // 2, len(specs) - 1})[:per_family]
+        picked += [specs[i] for i in idx]
+    return picked
+
+
+def test_baked_spirv_equals_a_fresh_compile(catalogue):
+    if shutil.which("glslc") is None:
+        pytest.skip("glslc is not installed: cannot recompile to compare")
+    baked_with = bake.read_index().get("compiler")
+    if baked_with and baked_with != bake.glslc_version():
+        pytest.skip(f"baked with {baked_with}, this machine has {bake.glslc_version()}: "
+                    "byte equality only holds for one compiler version")
+    specs = catalogue if os.environ.get("GUESTCOMPUTE_CHECK_ALL_BAKED") else _sample(catalogue)
+    for s in specs:
+        glsl = s.render()
+        path = BAKED_DIR / f"{source_key(glsl, s.target_env)}.spv"
+        assert path.is_file(), STALE
+        assert path.read_bytes() == compile_glsl(glsl, s.target_env), \
+            f"{s.family} {s.key}: baked SPIR-V differs from its source; {STALE}"
+
+
+def test_bake_is_incremental_and_removes_unused(tmp_path, catalogue):
+    specs = catalogue[:3]
+    (tmp_path / ("0" * 64 + ".spv")).write_bytes(b"\x03\x02\x23\x07" + bytes(20))   # no spec needs it
+    calls = []
+    first = bake.bake(tmp_path, specs=specs, jobs=2, progress=lambda d, t: calls.append((d, t)))
+    assert first.compiled == first.sources > 0 and first.kept == 0
+    assert first.removed == ["0" * 64 + ".spv"]
+    assert calls[-1] == (first.sources, first.sources)
+    for s in specs:
+        data = (tmp_path / f"{source_key(s.render(), s.target_env)}.spv").read_bytes()
+        assert data == compile_glsl(s.render(), s.target_env)
+    index = json.loads((tmp_path / bake.INDEX_NAME).read_text())
+    assert set(index["kernels"]) == {s.key for s in specs}
+    assert index["kernels"][specs[0].key]["family"] == specs[0].family
+
+    second = bake.bake(tmp_path, specs=specs)
+    assert second.compiled == 0 and second.kept == first.sources and second.removed == []
+    assert bake.stale(tmp_path, specs) == {"missing": [], "unused": []}
+
+    # A damaged file is not "present": it is compiled again.
+    victim = next(tmp_path.glob("*.spv"))
+    victim.write_bytes(b"junk")
+    assert bake.bake(tmp_path, specs=specs).compiled == 1
+    assert victim.read_bytes()[:4] == b"\x03\x02\x23\x07"
+
+
+def test_missing_glslc_names_the_package(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))          # an empty directory: no glslc anywhere
+    with pytest.raises(CompilerNotFoundError, match="apt-get install glslc"):
+        glslc_path()
+    with pytest.raises(CompilerNotFoundError, match="glslc"):
+        compile_glsl("#version 450\nvoid main() {}\n")
+    with pytest.raises(CompilerNotFoundError):
+        bake.bake(tmp_path / "out", specs=[])
+
+
+BUILTINS_WITHOUT_GLSLC = r"""
+import json
+import numpy as np
+import guestcompute as gc
+with gc.Context.create(validation=True) as ctx:
+    a = np.arange(100, dtype=np.float32)
+    ta, tb = ctx.tensor(a), ctx.tensor(a)
+    out = ctx.run(lambda rec: rec.add(ta, tb)).numpy()
+    stats = ctx.cache_stats()
+    msgs = list(ctx.messenger.messages)
+print(json.dumps({"ok": bool(np.array_equal(out, 2 * a)), "compiles": stats["spirv_compiles"],
+                  "baked": stats["spirv_baked_hits"], "messages": msgs}))
+"""
+
+
+def test_builtins_need_no_compiler_at_runtime(tmp_path):
+    if not any(BAKED_DIR.glob("*.spv")):
+        pytest.fail(STALE)
+    env = dict(os.environ, PATH=str(tmp_path), GUESTCOMPUTE_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", BUILTINS_WITHOUT_GLSLC], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["ok"] and not result["messages"]
+    assert result["compiles"] == 0 and result["baked"] >= 1

@@ -1,0 +1,154 @@
+"""The `guestcompute` command line: each command runs, prints text, and
+prints parseable JSON with --json."""
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+from guestcompute import cli
+from guestcompute.cache import pipeline_store as ps
+from guestcompute.kernels import bake
+from guestcompute.kernels.catalogue import all_specs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _gc(args, cache_dir, extra_env=None, check=True):
+    env = dict(os.environ, GUESTCOMPUTE_CACHE_DIR=str(cache_dir), **(extra_env or {}))
+    proc = subprocess.run([sys.executable, "-m", "guestcompute", *args], env=env, cwd=cache_dir,
+                          capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_entry_point_is_declared():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["guestcompute"] == "guestcompute.cli:main"
+    assert callable(cli.main)
+
+
+def test_info_text_and_json(tmp_path):
+    text = _gc(["info"], tmp_path).stdout
+    assert "devices:" in text and str(tmp_path) in text
+    data = json.loads(_gc(["info", "--json"], tmp_path).stdout)
+    assert data["devices"] and isinstance(data["chosen"], int)
+    assert data["devices"][data["chosen"]]["name"]
+    assert data["caches"]["root"] == str(tmp_path)
+    assert "api_version" in data["would_use"]
+    # --json before the command works too
+    assert json.loads(_gc(["--json", "info"], tmp_path).stdout)["version"]
+
+
+def test_doctor_passes_here(tmp_path):
+    proc = _gc(["doctor", "--json"], tmp_path)
+    data = json.loads(proc.stdout)
+    names = {c["name"]: c for c in data["checks"]}
+    assert {"loader", "driver (ICD)", "validation layer", "glslc", "built-in kernels",
+            "cache directory", "compute"} <= set(names)
+    assert data["ok"] is True
+    assert names["compute"]["status"] == "ok" and names["cache directory"]["status"] == "ok"
+    assert "[  OK] loader" in _gc(["doctor"], tmp_path).stdout
+
+
+def test_doctor_fails_with_a_fix_hint_when_no_driver(tmp_path):
+    missing = str(tmp_path / "no-such-icd.json")
+    env = {"VK_ICD_FILENAMES": missing, "VK_DRIVER_FILES": missing}
+    proc = _gc(["doctor", "--json"], tmp_path, env, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    icd = next(c for c in data["checks"] if c["name"] == "driver (ICD)")
+    assert icd["status"] == "fail" and "mesa-vulkan-drivers" in icd["fix"]
+    assert data["ok"] is False
+
+
+def test_doctor_warns_about_an_unwritable_cache_dir(tmp_path):
+    (tmp_path / "file").write_bytes(b"")
+    check = cli._cache_dir_check(tmp_path / "file" / "cache")
+    assert check["status"] == "warn" and "GUESTCOMPUTE_CACHE_DIR" in check["fix"]
+
+
+def test_cache_stats_and_clear(modern_host, tmp_path, capsys):
+    ctx = modern_host.adopt(cache_dir=tmp_path)
+    a = ctx.tensor(np.ones(32, np.float32))
+    modern_host.run(ctx, lambda rec: rec.add(a, a))
+    ctx.close()
+    (tmp_path / "pipelines" / "zz-foreign.bin").write_bytes(b"garbage")
+    (tmp_path / "pipelines" / "keep-me.txt").write_text("not ours")
+
+    assert cli.main(["cache", "stats", "--json", "--cache-dir", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    entries = {e["file"]: e for e in data["pipelines"]["entries"]}
+    good = entries[ps.DeviceIdentity.from_limits(ctx.limits).file_name()]
+    assert good["problem"] is None and good["vendor_id"] == ctx.limits.vendor_id
+    assert entries["zz-foreign.bin"]["problem"]
+    assert data["pipelines"]["files"] == 2
+
+    assert cli.main(["cache", "stats", "--cache-dir", str(tmp_path)]) == 0
+    assert "[ok]" in capsys.readouterr().out
+
+    assert cli.main(["--json", "cache", "clear", "--pipelines", "--cache-dir", str(tmp_path)]) == 0
+    cleared = json.loads(capsys.readouterr().out)
+    assert cleared["removed_files"] == 2 and not cleared["errors"]
+    assert (tmp_path / "pipelines" / "keep-me.txt").exists()       # only our own files go
+
+    assert cli.main(["cache", "clear", "--cache-dir", str(tmp_path)]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert not list((tmp_path / "spirv").glob("*.spv"))
+
+
+def test_bake_command(tmp_path, monkeypatch, capsys):
+    few = list(all_specs())[:2]
+    monkeypatch.setattr(bake, "_catalogue", lambda: iter(few))
+    out = tmp_path / "baked"
+    assert cli.main(["bake", "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["specs"] == 2 and report["compiled"] == report["sources"]
+    assert cli.main(["bake", "--out", str(out)]) == 0
+    assert "0 compiled" in capsys.readouterr().out
+    assert cli.main(["bake", "--check", "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    (out / ("1" * 64 + ".spv")).write_bytes(b"old")
+    assert cli.main(["bake", "--check", "--out", str(out)]) == 1
+    assert "stale" in capsys.readouterr().out
+
+    monkeypatch.setenv("PATH", str(tmp_path))            # no glslc
+    assert cli.main(["bake", "--out", str(out), "--force"]) == 1
+    assert "apt-get install glslc" in capsys.readouterr().err
+
+
+def test_bench_without_the_suite_says_so(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_find_benchmarks", lambda: None)
+    assert cli.main(["bench"]) == 2
+    assert "benchmark suite is not available" in capsys.readouterr().err
+    assert cli.main(["bench", "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
+def test_bench_delegates_to_the_runner(monkeypatch):
+    seen = []
+
+    class Runner:
+        @staticmethod
+        def main(argv):
+            seen.append(argv)
+            return 0
+    monkeypatch.setattr(cli, "_find_benchmarks", lambda: Runner)
+    assert cli.main(["bench", "--", "--only", "add"]) == 0
+    assert cli.main(["--json", "bench", "quick"]) == 0
+    assert seen == [["--only", "add"], ["quick", "--json"]]
+
+
+def test_no_command_prints_usage(capsys):
+    assert cli.main([]) == 2
+    assert "usage" in capsys.readouterr().err
+
+
+def test_python_dash_m_cache(tmp_path):
+    assert "cache root" in _gc(["cache", "stats"], tmp_path).stdout
+    proc = _gc(["cache"], tmp_path, check=False)          # a subcommand is missing
+    assert proc.returncode == 2 and "usage" in proc.stderr

@@ -1,0 +1,85 @@
+"""Op plans reused for repeated calls on the same tensors: same results, same
+validation, no memory kept alive."""
+import gc as pygc
+
+import numpy as np
+import pytest
+
+from guestcompute.errors import InvalidArgumentError, ShapeError
+from guestcompute.ops.memo import PlanMemo, memo_of
+
+
+def test_repeat_calls_reuse_the_plan_and_stay_correct(host, ctx):
+    a_np = np.arange(100, dtype=np.float32)
+    a, b, c = ctx.tensor(a_np), ctx.tensor(np.ones(100, np.float32)), ctx.empty((100,))
+    memo = memo_of(ctx)
+    for i in range(3):
+        host.run(ctx, lambda rec: rec.add(a, b, out=c))
+        np.testing.assert_array_equal(c.numpy(), a_np + 1)
+        host.run(ctx, lambda rec: rec.add(c, 2.5, out=c))     # in place with a scalar
+        np.testing.assert_array_equal(c.numpy(), a_np + 3.5)
+    assert memo.hits >= 4
+
+
+def test_a_resized_tensor_is_validated_again(host, ctx):
+    a, b, c = ctx.zeros((64,)), ctx.zeros((64,)), ctx.empty((64,))
+    host.run(ctx, lambda rec: rec.add(a, b, out=c))
+    a.resize((65,))
+    with pytest.raises(ShapeError):
+        host.run(ctx, lambda rec: rec.add(a, b, out=c))
+    c.resize((32,))
+    b.resize((32,))
+    a.resize((32,))
+    a.write(np.full(32, 2, np.float32))
+    b.write(np.full(32, 3, np.float32))
+    host.run(ctx, lambda rec: rec.add(a, b, out=c))
+    np.testing.assert_array_equal(c.numpy(), np.full(32, 5, np.float32))
+
+
+def test_equal_scalars_of_other_types_are_validated_again(host, ctx):
+    x, y = ctx.tensor(np.arange(8, dtype=np.int32)), ctx.empty((8,), "int32")
+    host.run(ctx, lambda rec: rec.add(x, 1, out=y))
+    with pytest.raises(InvalidArgumentError):
+        host.run(ctx, lambda rec: rec.add(x, True, out=y))      # bool is not a number here
+    host.run(ctx, lambda rec: rec.add(x, 1.0, out=y))
+    np.testing.assert_array_equal(y.numpy(), np.arange(8) + 1)
+
+
+def test_views_made_per_call_work_and_leave_no_entries(host, ctx):
+    base = ctx.tensor(np.arange(64, dtype=np.float32))
+    out = ctx.empty((32,))
+    memo = memo_of(ctx)
+    before = len(memo)
+    for k in range(2):
+        host.run(ctx, lambda rec: rec.copy(base[k::2], out=out))
+        np.testing.assert_array_equal(out.numpy(), np.arange(64, dtype=np.float32)[k::2])
+    pygc.collect()
+    assert len(memo) == before             # each view died, and its entry with it
+
+
+def test_plans_keep_no_memory_alive(host, ctx):
+    memo = memo_of(ctx)
+    a, b, c = ctx.zeros((256,)), ctx.zeros((256,)), ctx.empty((256,))
+    host.run(ctx, lambda rec: rec.add(a, b, out=c))
+    assert len(memo) >= 1
+    live = ctx.cache_stats()["live_buffers"]
+    del a, c
+    pygc.collect()
+    ctx.retire()
+    assert ctx.cache_stats()["live_buffers"] == live - 2
+    assert len(memo) == 0
+
+
+def test_memo_is_bounded():
+    class T:            # stands in for a tensor: weak-referenceable, has a buffer
+        def __init__(self):
+            self._buffer = object()
+    memo = PlanMemo(limit=4)
+    ts = [T() for _ in range(10)]
+    for i, t in enumerate(ts):
+        memo.put(("k", i), (t,), [i])
+    assert len(memo) == 4
+    assert memo.get(("k", 9), (ts[9],)) == [9]
+    assert memo.get(("k", 0), (ts[0],)) is None
+    ts[9]._buffer = object()               # "reallocated": a miss
+    assert memo.get(("k", 9), (ts[9],)) is None
