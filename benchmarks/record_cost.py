@@ -248,3 +248,44 @@ def run(env) -> list:
     finally:
         ctx.close()
         host.close()
+
+
+def main(argv=None) -> int:
+    """``python -m benchmarks.record_cost [--profile]``: the three workloads,
+    and with ``--profile`` where the library's time goes (cProfile)."""
+    import argparse
+    import cProfile
+    import pstats
+    import types
+    p = argparse.ArgumentParser(description="recording cost per dispatch vs a raw cffi loop")
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--device")
+    args = p.parse_args(argv)
+    env = types.SimpleNamespace(quick=False, device=args.device, out=None)
+    for r in run(env):
+        print(f"{r.name:58s} {r.value:7.2f} {r.unit} vs {r.baseline_value:6.2f}  ratio {r.ratio:5.2f}")
+    if args.profile:
+        from guestcompute.testing import HeadlessHost
+        host = HeadlessHost("modern", validation=False, device=args.device)
+        ctx = host.adopt()
+        try:
+            bench = RecordBench(host, ctx)
+            for name in ("lib_distinct", "lib_chained"):
+                fn = getattr(bench, name)
+                fn()
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(50):
+                    fn()
+                prof.disable()
+                print(f"\n--- {name}: 50 frames of {N_SETS} dispatches")
+                pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+        finally:
+            ctx.close()
+            host.close()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

@@ -29,7 +29,8 @@ GPU_PARTICLES = 1_000_000
 CPU_PARTICLES = 150_000
 
 
-def parser(description: str, default_frames_headless: int = 60) -> argparse.ArgumentParser:
+def parser(description: str, default_frames_headless: int = 60,
+           cpu_particles: int = CPU_PARTICLES) -> argparse.ArgumentParser:
     """The flags every demo takes."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--headless", action="store_true",
@@ -41,13 +42,13 @@ def parser(description: str, default_frames_headless: int = 60) -> argparse.Argu
                    help="write the last frame as PNG (headless mode)")
     p.add_argument("--particles", type=int, default=None,
                    help=f"particle count (default: {GPU_PARTICLES:,} on a GPU, "
-                        f"{CPU_PARTICLES:,} on a CPU device)")
+                        f"{cpu_particles:,} on a CPU device)")
     p.add_argument("--device", default=None, help="substring of the Vulkan device name to use")
     p.add_argument("--validation", action="store_true",
                    help="enable the Khronos validation layer (with synchronization validation); "
                         "the exit status is 1 if it reports anything")
     p.add_argument("--size", type=int, nargs=2, default=(800, 600), metavar=("W", "H"))
-    p.set_defaults(default_frames_headless=default_frames_headless)
+    p.set_defaults(default_frames_headless=default_frames_headless, cpu_particles=cpu_particles)
     return p
 
 
@@ -122,12 +123,12 @@ class GuestApp:
         props = vk.vkGetPhysicalDeviceProperties(self.renderer.physical_device)
         return props.deviceType == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
 
-    def default_particles(self, requested: int | None) -> int:
-        if requested is not None:
-            if requested <= 0:
+    def default_particles(self, args) -> int:
+        if args.particles is not None:
+            if args.particles <= 0:
                 raise SystemExit("--particles must be positive")
-            return requested
-        return CPU_PARTICLES if self.on_cpu else GPU_PARTICLES
+            return args.particles
+        return args.cpu_particles if self.on_cpu else GPU_PARTICLES
 
     def record(self, cmd, fn):
         """Record ``fn(rec)`` into the host's ``cmd``, timing the CPU cost."""

@@ -64,7 +64,7 @@ class LorenzParticles:
     """The simulation, recorded into the host's command buffer each frame."""
 
     def __init__(self, ctx, count: int, positions_buffer, colors_buffer, extent,
-                 point_size: float = 1.5, intensity: float | None = None):
+                 point_size: float | None = None, intensity: float | None = None):
         self.count = count
         nbytes = count * 16
         # Zero-copy views of the host's vertex buffers (a vec4 per particle).
@@ -79,6 +79,9 @@ class LorenzParticles:
         groups = -(-count // WORKGROUP)
         most = ctx.limits.max_workgroup_count[0]
         self.groups = (min(groups, most), -(-groups // most), 1)
+        if point_size is None:
+            # Bigger sprites when there are few particles, single pixels for millions.
+            point_size = 2.0 if count < 100_000 else 1.5 if count < 500_000 else 1.0
         self.point_size = point_size
         self.extent = extent
         if intensity is None:

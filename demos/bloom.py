@@ -1,36 +1,46 @@
-"""Bloom and tonemapping of the rendered frame, as guest ops on a buffer.
+"""Bloom and tonemapping of the rendered frame, as guest work on a buffer.
 
 The renderer draws into an image; guestcompute works on buffers. So, in
 the renderer's after-pass hook (same command buffer, after the draw):
 
 1. host:  ``copy_image_to_buffer`` — the frame's pixels into a host-owned
-          storage buffer, imported as an ``(H, W, 4)`` uint8 tensor with
-          ``host_access="transfer"`` (the guest waits for that copy, and hands
-          its own writes back to the transfer stage);
+          storage buffer, imported as an ``(H, W)`` uint32 tensor of packed
+          RGBA8 pixels with ``host_access="transfer"`` (the guest waits for
+          that copy and hands its own writes back to the transfer stage);
 2. guest: the bloom below, writing the result over the same buffer;
 3. host:  ``copy_buffer_to_image`` — the processed frame back into the
           image, which is then presented (or read back) as usual.
 
-The bloom: convert to float, box-filter to half resolution (strided views
-of the frame), keep what is brighter than a threshold, blur that at two
-radii (``gaussian_blur``) and add the glow back into the full-resolution
-frame (a nearest-neighbour upsample: four strided adds). Then tonemap with
-``1 - exp(-exposure · x)`` and quantise to 8 bits. All channels are
-processed alike, so RGBA and BGRA images both work.
+The bloom:
 
-All of it is the same every frame, so it is recorded once per frame size as
-a program (``ctx.program``) and replayed with ``rec.execute`` — or recorded
-op by op each frame with ``direct=True``, for comparison.
+- ``gaussian_blur`` of the frame seen at quarter resolution (a strided view,
+  ``pixels[::4, ::4]``: nothing is copied to downsample) at two radii, a
+  tight halo and a wide glow, into one small ``(2, H/4, W/4)`` tensor;
+- one user kernel (``demos/kernels/bloom_composite.comp``) over the full
+  frame: add the part of the glow above a threshold (bilinear upsampling),
+  tonemap with ``1 - exp(-exposure · x)``, store opaque pixels.
 
-Needs 8-bit storage buffers (``VK_KHR_8bit_storage``, which
-``gc.requirements()`` recommends); without them the demo skips this pass.
+Packed RGBA8 in uint32 needs no 8-bit storage, so this runs on a bare
+Vulkan 1.0 device too; channels are treated alike, so RGBA and BGRA
+swapchain formats both work.
+
+It is the same work every frame, so it is recorded once per frame size as a
+program (``ctx.program``) and replayed with ``rec.execute`` — or, with
+``direct=True``, recorded op by op every frame, for comparison.
 """
 from __future__ import annotations
 
-THRESHOLD = 0.45          # of full scale: where the glow starts
-NEAR, WIDE = 2.0, 7.0     # blur sigmas at half resolution, in pixels
-NEAR_GAIN, WIDE_GAIN = 0.6, 0.9
+from . import kernels
+
+STEP = 4                  # glow resolution: every 4th pixel in x and y
+NEAR, WIDE = 1.0, 3.5     # blur sigmas in glow pixels (x4 in frame pixels)
+THRESHOLD = 0.3           # glow above this (0..1) is added
+NEAR_GAIN, WIDE_GAIN = 0.7, 1.2
 EXPOSURE = 1.25
+WORKGROUP = (16, 8)
+PUSH_LAYOUT = [("width", "uint"), ("height", "uint"), ("glow_width", "uint"), ("glow_height", "uint"),
+               ("threshold", "float"), ("near_gain", "float"), ("wide_gain", "float"),
+               ("exposure", "float")]
 
 
 class Bloom:
@@ -39,19 +49,24 @@ class Bloom:
 
     def __init__(self, ctx, renderer, direct: bool = False):
         self.renderer = renderer
-        self.extent = renderer.extent
-        width, height = self.extent
+        self.extent = width, height = renderer.extent
         self.frame_buffer = renderer.create_buffer(renderer.image_bytes)
-        self.pixels = ctx.import_buffer(self.frame_buffer, (height, width, 4), "uint8",
+        self.pixels = ctx.import_buffer(self.frame_buffer, (height, width), "uint32",
                                         host_access="transfer", buffer_size=renderer.image_bytes)
-        self.linear = ctx.empty((height, width, 4))
-        self.half = ctx.empty((height // 2, width // 2, 4))
-        self.wide = ctx.empty(self.half.shape)
+        small = self.pixels[::STEP, ::STEP]
+        self.glow = ctx.empty((2,) + small.shape, "uint32")     # near, wide
+        self.composite = ctx.kernel(kernels.source("bloom_composite"), workgroup=WORKGROUP,
+                                    name="bloom_composite", push_layout=PUSH_LAYOUT)
+        self.push = {"width": width, "height": height,
+                     "glow_width": small.shape[1], "glow_height": small.shape[0],
+                     "threshold": THRESHOLD, "near_gain": NEAR_GAIN, "wide_gain": WIDE_GAIN,
+                     "exposure": EXPOSURE}
+        self.groups = (-(-width // WORKGROUP[0]), -(-height // WORKGROUP[1]), 1)
         self.program = None if direct else ctx.program(self._process)
 
     @staticmethod
-    def supported(ctx, renderer) -> bool:
-        return ctx.caps.uint8_storage and renderer.image_copy_supported
+    def supported(renderer) -> bool:
+        return renderer.image_copy_supported
 
     def destroy(self):
         """Give the frame buffer back to the renderer (waits for the device)."""
@@ -70,33 +85,7 @@ class Bloom:
         self.renderer.copy_buffer_to_image(cmd, self.frame_buffer)
 
     def _process(self, rec) -> None:
-        lin, half, wide = self.linear, self.half, self.wide
-        rec.cast(self.pixels, "float32", out=lin)            # 0..255
-        # Half resolution: the 2x2 box average (odd edges dropped).
-        h, w = half.shape[:2]
-        top = lin[:2 * h, :2 * w]
-        rec.add(top[0::2, 0::2], top[1::2, 0::2], out=half)
-        rec.add(half, top[0::2, 1::2], out=half)
-        rec.add(half, top[1::2, 1::2], out=half)
-        rec.scale(half, 0.25, out=half)
-        # Only what is bright glows.
-        rec.sub(half, 255.0 * THRESHOLD, out=half)
-        rec.clamp(half, lo=0.0, out=half)
-        # A tight halo plus a wide glow.
-        rec.gaussian_blur(half, WIDE, out=wide)
-        rec.gaussian_blur(half, NEAR, out=half)
-        rec.scale(half, NEAR_GAIN, out=half)
-        rec.scale(wide, WIDE_GAIN, out=wide)
-        rec.add(half, wide, out=half)
-        for dy in (0, 1):                                     # upsample-add
-            for dx in (0, 1):
-                quadrant = lin[dy:2 * h:2, dx:2 * w:2]
-                rec.add(quadrant, half, out=quadrant)
-        # Tonemap and quantise: 255 · (1 − exp(−exposure · x / 255)), rounded.
-        rec.scale(lin, -EXPOSURE / 255.0, out=lin)
-        rec.exp(lin, out=lin)
-        rec.scale(lin, -255.0, out=lin)
-        rec.add(lin, 255.5, out=lin)
-        rec.clamp(lin, 0.0, 255.0, out=lin)
-        rec.cast(lin, "uint8", out=self.pixels)
-        rec.fill(self.pixels[:, :, 3], 255)                   # keep the frame opaque
+        small = self.pixels[::STEP, ::STEP]
+        rec.gaussian_blur(small, NEAR, out=self.glow[0])
+        rec.gaussian_blur(small, WIDE, out=self.glow[1])
+        self.composite(rec, self.pixels, self.glow, push=self.push, groups=self.groups)

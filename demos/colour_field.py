@@ -67,6 +67,14 @@ class Weights:
         h2 = np.tanh(_mm(h1, self.w2) + self.b2)
         return _sigmoid(_mm(h2, self.w3) + self.b3)
 
+    def with_normalisation_folded(self) -> "Weights":
+        """The same net taking raw attractor positions (x, y, z, 1): the
+        input scaling and shift are folded into the first layer."""
+        w1 = self.w1.astype(np.float64).copy()
+        w1[3] += INPUT_SHIFT @ w1[:3]
+        w1[:3] *= INPUT_SCALE[:, None]
+        return Weights(w1.astype(np.float32), self.w2, self.b2, self.w3, self.b3)
+
     def as_float32(self) -> "Weights":
         return Weights(*(np.asarray(a, np.float32) for a in
                          (self.w1, self.w2, self.b2, self.w3, self.b3)))

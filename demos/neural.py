@@ -2,17 +2,20 @@
 frame, between the simulation step and the draw — all in the renderer's
 command buffer.
 
-The particles move on the Lorenz attractor (see ``demos/attractor.py``); the
-network is the colour field of ``demos/colour_field.py``, trained at start-up
-with numpy. Per frame and particle the guest evaluates
+The particles move on the Lorenz attractor (``demos/attractor.py``, one
+user-kernel dispatch); the network is the colour field of
+``demos/colour_field.py``, trained at start-up with numpy. Per frame and
+particle the guest evaluates
 
-    inputs (n, 4) = (x, y, z, 1) normalised          4 small elementwise ops
-    h1 = tanh(inputs @ W1)                           matmul + tanh
-    h2 = tanh(h1 @ W2 + b2)                          matmul + add + tanh
-    colours = sigmoid(h2 @ W3 + b3) * gain           matmul + add + sigmoid + mul
+    h1 = tanh(state @ W1)              state = (x, y, z, 1); input scaling and
+                                       the first bias are folded into W1
+    h2 = tanh(h1 @ W2 + b2)
+    colour = sigmoid(h2 @ W3 + b3) * gain     -> the host's colour vertex buffer
 
-with the last matmul writing straight into the host's colour vertex buffer.
-At exit the colours of the last frame are checked against numpy.
+— three matmuls, two bias adds, three activations and a gain, recorded
+once as a program and replayed each frame (``--direct`` records the ops
+every frame instead). The last matmul writes straight into the host's
+buffer. At exit the colours of the last frame are checked against numpy.
 
 Run ``python -m demos.neural`` (a window; headless without a display).
 """
@@ -24,46 +27,52 @@ import time
 import numpy as np
 
 from .app import GuestApp, parser, report, resolve_mode
-from .attractor import CENTER_Z, LorenzParticles, initial_state
-from .colour_field import HIDDEN, INPUT_SCALE, normalised_inputs, train
+from .attractor import LorenzParticles, initial_state
+from .colour_field import HIDDEN, normalised_inputs, train
+
+# The MLP costs ~2.6 kFLOP per particle per frame: a CPU device gets fewer.
+CPU_PARTICLES = 40_000
 
 
 class NeuralColours:
-    """The trained MLP as guest tensors, evaluated into ``colors`` (n, 4)."""
+    """The trained MLP as guest tensors, evaluated from ``state`` (n, 4)
+    into ``colors`` (n, 4)."""
 
-    def __init__(self, ctx, weights, count: int, colors, intensity_gain: float):
+    def __init__(self, ctx, weights, state, colors, intensity_gain: float, direct: bool = False):
+        weights = weights.with_normalisation_folded()
         self.w1, self.w2, self.b2, self.w3, self.b3 = (
             ctx.tensor(a) for a in (weights.w1, weights.w2, weights.b2, weights.w3, weights.b3))
         # The net predicts intensity for a reference density; scale it to this one.
         self.gain = ctx.tensor(np.array([1.0, 1.0, 1.0, intensity_gain], np.float32))
-        self.inputs = ctx.empty((count, 4))
+        count = state.shape[0]
         self.h1 = ctx.empty((count, HIDDEN))
         self.h2 = ctx.empty((count, HIDDEN))
-        self.colors = colors
+        self.state, self.colors = state, colors
+        self.program = None if direct else ctx.program(self._evaluate)
 
-    def record(self, rec, x, y, z) -> None:
-        inputs = self.inputs
-        sx, sy, sz = (float(s) for s in INPUT_SCALE)
-        rec.scale(x, sx, out=inputs[:, 0])
-        rec.scale(y, sy, out=inputs[:, 1])
-        rec.sub(z, CENTER_Z, out=inputs[:, 2])
-        rec.scale(inputs[:, 2], sz, out=inputs[:, 2])
-        rec.fill(inputs[:, 3], 1.0)                  # carries the first layer's bias
-        rec.matmul(inputs, self.w1, out=self.h1)
-        rec.tanh(self.h1, out=self.h1)
-        rec.matmul(self.h1, self.w2, out=self.h2)
-        rec.add(self.h2, self.b2, out=self.h2)
-        rec.tanh(self.h2, out=self.h2)
-        rec.matmul(self.h2, self.w3, out=self.colors)   # into the host's vertex buffer
-        rec.add(self.colors, self.b3, out=self.colors)
-        rec.sigmoid(self.colors, out=self.colors)
-        rec.mul(self.colors, self.gain, out=self.colors)
+    def record(self, rec) -> None:
+        if self.program is not None:
+            rec.execute(self.program)
+        else:
+            self._evaluate(rec)
+
+    def _evaluate(self, rec) -> None:
+        h1, h2, colors = self.h1, self.h2, self.colors
+        rec.matmul(self.state, self.w1, out=h1)
+        rec.tanh(h1, out=h1)
+        rec.matmul(h1, self.w2, out=h2)
+        rec.add(h2, self.b2, out=h2)
+        rec.tanh(h2, out=h2)
+        rec.matmul(h2, self.w3, out=colors)       # into the host's vertex buffer
+        rec.add(colors, self.b3, out=colors)
+        rec.sigmoid(colors, out=colors)
+        rec.mul(colors, self.gain, out=colors)
 
 
 def run(args):
     resolve_mode(args)
     start = time.perf_counter()
-    samples = initial_state(1024, seed=11).T
+    samples = initial_state(1024, seed=11)[:, :3]
     weights, rmse = train(normalised_inputs(samples))
     print(f"colour field: 4 → {HIDDEN} → {HIDDEN} → 4 MLP trained in {time.perf_counter() - start:.1f} s "
           f"(rms error {rmse:.3f})")
@@ -71,19 +80,19 @@ def run(args):
     app = GuestApp(args, "guestcompute neural colours")
     try:
         renderer = app.renderer
-        count = app.default_particles(args.particles)
+        count = app.default_particles(args)
         print(f"device: {renderer.device_name}; particles: {count:,}; "
               f"{'offscreen' if renderer.headless else 'window'} {renderer.extent[0]}x{renderer.extent[1]}")
         buffers = renderer.create_vertex_buffers(count)
-        sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent,
-                              point_size=1.0 if count >= 500_000 else 1.5)
+        sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent)
         # The net's mean intensity is about 0.5; match the particle demo's level.
-        net = NeuralColours(app.ctx, weights, count, sim.colors, intensity_gain=sim.intensity / 0.5)
+        net = NeuralColours(app.ctx, weights, sim.state, sim.colors,
+                            intensity_gain=sim.intensity / 0.5, direct=args.direct)
 
         def before_pass(cmd, frame):
             def guest(rec):
                 sim.record(rec, frame, colour=False)
-                net.record(rec, sim.x, sim.y, sim.z)
+                net.record(rec)
             app.record(cmd, guest)
 
         frames = app.run(args.frames, before_pass, status=lambda: f"{count:,} particles, MLP colours")
@@ -91,8 +100,7 @@ def run(args):
         error = None
         if frames:
             # The last frame coloured the particles from the state it left behind.
-            state = np.stack([sim.x.numpy(), sim.y.numpy(), sim.z.numpy()], axis=1)
-            want = weights.forward(normalised_inputs(state)) * net.gain.numpy()
+            want = weights.forward(normalised_inputs(sim.state.numpy()[:, :3])) * net.gain.numpy()
             error = float(np.abs(sim.colors.numpy() - want).max())
             print(f"max |GPU colour - numpy| over {count:,} particles: {error:.2e}")
     except BaseException:
@@ -102,7 +110,10 @@ def run(args):
 
 
 def parse_args(argv=None):
-    return parser(__doc__.splitlines()[0]).parse_args(argv)
+    p = parser(__doc__.splitlines()[0], cpu_particles=CPU_PARTICLES)
+    p.add_argument("--direct", action="store_true",
+                   help="record the MLP op by op every frame instead of replaying a program")
+    return p.parse_args(argv)
 
 
 def main(argv=None) -> int:

@@ -25,20 +25,19 @@ def run(args):
     app = GuestApp(args, "guestcompute particles")
     try:
         renderer = app.renderer
-        count = app.default_particles(args.particles)
+        count = app.default_particles(args)
         print(f"device: {renderer.device_name}; particles: {count:,}; "
               f"{'offscreen' if renderer.headless else 'window'} {renderer.extent[0]}x{renderer.extent[1]}")
         buffers = renderer.create_vertex_buffers(count)
-        sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent,
-                              point_size=1.0 if count >= 500_000 else 1.5)
+        sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent)
 
         def before_pass(cmd, frame):
             app.record(cmd, lambda rec: sim.record(rec, frame))
 
         bloom = None
-        post = not args.no_bloom and Bloom.supported(app.ctx, renderer)
+        post = not args.no_bloom and Bloom.supported(renderer)
         if not args.no_bloom and not post:
-            print("bloom skipped: needs 8-bit storage buffers and copyable render targets")
+            print("bloom skipped: the render target cannot be copied to and from buffers")
 
         def after_pass(cmd, frame):
             nonlocal bloom

@@ -140,7 +140,9 @@ class Context:
                api_version=(1, 3)) -> "Context":
         """A standalone context with its own instance, device and queue: the
         best GPU, else lavapipe. ``device`` (or env GUESTCOMPUTE_DEVICE) is a
-        name substring or an index."""
+        name substring or an index.
+
+        Thread-safety: any thread; the context then follows the rules below."""
         instance, messenger, inst_api = bootstrap.create_instance(api_version, validation)
         try:
             pd = bootstrap.pick_physical_device(instance, device)
@@ -187,6 +189,10 @@ class Context:
         persisted per device under the cache directory (``cache_dir``, else
         GUESTCOMPUTE_CACHE_DIR, else the XDG cache); ``persist_pipeline_cache=
         False`` keeps it in memory only.
+
+        Thread-safety: any thread. The host keeps the device (and ``queue``)
+        alive until :meth:`close`, and shares ``queue_lock`` with its own
+        submissions to ``queue``.
         """
         inst = _host.as_handle(instance, "VkInstance", "instance")
         pd = _host.as_handle(physical_device, "VkPhysicalDevice", "physical_device")
@@ -228,7 +234,9 @@ class Context:
 
     # -- tensors ------------------------------------------------------------------
     def empty(self, shape, dtype="float32") -> Tensor:
-        """An uninitialised guest-owned tensor."""
+        """An uninitialised guest-owned tensor.
+
+        Thread-safety: any thread, also while other threads record."""
         self._check_open()
         shape = _as_shape(shape)
         d = as_dtype(dtype)
@@ -239,7 +247,11 @@ class Context:
         return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), shape, d)
 
     def tensor(self, data, dtype=None) -> Tensor:
-        """A guest-owned tensor holding a copy of ``data`` (array-like)."""
+        """A guest-owned tensor holding a copy of ``data`` (array-like).
+
+        Thread-safety: any thread, also while other threads record (without
+        host-visible memory the copy takes its turn on the queue, holding
+        ``queue_lock``)."""
         self._check_open()
         try:
             arr = np.asarray(data)
@@ -257,6 +269,7 @@ class Context:
         return t
 
     def zeros(self, shape, dtype="float32") -> Tensor:
+        """A guest-owned tensor of zeros. Thread-safety: as :meth:`tensor`."""
         # Device memory first: a shape too large fails before any host-side copy.
         t = self.empty(shape, dtype)
         if t.nbytes:
@@ -269,7 +282,10 @@ class Context:
         STORAGE_BUFFER usage). ``offset`` is in bytes; ``host_access`` is how
         the host itself uses the buffer (e.g. ``"vertex"``): the guest waits
         for it on entry and hands its writes back to it on exit. Give
-        ``buffer_size`` so out-of-range views are caught here."""
+        ``buffer_size`` so out-of-range views are caught here.
+
+        Thread-safety: any thread. The host's buffer must outlive every
+        recording that uses the view."""
         self._check_open()
         handle = _host.as_handle(buffer, "VkBuffer", "buffer")
         shape = _as_shape(shape)
@@ -306,14 +322,24 @@ class Context:
     # -- recording ------------------------------------------------------------------
     def record(self, command_buffer) -> Recorder:
         """A recorder for the host's ``command_buffer`` (recording, primary or
-        secondary, outside a render pass). Use it as a context manager."""
+        secondary, outside a render pass). Use it as a context manager.
+
+        Thread-safety: any thread. Each thread records with its own Recorder
+        into its own command buffers, allocated from a command pool only that
+        thread uses (Vulkan pools are externally synchronized); pipelines,
+        descriptors and memory are shared safely."""
         self._check_open()
         cmd = _host.as_handle(command_buffer, "VkCommandBuffer", "command_buffer")
         return Recorder(self, cmd)
 
     def run(self, fn):
         """Standalone convenience: record ``fn(rec)`` into a guest-owned
-        command buffer, submit it and wait. Returns ``fn``'s result."""
+        command buffer, submit it and wait. Returns ``fn``'s result. A
+        standalone context then retires the epoch; an adopted one leaves its
+        epochs to the host.
+
+        Thread-safety: any thread; concurrent calls take turns (one guest
+        command pool) and submit holding ``queue_lock``."""
         self._check_open()
         result = []
 
@@ -329,7 +355,10 @@ class Context:
         ``params={"dt": "float32", ...}``, ``fn(rec, params)`` gets 1-element
         tensors ``params.dt``... that ops read, and ``rec.execute(prog,
         params={"dt": 0.016})`` sets them per frame. See
-        :class:`~guestcompute.program.Program`."""
+        :class:`~guestcompute.program.Program`.
+
+        Thread-safety: any thread; a program may be executed by several
+        threads at once, each into its own command buffer."""
         from .program import Program
         self._check_open()
         return Program(self, fn, params)
@@ -343,7 +372,9 @@ class Context:
         declared with ``local_size_*_id``; ``push_layout=[(name, type), ...]``
         lets ``push=`` be a dict. Record it with ``rec.run_kernel(k,
         [tensors], push=..., groups=...)`` or ``k(rec, *tensors, ...)``.
-        See :mod:`guestcompute.kernels.user` for what a kernel may declare."""
+        See :mod:`guestcompute.kernels.user` for what a kernel may declare.
+
+        Thread-safety: any thread, also while other threads record."""
         from .kernels.user import build
         return build(self, source, entry=entry, workgroup=workgroup, name=name,
                      push_layout=push_layout)
@@ -355,7 +386,10 @@ class Context:
         after ``wait`` [(semaphore, value or None, stages)], signalling
         ``signal`` [(semaphore, value or None)]. Returns a
         :class:`~guestcompute.submit.Submission` to wait on. See
-        :func:`guestcompute.submit.submit`."""
+        :func:`guestcompute.submit.submit`.
+
+        Thread-safety: any thread (each thread records into its own pool);
+        pass the ``queue_lock`` the host submits to ``queue`` under."""
         from .submit import submit
         self._check_open()
         return submit(self, fn, queue=queue, wait=wait, signal=signal,
@@ -380,7 +414,7 @@ class Context:
                                    f"this device allows {self.limits.max_push_constants}: pass the rest "
                                    "in a small tensor")
         if d.spirv is not None:
-            _check_spirv(d.spirv)
+            _check_spirv(d.spirv, min(self.caps.api_version, self.limits.api_version, (1, 3)))
         spirv = d.spirv if d.spirv is not None else self._spirv.get(spec.render(), spec.target_env)
         bindings = tuple((b.reads, b.writes) for b in spec.bindings)
         return self._pipelines.get(spec, spirv, bindings, spec.push_size, spec_constants=d.spec_constants)
@@ -388,7 +422,8 @@ class Context:
     def warmup(self, specs=None, *, progress=None, threads=None):
         """Create pipelines now, ahead of the first frame, instead of while
         recording. ``specs``: None or ``"all"`` (every built-in kernel this
-        context can run), a list of KernelSpecs, or an object with a
+        context can run), a list of KernelSpecs and/or kernel family names
+        (e.g. ``"map"``: all its built-in variants), or an object with a
         ``specs()`` method (a program). ``progress(done, total)`` is called
         on this thread; ``threads`` creates pipelines in parallel (default:
         one per CPU, at most 8). Saves the persisted pipeline cache after.
@@ -405,11 +440,14 @@ class Context:
     # -- epochs ---------------------------------------------------------------------
     @property
     def epoch(self) -> int:
-        """The epoch that recordings made now belong to."""
+        """The epoch that recordings made now belong to. Thread-safety: any thread."""
         return self._epoch
 
     def advance_epoch(self) -> int:
-        """Close the current epoch (e.g. once per frame) and return its number."""
+        """Close the current epoch (e.g. once per frame) and return its number.
+
+        Thread-safety: any thread; epochs are per context, so with several
+        recording threads one of them (the frame loop) should own them."""
         with self._lock:
             closed = self._epoch
             self._epoch += 1
@@ -421,7 +459,10 @@ class Context:
     def retire(self, epoch: int = None) -> None:
         """The host promises all GPU work recorded in epochs ≤ ``epoch`` has
         completed; guest memory freed since then is destroyed now. Without an
-        argument: everything up to the current epoch (device idle)."""
+        argument: everything up to the current epoch (device idle).
+
+        Thread-safety: any thread, but the promise covers every thread's work
+        in those epochs: retire only once all of it completed."""
         with self._lock:
             self._retired = max(self._retired, self._epoch if epoch is None else int(epoch))
         self._collect()
@@ -641,8 +682,11 @@ class Context:
     def cache_stats(self) -> dict:
         """Counts of cache activity: pipelines_created, pipeline_hits,
         modules_created, module_hits, layouts, SPIR-V baked/disk hits and
-        compiles, descriptor sets, live buffers and bytes."""
+        compiles, descriptor sets, live buffers and bytes.
+
+        Thread-safety: any thread; a snapshot (counters are exact)."""
         stats = dict(self._pipelines.stats)
+        stats["pipeline_hits"] = self._pipelines.hits()
         stats.update(self._spirv.stats)
         stats.update(self._vk_pipeline_cache.stats)
         stats["descriptor_sets"] = self._descriptors.live_sets()
@@ -655,7 +699,8 @@ class Context:
         return stats
 
     def live_objects(self) -> dict:
-        """Vulkan objects guestcompute holds right now (leak checks)."""
+        """Vulkan objects guestcompute holds right now (leak checks).
+        Thread-safety: any thread; a snapshot."""
         return {"buffers": self.memory.live_buffers, "pipeline_objects": self._pipelines.live_objects(),
                 "descriptor_sets": self._descriptors.live_sets(), "pending_free": len(self._graveyard),
                 "command_buffers": sum(h.live_command_buffers for h in (self._programs, self._submitter)
@@ -666,7 +711,9 @@ class Context:
     def close(self) -> None:
         """Destroy everything guestcompute created. The host must make sure no
         submitted work that uses guest objects is still running. A standalone
-        context also destroys its device and instance."""
+        context also destroys its device and instance.
+
+        Thread-safety: must not race with any other use of the context."""
         if self.closed:
             return
         fns, dev = self._fns, self.device
@@ -707,10 +754,10 @@ class Context:
         self.close()
 
 
-def _check_spirv(code) -> None:
+def _check_spirv(code, api: tuple) -> None:
     """SPIR-V brought by the caller never reaches the driver unread (drivers
     may crash on garbage): anything malformed is a KernelError here."""
-    from .cache.spirv import is_spirv
+    from .cache.spirv import is_spirv, validate
     from .kernels.reflect import reflect
     if not isinstance(code, (bytes, bytearray)) or not is_spirv(bytes(code)):
         raise KernelError("the kernel's SPIR-V is not a SPIR-V module (bad magic or length); "
@@ -720,6 +767,7 @@ def _check_spirv(code) -> None:
     except KernelError as e:    # SpirvError: say what to do about it
         raise type(e)(f"the kernel's SPIR-V is malformed ({e}); recompile it, and check it "
                       "with spirv-val") from None
+    validate(bytes(code), f"vulkan{api[0]}.{api[1]}")
 
 
 def _as_shape(shape) -> tuple:

@@ -37,7 +37,7 @@ from vulkan import ffi
 
 from .dtypes import as_dtype
 from .errors import (ContextClosedError, DTypeError, InvalidArgumentError, RecordingError,
-                     WrongContextError, check)
+                     UnsupportedError, WrongContextError, check)
 from .record import Recorder
 from .tensor import Buffer, Tensor
 from .vk.structs import new
@@ -337,6 +337,7 @@ class Program:
                     value = self._fn(rec, self.params) if self.params is not None else self._fn(rec)
                 finally:
                     rec._active = False
+                    rec._capture = None     # a bound method of rec: would make rec a cycle
                 check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
             except BaseException:
                 pool.free(cmd)
@@ -420,6 +421,9 @@ class Program:
             raise ContextClosedError("the context was closed")
         if isinstance(rec, ProgramRecorder):
             rec.execute(self)       # raises: no nesting
+        if getattr(rec, "_family", ctx.queue_family_index) != ctx.queue_family_index:
+            raise UnsupportedError("a program's secondary command buffer belongs to the adopted queue family; "
+                                   "it cannot replay in a submission to another family")
         packed = None
         if params is not None:
             if self.params is None:

@@ -57,6 +57,10 @@ class Recorder:
 
     Every registered operation is a method (``rec.add``, ``rec.fill``...);
     ``dir(rec)`` lists them.
+
+    Thread-safety: every method, ops included, is for the one thread that
+    records into this recorder's command buffer; other threads use recorders
+    of their own (see ``Context.record``).
     """
 
     def __init__(self, ctx, cmd):
@@ -64,7 +68,7 @@ class Recorder:
         self._cmd = cmd
         self._fns = ctx._fns
         self._push_desc = ctx._descriptors.push
-        self._stats = ctx._pipelines.stats
+        self._count_hit = ctx._pipelines.count_hit
         self._active = False
         self._hazards = HazardTracker()
         self._entered = False
@@ -129,10 +133,12 @@ class Recorder:
         return sorted(set(super().__dir__()) | set(registered_ops()))
 
     def dispatch(self, dispatches) -> None:
-        """Record already-planned :class:`Dispatch` objects (ops use this)."""
+        """Record already-planned :class:`Dispatch` objects (ops use this).
+        Thread-safety: the recorder's own thread only."""
         self._check_active()
         if isinstance(dispatches, Dispatch):
-            dispatches = [dispatches]
+            self._record_all((dispatches,))
+            return
         if not isinstance(dispatches, (list, tuple)) or not all(isinstance(d, Dispatch) for d in dispatches):
             raise InvalidArgumentError("rec.dispatch takes a Dispatch or a list of them "
                                        "(build them with an op's planner, e.g. ops.elementwise.plan_map)")
@@ -149,7 +155,7 @@ class Recorder:
                     or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect):
                 plan = _plan_for(ctx, d)
             else:
-                self._stats["pipeline_hits"] += 1
+                self._count_hit()
             self._record(d, plan)
             return
         plans = [_plan_for(ctx, d) for d in dispatches]
@@ -427,7 +433,8 @@ def _as_method(name, fn):
         return result.value
     method.__name__ = name
     method.__qualname__ = f"Recorder.{name}"
-    method.__doc__ = fn.__doc__
+    method.__doc__ = (fn.__doc__ or "").rstrip() + ("\n\n    Thread-safety: the recorder's own thread "
+                                                     "only; tensors may be shared between threads.")
     return method
 
 

@@ -114,9 +114,10 @@ class _HandoffRecorder(Recorder):
     (all counted as covered) and the exit barrier only hands host-mapped
     writes to the host."""
 
-    def __init__(self, ctx, cmd):
+    def __init__(self, ctx, cmd, family: int):
         super().__init__(ctx, cmd)
         self._covered_stages = self._covered_access = _ALL_ONES
+        self._family = family          # programs can only replay on the adopted family
 
     def _finish(self):
         extra_stages, extra_access = self._extra_stages, self._extra_access
@@ -427,7 +428,7 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
             ownership_barrier(ctx, cmd, shared, src_family=ctx.queue_family_index, dst_family=family,
                               src_stages=vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, src_access=0,
                               dst_stages=_GUEST_STAGES, dst_access=_GUEST_ACCESS)
-        rec = _HandoffRecorder(ctx, cmd)
+        rec = _HandoffRecorder(ctx, cmd, family)
         with rec:
             result = fn(rec)
         if shared:

@@ -50,8 +50,8 @@ def draw_view(data, ctx, shape, make):
     steps = [data.draw(st.sampled_from([1, 1, 2, -1])) for _ in range(nd)]
     offset = data.draw(st.integers(0, 3)) if nd else 0
     base = make(base_shape(shape, perm, steps, offset))
-    if nd == 0:
-        return ctx.tensor(base), base
+    if nd == 0:     # ctx.tensor() of a 0-d array gives shape (1,): view it as 0-d
+        return ctx.tensor(base.reshape(1)).reshape(()), base
     return view_of(ctx, base, shape, perm, steps, offset)
 
 

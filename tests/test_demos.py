@@ -1,6 +1,7 @@
 """The demos run headless for a few frames under the validation layer (with
 synchronization validation): zero messages, and the screenshot shows
 particles — judged by pixel statistics, not against a stored image."""
+import shutil
 import struct
 import sys
 import zlib
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the demos live next to the package, not in it
 
-from demos import neural, particles  # noqa: E402
+from demos import kernels, neural, particles  # noqa: E402
 
 SMALL = ["--headless", "--validation", "--size", "160", "120", "--particles", "6000"]
 
@@ -78,9 +79,29 @@ def test_particles_move_between_frames():
     assert changed > 0.01, f"only {changed:.2%} of the pixels changed between frames 2 and 6"
 
 
+def test_particles_direct_recording_matches_program_replay():
+    # The bloom recorded op by op each frame and replayed as a program give
+    # the same frame.
+    replayed = particles.run(particles.parse_args(SMALL + ["--frames", "3"]))
+    direct = particles.run(particles.parse_args(SMALL + ["--frames", "3", "--direct"]))
+    assert not replayed.validation_messages and not direct.validation_messages
+    np.testing.assert_array_equal(replayed.last_frame, direct.last_frame)
+
+
 def test_neural_headless_under_validation(screenshot, capsys):
+    # The demo itself checks the GPU's colours against numpy (exit status 1
+    # if they differ).
     rc = neural.main(SMALL + ["--frames", "3", "--screenshot", str(screenshot)])
     out = capsys.readouterr().out
     assert rc == 0, out
+    assert "max |GPU colour - numpy|" in out
     assert "validation messages (incl. synchronization validation): 0" in out
     assert_shows_particles(read_png(screenshot))
+
+
+@pytest.mark.skipif(shutil.which("glslc") is None, reason="needs glslc")
+@pytest.mark.parametrize("name", kernels.NAMES)
+def test_shipped_spirv_is_current(name):
+    # Machines without glslc run the shipped SPIR-V: it must be what the
+    # source compiles to (regenerate with `python -m demos.kernels`).
+    assert kernels.shipped_spirv(name) == kernels.compile_glsl(name)

@@ -521,6 +521,66 @@ def _tiny_glsl() -> str:
             "void main() { uint i = gl_GlobalInvocationID.x; if (i < pc.n) x[i] += 1.0; }\n")
 
 
+# -- user kernels (ctx.kernel / rec.run_kernel) ---------------------------------------------------------
+
+def _glsl(n_bindings: int = 1, push_words: int = 1) -> str:
+    buffers = "".join(f"layout(std430, set = 0, binding = {i}) buffer B{i} {{ float x{i}[]; }};\n"
+                      for i in range(n_bindings))
+    others = "".join(f" + x{i}[i]" for i in range(1, n_bindings))     # every binding used: none optimized away
+    return ("#version 450\nlayout(local_size_x = 64) in;\n" + buffers
+            + f"layout(push_constant) uniform P {{ uint n[{push_words}]; }} pc;\n"
+            + f"void main() {{ uint i = gl_GlobalInvocationID.x; if (i < pc.n[{push_words - 1}]) "
+            + f"x0[i] += 1.0{others}; }}\n")
+
+
+@case(gc.UnsupportedError, r"split it, or pack buffers together", recording=False)
+def user_kernel_with_too_many_bindings(env, cmd):
+    env.ctx.kernel(_glsl(n_bindings=env.ctx.limits.max_storage_buffers + 1))
+
+
+@case(gc.UnsupportedError, r"pass the rest in a small tensor", recording=False)
+def user_kernel_with_too_many_push_constants(env, cmd):
+    env.ctx.kernel(_glsl(push_words=env.ctx.limits.max_push_constants // 4 + 1))
+
+
+@case(gc.KernelError, r"recompile it from its source", recording=False)
+def user_kernel_spirv_with_a_corrupt_id_bound(env, cmd):
+    # Structurally readable, but invalid: drivers may crash on such code (lavapipe does).
+    bad = bytearray(env.ctx.kernel(_glsl()).spirv)
+    bad[12:16] = (3).to_bytes(4, "little")
+    env.ctx.kernel(bytes(bad))
+
+
+@case(gc.KernelError, r"recompile it", recording=False)
+def user_kernel_spirv_that_is_garbage(env, cmd):
+    env.ctx.kernel(b"\x03\x02\x23\x07" + bytes(range(60)))
+
+
+@case(gc.KernelError, r"fix the source", recording=False)
+def user_kernel_glsl_that_does_not_compile(env, cmd):
+    env.ctx.kernel("#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undeclared = 1; }\n")
+
+
+@case(gc.InvalidArgumentError, r"GLSL text \(str\) or SPIR-V bytes", recording=False)
+def user_kernel_from_neither_text_nor_bytes(env, cmd):
+    env.ctx.kernel(12345)
+
+
+@case(gc.InvalidArgumentError, r"has 1 storage-buffer bindings but got 2 tensors")
+def user_kernel_given_too_many_tensors(env, rec):
+    rec.run_kernel(env.ctx.kernel(_glsl()), [env.f, env.f], push=np.uint32(8), groups=1)
+
+
+@case(gc.InvalidArgumentError, r"push is 2 bytes")
+def user_kernel_given_push_constants_of_the_wrong_size(env, rec):
+    rec.run_kernel(env.ctx.kernel(_glsl()), [env.f], push=b"\x08\x00", groups=1)
+
+
+@case(gc.WrongContextError, r"another context")
+def user_kernel_of_another_context(env, rec):
+    rec.run_kernel(env.other().kernel(_glsl()), [env.f], push=np.uint32(8), groups=1)
+
+
 # -- the test ------------------------------------------------------------------------------------------
 
 PARAMS = [pytest.param(p, name, id=f"{name}-{p}") for name, c in CASES.items() for p in c.profiles]

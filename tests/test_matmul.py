@@ -354,7 +354,7 @@ def test_typed_errors(host, ctx):
         with pytest.raises(gc.ShapeError):
             rec.matmul(a, a)                                   # 5 != 4
         with pytest.raises(gc.ShapeError):
-            rec.matmul(ctx.tensor(np.float32(2)), b)           # 0-d operand
+            rec.matmul(ctx.tensor(np.ones(1, np.float32)).reshape(()), b)   # 0-d operand
         with pytest.raises(gc.ShapeError):
             rec.matmul(ctx.tensor(_data((2, 4, 5))), ctx.tensor(_data((3, 5, 3))))  # batch 2 vs 3
         with pytest.raises(gc.ShapeError):

@@ -250,7 +250,8 @@ def test_bad_file_is_ignored_with_warning_and_replaced(modern_host, tmp_path, ca
 
 def test_host_pipeline_cache_is_used_not_persisted(host, tmp_path):
     handle = ffi.new("VkPipelineCache *")
-    assert host.fns.vkCreatePipelineCache(host.device, new("VkPipelineCacheCreateInfo"), ffi.NULL, handle) == 0
+    info = new("VkPipelineCacheCreateInfo")
+    assert host.fns.vkCreatePipelineCache(host.device, info, ffi.NULL, handle) == 0
     try:
         ctx = host.adopt(cache_dir=tmp_path, pipeline_cache=handle[0])
         assert ctx._pipelines.vk_cache == handle[0]
@@ -344,7 +345,8 @@ def test_two_processes_writing_at_once(tmp_path):
     for r in results:
         assert r["warnings"] == []
         assert r["stats"]["pipeline_cache_saved"] == saves
-    assert [p.name for p in (tmp_path / "pipelines").iterdir()] == [_cache_file(tmp_path).name]  # no temp files left
+    leftovers = [p.name for p in (tmp_path / "pipelines").iterdir()]
+    assert leftovers == [_cache_file(tmp_path).name]          # no temp files left behind
     third = _run_child(tmp_path, "mul")
     assert third["stats"]["pipeline_cache_loaded"] is True
     assert third["warnings"] == []
@@ -411,6 +413,24 @@ def test_warmup_rejects_bad_arguments(bare_host):
         with pytest.raises(UnsupportedError):         # a bare 1.0 host enabled no float16
             ctx.warmup([f16])
         assert ctx.cache_stats()["pipelines_created"] == 0
+    finally:
+        ctx.close()
+
+
+def test_warmup_by_family_name(bare_host):
+    from guestcompute.kernels.catalogue import all_specs
+    sizes = {}
+    for s in all_specs():
+        sizes[s.family] = sizes.get(s.family, 0) + 1
+    family = min(sizes, key=sizes.get)
+    ctx = bare_host.adopt(persist_pipeline_cache=False)
+    try:
+        report = ctx.warmup([family], threads=1)
+        assert report.total + report.skipped == sizes[family]
+        with pytest.raises(InvalidArgumentError, match="no built-in kernel family"):
+            ctx.warmup(["no-such-family"])
+        with pytest.raises(InvalidArgumentError):
+            ctx.warmup([{"not": "a spec"}])
     finally:
         ctx.close()
 

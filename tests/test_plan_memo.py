@@ -83,3 +83,21 @@ def test_memo_is_bounded():
     assert memo.get(("k", 0), (ts[0],)) is None
     ts[9]._buffer = object()               # "reallocated": a miss
     assert memo.get(("k", 9), (ts[9],)) is None
+
+
+def test_one_entry_barrier_covers_every_import_with_the_same_access(host, ctx):
+    """Host transfer writes to two buffers, then guest reads of both: a single
+    global entry barrier orders both (sync validation checks it)."""
+    n = 256
+    bufs = [host.create_buffer(n * 4) for _ in range(2)]
+    xs = [ctx.import_buffer(b, (n,), "float32", host_access="transfer", buffer_size=n * 4) for b in bufs]
+    out = ctx.empty((n,))
+    cmd = host.begin()
+    host.fill_buffer(cmd, bufs[0], 0x3F800000, n * 4)        # 1.0f
+    host.fill_buffer(cmd, bufs[1], 0x40000000, n * 4)        # 2.0f
+    with ctx.record(cmd) as rec:
+        rec.copy(xs[0], out=out)
+        rec.add(out, xs[1], out=out)
+    host.submit_and_wait(cmd)
+    np.testing.assert_array_equal(out.numpy(), np.full(n, 3.0, np.float32))
+    assert rec.barriers == 3          # entry, RAW on out, exit

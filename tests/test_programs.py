@@ -93,6 +93,20 @@ def test_params_keep_values_and_mix_dtypes(host, ctx):
     np.testing.assert_array_equal(prog.params.k.numpy(), [10])
 
 
+def test_two_replays_with_different_params_in_one_buffer(host, ctx):
+    """The second parameter update must wait for the first replay's reads."""
+    x = ctx.tensor(np.ones(64, np.float32))
+    acc = ctx.zeros((64,))
+    prog = ctx.program(lambda rec, p: rec.add(acc, rec.mul(x, p.w), out=acc), params={"w": "float32"})
+
+    def frame(rec):
+        rec.execute(prog, params={"w": 1.0})
+        rec.execute(prog, params={"w": 10.0})
+        rec.execute(prog, params={"w": 100.0})
+    host.run(ctx, frame)
+    np.testing.assert_array_equal(acc.numpy(), np.full(64, 111.0))
+
+
 def test_rerecord_after_resize_gives_correct_results(host, ctx):
     x = ctx.tensor(np.arange(100, dtype=np.float32))
     prog = ctx.program(lambda rec: rec.scale(x, 3.0, out=x))

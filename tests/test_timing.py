@@ -152,3 +152,18 @@ def test_labels_record_nothing_without_debug_utils(host, ctx):
             rec.add(a, b, out=c)
     host.submit_and_wait(cmd)
     np.testing.assert_array_equal(c.numpy(), np.arange(256, dtype=np.float32) + 1)
+
+
+def test_timing_inside_a_program_is_refused_and_around_a_replay_works(modern_host, modern_ctx):
+    ctx = modern_ctx
+    a, b, c = _work(ctx, 1024)
+    with pytest.raises(UnsupportedError, match="program"):
+        ctx.program(lambda rec: rec.timing("inside"))
+    prog = ctx.program(lambda rec: rec.add(a, b, out=c))
+    cmd = modern_host.begin()
+    with ctx.record(cmd) as rec:
+        with rec.timing("replay"):
+            rec.execute(prog)
+    modern_host.submit_and_wait(cmd)
+    assert set(rec.timings) == {"replay"}
+    np.testing.assert_array_equal(c.numpy(), np.arange(1024, dtype=np.float32) + 1)

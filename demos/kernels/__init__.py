@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 KERNEL_DIR = Path(__file__).resolve().parent
-NAMES = ("lorenz",)
+NAMES = ("lorenz", "bloom_composite")
 # The oldest target: the SPIR-V loads on any Vulkan device.
 GLSLC_ARGS = ("--target-env=vulkan1.0", "-O")
 

@@ -108,6 +108,37 @@ def unseal(data: bytes, key: str):
     return spirv
 
 
+_validated: set = set()          # (sha256, target env) of SPIR-V that passed spirv-val
+_warned_no_validator = []
+
+
+def validate(spirv: bytes, target_env: str) -> None:
+    """Check SPIR-V that did not come from our own compiler with spirv-val
+    before any driver sees it: drivers may crash on invalid code (lavapipe
+    does, even under the validation layer, which reports it but passes it
+    on). Without spirv-val only reflection's structural checks stand guard
+    (a warning, once). Raises KernelError."""
+    key = (hashlib.sha256(spirv).digest(), target_env)
+    if key in _validated:
+        return
+    exe = shutil.which("spirv-val")
+    if exe is None:
+        if not _warned_no_validator:
+            _warned_no_validator.append(True)
+            log.warning("guestcompute: spirv-val not found, so SPIR-V passed in is not validated "
+                        "before it reaches the driver (Debian/Ubuntu: apt-get install spirv-tools)")
+        return
+    with tempfile.TemporaryDirectory(prefix="guestcompute-") as tmp:
+        path = Path(tmp) / "kernel.spv"
+        path.write_bytes(spirv)
+        proc = subprocess.run([exe, "--target-env", target_env, str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise KernelError(f"the kernel's SPIR-V is invalid for {target_env} (spirv-val: "
+                          f"{detail[0] if detail else 'failed'}); recompile it from its source")
+    _validated.add(key)
+
+
 def glslc_path() -> str:
     path = shutil.which("glslc")
     if path is None:
@@ -125,5 +156,5 @@ def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
         proc = subprocess.run([glslc_path(), f"--target-env={target_env}", "-O", str(src),
                                "-o", str(dst)], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise KernelError(f"GLSL failed to compile:\n{proc.stderr.strip()}")
+            raise KernelError(f"GLSL failed to compile; fix the source (glslc says):\n{proc.stderr.strip()}")
         return dst.read_bytes()

@@ -59,21 +59,40 @@ def resolve(ctx, specs) -> tuple:
         runnable = [s for s in every if supported(ctx, s)]
         return runnable, len(every) - len(runnable)
     if isinstance(specs, str):
-        raise InvalidArgumentError(f"warmup(): specs must be None, 'all', a list of KernelSpecs or a "
-                                   f"program, got {specs!r}")
+        raise InvalidArgumentError(f"warmup(): specs must be None, 'all', a list of KernelSpecs and "
+                                   f"kernel family names, or a program, got {specs!r}")
     if hasattr(specs, "specs") and callable(specs.specs):
         specs = specs.specs()
     try:
-        specs = list(dict.fromkeys(specs))
+        items = list(specs)
     except TypeError:
         raise InvalidArgumentError(f"warmup(): cannot iterate over {type(specs).__name__}") from None
+    specs, skipped = [], 0
+    for item in items:
+        if isinstance(item, str):              # a kernel family: its built-in variants
+            family = _family_specs(item)
+            runnable = [s for s in family if supported(ctx, s)]
+            specs += runnable
+            skipped += len(family) - len(runnable)
+        elif isinstance(item, KernelSpec):
+            specs.append(item)
+        else:
+            raise InvalidArgumentError(f"warmup(): expected KernelSpecs or family names, got "
+                                       f"{type(item).__name__}")
+    specs = list(dict.fromkeys(specs))
     for s in specs:
-        if not isinstance(s, KernelSpec):
-            raise InvalidArgumentError(f"warmup(): expected KernelSpecs, got {type(s).__name__}")
         if not supported(ctx, s):
             raise UnsupportedError(f"warmup(): kernel {s.family} needs {s.features or s.target_env}, "
                                    "which the host did not enable")
-    return specs, 0
+    return specs, skipped
+
+
+def _family_specs(name: str) -> list:
+    from ..kernels.catalogue import all_specs
+    found = [s for s in all_specs() if s.family == name]
+    if not found:
+        raise InvalidArgumentError(f"warmup(): no built-in kernel family {name!r}")
+    return found
 
 
 def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:

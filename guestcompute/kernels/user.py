@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutOfMemoryError,
                       UnsupportedError, VulkanError, WrongContextError)
 from ..ops.base import Dispatch, OpResult, check_tensor, op
+from ..cache.spirv import validate
 from .reflect import reflect
 from .spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 
@@ -144,6 +145,9 @@ def _as_spirv(ctx, source) -> bytes:
         if len(data) >= 4 and len(data) % 4 == 0 and struct.unpack_from(">I", data)[0] == _MAGIC:
             # Written big-endian: Vulkan wants host (little-endian) words.
             data = struct.pack(f"<{len(data) // 4}I", *struct.unpack(f">{len(data) // 4}I", data))
+        # Bytes from outside (not our compiler) are validated before the driver sees them.
+        api = min(ctx.caps.api_version, ctx.limits.api_version, (1, 3))
+        validate(data, f"vulkan{api[0]}.{api[1]}")
         return data
     raise InvalidArgumentError(f"kernel source must be GLSL text (str) or SPIR-V bytes, "
                                f"got {type(source).__name__}")
@@ -243,11 +247,11 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
         most = min(most, 32)
     if len(bindings) > most:
         raise UnsupportedError(f"kernel {name!r} has {len(bindings)} storage buffers; the device "
-                               f"allows {most} per kernel")
+                               f"allows {most} per kernel: split it, or pack buffers together")
     size = r.push_constant_size
     if size > ctx.limits.max_push_constants:
         raise UnsupportedError(f"kernel {name!r} declares {size} bytes of push constants; the device "
-                               f"allows {ctx.limits.max_push_constants}")
+                               f"allows {ctx.limits.max_push_constants}: pass the rest in a small tensor")
     fields = _push_fields(push_layout, size, name)
     wg = _workgroup(ctx, r, workgroup, name)
     digest = hashlib.sha256(spirv).hexdigest()

@@ -237,7 +237,9 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
         # A repeat of an earlier call on the same tensors reuses its plan (see memo.py).
         key = (expr, name, out_dtype, allowed, scalar if scalar is None else scalar_key(scalar),
                id(out), *map(id, inputs))
-        memo = ctx.__dict__.get("_plan_memo") or memo_of(ctx)
+        memo = ctx.__dict__.get("_plan_memo")
+        if memo is None:
+            memo = memo_of(ctx)
         try:
             hit = memo.get(key, (out, *inputs))
         except TypeError:          # an unhashable argument: validation below says what is wrong

@@ -41,7 +41,6 @@ from .base import OpResult, broadcast_shapes, check_dtype, check_tensor, op, sam
 from .elementwise import (COMPUTE_TYPE, NUMERIC, _output, _scalar_for, elementwise, map_variants,
                           plan_map)
 
-FLOATS = ("float32", "float16")
 NAN = "uintBitsToFloat(0x7fc00000u)"
 INF = "uintBitsToFloat(0x7f800000u)"
 _VEC = {"float": "vec", "int": "ivec", "uint": "uvec"}
@@ -84,7 +83,7 @@ def _expr(entry, operands, uniform=()):
     """(expression, helpers renderer) for a table entry applied to operands."""
     if isinstance(entry, Helper):
         return entry.call(*operands), entry.renderer(uniform)
-    for k, name in enumerate(operands):
+    for k in range(len(operands)):       # via placeholders: "x1" -> "x2" must not be renamed twice
         entry = entry.replace(f"x{k}", f"\0{k}")
     for k, name in enumerate(operands):
         entry = entry.replace(f"\0{k}", name)

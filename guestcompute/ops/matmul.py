@@ -2,28 +2,35 @@
 float32 and float16, with the kernel chosen from variants-as-data.
 
 The op canonicalises its operands into a :class:`Problem` — ``C[m, n] =
-sum_k A[m, k] * B[k, n]`` with element strides per operand, so transposed
-and sliced views are read in place — and walks :data:`CANDIDATES` in
-preference order; the first kernel whose applicability test passes runs.
-The last candidate (the tiled kernel) applies to every problem the op
+sum_k A[m, k] * B[k, n]`` with element strides per operand — and walks
+:data:`CANDIDATES` in preference order: the first kernel that can compute
+the problem on this device (``why_not``) and is a good choice for its shape
+(``unwise``) runs. The last candidate applies to every problem the op
 accepts, so there is no unhandled case: what the op cannot do it rejects
 with a typed error before anything is recorded.
 
-Preference order (the reason a kernel is skipped is reported by
-:func:`explain`):
+Preference order (:func:`explain` reports why each is skipped):
 
 1. ``gemv``     M == 1 or N == 1: a matrix-vector product; one workgroup per
-                output (subgroup or shared-memory reduction) when the matrix
-                is contiguous along K, else one thread per output.
+                output (subgroup or shared-memory reduction, sized by the
+                subgroup size) when the matrix is contiguous along K, else
+                one thread per output.
 2. ``coopmat``  float16, the host enabled VK_NV_cooperative_matrix (plus
                 shaderFloat16 and vulkanMemoryModel), a fragment shape the
-                device reports, and operands laid out for f16vec4 loads.
+                device reports, operands laid out for f16vec4 loads, enough
+                shared memory; M, N, K >= 16.
 3. ``vec4_128`` register-blocked 128×128 tiles (8×8 outputs per thread) for
-                large problems: operands contiguous along K or along M/N,
-                the contiguous size a multiple of 4 and 16-byte aligned.
+                large problems (>= 512² outputs) when shared memory allows.
 4. ``vec4_64``  the same with 64×64 tiles (4×4 per thread).
-5. ``tiled``    16×16 (or 8×8 when the device allows fewer than 256
-                invocations) shared-memory tiles; any strides and sizes.
+5. ``tiled``    16×16 shared-memory tiles, one output per thread.
+6. ``tiled_8``  8×8 tiles: 64 invocations, which every device allows.
+
+Strided operands (``a.T``, slices, broadcast batch dims) are read in place,
+never copied: every kernel takes per-operand row, column and batch strides.
+The vec4 and coopmat kernels need each of A and B contiguous along one of
+its two matrix dims (either one: ``a.T`` of a contiguous tensor qualifies),
+that dim a multiple of 4 and 16-byte alignment; other layouts run on the
+tiled kernels, which accept any strides.
 """
 from __future__ import annotations
 

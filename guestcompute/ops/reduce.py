@@ -8,7 +8,7 @@ without a kernel):
 - ``cols``: one invocation per output element looping over its row. Chosen
   for many short rows, and for many rows whose neighbours are neighbours in
   memory (reducing a non-innermost axis: adjacent invocations read adjacent
-  addresses).
+  addresses) unless the rows are long and too few to fill the device.
 - ``rows``: one 128-wide workgroup per row; each invocation strides over the
   row, then a shared-memory tree combines the 128 partial results. When a
   few rows are very long, each row is split into chunks (one workgroup
@@ -152,9 +152,17 @@ def _neighbour_rows(L: Rows) -> bool:
     return L.kshape[-1] > 1 and abs(L.kst[0][-1]) == 1
 
 
+def _cols_fit(L: Rows) -> bool:
+    """Enough rows to fill the device one per invocation, and rows short
+    enough (or so many) that one invocation per row is not a long serial loop."""
+    if L.rows < COLS_MIN_ROWS:
+        return False
+    return L.row_len <= 32 or (_neighbour_rows(L) and (L.row_len <= 1024 or L.rows >= 8192))
+
+
 KERNELS = (
-    Kernel("cols", lambda L: L.rows >= COLS_MIN_ROWS and (L.row_len <= 32 or _neighbour_rows(L))),
-    Kernel("rows", lambda L: True),
+    Kernel("cols", _cols_fit),
+    Kernel("rows", lambda L: True),     # applies to everything: no input is left without a kernel
 )
 
 

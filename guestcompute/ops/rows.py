@@ -18,6 +18,7 @@ shared-memory tree reduction the row kernels use (plain ``barrier()`` and
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError, ShapeError
@@ -41,8 +42,9 @@ def normalize_axes(axis, ndim: int, what: str, allow_tuple: bool = True) -> tupl
         raise InvalidArgumentError(f"{what}: axis must be an int or None, got {axis!r}")
     out = []
     for a in items:
-        if isinstance(a, bool) or not isinstance(a, int):
+        if isinstance(a, bool) or not isinstance(a, numbers.Integral):
             raise InvalidArgumentError(f"{what}: axis must be an int, got {a!r}")
+        a = int(a)
         if not -ndim <= a < ndim:
             raise InvalidArgumentError(f"{what}: axis {a} is out of range for a {ndim}-d tensor")
         out.append(a % ndim)
