@@ -35,8 +35,14 @@ venv: deps $(VENV)/.installed
 test: venv
 	$(PY) -m pytest -q
 
+# The particle demo: a window when there is a display; otherwise offscreen under
+# the validation layer, writing the last frame to out/particles.png.
 demo: venv
-	$(PY) demos/headless_demo.py
+	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+	  $(PY) -m demos.particles; \
+	else \
+	  $(PY) -m demos.particles --headless --validation --frames 90 --screenshot out/particles.png; \
+	fi
 
 # Precompile every built-in kernel into guestcompute/kernels/baked (needs glslc);
 # incremental: only new kernel sources compile, unused files are removed.

@@ -90,6 +90,8 @@ def run(args):
                             intensity_gain=sim.intensity / 0.5, direct=args.direct)
 
         def before_pass(cmd, frame):
+            sim.extent = renderer.extent            # follows window resizes
+
             def guest(rec):
                 sim.record(rec, frame, colour=False)
                 net.record(rec)

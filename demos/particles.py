@@ -32,6 +32,7 @@ def run(args):
         sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent)
 
         def before_pass(cmd, frame):
+            sim.extent = renderer.extent            # follows window resizes
             app.record(cmd, lambda rec: sim.record(rec, frame))
 
         bloom = None

@@ -260,7 +260,7 @@ class Context:
                                        "pass a numpy array or a rectangular nested list of numbers") from None
         d = as_dtype(dtype if dtype is not None else (arr.dtype if arr.dtype != np.float64 else np.float32))
         try:
-            arr = np.ascontiguousarray(arr, dtype=d.numpy)
+            arr = np.asarray(arr, dtype=d.numpy, order="C")   # keeps 0-d shapes (ascontiguousarray would not)
         except (ValueError, TypeError, OverflowError) as e:
             raise DTypeError(f"ctx.tensor: data cannot be converted to {d} ({e}); convert it first") from None
         t = self.empty(arr.shape, d)

@@ -24,6 +24,8 @@ class DType:
         prefix = {"float": "vec", "int": "ivec", "uint": "uvec"}[self.kind]
         if self.name == "float16":
             prefix = "f16vec"
+        elif self.name == "uint8":
+            prefix = "u8vec"
         return f"{prefix}{width}"
 
     def __str__(self) -> str:

@@ -42,14 +42,6 @@ def compute_vec(d: DType, width: int) -> str:
     return {"float": "vec", "int": "ivec", "uint": "uvec"}[d.kind] + str(width)
 
 
-def storage_vec(d: DType, width: int) -> str:
-    """GLSL type of ``width`` packed elements in a buffer (u8vec4 for uint8:
-    ``DType.vec`` would give uvec4, four times too wide)."""
-    if d.name == "uint8" and width > 1:
-        return f"u8vec{width}"
-    return d.vec(width)
-
-
 def _extensions(dtypes) -> tuple:
     exts = []
     if any(d.name == "float16" for d in dtypes):
@@ -94,7 +86,7 @@ def _render_map(spec: KernelSpec) -> str:
         out_idx = "oo"
     for k, d in enumerate(in_types):
         lines.append(f"  {compute_vec(d, width)} x{k} = {compute_vec(d, width)}(in{k}[{idx[k]}]);")
-    out_vec = storage_vec(out_type, width)
+    out_vec = out_type.vec(width)
     lines.append(f"  out0[{out_idx}] = {out_vec}({compute_vec(out_type, width)}({expr}));")
     lines.append("}")
     return "\n".join(lines)
@@ -104,8 +96,8 @@ def map_spec(expr: str, in_types, out_type: DType, mode: str, width: int = 1, ra
              scalar: str = None, helpers=None, nscalars: int = 1) -> KernelSpec:
     """``helpers``: None or ``fn(width) -> GLSL text``; ``nscalars``: 2 adds
     the push-constant scalar ``t`` (same type as ``s``)."""
-    bindings = tuple(Binding(f"in{k}", storage_vec(d, width), READ) for k, d in enumerate(in_types))
-    bindings += (Binding("out0", storage_vec(out_type, width), WRITE),)
+    bindings = tuple(Binding(f"in{k}", d.vec(width), READ) for k, d in enumerate(in_types))
+    bindings += (Binding("out0", out_type.vec(width), WRITE),)
     push = [Push("n", "uint")]
     if mode == "contig":
         push += [Push(f"off{k}", "uint") for k in range(len(in_types))] + [Push("offo", "uint")]
