@@ -11,6 +11,7 @@ the two hooks ``record_before_pass`` / ``record_after_pass``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -29,10 +30,11 @@ GPU_PARTICLES = 1_000_000
 CPU_PARTICLES = 150_000
 
 
-def parser(description: str, default_frames_headless: int = 60,
+def parser(module: str, doc: str, default_frames_headless: int = 60,
            cpu_particles: int = CPU_PARTICLES) -> argparse.ArgumentParser:
-    """The flags every demo takes."""
-    p = argparse.ArgumentParser(description=description)
+    """The flags every demo takes; the description is the first paragraph of ``doc``."""
+    description = " ".join(doc.split("\n\n")[0].split())
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
     p.add_argument("--headless", action="store_true",
                    help="render offscreen (no window); implied when no display is available")
     p.add_argument("--frames", type=int, default=None,
@@ -47,7 +49,8 @@ def parser(description: str, default_frames_headless: int = 60,
     p.add_argument("--validation", action="store_true",
                    help="enable the Khronos validation layer (with synchronization validation); "
                         "the exit status is 1 if it reports anything")
-    p.add_argument("--size", type=int, nargs=2, default=(800, 600), metavar=("W", "H"))
+    p.add_argument("--size", type=int, nargs=2, default=(800, 600), metavar=("W", "H"),
+                   help="window / image size (default: 800 600)")
     p.set_defaults(default_frames_headless=default_frames_headless, cpu_particles=cpu_particles)
     return p
 
@@ -64,10 +67,11 @@ class FrameStats:
     """Per-frame wall time and CPU time spent inside guest recording."""
     frame_s: list = field(default_factory=list)
     record_s: list = field(default_factory=list)
+    # The first frame may create pipelines and fill caches: leave it out.
+    warmup: int = 1
 
     def steady(self, values):
-        # The first frame creates pipelines (and may compile shaders): leave it out.
-        return values[1:] if len(values) > 1 else values
+        return values[self.warmup:] if len(values) > self.warmup else values
 
     @property
     def fps(self) -> float:
@@ -108,8 +112,9 @@ class GuestApp:
                 instance=r.instance, physical_device=r.physical_device, device=r.device,
                 queue_family_index=r.queue_family_index, api_version=r.api_version,
                 enabled_extensions=r.enabled_extensions, features=r.features_chain,
-                # The queue is only used for uploads at start-up (ctx.tensor on
-                # device-local memory); recording never submits.
+                # Used outside frames only: uploads at start-up (ctx.tensor into
+                # device-local memory) and the demos' readback checks at exit.
+                # Recording never submits.
                 queue=r.queue)
         except BaseException:
             r.close()
@@ -176,7 +181,7 @@ class GuestApp:
         return renderer.frame_count
 
     def status_line(self, status=None) -> str:
-        recent = FrameStats(self.stats.frame_s[-30:], self.stats.record_s[-30:])
+        recent = FrameStats(self.stats.frame_s[-30:], self.stats.record_s[-30:], warmup=0)
         parts = [status()] if status else []
         parts += [f"{recent.fps:.1f} FPS", f"guest recording {recent.record_us:.0f} µs/frame"]
         return " — ".join(parts)
@@ -218,7 +223,6 @@ def report(name: str, result: Result, validation: bool, screenshot: Path | None)
 
 def resolve_mode(args) -> None:
     """Headless when asked, or when there is no display to open a window on."""
-    import os
     if not args.headless and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         print("no display: rendering headless")
         args.headless = True

@@ -87,7 +87,7 @@ class LorenzParticles:
         if intensity is None:
             # Keep the total light roughly independent of the particle count.
             width, height = extent
-            intensity = min(0.7, max(0.03, 0.5 * width * height / count))
+            intensity = min(0.7, max(0.03, 0.2 * width * height / count))
         self.intensity = intensity
 
     def view(self, frame: int) -> tuple:

@@ -112,7 +112,7 @@ def run(args):
 
 
 def parse_args(argv=None):
-    p = parser(__doc__.splitlines()[0], cpu_particles=CPU_PARTICLES)
+    p = parser("demos.neural", __doc__, cpu_particles=CPU_PARTICLES)
     p.add_argument("--direct", action="store_true",
                    help="record the MLP op by op every frame instead of replaying a program")
     return p.parse_args(argv)

@@ -36,19 +36,20 @@ def run(args):
             app.record(cmd, lambda rec: sim.record(rec, frame))
 
         bloom = None
-        post = not args.no_bloom and Bloom.supported(renderer)
-        if not args.no_bloom and not post:
-            print("bloom skipped: the render target cannot be copied to and from buffers")
+        if not args.no_bloom:
+            if Bloom.supported(renderer):
+                bloom = Bloom(app.ctx, renderer, direct=args.direct)
+            else:
+                print("bloom skipped: the render target cannot be copied to and from buffers")
 
         def after_pass(cmd, frame):
             nonlocal bloom
-            if bloom is None or bloom.extent != renderer.extent:   # first frame, or resized
-                if bloom is not None:
-                    bloom.destroy()
+            if bloom.extent != renderer.extent:      # the window was resized
+                bloom.destroy()
                 bloom = Bloom(app.ctx, renderer, direct=args.direct)
             bloom.record(cmd, app)
 
-        frames = app.run(args.frames, before_pass, after_pass if post else None,
+        frames = app.run(args.frames, before_pass, after_pass if bloom is not None else None,
                          status=lambda: f"{count:,} particles")
         renderer.wait_idle()
         if frames:
@@ -64,7 +65,7 @@ def run(args):
 
 
 def parse_args(argv=None):
-    p = parser(__doc__.splitlines()[0])
+    p = parser("demos.particles", __doc__)
     p.add_argument("--no-bloom", action="store_true", help="skip the guest post-process pass")
     p.add_argument("--direct", action="store_true",
                    help="record the post-process op by op every frame instead of replaying a program")

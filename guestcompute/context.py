@@ -478,12 +478,17 @@ class Context:
 
         The fence or semaphore must stay alive until then. A fence the host
         resets before the poll sees it only delays retirement until it is
-        signalled again."""
+        signalled again.
+
+        Thread-safety: any thread; the poll reads the fence's status, so do
+        not reset that fence on another thread while advance_epoch runs."""
         self._check_open()
         given = [x is not None for x in (fence, semaphore, submission)]
         if sum(given) != 1:
             raise InvalidArgumentError("retire_when takes exactly one of fence=, semaphore=, submission=")
         if submission is not None:
+            if not callable(getattr(submission, "done", None)):
+                raise InvalidArgumentError("submission= takes what ctx.submit returned")
             done = submission.done
         elif fence is not None:
             handle = _host.as_handle(fence, "VkFence", "fence")
@@ -548,7 +553,8 @@ class Context:
         if self.queue is None:
             # No queue to submit on: the copy is recorded at the start of the
             # next recording, and the staging buffer retires with that epoch.
-            self._pending_uploads.append((staging, buf, offset, len(data)))
+            with self._lock:            # _flush_pending_uploads swaps the list under it
+                self._pending_uploads.append((staging, buf, offset, len(data)))
             return
         region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=len(data))
 
@@ -693,6 +699,7 @@ class Context:
         stats["live_buffers"] = self.memory.live_buffers
         stats["live_bytes"] = self.memory.live_bytes
         stats["push_descriptors"] = self._descriptors.push
+        stats.update(programs_recorded=0, program_rerecords=0, program_replays=0, submissions=0)
         for helper in (self._programs, self._submitter):
             if helper is not None:
                 stats.update(helper.stats)

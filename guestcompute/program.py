@@ -9,10 +9,13 @@ body the same way).
 - Values that change per frame live in a small parameter buffer the program
   reads; ``rec.execute(prog, params=...)`` rewrites it with vkCmdUpdateBuffer
   in the host's buffer just before the replay, so nothing is re-recorded.
-- A program remembers every tensor it captured and the generation it had.
-  When one was reallocated (``Tensor.resize``) the program is re-recorded at
-  its next execute, into a *fresh* secondary: the old one may still be
-  pending, so it is freed only once the epoch of its last replay retired.
+- A program remembers every tensor it captured (the arguments and results
+  of the ops ``fn`` recorded, and the bases of views) and the generation it
+  had. When one was reallocated (``Tensor.resize``) the program is
+  re-recorded at its next execute, into a *fresh* secondary: the old one may
+  still be pending, so it is freed only once the epoch of its last replay
+  retired. (Pre-planned ``rec.dispatch(...)`` calls name buffers, not
+  tensors: they are kept alive but never trigger a re-record.)
 - Barriers inside the secondary order the program's own dispatches; the
   barrier before and after the replay (against earlier guest work, the
   host's declared accesses, parameter updates) is recorded in the host's
@@ -305,9 +308,13 @@ class Program:
         r = self._recording
         if self._invalid or r is None:
             return True
-        if r.swaps == Tensor.swaps:
+        now = Tensor.swaps
+        if r.swaps == now:
             return False
-        return any(t._buffer.uid != gen for t, gen in r.captured)
+        if any(t._buffer.uid != gen for t, gen in r.captured):
+            return True
+        r.swaps = now               # other tensors were swapped: skip this loop next time
+        return False
 
     def invalidate(self) -> None:
         """Re-record at the next execute (e.g. after changing what ``fn``

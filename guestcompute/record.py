@@ -341,7 +341,7 @@ class Recorder:
             if self.dispatches or self._extra_stages:
                 src_stage |= _COMPUTE | self._extra_stages
                 src_access |= _SHADER_WRITE | self._extra_access
-        elif hz.conflicts(reads, writes):
+        elif hz.needs_barrier(reads, writes):
             src_stage |= _COMPUTE | hz.stages
             src_access |= _SHADER_WRITE | hz.access
         if src_stage:

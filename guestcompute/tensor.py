@@ -116,7 +116,9 @@ class Tensor:
     # -- host data -----------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """Copy to a new ndarray. The GPU work that wrote this tensor must have
-        completed (the host waited on its fence, or ``ctx.run`` returned)."""
+        completed (the host waited on its fence, or ``ctx.run`` returned).
+
+        Thread-safety: any thread, once that work completed."""
         ctx = self.ctx
         ctx._check_open()
         lo, hi = self.span
@@ -130,7 +132,10 @@ class Tensor:
 
     def write(self, array) -> None:
         """Overwrite a contiguous tensor's contents from host data (outside
-        any recording; for per-frame values use programs' params)."""
+        any recording; for per-frame values use programs' params).
+
+        Thread-safety: any thread, but not while submitted GPU work that
+        reads or writes this tensor may still run (wait for its fence)."""
         ctx = self.ctx
         ctx._check_open()
         try:
@@ -152,6 +157,8 @@ class Tensor:
         return Tensor(self._buffer, shape, self.dtype, strides, offset, base=self._base or self)
 
     def reshape(self, *shape) -> "Tensor":
+        """A view with another shape (contiguous tensors only). Views are
+        plain host-side objects: any thread."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         shape = list(shape)
@@ -170,6 +177,7 @@ class Tensor:
         return self._view(tuple(shape), None, self.offset)
 
     def permute(self, *axes) -> "Tensor":
+        """A view with its axes reordered. Thread-safety: any thread."""
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         if not all(isinstance(a, (int, np.integer)) and -self.ndim <= a < self.ndim for a in axes):
@@ -182,16 +190,19 @@ class Tensor:
                           self.offset)
 
     def transpose(self, a: int = -2, b: int = -1) -> "Tensor":
+        """A view with axes ``a`` and ``b`` swapped. Thread-safety: any thread."""
         axes = list(range(self.ndim))
         axes[a], axes[b] = axes[b], axes[a]
         return self.permute(axes)
 
     @property
     def T(self) -> "Tensor":
+        """A view with all axes reversed. Thread-safety: any thread."""
         return self.permute(tuple(reversed(range(self.ndim))))
 
     def __getitem__(self, index) -> "Tensor":
-        """Basic slicing (ints, slices with steps, Ellipsis, None) → a view."""
+        """Basic slicing (ints, slices with steps, Ellipsis, None) → a view.
+        Thread-safety: any thread."""
         if not isinstance(index, tuple):
             index = (index,)
         if index.count(Ellipsis) > 1:
@@ -237,7 +248,9 @@ class Tensor:
 
     def resize(self, shape) -> None:
         """Reallocate this tensor with a new shape (contents are undefined).
-        Bumps ``generation``; programs that captured it re-record lazily."""
+        Bumps ``generation``; programs that captured it re-record lazily.
+
+        Thread-safety: not while another thread records with this tensor."""
         ctx = self.ctx
         ctx._check_open()
         if self._base is not None:

@@ -3,7 +3,6 @@ guest's barriers treat the hook as touching what the host declared."""
 import numpy as np
 import pytest
 import vulkan as vk
-from vulkan import ffi
 
 import guestcompute as gc
 from guestcompute.vk.structs import new

@@ -106,7 +106,7 @@ def test_ten_thousand_frames_hold_steady(profile):
         ctx.retire()
         after = ctx.live_objects()
         assert after["buffers"] == 2 and after["pending_free"] == 0       # x and y only
-        assert after["descriptor_sets"] == (2 if profile == "bare" else 0)
+        assert after["descriptor_sets"] == 0              # every set referenced the dropped tmp
         loop.destroy()
         ctx.close()
         assert ctx.memory.live_buffers == 0 and ctx.memory.live_bytes == 0

@@ -34,12 +34,6 @@ class HazardTracker:
         w = self.written
         return not (w.isdisjoint(reads) and w.isdisjoint(writes) and self.read.isdisjoint(writes))
 
-    def conflicts(self, reads: frozenset, writes: frozenset) -> bool:
-        """:meth:`needs_barrier` for sets (set operations run in C: used for
-        program replays, which may touch many buffers at once)."""
-        return not (self.written.isdisjoint(reads) and self.written.isdisjoint(writes)
-                    and self.read.isdisjoint(writes))
-
     def after_barrier(self) -> None:
         self.written.clear()
         self.read.clear()
