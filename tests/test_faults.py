@@ -20,7 +20,7 @@ import pytest
 import guestcompute as gc
 from guestcompute.cache import pipeline_store as ps
 from guestcompute.cache import spirv as spirv_cache
-from guestcompute.cache.spirv import seal, source_key, unseal
+from guestcompute.cache.spirv import source_key, unseal
 from guestcompute.ops.elementwise import elementwise
 from guestcompute.testing import HeadlessHost
 

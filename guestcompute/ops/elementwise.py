@@ -92,10 +92,25 @@ def _render_map(spec: KernelSpec) -> str:
     return "\n".join(lines)
 
 
+_SPECS: dict = {}     # map_spec arguments -> KernelSpec (specs are few; building one is not free)
+
+
 def map_spec(expr: str, in_types, out_type: DType, mode: str, width: int = 1, rank: int = 0,
              scalar: str = None, helpers=None, nscalars: int = 1) -> KernelSpec:
     """``helpers``: None or ``fn(width) -> GLSL text``; ``nscalars``: 2 adds
     the push-constant scalar ``t`` (same type as ``s``)."""
+    if helpers is not None:                  # a function: not a reliable key
+        return _build_map_spec(expr, in_types, out_type, mode, width, rank, scalar, helpers, nscalars)
+    key = (expr, tuple(in_types), out_type, mode, width, rank, scalar, nscalars)
+    spec = _SPECS.get(key)
+    if spec is None:
+        # The same spec object every time also makes the pipeline lookup an identity hit.
+        spec = _SPECS[key] = _build_map_spec(expr, in_types, out_type, mode, width, rank, scalar, None,
+                                             nscalars)
+    return spec
+
+
+def _build_map_spec(expr, in_types, out_type, mode, width, rank, scalar, helpers, nscalars) -> KernelSpec:
     bindings = tuple(Binding(f"in{k}", d.vec(width), READ) for k, d in enumerate(in_types))
     bindings += (Binding("out0", out_type.vec(width), WRITE),)
     push = [Push("n", "uint")]

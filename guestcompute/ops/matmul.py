@@ -263,17 +263,20 @@ def _coopmat_why_not(p, d):
         return "the device reports no fp16 fragment shape this kernel knows"
     if a_layout(p) is None or b_layout(p) is None:
         return "A or B is not laid out for f16vec4 loads"
-    if K_.coopmat_shared_bytes((shape.m, shape.n, shape.k)) > d.max_shared_memory:
+    if d.subgroup_size != K_.COOPMAT_SUBGROUP:
+        return f"the kernel is laid out for {K_.COOPMAT_SUBGROUP}-wide subgroups"
+    need = K_.coopmat_shared_bytes((shape.m, shape.n, shape.k), a_layout(p), b_layout(p))
+    if need > d.max_shared_memory:
         return "not enough shared memory"
-    if 4 * max(d.subgroup_size, 1) > d.max_invocations:
-        return "workgroup of four subgroups exceeds maxComputeWorkGroupInvocations"
+    if K_.coopmat_spec((shape.m, shape.n, shape.k), shape.acc, "mk", "kn", True).workgroup[0] \
+            > d.max_invocations:
+        return "its workgroup exceeds maxComputeWorkGroupInvocations"
     return None
 
 
 def _coopmat_spec(p, d):
     s = _pick_coopmat_shape(d)
-    return K_.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p), b_layout(p), c_coopmat_direct(p),
-                           subgroup_size=max(d.subgroup_size, 1))
+    return K_.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p), b_layout(p), c_coopmat_direct(p))
 
 
 def _vec4_why_not(tile: str):

@@ -289,10 +289,12 @@ def _render_vec4(spec: KernelSpec) -> str:
 # Fragment shapes the selector knows, largest first: (M, N, K).
 COOPMAT_SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))
 COOPMAT_ACC = ("float32", "float16")
-# Subgroups per workgroup (x, y) and fragments per subgroup (WM, WN).
-COOPMAT_GRID = (2, 2)
+COOPMAT_SUBGROUP = 32     # NVIDIA's subgroup size; the staging loops are unrolled for it
+# Subgroups per workgroup (along N, along M) and fragments per subgroup (WM, WN).
+COOPMAT_GRID = (4, 2)
 COOPMAT_FRAGS = {"16x16": (4, 2), "16x8": (4, 4)}
-COOPMAT_BK = 32        # K step staged through shared memory
+COOPMAT_BK = 32           # K step staged through shared memory
+COOPMAT_PAD = 8           # fp16 elements added to each shared row: no bank conflicts
 COOPMAT_EXTS = ("GL_NV_cooperative_matrix", "GL_KHR_memory_scope_semantics",
                 "GL_KHR_shader_subgroup_basic") + UNROLL
 
@@ -303,104 +305,135 @@ def coopmat_block(shape) -> tuple:
     return (COOPMAT_GRID[1] * wm * shape[0], COOPMAT_GRID[0] * wn * shape[1])
 
 
-def coopmat_shared_bytes(shape) -> int:
+def _coopmat_rows(shape, a_layout, b_layout) -> dict:
+    """Shared tile geometry in units of 4 fp16 (a uvec2): (rows, row length) of A and B.
+    Each tile is stored in its global layout (so staging is a straight
+    vector copy); a k-major A or n-major B is loaded column-major."""
     bm, bn = coopmat_block(shape)
-    return (bm + bn) * COOPMAT_BK * 2
+    bk, pad = COOPMAT_BK, COOPMAT_PAD
+    a = (bm, (bk + pad) // 4) if a_layout == "mk" else (bk, (bm + pad) // 4)
+    b = (bk, (bn + pad) // 4) if b_layout == "kn" else (bn, (bk + pad) // 4)
+    return {"a": a, "b": b}
 
 
-def coopmat_spec(shape, acc: str, a_layout: str, b_layout: str, c_direct: bool,
-                 subgroup_size: int = 32) -> KernelSpec:
-    """Each subgroup computes WM×WN fragments with coopMatMulAddNV; the
-    workgroup stages BM×BK and BK×BN fp16 tiles in shared memory (loaded
-    as f16vec4, so A and B need the same layouts and alignment as the vec4
-    kernel). Any M, N, K: tiles are zero-padded in shared memory and edge
-    fragments are stored element by element. ``c_direct``: C is aligned
-    for coopMatStoreNV (16-byte rows), so interior fragments store directly."""
-    bindings = (Binding("a4", "f16vec4", READ), Binding("b4", "f16vec4", READ),
+def coopmat_shared_bytes(shape, a_layout="mk", b_layout="kn") -> int:
+    g = _coopmat_rows(shape, a_layout, b_layout)
+    return 8 * (g["a"][0] * g["a"][1] + g["b"][0] * g["b"][1])
+
+
+def coopmat_spec(shape, acc: str, a_layout: str, b_layout: str, c_direct: bool) -> KernelSpec:
+    """Each of 8 subgroups computes WM×WN fragments with coopMatMulAddNV on
+    a 128×128 block; the workgroup stages BM×BK and BK×BN fp16 tiles in
+    shared memory as 4-element vectors (A and B need the vec4 kernel's layouts), with
+    the next tile's global loads issued before the current tile's math.
+    Any M, N, K: tiles are zero-padded and edge fragments are stored element
+    by element. ``c_direct``: C is aligned for coopMatStoreNV (16-byte
+    rows), so interior fragments store directly."""
+    # fp16 quads travel as uvec2 (their bits): glslang's coopMatLoadNV
+    # takes uint vectors but not f16vec4 arrays.
+    bindings = (Binding("a4", "uvec2", READ), Binding("b4", "uvec2", READ),
                 Binding("c", "float16_t", WRITE))
     params = (("shape", tuple(shape)), ("acc", acc), ("a", a_layout), ("b", b_layout),
               ("cdirect", c_direct))
-    wg = COOPMAT_GRID[0] * COOPMAT_GRID[1] * subgroup_size
+    wg = COOPMAT_GRID[0] * COOPMAT_GRID[1] * COOPMAT_SUBGROUP
     return KernelSpec("matmul_coopmat", bindings, GEMM_PUSH, params, (wg, 1, 1),
                       _exts("float16", COOPMAT_EXTS), ("cooperative_matrix", "float16", "subgroup"))
 
 
 @family("matmul_coopmat")
 def _render_coopmat(spec: KernelSpec) -> str:
-    fm, fn, fk = spec.param("shape")
+    shape = spec.param("shape")
+    fm, fn, fk = shape
     accbits = 32 if spec.param("acc") == "float32" else 16
     a_layout, b_layout = spec.param("a"), spec.param("b")
     wm, wn = COOPMAT_FRAGS[f"{fm}x{fn}"]
     sgx, sgy = COOPMAT_GRID
-    bm, bn = coopmat_block((fm, fn, fk))
+    bm, bn = coopmat_block(shape)
     bk = COOPMAT_BK
+    nt = sgx * sgy * COOPMAT_SUBGROUP
+    geo = _coopmat_rows(shape, a_layout, b_layout)
+    (a_rows, a_len), (b_rows, b_len) = geo["a"], geo["b"]
+    a_used, b_used = (bm * bk // 4), (bk * bn // 4)      # quads per tile
     acc_t = f"fcoopmatNV<{accbits}, gl_ScopeSubgroup, FM, FN>"
     a_t = "fcoopmatNV<16, gl_ScopeSubgroup, FM, FK>"
     b_t = "fcoopmatNV<16, gl_ScopeSubgroup, FK, FN>"
     o_t = "fcoopmatNV<16, gl_ScopeSubgroup, FM, FN>"
     out = [
         f"const uint FM = {fm}u, FN = {fn}u, FK = {fk}u, WM = {wm}u, WN = {wn}u;",
-        f"const uint SGX = {sgx}u, SGY = {sgy}u, BM = {bm}u, BN = {bn}u, BK = {bk}u;",
-        # Shared tiles: As is BM×BK row-major (stride BK), Bs is BK×BN row-major (stride BN).
-        "shared float16_t As[BM * BK];",
-        "shared float16_t Bs[BK * BN];",
+        f"const uint SGX = {sgx}u, BM = {bm}u, BN = {bn}u, BK = {bk}u, NT = {nt}u;",
+        f"const uint ALEN = {a_len}u, BLEN = {b_len}u;",   # shared row lengths in quads
+        f"shared uvec2 As[{a_rows * a_len}];",
+        f"shared uvec2 Bs[{b_rows * b_len}];",
         "void main() {",
-        "  uint tid = gl_LocalInvocationID.x, nt = gl_WorkGroupSize.x;",
-        "  uint sg = gl_SubgroupID;",
+        "  uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID;",
         "  uint bn0 = (gl_WorkGroupID.x + pc.x0) * BN, bm0 = (gl_WorkGroupID.y + pc.y0) * BM;",
-        "  uint sm = (sg / SGX) * WM * FM, sn = (sg % SGX) * WN * FN;",   # subgroup's corner in the block
+        "  uint sm = (sg / SGX) * WM * FM, sn = (sg % SGX) * WN * FN;",   # subgroup's corner
         "  uint z = gl_WorkGroupID.z + pc.z0;",
         _batch_offsets(["a", "b", "c"]),
         f"  {acc_t} acc[WM][WN];",
         "  [[unroll]] for (uint i = 0u; i < WM; ++i)",
         f"    [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = {acc_t}(0.0);",
-        "  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {",
+        f"  uvec2 ra[{a_used // nt}], rb[{b_used // nt}];",
     ]
-    # Stage A (BM×BK) and B (BK×BN) as fp16 into shared memory; zeros outside.
-    if a_layout == "mk":
-        out += ["    for (uint idx = tid; idx < BM * BK / 4u; idx += nt) {",
-                "      uint m = idx / (BK / 4u), k4 = (idx % (BK / 4u)) * 4u;",
-                "      uint row = bm0 + m, kk = k0 + k4;",
-                "      f16vec4 v = f16vec4(0.0);",
-                "      if (row < pc.M && kk < pc.K) v = a4[(oa + int(row) * pc.sam + int(kk)) >> 2];",
-                "      [[unroll]] for (uint j = 0u; j < 4u; ++j) As[m * BK + k4 + j] = v[j];",
-                "    }"]
-    else:
-        out += ["    for (uint idx = tid; idx < BM * BK / 4u; idx += nt) {",
-                "      uint k = idx / (BM / 4u), m4 = (idx % (BM / 4u)) * 4u;",
-                "      uint row = bm0 + m4, kk = k0 + k;",
-                "      f16vec4 v = f16vec4(0.0);",
-                "      if (row < pc.M && kk < pc.K) v = a4[(oa + int(kk) * pc.sak + int(row)) >> 2];",
-                "      [[unroll]] for (uint j = 0u; j < 4u; ++j) As[(m4 + j) * BK + k] = v[j];",
-                "    }"]
-    if b_layout == "kn":
-        out += ["    for (uint idx = tid; idx < BK * BN / 4u; idx += nt) {",
-                "      uint k = idx / (BN / 4u), n4 = (idx % (BN / 4u)) * 4u;",
-                "      uint col = bn0 + n4, kk = k0 + k;",
-                "      f16vec4 v = f16vec4(0.0);",
-                "      if (col < pc.N && kk < pc.K) v = b4[(ob + int(kk) * pc.sbk + int(col)) >> 2];",
-                "      [[unroll]] for (uint j = 0u; j < 4u; ++j) Bs[k * BN + n4 + j] = v[j];",
-                "    }"]
-    else:
-        out += ["    for (uint idx = tid; idx < BK * BN / 4u; idx += nt) {",
-                "      uint n = idx / (BK / 4u), k4 = (idx % (BK / 4u)) * 4u;",
-                "      uint col = bn0 + n, kk = k0 + k4;",
-                "      f16vec4 v = f16vec4(0.0);",
-                "      if (col < pc.N && kk < pc.K) v = b4[(ob + int(col) * pc.sbn + int(kk)) >> 2];",
-                "      [[unroll]] for (uint j = 0u; j < 4u; ++j) Bs[(k4 + j) * BN + n] = v[j];",
-                "    }"]
+    # Global -> registers for the tile at kt (zeros outside A and B), and
+    # registers -> shared. Index i of thread tid is quad tid + i*NT of the tile.
+    if a_layout == "mk":       # rows m, vec4 along k
+        a_load = ("uint m = v / (BK / 4u), k = (v % (BK / 4u)) * 4u; uint row = bm0 + m, kk = kt + k;",
+                  "row < pc.M && kk < pc.K", "(oa + int(row) * pc.sam + int(kk)) >> 2",
+                  "m * ALEN + k / 4u")
+    else:                      # rows k, vec4 along m
+        a_load = ("uint k = v / (BM / 4u), m = (v % (BM / 4u)) * 4u; uint row = bm0 + m, kk = kt + k;",
+                  "row < pc.M && kk < pc.K", "(oa + int(kk) * pc.sak + int(row)) >> 2",
+                  "k * ALEN + m / 4u")
+    if b_layout == "kn":       # rows k, vec4 along n
+        b_load = ("uint k = v / (BN / 4u), n = (v % (BN / 4u)) * 4u; uint col = bn0 + n, kk = kt + k;",
+                  "col < pc.N && kk < pc.K", "(ob + int(kk) * pc.sbk + int(col)) >> 2",
+                  "k * BLEN + n / 4u")
+    else:                      # rows n, vec4 along k
+        b_load = ("uint n = v / (BK / 4u), k = (v % (BK / 4u)) * 4u; uint col = bn0 + n, kk = kt + k;",
+                  "col < pc.N && kk < pc.K", "(ob + int(col) * pc.sbn + int(kk)) >> 2",
+                  "n * BLEN + k / 4u")
+
+    def fetch(k0: str) -> list:
+        lines = [f"    uint kt = {k0};"]
+        for reg, (decl, cond, src, _), buf, count in (("ra", a_load, "a4", a_used // nt),
+                                                      ("rb", b_load, "b4", b_used // nt)):
+            lines += [f"    [[unroll]] for (uint i = 0u; i < {count}u; ++i) {{",
+                      f"      uint v = tid + i * NT; {decl}",
+                      f"      {reg}[i] = ({cond}) ? {buf}[{src}] : uvec2(0u);",
+                      "    }"]
+        return lines
+
+    def store() -> list:
+        lines = []
+        for reg, (decl, _, _, dst), buf, count in (("ra", a_load, "As", a_used // nt),
+                                                   ("rb", b_load, "Bs", b_used // nt)):
+            lines += [f"  [[unroll]] for (uint i = 0u; i < {count}u; ++i) {{",
+                      f"    uint v = tid + i * NT, kt = 0u; {decl}",
+                      f"    {buf}[{dst}] = {reg}[i];",
+                      "  }"]
+        return lines
+
+    a_elem = ("(sm + i * FM) * ALEN + kk / 4u", "false") if a_layout == "mk" else              ("kk * ALEN + (sm + i * FM) / 4u", "true")
+    b_elem = ("kk * BLEN + (sn + j * FN) / 4u", "false") if b_layout == "kn" else              ("(sn + j * FN) * BLEN + kk / 4u", "true")
+    out += ["  {"] + fetch("0u") + ["  }"]
+    out += ["  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {"]
+    out += ["  " + line for line in store()]
+    out += ["    barrier();",
+            "    if (k0 + BK < pc.K) {"]
+    out += ["  " + line for line in fetch("k0 + BK")]
+    out += ["    }",
+            "    [[unroll]] for (uint kk = 0u; kk < BK; kk += FK) {",
+            f"      {a_t} fa[WM];",
+            f"      {b_t} fb[WN];",
+            f"      [[unroll]] for (uint i = 0u; i < WM; ++i) coopMatLoadNV(fa[i], As, {a_elem[0]}, ALEN, {a_elem[1]});",
+            f"      [[unroll]] for (uint j = 0u; j < WN; ++j) coopMatLoadNV(fb[j], Bs, {b_elem[0]}, BLEN, {b_elem[1]});",
+            "      [[unroll]] for (uint i = 0u; i < WM; ++i)",
+            "        [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);",
+            "    }",
+            "    barrier();",
+            "  }"]
     out += [
-        "    barrier();",
-        "    [[unroll]] for (uint kk = 0u; kk < BK; kk += FK) {",
-        f"      {a_t} fa[WM];",
-        f"      {b_t} fb[WN];",
-        "      [[unroll]] for (uint i = 0u; i < WM; ++i) coopMatLoadNV(fa[i], As, (sm + i * FM) * BK + kk, BK, false);",
-        "      [[unroll]] for (uint j = 0u; j < WN; ++j) coopMatLoadNV(fb[j], Bs, kk * BN + sn + j * FN, BN, false);",
-        "      [[unroll]] for (uint i = 0u; i < WM; ++i)",
-        "        [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);",
-        "    }",
-        "    barrier();",
-        "  }",
         # Store: a fragment wholly inside C (and C aligned for coopmat
         # stores) goes straight to memory; edge fragments go through this
         # subgroup's slice of As (free after the last barrier) and are copied
@@ -421,12 +454,14 @@ def _render_coopmat(spec: KernelSpec) -> str:
             "        continue;",
             "      }"]
     out += [
-        "      coopMatStoreNV(o, As, scratch, FN, false);",
+        "      coopMatStoreNV(o, As, scratch / 4u, FN / 4u, false);",
         "      subgroupMemoryBarrierShared();",
         "      subgroupBarrier();",
         "      for (uint e = lane; e < FM * FN; e += gl_SubgroupSize) {",
         "        uint r = row + e / FN, q = col + e % FN;",
-        "        if (r < pc.M && q < pc.N) c[oc + int(r) * pc.scm + int(q) * pc.scn] = As[scratch + e];",
+        "        uint h = scratch + e;",
+        "        f16vec2 pair = unpackFloat2x16(As[h / 4u][(h / 2u) % 2u]);",
+        "        if (r < pc.M && q < pc.N) c[oc + int(r) * pc.scm + int(q) * pc.scn] = pair[h % 2u];",
         "      }",
         "      subgroupBarrier();",
         "    }",
