@@ -54,7 +54,7 @@ def pipeline_cache(env) -> list:
     name = "pipeline creation, whole built-in set: warm persisted cache vs cold (separate processes)"
     if not _present("pipeline_cache"):
         return [skipped("pipeline cache", name, "benchmarks/pipeline_cache.py not in this checkout yet")]
-    args = ["--repeat", "1" if env.quick else "3"]
+    args = ["--repeat", "1" if env.quick else "2"]
     if env.device is not None:
         args += ["--device", str(env.device)]
     s = run_script("pipeline_cache", args, env)

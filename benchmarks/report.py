@@ -70,3 +70,41 @@ def summary(results: list) -> str:
         met = {True: "met", False: "MISSED", None: ""}[r.met]
         rows.append(f"  {r.section:13s} {r.name[:58]:58s} {_num(r.value):>9s} {r.unit:12s} {ratio} {met}")
     return "\n".join(rows)
+
+
+def goals_table(runs: list) -> str:
+    """One row per judged benchmark, one column per run: ``runs`` is a list
+    of (meta, results) from the JSON reports."""
+    names, seen = [], set()
+    for _, results in runs:
+        for r in results:
+            if r.goal and r.name not in seen:
+                seen.add(r.name)
+                names.append((r.section, r.name, _goal(r), r.goal.startswith("ratio")))
+    head = "| benchmark | goal | " + " | ".join(m["device"] for m, _ in runs) + " |"
+    lines = [head, "| --- | --- | " + " | ".join("---" for _ in runs) + " |"]
+    for section, name, goal, is_ratio in names:
+        cells = []
+        for _, results in runs:
+            r = next((x for x in results if x.name == name), None)
+            if r is None or r.skipped:
+                cells.append("skipped" if r is not None else "—")
+                continue
+            got = f"{_num(r.ratio)}×" if is_ratio else f"{_num(r.value)} {r.unit}"
+            cells.append(f"{got} ({'met' if r.met else '**missed**'})" if r.met is not None else got)
+        lines.append(f"| {section}: {name} | {goal} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def load(path) -> tuple:
+    """(meta, results) from a JSON report."""
+    from .results import Result
+    doc = json.loads(open(path).read())
+    fields = set(Result.__dataclass_fields__)
+    return doc["meta"], [Result(**{k: v for k, v in r.items() if k in fields}) for r in doc["results"]]
+
+
+if __name__ == "__main__":
+    # python -m benchmarks.report A.json [B.json ...]: the goals table of several runs
+    import sys
+    print(goals_table([load(p) for p in sys.argv[1:]]))

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import kernels
 
-SIGMA, RHO, BETA = 10.0, 28.0, 8.0 / 3.0
+SIGMA, RHO, BETA = 10.0, 28.0, 8.0 / 3.0   # as in kernels/lorenz.comp
 CENTER_Z = 25.0            # the attractor's middle height
 SCREEN_SCALE = 1.0 / 31.0  # attractor units -> clip space
 DT = 0.0035                # per RK4 substep

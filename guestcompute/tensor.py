@@ -154,7 +154,7 @@ class Tensor:
 
     # -- views -----------------------------------------------------------------
     def _view(self, shape, strides, offset) -> "Tensor":
-        return Tensor(self._buffer, shape, self.dtype, strides, offset, base=self._base or self)
+        return Tensor(self._buffer, shape, self.dtype, strides, offset, base=self._base if self._base is not None else self)
 
     def reshape(self, *shape) -> "Tensor":
         """A view with another shape (contiguous tensors only). Views are

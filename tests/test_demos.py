@@ -1,8 +1,10 @@
 """The demos run headless for a few frames under the validation layer (with
 synchronization validation): zero messages, and the screenshot shows
 particles — judged by pixel statistics, not against a stored image."""
+import os
 import shutil
 import struct
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -97,6 +99,19 @@ def test_neural_headless_under_validation(screenshot, capsys):
     assert "max |GPU colour - numpy|" in out
     assert "validation messages (incl. synchronization validation): 0" in out
     assert_shows_particles(read_png(screenshot))
+
+
+@pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="needs xvfb-run")
+def test_particles_in_a_window_under_xvfb():
+    # The swapchain path: present, copies in and out of swapchain images.
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = ["xvfb-run", "-a", sys.executable, "-m", "demos.particles", "--frames", "5", "--validation",
+           "--size", "160", "120", "--particles", "6000"]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "window 160x120" in done.stdout
+    assert "particles: 5 frames" in done.stdout
+    assert "validation messages (incl. synchronization validation): 0" in done.stdout
 
 
 @pytest.mark.skipif(shutil.which("glslc") is None, reason="needs glslc")

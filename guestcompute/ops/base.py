@@ -61,7 +61,7 @@ def check_tensor(ctx, t, what: str) -> Tensor:
                                 "(copy across with ctx.tensor(t.numpy()))")
     ctx._check_open()
     lo, hi = t.span
-    if lo < 0 or hi * t.dtype.size > t.buffer.size:
+    if t.size and (lo < 0 or hi * t.dtype.size > t.buffer.size):   # empty views touch nothing
         raise BufferRangeError(f"{what} view reaches past its buffer ({hi * t.dtype.size} > {t.buffer.size} bytes)")
     if hi * t.dtype.size > ctx.limits.max_storage_buffer_range:
         raise UnsupportedError(f"{what} spans {hi * t.dtype.size} bytes, more than the device's "
