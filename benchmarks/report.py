@@ -91,7 +91,8 @@ def goals_table(runs: list) -> str:
                 cells.append("skipped" if r is not None else "—")
                 continue
             got = f"{_num(r.ratio)}×" if is_ratio else f"{_num(r.value)} {r.unit}"
-            cells.append(f"{got} ({'met' if r.met else '**missed**'})" if r.met is not None else got)
+            verdict = "no goal here" if r.met is None else ("met" if r.met else "**missed**")
+            cells.append(f"{got} ({verdict})")
         lines.append(f"| {section}: {name} | {goal} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -48,7 +48,7 @@ def device_info(device) -> dict:
 
 def _driver_version(vendor: int, v: int) -> str:
     if vendor == 0x10DE:        # NVIDIA packs 10.8.8.6 bits
-        return f"{v >> 22}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF}"
+        return f"{v >> 22}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF:02d}"
     return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
 
 

@@ -101,3 +101,15 @@ def test_one_entry_barrier_covers_every_import_with_the_same_access(host, ctx):
     host.submit_and_wait(cmd)
     np.testing.assert_array_equal(out.numpy(), np.full(n, 3.0, np.float32))
     assert rec.barriers == 3          # entry, RAW on out, exit
+
+
+def test_a_dispatch_recorded_again_after_changing_buffers_uses_the_new_ones(host, ctx):
+    from guestcompute.ops.base import registered_ops
+    a, b = ctx.tensor(np.ones(64, np.float32)), ctx.tensor(np.full(64, 2, np.float32))
+    c1, c2 = ctx.empty((64,)), ctx.empty((64,))
+    d = registered_ops()["add"](ctx, a, b, out=c1).dispatches[0]
+    host.run(ctx, lambda rec: rec.dispatch(d))
+    d.buffers = (a.buffer, b.buffer, c2.buffer)       # same shapes, another output
+    host.run(ctx, lambda rec: rec.dispatch(d))
+    np.testing.assert_array_equal(c1.numpy(), np.full(64, 3, np.float32))
+    np.testing.assert_array_equal(c2.numpy(), np.full(64, 3, np.float32))
