@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -75,7 +76,7 @@ def main(argv=None) -> int:
     if wanted and wanted - {s for s, _ in SECTIONS}:
         p.error(f"unknown section(s) {sorted(wanted - {s for s, _ in SECTIONS})}")
     env = argparse.Namespace(quick=args.quick, device=device, out=args.out)
-    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())   # quiets loader warnings
 
     meta = device_info(device)
     meta.update(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
