@@ -402,8 +402,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    bench_args = None
+    if "bench" in argv:
+        # Everything after `bench` belongs to the benchmark runner; argparse's
+        # REMAINDER would reject a first argument that looks like an option.
+        cut = argv.index("bench") + 1
+        argv, bench_args = argv[:cut], argv[cut:]
     args = parser.parse_args(argv)
-    args.json = getattr(args, "json", False)
+    if bench_args is not None:
+        args.bench_args = bench_args
+    args.json = getattr(args, "json", False) or "--json" in (bench_args or ())
     args.cache_dir = getattr(args, "cache_dir", None)
     if getattr(args, "fn", None) is None:
         parser.print_help(sys.stderr)
