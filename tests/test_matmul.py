@@ -1,6 +1,7 @@
 """matmul: numpy parity for every kernel, batching and 1-D operands,
 selection logic (including the GPU-only cooperative-matrix kernel), typed
 errors."""
+import itertools
 import shutil
 import subprocess
 
@@ -100,6 +101,9 @@ def test_float16_matches_numpy(modern_host, modern_ctx):
         out = host.run(ctx, lambda rec: rec.matmul(a, b, kernel=kernel))
         assert out.dtype == gc.float16
         _check(out, a_np, b_np, np.float16)
+        # accepting fp16 accumulation changes nothing without cooperative matrices
+        out = host.run(ctx, lambda rec: rec.matmul(a, b, kernel=kernel, accumulate="float16"))
+        _check(out, a_np, b_np, np.float16)
 
 
 def test_out_views_and_reuse(host, ctx):
@@ -186,29 +190,58 @@ TINY = mm.MatmulDevice(subgroup_size=1, subgroup_arithmetic=False, max_shared_me
                        max_invocations=128)
 
 
-def _problem(ctx, sa, sb, dtype="float32", trans_a=False, trans_b=False):
+def _problem(ctx, sa, sb, dtype="float32", trans_a=False, trans_b=False, acc="float32"):
     a = ctx.empty(sa[::-1] if trans_a else sa, dtype)
     b = ctx.empty(sb[::-1] if trans_b else sb, dtype)
     a, b = (a.T if trans_a else a), (b.T if trans_b else b)
-    return mm.problem_for(a, b, ctx.empty(sa[:-1] + sb[-1:], dtype))
+    return mm.problem_for(a, b, ctx.empty(sa[:-1] + sb[-1:], dtype), acc)
 
 
 def test_selection_prefers_coopmat_on_a_coopmat_device(modern_ctx):
     ctx = modern_ctx
+    # fp32 accumulators (the default): the vec4 kernel measured faster
     p = _problem(ctx, (256, 128), (128, 256), "float16")
+    assert mm.select(p, NV)[0] == "vec4_64"
+    assert "fp32 accumulators" in dict(mm.explain(p, NV))["coopmat"]
+    # forced, it still accumulates in fp32
+    assert mm.select(p, NV, "coopmat")[1].param("acc") == "float32"
+    # fp16 accumulation accepted: coopmat with an fp16 fragment; shapes the
+    # kernel does not know are ignored
+    p = _problem(ctx, (256, 128), (128, 256), "float16", acc="float16")
     name, spec = mm.select(p, NV)
     assert name == "coopmat"
-    # fp32 accumulation preferred; shapes the kernel does not know are ignored
-    assert spec.param("shape") == (16, 8, 16) and spec.param("acc") == "float32"
-    assert spec.workgroup == (256, 1, 1) and "cooperative_matrix" in spec.features
-    assert spec.param("cdirect") is True
+    assert spec.param("shape") == (16, 8, 16) and spec.param("acc") == "float16"
+    assert spec.workgroup == (mk.COOPMAT_TILINGS[0].threads, 1, 1)
+    assert "cooperative_matrix" in spec.features
+    # operands 8-element aligned: 16-byte staging loads
+    assert spec.param("vec") == 8 and spec.bindings[0].type == "uvec4"
     # transposed (column-major) operands are still coopmat-able
-    p = _problem(ctx, (256, 128), (128, 256), "float16", trans_a=True, trans_b=True)
+    p = _problem(ctx, (256, 128), (128, 256), "float16", trans_a=True, trans_b=True, acc="float16")
     name, spec = mm.select(p, NV)
     assert name == "coopmat" and (spec.param("a"), spec.param("b")) == ("km", "nk")
-    # output rows not 16-byte aligned: edge-fragment store path for all
-    p = _problem(ctx, (64, 32), (32, 36), "float16")
-    assert mm.select(p, NV)[1].param("cdirect") is False
+    # N = 36 is a multiple of 4 but not of 8: 8-byte staging loads
+    p = _problem(ctx, (64, 32), (32, 36), "float16", acc="float16")
+    assert mm.select(p, NV)[1].param("vec") == 4
+    # too little shared memory for every tiling: the vec4 kernel instead
+    small = mm.MatmulDevice(**{**NV.__dict__, "max_shared_memory": 16384})
+    p = _problem(ctx, (256, 128), (128, 256), "float16", acc="float16")
+    assert mm.select(p, small)[0] == "vec4_64"
+    assert "shared memory" in dict(mm.explain(p, small))["coopmat"]
+
+
+def test_coopmat_tilings_fit_and_divide():
+    """Every tiling stays within the 48 KiB of shared memory NVIDIA devices
+    offer by default, and its tiles split evenly over its threads."""
+    for t in mk.COOPMAT_TILINGS + mk.COOPMAT_SWEEP:
+        for a in mk.A_LAYOUTS:
+            for b in mk.B_LAYOUTS:
+                assert mk.coopmat_shared_bytes(t, a, b) <= 49152, t
+        bm, bn = t.block
+        assert (bm * t.bk) % (8 * t.threads) == 0 and (bn * t.bk) % (8 * t.threads) == 0, t
+        assert t.warp_tile[0] % 16 == 0 and t.warp_tile[1] % 16 == 0 and t.bk % 16 == 0, t
+    # the first tiling is the one selected; a device with less shared memory
+    # gets the first that fits
+    assert mm._coopmat_tiling(NV) == mk.COOPMAT_TILINGS[0]
 
 
 @pytest.mark.parametrize("why,problem,device,expect", [
@@ -303,9 +336,9 @@ def test_coopmat_selected_end_to_end_when_device_claims_it(monkeypatch, modern_h
     ctx = modern_ctx
     monkeypatch.setitem(mm._device_cache, ctx, NV)
     a, b = ctx.empty((200, 64), "float16"), ctx.empty((64, 96), "float16")
-    result = mm.matmul(ctx, a, b)
+    result = mm.matmul(ctx, a, b, accumulate="float16")
     assert [d.spec.family for d in result.dispatches] == ["matmul_coopmat"]
-    bm, bn = mk.coopmat_block((16, 8, 16))
+    bm, bn = mk.coopmat_tiling(result.dispatches[0].spec).block
     assert result.dispatches[0].groups == (-(-96 // bn), -(-200 // bm), 1)
 
 
@@ -314,7 +347,9 @@ def test_coopmat_selected_end_to_end_when_device_claims_it(monkeypatch, modern_h
 def test_coopmat_glsl_compiles_and_validates(tmp_path):
     from guestcompute.cache.spirv import compile_glsl
     specs = list(mk._coopmat_variants())
-    assert len(specs) == len(mk.COOPMAT_SHAPES) * 2 * 2 * 2 * 2
+    assert len(specs) == len(mk.COOPMAT_TILINGS) * len(mk.COOPMAT_SHAPES) * 2 * 2 * 2 * 2 \
+        + len(mk.COOPMAT_SWEEP) * 2
+    assert {s.param("stages") for s in specs} == {1, 2} and {s.param("vec") for s in specs} == {4, 8}
     for spec in specs:
         src = spec.render()
         assert "fcoopmatNV" in src and "coopMatMulAddNV" in src
@@ -332,12 +367,12 @@ def test_every_selected_spec_is_in_the_catalogue(modern_ctx):
     for sa, sb, dtype in [((256, 128), (128, 256), "float16"), ((64, 33), (33, 64), "float32"),
                           ((1, 64), (64, 300), "float32"), ((300, 64), (64, 1), "float16"),
                           ((600, 512), (512, 600), "float32"), ((64, 32), (32, 36), "float16")]:
-        p = _problem(modern_ctx, sa, sb, dtype)
-        for device in (NV, PLAIN, TINY):
-            for name, reason in mm.explain(p, device):
-                if reason is None:
-                    spec = mm.select(p, device, name)[1]
-                    assert spec in catalogue, (name, spec)
+        for acc, device in itertools.product(("float32", "float16"), (NV, PLAIN, TINY)):
+            p = _problem(modern_ctx, sa, sb, dtype, acc=acc)
+            for c in mm.CANDIDATES:       # every kernel that applies, chosen or forced
+                if c.why_not(p, device) is None:
+                    spec = mm.select(p, device, c.name)[1]
+                    assert spec in catalogue, (c.name, spec)
 
 
 # -- typed errors -------------------------------------------------------------------
@@ -363,4 +398,6 @@ def test_typed_errors(host, ctx):
             rec.matmul(a, b, out=a[:, :3])                     # overlaps an operand
         with pytest.raises(gc.InvalidArgumentError):
             rec.matmul(a, np.ones((5, 3), np.float32))
+        with pytest.raises(gc.InvalidArgumentError):
+            rec.matmul(a, b, accumulate="float64")
     host.submit_and_wait(cmd)

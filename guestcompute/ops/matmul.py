@@ -18,7 +18,9 @@ Preference order (:func:`explain` reports why each is skipped):
 2. ``coopmat``  float16, the host enabled VK_NV_cooperative_matrix (plus
                 shaderFloat16 and vulkanMemoryModel), a fragment shape the
                 device reports, operands laid out for f16vec4 loads, enough
-                shared memory; M, N, K >= 16.
+                shared memory; M, N, K >= 16. Chosen by preference only when
+                the caller accepts fp16 accumulation: with fp32 accumulators
+                it measured slower than ``vec4_128`` (see ``_coopmat_unwise``).
 3. ``vec4_128`` register-blocked 128×128 tiles (8×8 outputs per thread) for
                 large problems (>= 512² outputs) when shared memory allows.
 4. ``vec4_64``  the same with 64×64 tiles (4×4 per thread).
@@ -161,6 +163,7 @@ class Problem:
     a: Operand          # M × K
     b: Operand          # K × N
     c: Operand          # M × N (the output)
+    acc: str = "float32"    # the narrowest accumulator the caller accepts
 
     @property
     def batch_count(self) -> int:
@@ -171,26 +174,26 @@ def _aligned(o: Operand, w: int) -> bool:
     return o.offset % w == 0 and all(s % w == 0 for s in o.bs)
 
 
-def a_layout(p: Problem):
-    """"mk" when A can be read as vec4 along K, "km" along M, else None."""
+def a_layout(p: Problem, w: int = 4):
+    """"mk" when A can be read as ``w``-vectors along K, "km" along M, else None."""
     a = p.a
-    if not _aligned(a, 4):
+    if not _aligned(a, w):
         return None
-    if a.cs == 1 and p.K % 4 == 0 and a.rs % 4 == 0:
+    if a.cs == 1 and p.K % w == 0 and a.rs % w == 0:
         return "mk"
-    if a.rs == 1 and p.M % 4 == 0 and a.cs % 4 == 0:
+    if a.rs == 1 and p.M % w == 0 and a.cs % w == 0:
         return "km"
     return None
 
 
-def b_layout(p: Problem):
-    """"kn" when B can be read as vec4 along N, "nk" along K, else None."""
+def b_layout(p: Problem, w: int = 4):
+    """"kn" when B can be read as ``w``-vectors along N, "nk" along K, else None."""
     b = p.b
-    if not _aligned(b, 4):
+    if not _aligned(b, w):
         return None
-    if b.cs == 1 and p.N % 4 == 0 and b.rs % 4 == 0:
+    if b.cs == 1 and p.N % w == 0 and b.rs % w == 0:
         return "kn"
-    if b.rs == 1 and p.K % 4 == 0 and b.cs % 4 == 0:
+    if b.rs == 1 and p.K % w == 0 and b.cs % w == 0:
         return "nk"
     return None
 
@@ -198,12 +201,6 @@ def b_layout(p: Problem):
 def c_vec4(p: Problem) -> bool:
     c = p.c
     return _aligned(c, 4) and c.cs == 1 and p.N % 4 == 0 and c.rs % 4 == 0
-
-
-def c_coopmat_direct(p: Problem) -> bool:
-    """coopMatStoreNV needs 16-byte aligned rows: 8 fp16 elements."""
-    c = p.c
-    return _aligned(c, 8) and c.cs == 1 and c.rs > 0 and c.rs % 8 == 0
 
 
 # -- the candidates ------------------------------------------------------------------
@@ -247,10 +244,28 @@ def _gemv_why_not(p, d):
     return None if min(p.M, p.N) == 1 else "neither M nor N is 1"
 
 
-def _pick_coopmat_shape(d: MatmulDevice):
-    known = [s for s in d.coopmat_shapes if (s.m, s.n, s.k) in K_.COOPMAT_SHAPES]
-    known.sort(key=lambda s: (s.acc != "float32", K_.COOPMAT_SHAPES.index((s.m, s.n, s.k))))
+def _pick_coopmat_shape(p: Problem, d: MatmulDevice):
+    """The fragment shape to use: an fp32 accumulator unless the caller
+    accepts fp16 (then fp16, the faster one, is preferred)."""
+    known = [s for s in d.coopmat_shapes if (s.m, s.n, s.k) in K_.COOPMAT_SHAPES
+             and (p.acc == "float16" or s.acc == "float32")]
+    known.sort(key=lambda s: (s.acc != p.acc, K_.COOPMAT_SHAPES.index((s.m, s.n, s.k))))
     return known[0] if known else None
+
+
+def _coopmat_tiling(d: MatmulDevice):
+    """The first of the kernel's tilings (best first) the device can run."""
+    for t in K_.COOPMAT_TILINGS:
+        if (K_.coopmat_shared_bytes(t, "km", "kn") <= d.max_shared_memory
+                and K_.coopmat_shared_bytes(t, "mk", "nk") <= d.max_shared_memory
+                and t.threads <= d.max_invocations):
+            return t
+    return None
+
+
+def _coopmat_vec(p: Problem) -> int:
+    """16-byte staging loads when both operands allow them, else 8-byte."""
+    return 8 if a_layout(p, 8) and b_layout(p, 8) else 4
 
 
 def _coopmat_why_not(p, d):
@@ -258,25 +273,22 @@ def _coopmat_why_not(p, d):
         return "cooperative matrices are used for float16 only"
     if not d.coopmat_shapes:
         return "the host did not enable cooperative matrices"
-    shape = _pick_coopmat_shape(d)
+    shape = _pick_coopmat_shape(p, d)
     if shape is None:
-        return "the device reports no fp16 fragment shape this kernel knows"
+        return f"the device reports no fp16 fragment shape this kernel knows with a {p.acc} accumulator"
     if a_layout(p) is None or b_layout(p) is None:
         return "A or B is not laid out for f16vec4 loads"
     if d.subgroup_size != K_.COOPMAT_SUBGROUP:
         return f"the kernel is laid out for {K_.COOPMAT_SUBGROUP}-wide subgroups"
-    need = K_.coopmat_shared_bytes((shape.m, shape.n, shape.k), a_layout(p), b_layout(p))
-    if need > d.max_shared_memory:
-        return "not enough shared memory"
-    if K_.coopmat_spec((shape.m, shape.n, shape.k), shape.acc, "mk", "kn", True).workgroup[0] \
-            > d.max_invocations:
-        return "its workgroup exceeds maxComputeWorkGroupInvocations"
+    if _coopmat_tiling(d) is None:
+        return "not enough shared memory or invocations for any of its tilings"
     return None
 
 
 def _coopmat_spec(p, d):
-    s = _pick_coopmat_shape(d)
-    return K_.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p), b_layout(p), c_coopmat_direct(p))
+    s, vec = _pick_coopmat_shape(p, d), _coopmat_vec(p)
+    return K_.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p, vec), b_layout(p, vec),
+                           _coopmat_tiling(d), vec)
 
 
 def _vec4_why_not(tile: str):
@@ -303,6 +315,15 @@ def _fewer_outputs_than(min_work: int):
 def _coopmat_unwise(p, d):
     if min(p.M, p.N) < 16 or p.K < 16:
         return "M, N or K below 16: a fragment would be mostly padding"
+    # Measured on an H200 (BENCHMARKS.md): with fp32 accumulators every
+    # tiling of this kernel runs at about 34 TFLOP/s at 4096³, below the
+    # vec4 kernel's 38; only fp16 accumulators (about 64) beat it. The rate
+    # did not move with block or subgroup tiling, K step, double buffering,
+    # load width or fragment shape, so the MMA path the driver gives
+    # GL_NV_cooperative_matrix bounds it: prefer vec4 unless fp16
+    # accumulation is accepted.
+    if _pick_coopmat_shape(p, d).acc == "float32":
+        return "with fp32 accumulators it is slower than the vec4 kernels (pass accumulate='float16')"
     return None
 
 
@@ -367,7 +388,7 @@ def _grid(spec: KernelSpec, p: Problem, nb: int) -> tuple:
     if fam == "matmul_vec4":
         bm, bn = K_.VEC4_TILES[spec.param("tile")][:2]
     else:
-        bm, bn = K_.coopmat_block(spec.param("shape"))
+        bm, bn = K_.coopmat_tiling(spec).block
     return (-(-p.N // bn), -(-p.M // bm), nb)
 
 
@@ -438,7 +459,7 @@ def _matrix_view(t, batch: tuple):
     return bs, rs, cs
 
 
-def problem_for(a, b, c) -> Problem:
+def problem_for(a, b, c, acc: str = "float32") -> Problem:
     """The canonical problem of ``c = a @ b`` for matrix-shaped views (at
     least 2-D, batch dims broadcast to ``c``'s)."""
     M, K = a.shape[-2:]
@@ -451,11 +472,11 @@ def problem_for(a, b, c) -> Problem:
     if shape == (1,):
         shape, sa, sb, sc = (), [], [], []
     return Problem(a.dtype.name, M, N, K, tuple(shape), Operand(a.offset, ars, acs, tuple(sa)),
-                   Operand(b.offset, brs, bcs, tuple(sb)), Operand(c.offset, crs, ccs, tuple(sc)))
+                   Operand(b.offset, brs, bcs, tuple(sb)), Operand(c.offset, crs, ccs, tuple(sc)), acc)
 
 
 @op("matmul")
-def matmul(ctx, a, b, *, out=None, kernel: str = None):
+def matmul(ctx, a, b, *, out=None, kernel: str = None, accumulate: str = "float32"):
     """``out = a @ b`` with numpy.matmul semantics: the last two dims are
     matrices, leading (batch) dims broadcast, a 1-D ``a`` is a row vector
     and a 1-D ``b`` a column vector (that dim is dropped from the result).
@@ -464,6 +485,9 @@ def matmul(ctx, a, b, *, out=None, kernel: str = None):
     be any views (transposes, slices): they are read in place. ``out`` must
     not overlap ``a`` or ``b``. Allocates ``out`` when omitted. ``kernel``
     forces one of :data:`CANDIDATES` by name (benchmarks, tests).
+    ``accumulate="float16"`` lets float16 products accumulate in fp16 where
+    that is faster (the cooperative-matrix kernel: about 1.7× on an H200,
+    with about 10× the rounding error); the default keeps fp32 accumulators.
     """
     a = check_tensor(ctx, a, "matmul a")
     b = check_tensor(ctx, b, "matmul b")
@@ -488,6 +512,8 @@ def matmul(ctx, a, b, *, out=None, kernel: str = None):
             raise InvalidArgumentError(f"matmul: out has dtype {out.dtype}, the result is {dtype}")
         if overlaps(out, a) or overlaps(out, b):
             raise InvalidArgumentError("matmul: out overlaps an operand; use a separate output tensor")
+    if accumulate not in ("float32", "float16"):
+        raise InvalidArgumentError(f"matmul: accumulate must be 'float32' or 'float16', got {accumulate!r}")
     if kernel is not None and not isinstance(kernel, str):
         raise InvalidArgumentError(f"matmul: kernel must be a name, got {kernel!r}")
     if out.size == 0:
@@ -501,6 +527,6 @@ def matmul(ctx, a, b, *, out=None, kernel: str = None):
         cshape.append(1)
         cstrides.append(0)
     c2 = Tensor(out.buffer, cshape, out.dtype, cstrides, out.offset)
-    p = problem_for(a2, b2, c2)
+    p = problem_for(a2, b2, c2, accumulate)
     _, spec = select(p, MatmulDevice.of(ctx), kernel)
     return OpResult(out, plan(ctx, p, spec, a, b, out))

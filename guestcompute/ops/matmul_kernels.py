@@ -12,9 +12,11 @@ Shared conventions (all families):
 - ``x0/y0/z0`` are the first workgroup of a dispatch: grids larger than
   ``maxComputeWorkGroupCount`` are split into several dispatches;
 - float16 operands are loaded to float and accumulated in float32 (the
-  cooperative-matrix kernel accumulates in whatever the device offers).
+  cooperative-matrix kernel accumulates in the fragment type its spec names).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..dtypes import as_dtype
 from ..kernels.catalogue import variants
@@ -287,83 +289,124 @@ def _render_vec4(spec: KernelSpec) -> str:
 # -- cooperative-matrix fp16 GEMM (GL_NV_cooperative_matrix) --------------------
 
 # Fragment shapes the selector knows, largest first: (M, N, K).
-COOPMAT_SHAPES = ((16, 16, 16), (16, 8, 16), (16, 8, 8))
+COOPMAT_SHAPES = ((16, 16, 16), (16, 8, 16))
 COOPMAT_ACC = ("float32", "float16")
 COOPMAT_SUBGROUP = 32     # NVIDIA's subgroup size; the staging loops are unrolled for it
-# Subgroups per workgroup (along N, along M) and fragments per subgroup (WM, WN).
-COOPMAT_GRID = (4, 2)
-COOPMAT_FRAGS = {"16x16": (4, 2), "16x8": (4, 4)}
-COOPMAT_BK = 32           # K step staged through shared memory
 COOPMAT_PAD = 8           # fp16 elements added to each shared row: no bank conflicts
 COOPMAT_EXTS = ("GL_NV_cooperative_matrix", "GL_KHR_memory_scope_semantics",
                 "GL_KHR_shader_subgroup_basic") + UNROLL
 
 
-def coopmat_block(shape) -> tuple:
-    """(BM, BN) output block of one workgroup for fragment ``shape``."""
-    wm, wn = COOPMAT_FRAGS[f"{shape[0]}x{shape[1]}"]
-    return (COOPMAT_GRID[1] * wm * shape[0], COOPMAT_GRID[0] * wn * shape[1])
+@dataclass(frozen=True)
+class CoopTiling:
+    """How a workgroup splits its block: ``warps`` subgroups along (N, M),
+    each owning a ``warp_tile`` (rows, cols) of outputs; K advances by ``bk``
+    per shared-memory tile, held in ``stages`` buffers (2: the next tile is
+    stored while the current one is multiplied, one barrier per K step)."""
+    warps: tuple
+    warp_tile: tuple
+    bk: int
+    stages: int
+
+    @property
+    def block(self) -> tuple:
+        """(BM, BN) output block of one workgroup."""
+        return (self.warps[1] * self.warp_tile[0], self.warps[0] * self.warp_tile[1])
+
+    @property
+    def threads(self) -> int:
+        return self.warps[0] * self.warps[1] * COOPMAT_SUBGROUP
 
 
-def _coopmat_rows(shape, a_layout, b_layout) -> dict:
-    """Shared tile geometry in units of 4 fp16 (a uvec2): (rows, row length) of A and B.
-    Each tile is stored in its global layout (so staging is a straight
-    vector copy); a k-major A or n-major B is loaded column-major."""
-    bm, bn = coopmat_block(shape)
-    bk, pad = COOPMAT_BK, COOPMAT_PAD
-    a = (bm, (bk + pad) // 4) if a_layout == "mk" else (bk, (bm + pad) // 4)
-    b = (bk, (bn + pad) // 4) if b_layout == "kn" else (bn, (bk + pad) // 4)
+# The tiling the selector uses (first that fits the device), then the
+# others measured against it on an H200 (fp16, fp16 accumulators: 64.6
+# TFLOP/s at 4096³ for the first, 59-64 for the others; with fp32
+# accumulators all ran at 33-35, see BENCHMARKS.md). Four 64×64 subgroup
+# tiles load the fewest fragments per MMA and need the least shared memory.
+COOPMAT_TILINGS = (
+    CoopTiling((2, 2), (64, 64), 32, 1),
+)
+COOPMAT_SWEEP = (
+    CoopTiling((2, 2), (64, 64), 32, 2),
+    CoopTiling((4, 2), (64, 32), 32, 1),      # 128×128, eight 64×32 subgroup tiles
+    CoopTiling((4, 2), (64, 32), 32, 2),
+    CoopTiling((2, 2), (64, 64), 64, 1),      # 128×128, four 64×64
+    CoopTiling((2, 4), (64, 64), 32, 1),      # 256×128, eight 64×64
+    CoopTiling((4, 2), (64, 64), 32, 1),      # 128×256
+    CoopTiling((2, 4), (64, 64), 16, 2),
+    CoopTiling((2, 2), (32, 64), 32, 2),      # 64×128, four 32×64
+    CoopTiling((2, 2), (64, 64), 16, 2),
+    CoopTiling((4, 2), (64, 64), 16, 2),
+)
+
+
+def _coopmat_rows(t: CoopTiling, a_layout, b_layout) -> dict:
+    """Shared tile geometry of one stage in fp16 elements: (rows, row length)
+    of A and B. Each tile is stored in its global layout (so staging is a
+    straight vector copy); a k-major A or n-major B is loaded column-major."""
+    (bm, bn), bk, pad = t.block, t.bk, COOPMAT_PAD
+    a = (bm, bk + pad) if a_layout == "mk" else (bk, bm + pad)
+    b = (bk, bn + pad) if b_layout == "kn" else (bn, bk + pad)
     return {"a": a, "b": b}
 
 
-def coopmat_shared_bytes(shape, a_layout="mk", b_layout="kn") -> int:
-    g = _coopmat_rows(shape, a_layout, b_layout)
-    return 8 * (g["a"][0] * g["a"][1] + g["b"][0] * g["b"][1])
+def coopmat_shared_bytes(t: CoopTiling, a_layout="mk", b_layout="kn") -> int:
+    g = _coopmat_rows(t, a_layout, b_layout)
+    return 2 * t.stages * (g["a"][0] * g["a"][1] + g["b"][0] * g["b"][1])
 
 
-def coopmat_spec(shape, acc: str, a_layout: str, b_layout: str, c_direct: bool) -> KernelSpec:
-    """Each of 8 subgroups computes WM×WN fragments with coopMatMulAddNV on
-    a 128×128 block; the workgroup stages BM×BK and BK×BN fp16 tiles in
-    shared memory as 4-element vectors (A and B need the vec4 kernel's layouts), with
-    the next tile's global loads issued before the current tile's math.
-    Any M, N, K: tiles are zero-padded and edge fragments are stored element
-    by element. ``c_direct``: C is aligned for coopMatStoreNV (16-byte
-    rows), so interior fragments store directly."""
-    # fp16 quads travel as uvec2 (their bits): glslang's coopMatLoadNV
-    # takes uint vectors but not f16vec4 arrays.
-    bindings = (Binding("a4", "uvec2", READ), Binding("b4", "uvec2", READ),
+def coopmat_spec(shape, acc: str, a_layout: str, b_layout: str, tiling: CoopTiling = None,
+                 vec: int = 8) -> KernelSpec:
+    """Each subgroup computes a warp tile of fragments with coopMatMulAddNV;
+    the workgroup stages BM×BK and BK×BN fp16 tiles in shared memory as
+    ``vec``-element vectors (A and B need the vec4 kernel's layouts, and a
+    multiple of 8 along the contiguous dim for ``vec`` 8), with the next
+    tile's global loads issued before the current tile's math. Any M, N, K:
+    tiles are zero-padded; a fragment wholly inside C with 16-byte aligned
+    rows is stored directly, others element by element."""
+    t = tiling or COOPMAT_TILINGS[0]
+    # fp16 vectors travel as uvec2/uvec4 (their bits): glslang's
+    # coopMatLoadNV takes uint vectors but not f16vec4 arrays.
+    word = {4: "uvec2", 8: "uvec4"}[vec]
+    bindings = (Binding("a4", word, READ), Binding("b4", word, READ),
                 Binding("c", "float16_t", WRITE))
     params = (("shape", tuple(shape)), ("acc", acc), ("a", a_layout), ("b", b_layout),
-              ("cdirect", c_direct))
-    wg = COOPMAT_GRID[0] * COOPMAT_GRID[1] * COOPMAT_SUBGROUP
-    return KernelSpec("matmul_coopmat", bindings, GEMM_PUSH, params, (wg, 1, 1),
+              ("vec", vec), ("warps", t.warps), ("warp_tile", t.warp_tile), ("bk", t.bk),
+              ("stages", t.stages))
+    return KernelSpec("matmul_coopmat", bindings, GEMM_PUSH, params, (t.threads, 1, 1),
                       _exts("float16", COOPMAT_EXTS), ("cooperative_matrix", "float16", "subgroup"))
+
+
+def coopmat_tiling(spec: KernelSpec) -> CoopTiling:
+    return CoopTiling(spec.param("warps"), spec.param("warp_tile"), spec.param("bk"),
+                      spec.param("stages"))
 
 
 @family("matmul_coopmat")
 def _render_coopmat(spec: KernelSpec) -> str:
-    shape = spec.param("shape")
-    fm, fn, fk = shape
+    fm, fn, fk = spec.param("shape")
     accbits = 32 if spec.param("acc") == "float32" else 16
-    a_layout, b_layout = spec.param("a"), spec.param("b")
-    wm, wn = COOPMAT_FRAGS[f"{fm}x{fn}"]
-    sgx, sgy = COOPMAT_GRID
-    bm, bn = coopmat_block(shape)
-    bk = COOPMAT_BK
-    nt = sgx * sgy * COOPMAT_SUBGROUP
-    geo = _coopmat_rows(shape, a_layout, b_layout)
+    a_layout, b_layout, vec = spec.param("a"), spec.param("b"), spec.param("vec")
+    t = coopmat_tiling(spec)
+    wm, wn = t.warp_tile[0] // fm, t.warp_tile[1] // fn       # fragments per subgroup
+    (bm, bn), bk, nt = t.block, t.bk, t.threads
+    geo = _coopmat_rows(t, a_layout, b_layout)
     (a_rows, a_len), (b_rows, b_len) = geo["a"], geo["b"]
-    a_used, b_used = (bm * bk // 4), (bk * bn // 4)      # quads per tile
+    word = {4: "uvec2", 8: "uvec4"}[vec]
+    a_used, b_used = bm * bk // vec, bk * bn // vec        # vectors per tile
+    assert a_used % nt == 0 and b_used % nt == 0, "tile not a multiple of the workgroup"
     acc_t = f"fcoopmatNV<{accbits}, gl_ScopeSubgroup, FM, FN>"
     a_t = "fcoopmatNV<16, gl_ScopeSubgroup, FM, FK>"
     b_t = "fcoopmatNV<16, gl_ScopeSubgroup, FK, FN>"
     o_t = "fcoopmatNV<16, gl_ScopeSubgroup, FM, FN>"
     out = [
-        f"const uint FM = {fm}u, FN = {fn}u, FK = {fk}u, WM = {wm}u, WN = {wn}u;",
-        f"const uint SGX = {sgx}u, BM = {bm}u, BN = {bn}u, BK = {bk}u, NT = {nt}u;",
-        f"const uint ALEN = {a_len}u, BLEN = {b_len}u;",   # shared row lengths in quads
-        f"shared uvec2 As[{a_rows * a_len}];",
-        f"shared uvec2 Bs[{b_rows * b_len}];",
+        f"const uint FM = {fm}u, FN = {fn}u, FK = {fk}u, WM = {wm}u, WN = {wn}u, V = {vec}u;",
+        f"const uint SGX = {t.warps[0]}u, BM = {bm}u, BN = {bn}u, BK = {bk}u, NT = {nt}u;",
+        # shared row lengths and stage sizes, in vectors
+        f"const uint ALEN = {a_len // vec}u, BLEN = {b_len // vec}u;",
+        f"const uint ASTAGE = {a_rows * a_len // vec}u, BSTAGE = {b_rows * b_len // vec}u;",
+        f"shared {word} As[{t.stages}u * ASTAGE];",
+        f"shared {word} Bs[{t.stages}u * BSTAGE];",
         "void main() {",
         "  uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID;",
         "  uint bn0 = (gl_WorkGroupID.x + pc.x0) * BN, bm0 = (gl_WorkGroupID.y + pc.y0) * BM;",
@@ -373,71 +416,92 @@ def _render_coopmat(spec: KernelSpec) -> str:
         f"  {acc_t} acc[WM][WN];",
         "  [[unroll]] for (uint i = 0u; i < WM; ++i)",
         f"    [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = {acc_t}(0.0);",
-        f"  uvec2 ra[{a_used // nt}], rb[{b_used // nt}];",
+        f"  {word} ra[{a_used // nt}], rb[{b_used // nt}];",
     ]
     # Global -> registers for the tile at kt (zeros outside A and B), and
-    # registers -> shared. Index i of thread tid is quad tid + i*NT of the tile.
-    if a_layout == "mk":       # rows m, vec4 along k
-        a_load = ("uint m = v / (BK / 4u), k = (v % (BK / 4u)) * 4u; uint row = bm0 + m, kk = kt + k;",
-                  "row < pc.M && kk < pc.K", "(oa + int(row) * pc.sam + int(kk)) >> 2",
-                  "m * ALEN + k / 4u")
-    else:                      # rows k, vec4 along m
-        a_load = ("uint k = v / (BM / 4u), m = (v % (BM / 4u)) * 4u; uint row = bm0 + m, kk = kt + k;",
-                  "row < pc.M && kk < pc.K", "(oa + int(kk) * pc.sak + int(row)) >> 2",
-                  "k * ALEN + m / 4u")
-    if b_layout == "kn":       # rows k, vec4 along n
-        b_load = ("uint k = v / (BN / 4u), n = (v % (BN / 4u)) * 4u; uint col = bn0 + n, kk = kt + k;",
-                  "col < pc.N && kk < pc.K", "(ob + int(kk) * pc.sbk + int(col)) >> 2",
-                  "k * BLEN + n / 4u")
-    else:                      # rows n, vec4 along k
-        b_load = ("uint n = v / (BK / 4u), k = (v % (BK / 4u)) * 4u; uint col = bn0 + n, kk = kt + k;",
-                  "col < pc.N && kk < pc.K", "(ob + int(col) * pc.sbn + int(kk)) >> 2",
-                  "n * BLEN + k / 4u")
+    # registers -> shared. Index i of thread tid is vector tid + i*NT of the tile.
+    if a_layout == "mk":       # rows m, vectors along k
+        a_load = ("uint m = v / (BK / V), k = (v % (BK / V)) * V; uint row = bm0 + m, kk = kt + k;",
+                  "row < pc.M && kk < pc.K", "(oa + int(row) * pc.sam + int(kk)) / int(V)",
+                  "m * ALEN + k / V")
+    else:                      # rows k, vectors along m
+        a_load = ("uint k = v / (BM / V), m = (v % (BM / V)) * V; uint row = bm0 + m, kk = kt + k;",
+                  "row < pc.M && kk < pc.K", "(oa + int(kk) * pc.sak + int(row)) / int(V)",
+                  "k * ALEN + m / V")
+    if b_layout == "kn":       # rows k, vectors along n
+        b_load = ("uint k = v / (BN / V), n = (v % (BN / V)) * V; uint col = bn0 + n, kk = kt + k;",
+                  "col < pc.N && kk < pc.K", "(ob + int(kk) * pc.sbk + int(col)) / int(V)",
+                  "k * BLEN + n / V")
+    else:                      # rows n, vectors along k
+        b_load = ("uint n = v / (BK / V), k = (v % (BK / V)) * V; uint col = bn0 + n, kk = kt + k;",
+                  "col < pc.N && kk < pc.K", "(ob + int(col) * pc.sbn + int(kk)) / int(V)",
+                  "n * BLEN + k / V")
+    parts = (("ra", a_load, "a4", "As", "ASTAGE", a_used // nt),
+             ("rb", b_load, "b4", "Bs", "BSTAGE", b_used // nt))
 
-    def fetch(k0: str) -> list:
-        lines = [f"    uint kt = {k0};"]
-        for reg, (decl, cond, src, _), buf, count in (("ra", a_load, "a4", a_used // nt),
-                                                      ("rb", b_load, "b4", b_used // nt)):
-            lines += [f"    [[unroll]] for (uint i = 0u; i < {count}u; ++i) {{",
-                      f"      uint v = tid + i * NT; {decl}",
-                      f"      {reg}[i] = ({cond}) ? {buf}[{src}] : uvec2(0u);",
-                      "    }"]
+    def fetch(k0: str, ind: str) -> list:
+        lines = [f"{ind}uint kt = {k0};"]
+        for reg, (decl, cond, src, _), buf, _, _, count in parts:
+            lines += [f"{ind}[[unroll]] for (uint i = 0u; i < {count}u; ++i) {{",
+                      f"{ind}  uint v = tid + i * NT; {decl}",
+                      f"{ind}  {reg}[i] = ({cond}) ? {buf}[{src}] : {word}(0u);",
+                      f"{ind}}}"]
         return lines
 
-    def store() -> list:
+    def store(stage: str, ind: str) -> list:
         lines = []
-        for reg, (decl, _, _, dst), buf, count in (("ra", a_load, "As", a_used // nt),
-                                                   ("rb", b_load, "Bs", b_used // nt)):
-            lines += [f"  [[unroll]] for (uint i = 0u; i < {count}u; ++i) {{",
-                      f"    uint v = tid + i * NT, kt = 0u; {decl}",
-                      f"    {buf}[{dst}] = {reg}[i];",
-                      "  }"]
+        for reg, (decl, _, _, dst), _, sbuf, size, count in parts:
+            lines += [f"{ind}[[unroll]] for (uint i = 0u; i < {count}u; ++i) {{",
+                      f"{ind}  uint v = tid + i * NT, kt = 0u; {decl}",
+                      f"{ind}  {sbuf}[{stage} * {size} + {dst}] = {reg}[i];",
+                      f"{ind}}}"]
         return lines
 
-    a_elem = ("(sm + i * FM) * ALEN + kk / 4u", "false") if a_layout == "mk" else              ("kk * ALEN + (sm + i * FM) / 4u", "true")
-    b_elem = ("kk * BLEN + (sn + j * FN) / 4u", "false") if b_layout == "kn" else              ("(sn + j * FN) * BLEN + kk / 4u", "true")
-    out += ["  {"] + fetch("0u") + ["  }"]
-    out += ["  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {"]
-    out += ["  " + line for line in store()]
-    out += ["    barrier();",
-            "    if (k0 + BK < pc.K) {"]
-    out += ["  " + line for line in fetch("k0 + BK")]
-    out += ["    }",
-            "    [[unroll]] for (uint kk = 0u; kk < BK; kk += FK) {",
-            f"      {a_t} fa[WM];",
-            f"      {b_t} fb[WN];",
-            f"      [[unroll]] for (uint i = 0u; i < WM; ++i) coopMatLoadNV(fa[i], As, {a_elem[0]}, ALEN, {a_elem[1]});",
-            f"      [[unroll]] for (uint j = 0u; j < WN; ++j) coopMatLoadNV(fb[j], Bs, {b_elem[0]}, BLEN, {b_elem[1]});",
-            "      [[unroll]] for (uint i = 0u; i < WM; ++i)",
-            "        [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);",
-            "    }",
-            "    barrier();",
-            "  }"]
+    a_elem = (("(sm + i * FM) * ALEN + kk / V", "false") if a_layout == "mk"
+              else ("kk * ALEN + (sm + i * FM) / V", "true"))
+    b_elem = (("kk * BLEN + (sn + j * FN) / V", "false") if b_layout == "kn"
+              else ("(sn + j * FN) * BLEN + kk / V", "true"))
+    mma = [
+        "    [[unroll]] for (uint kk = 0u; kk < BK; kk += FK) {",
+        f"      {a_t} fa[WM];",
+        f"      {b_t} fb[WN];",
+        f"      [[unroll]] for (uint i = 0u; i < WM; ++i) coopMatLoadNV(fa[i], As, cur * ASTAGE + {a_elem[0]}, ALEN, {a_elem[1]});",
+        f"      [[unroll]] for (uint j = 0u; j < WN; ++j) coopMatLoadNV(fb[j], Bs, cur * BSTAGE + {b_elem[0]}, BLEN, {b_elem[1]});",
+        "      [[unroll]] for (uint i = 0u; i < WM; ++i)",
+        "        [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);",
+        "    }"]
+    out += ["  {"] + fetch("0u", "    ") + ["  }"]
+    if t.stages == 1:
+        # store; barrier; issue the next loads; multiply; barrier.
+        out += ["  const uint cur = 0u;",
+                "  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {"]
+        out += store("0u", "    ")
+        out += ["    barrier();",
+                "    if (k0 + BK < pc.K) {"]
+        out += fetch("k0 + BK", "      ")
+        out += ["    }"] + mma + ["    barrier();", "  }"]
+    else:
+        # Two stages: the tile for k0 + BK goes to the other buffer while this
+        # one is multiplied; a buffer is rewritten only after the barrier that
+        # ends the step which last read it, so one barrier per step suffices.
+        out += store("0u", "  ")
+        out += ["  barrier();",
+                "  uint cur = 0u;",
+                "  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {",
+                "    bool more = k0 + BK < pc.K;",
+                "    if (more) {"]
+        out += fetch("k0 + BK", "      ")
+        out += ["    }"] + mma
+        out += ["    if (more) {"] + store("(cur ^ 1u)", "      ") + ["    }",
+                "    barrier();",
+                "    cur ^= 1u;",
+                "  }"]
     out += [
-        # Store: a fragment wholly inside C (and C aligned for coopmat
-        # stores) goes straight to memory; edge fragments go through this
-        # subgroup's slice of As (free after the last barrier) and are copied
-        # element by element, so M and N need not be fragment multiples.
+        # Store: a fragment wholly inside C with 16-byte aligned rows goes
+        # straight to memory; edge fragments go through this subgroup's slice
+        # of As (free after the last barrier) and are copied element by
+        # element, so M and N need not be fragment multiples.
+        "  bool direct = pc.scn == 1 && pc.scm > 0 && ((uint(oc) | uint(pc.scm)) & 7u) == 0u;",
         "  uint lane = gl_SubgroupInvocationID, scratch = sg * FM * FN;",
         "  [[unroll]] for (uint i = 0u; i < WM; ++i) {",
         "    uint row = bm0 + sm + i * FM;",
@@ -446,21 +510,17 @@ def _render_coopmat(spec: KernelSpec) -> str:
         "      uint col = bn0 + sn + j * FN;",
         "      if (col >= pc.N) continue;",
         f"      {o_t} o = {o_t}(acc[i][j]);",
-    ]
-    if spec.param("cdirect"):
-        out += [
-            "      if (row + FM <= pc.M && col + FN <= pc.N) {",
-            "        coopMatStoreNV(o, c, uint(oc + int(row) * pc.scm + int(col)), uint(pc.scm), false);",
-            "        continue;",
-            "      }"]
-    out += [
-        "      coopMatStoreNV(o, As, scratch / 4u, FN / 4u, false);",
+        "      if (direct && row + FM <= pc.M && col + FN <= pc.N) {",
+        "        coopMatStoreNV(o, c, uint(oc + int(row) * pc.scm + int(col)), uint(pc.scm), false);",
+        "        continue;",
+        "      }",
+        "      coopMatStoreNV(o, As, scratch / V, FN / V, false);",
         "      subgroupMemoryBarrierShared();",
         "      subgroupBarrier();",
         "      for (uint e = lane; e < FM * FN; e += gl_SubgroupSize) {",
         "        uint r = row + e / FN, q = col + e % FN;",
         "        uint h = scratch + e;",
-        "        f16vec2 pair = unpackFloat2x16(As[h / 4u][(h / 2u) % 2u]);",
+        "        f16vec2 pair = unpackFloat2x16(As[h / V][(h / 2u) % (V / 2u)]);",
         "        if (r < pc.M && q < pc.N) c[oc + int(r) * pc.scm + int(q) * pc.scn] = pair[h % 2u];",
         "      }",
         "      subgroupBarrier();",
@@ -501,9 +561,17 @@ def _vec4_variants():
 
 @variants("matmul_coopmat")
 def _coopmat_variants():
-    for shape in COOPMAT_SHAPES:
+    # What the selector can produce: every tiling it may pick, for every
+    # fragment shape, accumulator, layout and vector width.
+    for t in COOPMAT_TILINGS:
+        for shape in COOPMAT_SHAPES:
+            for acc in COOPMAT_ACC:
+                for a in A_LAYOUTS:
+                    for b in B_LAYOUTS:
+                        for vec in (8, 4):
+                            yield coopmat_spec(shape, acc, a, b, t, vec)
+    # The other tilings, for measuring against the chosen one (row-major
+    # operands, 16x16x16 fragments).
+    for t in COOPMAT_SWEEP:
         for acc in COOPMAT_ACC:
-            for a in A_LAYOUTS:
-                for b in B_LAYOUTS:
-                    for c_direct in (True, False):
-                        yield coopmat_spec(shape, acc, a, b, c_direct)
+            yield coopmat_spec((16, 16, 16), acc, "mk", "kn", t, 8)
