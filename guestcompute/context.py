@@ -9,7 +9,6 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-import vulkan as vk
 from vulkan import ffi, lib
 
 from . import host as _host
@@ -18,13 +17,15 @@ from .cache.pipelines import PipelineCache
 from .cache.spirv import SpirvCache
 from .dtypes import DType, as_dtype
 from .errors import (BufferRangeError, ContextClosedError, DTypeError, InvalidArgumentError,
-                     KernelError, ShapeError, UnsupportedError, check)
+                     KernelError, ShapeError, UnsupportedError)
+from .epochs import EpochMixin
 from .record import Recorder
 from .tensor import Buffer, Tensor
+from .transfers import TransferMixin
 from .vk import bootstrap
 from .vk.descriptors import Descriptors
 from .vk.functions import DeviceFunctions, optional_names
-from .vk.memory import STAGING_USAGE, MemoryManager
+from .vk.memory import MemoryManager
 from .vk.structs import chain, new
 
 log = logging.getLogger("guestcompute")
@@ -79,7 +80,7 @@ def query_limits(pd, api: tuple) -> DeviceLimits:
         max_storage_buffers=min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers))
 
 
-class Context:
+class Context(EpochMixin, TransferMixin):
     """guestcompute on one device. Make one with :meth:`create` (standalone)
     or :meth:`adopt` (inside a host renderer).
 
@@ -436,244 +437,6 @@ class Context:
         report = warm(self, specs, progress, threads)
         report.saved = self._vk_pipeline_cache.save()
         return report
-
-    # -- epochs ---------------------------------------------------------------------
-    @property
-    def epoch(self) -> int:
-        """The epoch that recordings made now belong to. Thread-safety: any thread."""
-        return self._epoch
-
-    def advance_epoch(self) -> int:
-        """Close the current epoch (e.g. once per frame) and return its number.
-
-        Thread-safety: any thread; epochs are per context, so with several
-        recording threads one of them (the frame loop) should own them."""
-        with self._lock:
-            closed = self._epoch
-            self._epoch += 1
-        self._poll_retire_waits()
-        if self._submitter is not None:
-            self._submitter.poll()
-        return closed
-
-    def retire(self, epoch: int = None) -> None:
-        """The host promises all GPU work recorded in epochs ≤ ``epoch`` has
-        completed; guest memory freed since then is destroyed now. Without an
-        argument: everything up to the current epoch (device idle).
-
-        Thread-safety: any thread, but the promise covers every thread's work
-        in those epochs: retire only once all of it completed."""
-        with self._lock:
-            self._retired = max(self._retired, self._epoch if epoch is None else int(epoch))
-        self._collect()
-        if self._timestamps is not None:
-            self._timestamps.collect(self._retired)     # read before the query pools are reused
-
-    def retire_when(self, *, fence=None, semaphore=None, submission=None, epoch: int = None) -> int:
-        """Retire epochs ≤ ``epoch`` once the GPU says so: when ``fence`` (a
-        VkFence) is signalled, the timeline ``semaphore=(sem, value)`` reaches
-        ``value``, or ``submission`` (from :meth:`submit`) completed. Without
-        ``epoch`` the current epoch is closed (:meth:`advance_epoch`) and used.
-        Polled, in order, by :meth:`advance_epoch`; returns the epoch.
-
-        The fence or semaphore must stay alive until then. A fence the host
-        resets before the poll sees it only delays retirement until it is
-        signalled again.
-
-        Thread-safety: any thread; the poll reads the fence's status, so do
-        not reset that fence on another thread while advance_epoch runs."""
-        self._check_open()
-        given = [x is not None for x in (fence, semaphore, submission)]
-        if sum(given) != 1:
-            raise InvalidArgumentError("retire_when takes exactly one of fence=, semaphore=, submission=")
-        if submission is not None:
-            if not callable(getattr(submission, "done", None)):
-                raise InvalidArgumentError("submission= takes what ctx.submit returned")
-            done = submission.done
-        elif fence is not None:
-            handle = _host.as_handle(fence, "VkFence", "fence")
-            fns, dev = self._fns, self.device
-
-            def done():
-                return fns.vkGetFenceStatus(dev, handle) == vk.VK_SUCCESS
-        else:
-            from .submit import timeline_reached
-            done = timeline_reached(self, semaphore)
-        if epoch is None:
-            epoch = self.advance_epoch()
-        with self._lock:
-            self._retire_waits.append((int(epoch), done))
-        return int(epoch)
-
-    def _poll_retire_waits(self):
-        # In order: retiring epoch e promises every epoch before it finished
-        # too, which a later fence on another queue would not prove.
-        last = None
-        with self._lock:
-            waits = self._retire_waits
-            while waits and waits[0][1]():
-                last = waits.popleft()[0]
-        if last is not None:
-            self.retire(last)
-
-    def _retire_later(self, epoch: int, destroy) -> None:
-        """Call ``destroy()`` once ``epoch`` retired (guest objects other than
-        buffers: program command buffers, ...)."""
-        self._graveyard.append((epoch, destroy, None))
-
-    def _release(self, alloc, uid, last_epoch):
-        # May run from a finalizer on any thread: only enqueue.
-        self._graveyard.append((last_epoch, alloc, uid))
-
-    def _collect(self):
-        keep = collections.deque()
-        while self._graveyard:
-            item = self._graveyard.popleft()
-            epoch, alloc, uid = item
-            if epoch <= self._retired:
-                if uid is None:
-                    alloc()         # from _retire_later
-                    continue
-                self._descriptors.forget_buffer(uid)
-                self.memory.destroy(alloc)
-            else:
-                keep.append(item)
-        self._graveyard.extend(keep)
-
-    # -- data movement ------------------------------------------------------------
-    def _write_bytes(self, buf: Buffer, offset: int, data: bytes):
-        if buf.alloc is None:
-            raise UnsupportedError("write() into an imported buffer: the host owns its contents")
-        if buf.alloc.mapped is not None:
-            buf.alloc.mapped[offset:offset + len(data)] = data
-            self.memory.flush(buf.alloc)
-            return
-        staging = self.memory.create(len(data), STAGING_USAGE, host_visible=True)
-        staging.mapped[0:len(data)] = data
-        if self.queue is None:
-            # No queue to submit on: the copy is recorded at the start of the
-            # next recording, and the staging buffer retires with that epoch.
-            with self._lock:            # _flush_pending_uploads swaps the list under it
-                self._pending_uploads.append((staging, buf, offset, len(data)))
-            return
-        region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=len(data))
-
-        def body(cmd):
-            self._cmd_barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                              vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_SHADER_READ_BIT,
-                              vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT)
-            self._fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
-        try:
-            self._submit_and_wait(body)
-        finally:
-            self.memory.destroy(staging)
-
-    def _flush_pending_uploads(self, rec):
-        if not self._pending_uploads:
-            return
-        with self._lock:
-            uploads, self._pending_uploads = self._pending_uploads, []
-        cmd = rec._cmd
-        rec._emit_barrier(vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                          vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                          vk.VK_ACCESS_TRANSFER_WRITE_BIT)
-        for staging, buf, offset, size in uploads:
-            region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=size)
-            self._fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
-            from .vk.memory import next_uid
-            self._graveyard.append((self._epoch, staging, next_uid()))
-
-    def _read_bytes(self, buf: Buffer, offset: int, size: int) -> bytes:
-        if size <= 0:
-            return b""
-        if buf.alloc is not None and buf.alloc.mapped is not None:
-            self.memory.invalidate(buf.alloc)
-            return bytes(buf.alloc.mapped[offset:offset + size])
-        if self.queue is None:
-            raise UnsupportedError("reading this tensor needs a staging copy: pass queue= to Context.adopt")
-        staging = self.memory.create(size, STAGING_USAGE, host_visible=True)
-        region = new("VkBufferCopy", srcOffset=offset, dstOffset=0, size=size)
-        src_stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-        if buf.host_access is not None:
-            src_stages |= buf.host_access.stages
-
-        def body(cmd):
-            self._cmd_barrier(cmd, src_stages, vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                              vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT)
-            self._fns.vkCmdCopyBuffer(cmd, buf.handle, staging.buffer, 1, region)
-            self._cmd_barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                              vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
-        try:
-            self._submit_and_wait(body)
-            self.memory.invalidate(staging)
-            return bytes(staging.mapped[0:size])
-        finally:
-            self.memory.destroy(staging)
-
-    def _cmd_barrier(self, cmd, src_stage, src_access, dst_stage, dst_access):
-        bar = new("VkMemoryBarrier", srcAccessMask=src_access, dstAccessMask=dst_access)
-        self._fns.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
-
-    def _command_pool(self):
-        if self._pool is None:
-            info = new("VkCommandPoolCreateInfo", queueFamilyIndex=self.queue_family_index,
-                       flags=vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
-            out = ffi.new("VkCommandPool *")
-            check("vkCreateCommandPool", self._fns.vkCreateCommandPool(self.device, info, ffi.NULL, out))
-            self._pool = out[0]
-        return self._pool
-
-    def _submit_and_wait(self, body):
-        """Record ``body(cmd)`` into a one-time command buffer, submit, wait.
-
-        One at a time: the transient pool is externally synchronized (uploads
-        made inside ``body`` re-enter). Only a standalone context retires its
-        epoch here, and only at the outermost level: an adopted context's
-        epochs belong to the host, whose own frames may still be in flight."""
-        if self.queue is None:
-            raise UnsupportedError("this context has no queue; pass queue= to Context.adopt, or record "
-                                   "into your own command buffer with ctx.record(cmd)")
-        with self._submit_lock:
-            self._submit_depth += 1
-            try:
-                self._submit_once(body)
-            finally:
-                self._submit_depth -= 1
-            if self._owned is not None and self._submit_depth == 0:
-                self.retire(self.advance_epoch())
-
-    def _submit_once(self, body):
-        fns, dev = self._fns, self.device
-        with self._lock:
-            pool = self._command_pool()
-            alloc = new("VkCommandBufferAllocateInfo", commandPool=pool,
-                        level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
-            out = ffi.new("VkCommandBuffer *")
-            check("vkAllocateCommandBuffers", fns.vkAllocateCommandBuffers(dev, alloc, out))
-        cmd = out[0]
-        fence = ffi.new("VkFence *")
-        try:
-            begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
-            check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
-            body(cmd)
-            check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
-            check("vkCreateFence", fns.vkCreateFence(dev, new("VkFenceCreateInfo"), ffi.NULL, fence))
-            cmds = ffi.new("VkCommandBuffer[1]", [cmd])
-            submit = new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds)
-            with self._queue_lock:
-                check("vkQueueSubmit", fns.vkQueueSubmit(self.queue, 1, submit, fence[0]))
-            res = fns.vkWaitForFences(dev, 1, fence, vk.VK_TRUE, 2**63 - 1)
-            if res != vk.VK_SUCCESS:
-                # Never free a command buffer or fence the GPU may still use:
-                # drain the queue first (it returns at once on a lost device).
-                with self._queue_lock:
-                    fns.vkQueueWaitIdle(self.queue)
-                check("vkWaitForFences", res)
-        finally:
-            if fence[0] != ffi.NULL:
-                fns.vkDestroyFence(dev, fence[0], ffi.NULL)
-            with self._lock:
-                fns.vkFreeCommandBuffers(dev, self._pool, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
 
     # -- introspection ------------------------------------------------------------
     def timings(self, epoch: int = None) -> dict:

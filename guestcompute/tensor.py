@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .dtypes import DType, as_dtype
-from .errors import ContextClosedError, InvalidArgumentError, ShapeError
+from .errors import InvalidArgumentError, ShapeError
 from .vk.memory import next_uid
 
 

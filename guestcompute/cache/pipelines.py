@@ -26,7 +26,7 @@ import vulkan as vk
 from vulkan import ffi
 
 from ..errors import UnsupportedError, check
-from ..vk.structs import array, new
+from ..vk.structs import new
 
 COMPUTE = vk.VK_SHADER_STAGE_COMPUTE_BIT
 

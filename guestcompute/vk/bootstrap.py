@@ -9,7 +9,7 @@ from vulkan import ffi, lib
 
 from ..errors import UnsupportedError, check
 from .functions import instance_function
-from .structs import array, new
+from .structs import new
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 

@@ -1,0 +1,155 @@
+"""Moving bytes between host memory and guest buffers.
+
+Host-visible memory (lavapipe, integrated GPUs, resizable BAR) is a plain
+memcpy. Otherwise a staging buffer is copied on the context's queue in a
+one-time command buffer — only from ``ctx.tensor`` / ``t.numpy()`` /
+``ctx.run``, never from ``record`` — or, for an adopted context without a
+queue, the copy is recorded at the start of the host's next recording.
+"""
+from __future__ import annotations
+
+import vulkan as vk
+from vulkan import ffi
+
+from .errors import UnsupportedError, check
+from .tensor import Buffer
+from .vk.memory import STAGING_USAGE, next_uid
+from .vk.structs import new
+
+
+class TransferMixin:
+    """The data-movement half of :class:`~guestcompute.context.Context`."""
+
+    def _write_bytes(self, buf: Buffer, offset: int, data: bytes):
+        if buf.alloc is None:
+            raise UnsupportedError("write() into an imported buffer: the host owns its contents")
+        if buf.alloc.mapped is not None:
+            buf.alloc.mapped[offset:offset + len(data)] = data
+            self.memory.flush(buf.alloc)
+            return
+        staging = self.memory.create(len(data), STAGING_USAGE, host_visible=True)
+        staging.mapped[0:len(data)] = data
+        if self.queue is None:
+            # No queue to submit on: the copy is recorded at the start of the
+            # next recording, and the staging buffer retires with that epoch.
+            with self._lock:            # _flush_pending_uploads swaps the list under it
+                self._pending_uploads.append((staging, buf, offset, len(data)))
+            return
+        region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=len(data))
+
+        def body(cmd):
+            self._cmd_barrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                              vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_SHADER_READ_BIT,
+                              vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+            self._fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
+        try:
+            self._submit_and_wait(body)
+        finally:
+            self.memory.destroy(staging)
+
+    def _flush_pending_uploads(self, rec):
+        if not self._pending_uploads:
+            return
+        with self._lock:
+            uploads, self._pending_uploads = self._pending_uploads, []
+        cmd = rec._cmd
+        rec._emit_barrier(vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                          vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                          vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+        for staging, buf, offset, size in uploads:
+            region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=size)
+            self._fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
+            self._graveyard.append((self._epoch, staging, next_uid()))
+
+    def _read_bytes(self, buf: Buffer, offset: int, size: int) -> bytes:
+        if size <= 0:
+            return b""
+        if buf.alloc is not None and buf.alloc.mapped is not None:
+            self.memory.invalidate(buf.alloc)
+            return bytes(buf.alloc.mapped[offset:offset + size])
+        if self.queue is None:
+            raise UnsupportedError("reading this tensor needs a staging copy: pass queue= to Context.adopt")
+        staging = self.memory.create(size, STAGING_USAGE, host_visible=True)
+        region = new("VkBufferCopy", srcOffset=offset, dstOffset=0, size=size)
+        src_stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        if buf.host_access is not None:
+            src_stages |= buf.host_access.stages
+
+        def body(cmd):
+            self._cmd_barrier(cmd, src_stages, vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                              vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT)
+            self._fns.vkCmdCopyBuffer(cmd, buf.handle, staging.buffer, 1, region)
+            self._cmd_barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                              vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
+        try:
+            self._submit_and_wait(body)
+            self.memory.invalidate(staging)
+            return bytes(staging.mapped[0:size])
+        finally:
+            self.memory.destroy(staging)
+
+    def _cmd_barrier(self, cmd, src_stage, src_access, dst_stage, dst_access):
+        bar = new("VkMemoryBarrier", srcAccessMask=src_access, dstAccessMask=dst_access)
+        self._fns.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
+
+    def _command_pool(self):
+        if self._pool is None:
+            info = new("VkCommandPoolCreateInfo", queueFamilyIndex=self.queue_family_index,
+                       flags=vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
+            out = ffi.new("VkCommandPool *")
+            check("vkCreateCommandPool", self._fns.vkCreateCommandPool(self.device, info, ffi.NULL, out))
+            self._pool = out[0]
+        return self._pool
+
+    def _submit_and_wait(self, body):
+        """Record ``body(cmd)`` into a one-time command buffer, submit, wait.
+
+        One at a time: the transient pool is externally synchronized (uploads
+        made inside ``body`` re-enter). Only a standalone context retires its
+        epoch here, and only at the outermost level: an adopted context's
+        epochs belong to the host, whose own frames may still be in flight."""
+        if self.queue is None:
+            raise UnsupportedError("this context has no queue; pass queue= to Context.adopt, or record "
+                                   "into your own command buffer with ctx.record(cmd)")
+        with self._submit_lock:
+            self._submit_depth += 1
+            try:
+                self._submit_once(body)
+            finally:
+                self._submit_depth -= 1
+            if self._owned is not None and self._submit_depth == 0:
+                self.retire(self.advance_epoch())
+
+    def _submit_once(self, body):
+        fns, dev = self._fns, self.device
+        with self._lock:
+            pool = self._command_pool()
+            alloc = new("VkCommandBufferAllocateInfo", commandPool=pool,
+                        level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
+            out = ffi.new("VkCommandBuffer *")
+            check("vkAllocateCommandBuffers", fns.vkAllocateCommandBuffers(dev, alloc, out))
+        cmd = out[0]
+        fence = ffi.new("VkFence *")
+        try:
+            begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+            check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
+            body(cmd)
+            check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
+            check("vkCreateFence", fns.vkCreateFence(dev, new("VkFenceCreateInfo"), ffi.NULL, fence))
+            cmds = ffi.new("VkCommandBuffer[1]", [cmd])
+            submit = new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds)
+            with self._queue_lock:
+                check("vkQueueSubmit", fns.vkQueueSubmit(self.queue, 1, submit, fence[0]))
+            res = fns.vkWaitForFences(dev, 1, fence, vk.VK_TRUE, 2**63 - 1)
+            if res != vk.VK_SUCCESS:
+                # Never free a command buffer or fence the GPU may still use:
+                # drain the queue first (it returns at once on a lost device).
+                with self._queue_lock:
+                    fns.vkQueueWaitIdle(self.queue)
+                check("vkWaitForFences", res)
+        finally:
+            if fence[0] != ffi.NULL:
+                fns.vkDestroyFence(dev, fence[0], ffi.NULL)
+            with self._lock:
+                fns.vkFreeCommandBuffers(dev, self._pool, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
+
