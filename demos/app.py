@@ -135,6 +135,15 @@ class GuestApp:
             return args.particles
         return args.cpu_particles if self.on_cpu else GPU_PARTICLES
 
+    def particle_buffers(self, args):
+        """Announce the device and particle count, and make the renderer's
+        position and colour vertex buffers for that many particles."""
+        renderer = self.renderer
+        count = self.default_particles(args)
+        print(f"device: {renderer.device_name}; particles: {count:,}; "
+              f"{'offscreen' if renderer.headless else 'window'} {renderer.extent[0]}x{renderer.extent[1]}")
+        return count, renderer.create_vertex_buffers(count)
+
     def record(self, cmd, fn):
         """Record ``fn(rec)`` into the host's ``cmd``, timing the CPU cost."""
         start = time.perf_counter()

@@ -80,10 +80,7 @@ def run(args):
     app = GuestApp(args, "guestcompute neural colours")
     try:
         renderer = app.renderer
-        count = app.default_particles(args)
-        print(f"device: {renderer.device_name}; particles: {count:,}; "
-              f"{'offscreen' if renderer.headless else 'window'} {renderer.extent[0]}x{renderer.extent[1]}")
-        buffers = renderer.create_vertex_buffers(count)
+        count, buffers = app.particle_buffers(args)
         sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent)
         # The net's mean intensity is about 0.5; match the particle demo's level.
         net = NeuralColours(app.ctx, weights, sim.state, sim.colors,
