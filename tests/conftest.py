@@ -34,28 +34,27 @@ def _check_clean(host):
     assert not msgs, "validation layer reported:\n" + "\n\n".join(msgs)
 
 
-@pytest.fixture(params=["bare", "modern"])
-def host(request):
-    h = _host(request.param)
+def _validated(profile):
+    """The shared host of ``profile``, with its messages checked after the test."""
+    h = _host(profile)
     h.messages.clear()
     yield h
     _check_clean(h)
+
+
+@pytest.fixture(params=["bare", "modern"])
+def host(request):
+    yield from _validated(request.param)
 
 
 @pytest.fixture
 def modern_host():
-    h = _host("modern")
-    h.messages.clear()
-    yield h
-    _check_clean(h)
+    yield from _validated("modern")
 
 
 @pytest.fixture
 def bare_host():
-    h = _host("bare")
-    h.messages.clear()
-    yield h
-    _check_clean(h)
+    yield from _validated("bare")
 
 
 @pytest.fixture
