@@ -119,7 +119,37 @@ def test_typed_errors(host, ctx):
 def test_one_pipeline_per_kernel_across_shapes(host, ctx):
     xs = [ctx.tensor(np.ones(shape, np.float32)) for shape in ((4, 30), (9, 129), (2, 3, 1000))]
     host.run(ctx, lambda rec: [rec.softmax(x) for x in xs] + [rec.softmax(x.T, 0) for x in xs[:2]])
-    assert ctx.cache_stats()["pipelines_created"] == 1
+    assert ctx.cache_stats()["pipelines_created"] == 2          # scalar, and vec4 for (2, 3, 1000)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_softmax_vec4_and_scalar_rows(host, ctx, dtype):
+    """Aligned rows a multiple of 4 long move vec4s; odd lengths, misaligned
+    starts and in-place use keep the same results; -inf entries add nothing."""
+    from guestcompute.ops.base import registered_ops
+    need(ctx, dtype)
+    rng = np.random.default_rng(3)
+    x_np = (rng.standard_normal((5, 1036)) * 4).astype(dtype)
+    x_np[1, [0, 9, 1000]] = -np.inf
+    x_np[2, 3] = 40.0                                     # a late new maximum rescales the sum
+    x = ctx.tensor(x_np)
+    cases = [(x, x_np, 4), (x[:, 4:1032], x_np[:, 4:1032], 4), (x[:, 1:1029], x_np[:, 1:1029], 1),
+             (x[:, :1034], x_np[:, :1034], 1)]
+    for v, _, vec in cases:
+        spec = registered_ops()["softmax"](ctx, v, -1).dispatches[0].spec
+        assert spec.param("vec", 1) == vec
+    got = host.run(ctx, lambda rec: [f(v) for v, _, _ in cases for f in (rec.softmax, rec.log_softmax)])
+    it = iter(got)
+    for _, v_np, _ in cases:
+        close(next(it), softmax_ref(v_np, -1), dtype)
+        ls, ref = next(it).numpy().astype(np.float64), softmax_ref(v_np, -1, log=True)
+        finite = np.isfinite(ref)
+        assert np.array_equal(finite, np.isfinite(ls))
+        tol = 3e-2 if dtype == "float16" else 2e-5
+        np.testing.assert_allclose(ls[finite], ref[finite], rtol=tol, atol=tol)
+    y = ctx.tensor(x_np)
+    host.run(ctx, lambda rec: rec.softmax(y, out=y))     # in place, vec4
+    close(y, softmax_ref(x_np, -1), dtype)
 
 
 @HYP
@@ -152,10 +182,10 @@ def test_planned_specs_are_in_the_bake_catalogue(modern_ctx):
     for dtype in ("float32", "float16"):
         x, w = ctx.empty((3, 40), dtype), ctx.empty((40,), dtype)
         for name in ("softmax", "log_softmax"):
-            planned += ops[name](ctx, x, 0).dispatches
+            planned += ops[name](ctx, x, 0).dispatches + ops[name](ctx, x, -1).dispatches
         for weight in (None, w):
             planned += ops["rms_norm"](ctx, x, weight).dispatches
             for bias in (None, w):
                 planned += ops["layer_norm"](ctx, x, weight, bias).dispatches
-    assert len({d.spec for d in planned}) == 16
+    assert len({d.spec for d in planned}) == 20
     assert all(d.spec in catalogue for d in planned)

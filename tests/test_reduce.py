@@ -99,7 +99,7 @@ def test_int_sums_wrap_and_float16_accumulates_in_fp32(host, ctx):
         np.testing.assert_array_equal(hm.numpy(), [1, 1])
 
 
-@pytest.mark.parametrize("n", [50, 20000])               # single pass and chunked
+@pytest.mark.parametrize("n", [50, 52, 20000])           # single pass (scalar, vec4) and chunked
 def test_nan_and_tie_rules(host, ctx, n):
     x_np = np.zeros((3, n), np.float32)
     x_np[0, [5, n - 7, n - 2]] = 4.0                      # ties: the first one wins
@@ -198,9 +198,55 @@ def test_folded_grid(host, ctx):
 def test_one_pipeline_per_kernel_across_shapes(host, ctx):
     xs = [ctx.tensor(np.ones(shape, np.float32)) for shape in ((4, 300), (9, 129), (2, 3, 1000), (50, 2000))]
     host.run(ctx, lambda rec: [rec.sum(x, -1) for x in xs] + [rec.mean(x, -1) for x in xs])
-    assert ctx.cache_stats()["pipelines_created"] == 1         # mean is sum with a scale
-    host.run(ctx, lambda rec: [rec.max(x.T, 0) for x in xs])   # strided views: still one kernel
-    assert ctx.cache_stats()["pipelines_created"] == 2
+    specs = {d.spec for x in xs for d in plan(ctx, "sum", x, -1)}
+    assert {sp.param("vec", 1) for sp in specs} == {1, 4}       # aligned rows load vec4s
+    assert ctx.cache_stats()["pipelines_created"] == len(specs) == 2   # mean is sum with a scale
+    host.run(ctx, lambda rec: [rec.max(x.T, 0) for x in xs])   # strided views: the same two kernels
+    assert ctx.cache_stats()["pipelines_created"] == 4
+
+
+@pytest.mark.parametrize("n,offset,vec,passes", [
+    (4612, 0, 4, 1),        # single pass: unrolled vec4 loop plus single-vec4 remainder
+    (4610, 0, 1, 1),        # length not a multiple of 4: scalar loads
+    (8192, 0, 4, 2),        # just long enough to split in chunks
+    (8193, 0, 1, 2),
+    (100004, 4, 4, 2),      # aligned view: vec4 chunks, a short last chunk
+    (100004, 1, 1, 2),      # misaligned start: scalar loads
+])
+def test_full_reduction_vec4_and_chunks(host, ctx, n, offset, vec, passes):
+    rng = np.random.default_rng(n + offset)
+    base_np = rng.integers(-1000, 1000, n + offset).astype(np.float32)
+    base_np[offset + np.array([7, n // 2, n - 3])] = 5000.0       # ties for the first maximum
+    base_np[offset + np.array([n - 1, 11])] = -5000.0
+    base = ctx.tensor(base_np)
+    x, x_np = base[offset:], base_np[offset:]
+    for op in OPS:
+        d = plan(ctx, op, x)
+        assert len(d) == passes and d[0].spec.param("vec", 1) == vec, op
+    got = host.run(ctx, lambda rec: [getattr(rec, op)(x) for op in OPS])
+    for op, g in zip(OPS, got):
+        check(op, g, x_np, None, False)
+    groups = R.chunking(R.split_rows(x.shape, (0,), [x.strides, (0,)], "sum"))[0]
+    assert groups <= R.TARGET_GROUPS and (passes == 1) == (groups == 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint32"])
+def test_rows_vec4_aligned_and_not(host, ctx, dtype):
+    need(ctx, dtype)
+    rng = np.random.default_rng(9)
+    x_np = random(rng, (6, 1032), dtype, 0 if dtype == "uint32" else -50, 50)
+    x = ctx.tensor(x_np)
+    views = [(x, x_np), (x[:, 4:1028], x_np[:, 4:1028]), (x[:, 1:1029], x_np[:, 1:1029]),
+             (x[:, :1030], x_np[:, :1030])]
+    expect_vec = [4, 4, 1, 1]
+    for (v, _), vec in zip(views, expect_vec):
+        assert plan(ctx, "max", v, 1)[0].spec.param("vec", 1) == vec
+    ops = [op for op in OPS if not (op == "mean" and dtype in ("int32", "uint32"))]
+    got = host.run(ctx, lambda rec: [getattr(rec, op)(v, 1) for v, _ in views for op in ops])
+    it = iter(got)
+    for _, v_np in views:
+        for op in ops:
+            check(op, next(it), v_np, 1, False)
 
 
 def test_selection_covers_every_layout():

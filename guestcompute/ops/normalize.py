@@ -6,6 +6,10 @@ strides over the row accumulating in fp32 (float16 is loaded into fp32), a
 shared-memory tree combines the workgroup's partial results (``row_max`` /
 ``row_sum``), and a last sweep writes the row. Rows are read two or three
 times instead of being staged in shared memory, so any row length works.
+softmax reads a row only twice: one sweep keeps a running maximum and the
+sum of ``exp(x - max)`` rescaled whenever the maximum grows, then the write
+sweep. When both rows are contiguous, 16-byte aligned and a multiple of 4
+long (``vec=4``) softmax moves whole vec4s.
 
 Numerics: softmax subtracts the row maximum before ``exp`` (no overflow);
 log_softmax is ``(x - max) - log(sum(exp(x - max)))``; layer_norm takes the
@@ -53,22 +57,55 @@ _HEAD = ["void main() {", f"  uint row = {GROUP_INDEX};",
          glsl_row_bases(2), "  uint lid = gl_LocalInvocationID.x;"]
 
 
+def _glsl_online_softmax() -> str:
+    """Running (max ``rmax``, sum ``rsum`` of exp(x - rmax)) per invocation, merged
+    across the workgroup by ``row_max_sum``. -inf elements add nothing (their
+    exp is 0 against any maximum, and -inf - -inf would be NaN); NaN
+    elements make the sum NaN, so the whole row comes out NaN, as in numpy."""
+    return "\n".join([
+        f"float rmax = {_NEG_INF}, rsum = 0.0;",
+        f"float term(float v) {{ return v > {_NEG_INF} || isnan(v) ? exp(v - rmax) : 0.0; }}",
+        "void grow(float mx) { if (mx > rmax) { rsum *= exp(rmax - mx); rmax = mx; } }",
+        "shared float redm[gl_WorkGroupSize.x], reds[gl_WorkGroupSize.x];",
+        "void merge(float m2, float s2) {",
+        "  float mx = max(rmax, m2);",
+        f"  rsum = (rmax > {_NEG_INF} ? rsum * exp(rmax - mx) : 0.0)",
+        f"       + (m2 > {_NEG_INF} ? s2 * exp(m2 - mx) : 0.0);",
+        "  rmax = mx;", "}",
+        "void row_max_sum() {", "  uint lid = gl_LocalInvocationID.x;",
+        glsl_tree("merge(m2, s2);", "float m2 = redm[lid + s]; float s2 = reds[lid + s];",
+                  "redm[lid] = rmax; reds[lid] = rsum;"),
+        "  rmax = redm[0]; rsum = reds[0];", "}"])
+
+
 @family("softmax")
 def _render_softmax(spec: KernelSpec) -> str:
-    out_t = as_dtype(spec.param("dtype")).glsl
-    result = "v - lse" if spec.param("log") else "exp(v - m) / total"
-    lines = [glsl_element_offset(1, 2), _glsl_row_reductions()] + _HEAD + [
-        f"  float m = {_NEG_INF};", _row_loop("m = max(m, v);"), "  m = row_max(m);",
-        "  float total = 0.0;", _row_loop("total += exp(v - m);"), "  total = row_sum(total);",
-        "  float lse = m + log(total);",
-        _row_loop(f"out0[base1 + elem1(r)] = {out_t}({result});"), "}"]
+    dtype = as_dtype(spec.param("dtype"))
+    out_t = dtype.glsl
+    result = "v - lse" if spec.param("log") else "exp(v - rmax) * inv"   # no divide per element
+    lines = [glsl_element_offset(1, 2), _glsl_online_softmax()] + _HEAD
+    if spec.param("vec", 1) == 4:
+        ot = dtype.vec(4)
+        lines += ["  uint vb0 = uint(base0) >> 2u, vb1 = uint(base1) >> 2u, qe = pc.row_len / 4u;",
+                  "  for (uint q = lid; q < qe; q += gl_WorkGroupSize.x) {",
+                  "    vec4 v = vec4(in0[vb0 + q]);",
+                  "    grow(max(max(v.x, v.y), max(v.z, v.w)));",
+                  "    rsum += (term(v.x) + term(v.y)) + (term(v.z) + term(v.w));", "  }",
+                  "  row_max_sum();", "  float lse = rmax + log(rsum), inv = 1.0 / rsum;",
+                  "  for (uint q = lid; q < qe; q += gl_WorkGroupSize.x) {",
+                  f"    vec4 v = vec4(in0[vb0 + q]); out0[vb1 + q] = {ot}({result});", "  }", "}"]
+        return "\n".join(lines)
+    lines += [_row_loop("grow(v); rsum += term(v);"), "  row_max_sum();",
+              "  float lse = rmax + log(rsum), inv = 1.0 / rsum;",
+              _row_loop(f"out0[base1 + elem1(r)] = {out_t}({result});"), "}"]
     return "\n".join(lines)
 
 
-def softmax_spec(dtype, log: bool) -> KernelSpec:
-    bindings = (Binding("in0", dtype.glsl, READ), Binding("out0", dtype.glsl, WRITE))
-    return KernelSpec("softmax", bindings, tuple(rows_push(2, 2, 1)),
-                      (("dtype", dtype.name), ("log", log)), (WORKGROUP, 1, 1),
+def softmax_spec(dtype, log: bool, vec: int = 1) -> KernelSpec:
+    """``vec`` 4: both rows contiguous, 16-byte aligned, a multiple of 4 long."""
+    bindings = (Binding("in0", dtype.vec(vec), READ), Binding("out0", dtype.vec(vec), WRITE))
+    params = (("dtype", dtype.name), ("log", log)) + ((("vec", vec),) if vec != 1 else ())
+    return KernelSpec("softmax", bindings, tuple(rows_push(2, 2, 1)), params, (WORKGROUP, 1, 1),
                       _extensions([dtype]), _features([dtype]))
 
 
@@ -129,7 +166,11 @@ def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
     out = _output(ctx, out, x.shape, x.dtype, [x])
     if out.size == 0:
         return OpResult(out, [])
-    return OpResult(out, [_plan_rows(ctx, softmax_spec(x.dtype, log), x, axis, out)])
+    L = split_rows(x.shape, (axis,), [x.strides, out.strides], name)
+    aligned = all(o % 4 == 0 for o in (x.offset, out.offset)) and all(
+        s % 4 == 0 for st in L.kst for s, n in zip(st, L.kshape) if n > 1)
+    vec = 4 if aligned and L.rst == ((1,), (1,)) and L.row_len % 4 == 0 else 1
+    return OpResult(out, [_plan_rows(ctx, softmax_spec(x.dtype, log, vec), x, axis, out)])
 
 
 @op("softmax")
@@ -198,7 +239,8 @@ def rms_norm(ctx, x, weight=None, *, eps: float = 1e-6, out=None):
 def _softmax_variants():
     for name in FLOATS:
         for log in (False, True):
-            yield softmax_spec(as_dtype(name), log)
+            for vec in (1, 4):
+                yield softmax_spec(as_dtype(name), log, vec)
 
 
 @variants("norm")

@@ -12,7 +12,12 @@ without a kernel):
 - ``rows``: one 128-wide workgroup per row; each invocation strides over the
   row, then a shared-memory tree combines the 128 partial results. When a
   few rows are very long, each row is split into chunks (one workgroup
-  each) writing partial results, and a second ``rows`` pass reduces them.
+  each, about :data:`TARGET_GROUPS` in all: enough to keep every SM of a
+  big GPU streaming) writing partial results, and a second ``rows`` pass
+  reduces them. When every row is contiguous and starts on a 16-byte
+  boundary and its length is a multiple of 4 (``vec=4``), invocations load
+  whole vec4s, four at a time before combining them, so a long loop keeps
+  several loads in flight instead of waiting on each.
 
 Semantics: float16 accumulates in float32; int32/uint32 sums wrap mod 2**32
 (numpy's ``sum(dtype=int32)``); ``mean`` is for floats only. ``max``/``min``
@@ -40,7 +45,8 @@ from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_
 
 WORKGROUP = 128        # a power of two: the tree halves it
 CHUNK = 4096           # a row this long keeps one workgroup busy enough
-TARGET_GROUPS = 256    # split long rows until about this many workgroups run
+TARGET_GROUPS = 2048   # split long rows until about this many workgroups run (~16 per SM
+                       # of a 132-SM GPU: a full reduction must fill the device)
 COLS_MIN_ROWS = 256    # fewer rows than this cannot fill a device one per invocation
 
 ACC = {"float32": float32, "float16": float32, "int32": int32, "uint32": uint32}
@@ -66,6 +72,7 @@ def _base_op(name: str) -> str:
 @family("reduce")
 def _render_reduce(spec: KernelSpec) -> str:
     name, mode, stage = spec.param("op"), spec.param("mode"), spec.param("stage")
+    vec = spec.param("vec", 1)
     dtype, out = as_dtype(spec.param("dtype")), as_dtype(spec.param("out"))
     t = COMPUTE_TYPE[dtype.kind]
     base, arg = _base_op(name), name.startswith("arg")
@@ -107,33 +114,56 @@ def _render_reduce(spec: KernelSpec) -> str:
               "  if (g >= pc.rows * pc.chunks) return;   // whole workgroups leave together",
               "  uint row = g / pc.chunks, chunk = g % pc.chunks;",
               glsl_row_bases(2), "  uint lid = gl_LocalInvocationID.x;",
-              "  uint lo = chunk * pc.chunk_len, hi = min(pc.row_len, lo + pc.chunk_len);", init,
-              "  for (uint r = lo + lid; r < hi; r += gl_WorkGroupSize.x) {",
-              f"    int at = base0 + elem0(r); {load} {step}", "  }",
-              glsl_tree(step, tree_load, tree_store),
+              "  uint lo = chunk * pc.chunk_len, hi = min(pc.row_len, lo + pc.chunk_len);", init]
+    if vec == 4:
+        lines += _vec4_loop(t, dtype.vec(4), step, arg)
+    else:
+        lines += ["  for (uint r = lo + lid; r < hi; r += gl_WorkGroupSize.x) {",
+                  f"    int at = base0 + elem0(r); {load} {step}", "  }"]
+    lines += [glsl_tree(step, tree_load, tree_store),
               f"  if (lid == 0u) {{ int o = base1 + int(chunk * pc.cstride); {write} }}", "}"]
     return "\n".join(lines)
 
 
-def reduce_spec(name: str, dtype, out, mode: str, rrank: int, stage: str = "single") -> KernelSpec:
+def _vec4_loop(t: str, vt: str, step: str, arg: bool) -> list:
+    """The row loop over vec4s ``[lo, hi) / 4`` (both multiples of 4): four
+    loads issued before any is combined, then single vec4s for the rest.
+    Components are combined in element order, so the first of equal values
+    keeps its index (arg ties also compare indices)."""
+    W = "gl_WorkGroupSize.x"
+
+    def combine(a: str, q: str) -> str:
+        return " ".join(f"{{ {t} v = {t}({a}.{c});" + (f" uint vi = 4u * ({q}) + {k}u;" if arg else "")
+                        + f" {step} }}" for k, c in enumerate("xyzw"))
+    return ["  uint vb = uint(base0) >> 2u, q = lo / 4u + lid, qe = hi / 4u;",
+            f"  for (; q + 3u * {W} < qe; q += 4u * {W}) {{",
+            f"    uint q1 = q + {W}, q2 = q1 + {W}, q3 = q2 + {W};",
+            f"    {vt} a0 = in0[vb + q], a1 = in0[vb + q1], a2 = in0[vb + q2], a3 = in0[vb + q3];",
+            "    " + combine("a0", "q"), "    " + combine("a1", "q1"),
+            "    " + combine("a2", "q2"), "    " + combine("a3", "q3"), "  }",
+            f"  for (; q < qe; q += {W}) {{ {vt} a0 = in0[vb + q]; {combine('a0', 'q')} }}"]
+
+
+def reduce_spec(name: str, dtype, out, mode: str, rrank: int, stage: str = "single",
+                vec: int = 1) -> KernelSpec:
     """``stage``: "single" (in → out), or for arg ops "partial" (in → values
-    and indices of row chunks) and "final" (those → indices)."""
+    and indices of row chunks) and "final" (those → indices). ``vec`` 4:
+    rows mode over contiguous, 16-byte aligned rows of a multiple of 4."""
     acc = ACC[dtype.name]
+    in0 = Binding("in0", dtype.vec(vec), READ)
     if stage == "partial":
-        bindings = (Binding("in0", dtype.glsl, READ), Binding("outv", acc.glsl, WRITE),
-                    Binding("outi", "uint", WRITE))
+        bindings = (in0, Binding("outv", acc.glsl, WRITE), Binding("outi", "uint", WRITE))
     elif stage == "final":
-        bindings = (Binding("in0", dtype.glsl, READ), Binding("ini", "uint", READ),
-                    Binding("out0", "uint", WRITE))
+        bindings = (in0, Binding("ini", "uint", READ), Binding("out0", "uint", WRITE))
     else:
-        bindings = (Binding("in0", dtype.glsl, READ), Binding("out0", out.glsl, WRITE))
+        bindings = (in0, Binding("out0", out.glsl, WRITE))
     push = rows_push(2, 1, rrank)
     if mode == "rows":
         push += [Push("chunks", "uint"), Push("chunk_len", "uint"), Push("cstride", "uint")]
     if _base_op(name) == "sum" and dtype.kind == "float":
         push.append(Push("scale", "float"))
     params = (("op", name), ("dtype", dtype.name), ("out", out.name), ("mode", mode),
-              ("rrank", rrank), ("stage", stage))
+              ("rrank", rrank), ("stage", stage)) + ((("vec", vec),) if vec != 1 else ())
     types = (dtype, out)
     return KernelSpec("reduce", bindings, tuple(push), params, (WORKGROUP, 1, 1),
                       _extensions(types), _features(types))
@@ -178,6 +208,15 @@ def chunking(L: Rows) -> tuple:
     chunk_len = -(-L.row_len // chunks)
     chunk_len = -(-chunk_len // WORKGROUP) * WORKGROUP
     return -(-L.row_len // chunk_len), chunk_len
+
+
+def vec_width(L: Rows, offset: int, chunk_len: int) -> int:
+    """4 when the input's rows (operand 0) can be read as whole vec4s:
+    contiguous, every row starting 16-byte aligned, length a multiple of 4."""
+    aligned = offset % 4 == 0 and all(s % 4 == 0 for s, n in zip(L.kst[0], L.kshape) if n > 1)
+    if L.rrank == 1 and L.rst[0][0] == 1 and L.row_len % 4 == 0 and chunk_len % 4 == 0 and aligned:
+        return 4
+    return 1
 
 
 # -- planning --------------------------------------------------------------------
@@ -232,8 +271,9 @@ def _reduce(ctx, name: str, x, axis, keepdims: bool, out, mean: bool = False) ->
 
     mode = choose_kernel(L)
     chunks, chunk_len = chunking(L) if mode == "rows" else (1, None)
+    vec = vec_width(L, x.offset, chunk_len) if mode == "rows" else 1
     if chunks == 1:
-        spec = reduce_spec(op_name, x.dtype, out_dtype, mode, L.rrank)
+        spec = reduce_spec(op_name, x.dtype, out_dtype, mode, L.rrank, vec=vec)
         return OpResult(out, [_dispatch(ctx, spec, (x.buffer, out.buffer), L, (x.offset, out.offset),
                                         mode, chunk_len=chunk_len, scale=final_scale)])
 
@@ -246,11 +286,11 @@ def _reduce(ctx, name: str, x, axis, keepdims: bool, out, mean: bool = False) ->
     scale1 = 1.0 if is_sum_float else None
     if arg:
         indices = ctx.empty((L.rows, chunks), uint32)
-        spec1 = reduce_spec(op_name, x.dtype, acc, "rows", L.rrank, "partial")
+        spec1 = reduce_spec(op_name, x.dtype, acc, "rows", L.rrank, "partial", vec)
         spec2 = reduce_spec(op_name, acc, uint32, "rows", 1, "final")
         bufs1, bufs2 = (x.buffer, values.buffer, indices.buffer), (values.buffer, indices.buffer, out.buffer)
     else:
-        spec1 = reduce_spec(op_name, x.dtype, acc, "rows", L.rrank)
+        spec1 = reduce_spec(op_name, x.dtype, acc, "rows", L.rrank, vec=vec)
         spec2 = reduce_spec(op_name, acc, out_dtype, "rows", 1)
         bufs1, bufs2 = (x.buffer, values.buffer), (values.buffer, out.buffer)
     return OpResult(out, [
@@ -292,6 +332,9 @@ def _reduce_variants():
                 for mode in ("rows", "cols"):
                     yield reduce_spec(op_name, d, out, mode, rrank)
                 yield reduce_spec(op_name, d, acc, "rows", rrank, "partial" if arg else "single")
+            # vec4 loads: contiguous rows only (rrank 1), single pass or first of two
+            yield reduce_spec(op_name, d, out, "rows", 1, vec=4)
+            yield reduce_spec(op_name, d, acc, "rows", 1, "partial" if arg else "single", 4)
             if arg:
                 yield reduce_spec(op_name, acc, uint32, "rows", 1, "final")
             else:
