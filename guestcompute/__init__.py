@@ -1,21 +1,40 @@
 """guestcompute: GPU compute recorded into a host renderer's own Vulkan
-command buffer. See docs/integration.md for the host contract."""
-from . import ops as _ops  # noqa: F401  (registers every operation)
-from .context import Context, DeviceLimits
-from .dtypes import float16, float32, int32, uint8, uint32
-from .errors import (BufferRangeError, CompilerNotFoundError, ContextClosedError, DeviceLostError,
-                     DTypeError, GuestComputeError, InvalidArgumentError, KernelError,
-                     OutOfMemoryError, RecordingError, ShapeError, UnknownOperationError, UnsupportedError,
-                     VulkanError, WrongContextError)
-from .host import HostAccess, Requirements, requirements
-from .record import Recorder
-from .tensor import Tensor
+command buffer. See docs/integration.md for the host contract.
+
+Public names are imported on first use: importing the ``vulkan`` package
+loads the Vulkan loader, and ``guestcompute doctor`` must still run — and
+say what to install — on a machine where that fails.
+"""
+import importlib
 
 __version__ = "0.1.0"
 
+_EXPORTS = {
+    "Context": "context", "DeviceLimits": "context",
+    "HostAccess": "host", "Requirements": "host", "requirements": "host",
+    "Recorder": "record", "Tensor": "tensor",
+    **{name: "dtypes" for name in ("float16", "float32", "int32", "uint8", "uint32")},
+    **{name: "errors" for name in (
+        "BufferRangeError", "CompilerNotFoundError", "ContextClosedError", "DeviceLostError",
+        "DTypeError", "GuestComputeError", "InvalidArgumentError", "KernelError", "OutOfMemoryError",
+        "RecordingError", "ShapeError", "UnknownOperationError", "UnsupportedError", "VulkanError",
+        "WrongContextError")},
+}
+__all__ = sorted(_EXPORTS) + ["testing"]
+
 
 def __getattr__(name):
-    if name == "testing":   # imported on demand: it pulls in the validation layer helpers
-        from . import testing
-        return testing
-    raise AttributeError(name)
+    if name == "testing":
+        return importlib.import_module(".testing", __name__)
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'guestcompute' has no attribute {name!r}")
+    if module not in ("errors", "dtypes"):
+        importlib.import_module(".ops", __name__)      # registers every operation on the Recorder
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -152,3 +152,18 @@ def test_python_dash_m_cache(tmp_path):
     assert "cache root" in _gc(["cache", "stats"], tmp_path).stdout
     proc = _gc(["cache"], tmp_path, check=False)          # a subcommand is missing
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+def test_doctor_reports_a_missing_loader_instead_of_crashing():
+    """Importing the package must not load Vulkan, so doctor can say what to install."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['vulkan'] = None\n"      # as if the loader could not load
+            "import guestcompute\n"
+            "from guestcompute import cli\n"
+            "sys.exit(cli.main(['doctor', '--json']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False
+    assert report["checks"][0]["name"] == "loader" and "libvulkan1" in report["checks"][0]["fix"]

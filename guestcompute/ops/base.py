@@ -47,6 +47,7 @@ def op(name: str):
 
 
 def registered_ops() -> dict:
+    import guestcompute.ops  # noqa: F401  (importing the package registers every op module)
     return dict(_ops)
 
 
