@@ -9,7 +9,10 @@ times instead of being staged in shared memory, so any row length works.
 softmax reads a row only twice: one sweep keeps a running maximum and the
 sum of ``exp(x - max)`` rescaled whenever the maximum grows, then the write
 sweep. When both rows are contiguous, 16-byte aligned and a multiple of 4
-long (``vec=4``) softmax moves whole vec4s.
+long (``vec=4``) softmax moves whole vec4s. Rows of up to
+``WORKGROUP * REGISTER_FLOATS`` elements are read only once: every
+invocation keeps its share of the row in registers (``slots``) between the
+reduction and the write, one DRAM read and one write per element.
 
 Numerics: softmax subtracts the row maximum before ``exp`` (no overflow);
 log_softmax is ``(x - max) - log(sum(exp(x - max)))``; layer_norm takes the
@@ -31,6 +34,11 @@ from .rows import (GROUP_INDEX, glsl_element_offset, glsl_row_bases, glsl_tree, 
                    rows_push, split_rows)
 
 WORKGROUP = 128
+# softmax keeps a row of up to WORKGROUP * REGISTER_FLOATS elements in registers
+# (4096 with 128 invocations): one read of the row instead of two.
+REGISTER_FLOATS = 32
+# False: always the two-sweep kernel (the benchmarks flip it to compare both).
+SOFTMAX_IN_REGISTERS = True
 FLOATS = ("float32", "float16")
 _NEG_INF = "uintBitsToFloat(0xff800000u)"
 
@@ -67,15 +75,46 @@ def _glsl_online_softmax() -> str:
         f"float term(float v) {{ return v > {_NEG_INF} || isnan(v) ? exp(v - rmax) : 0.0; }}",
         "void grow(float mx) { if (mx > rmax) { rsum *= exp(rmax - mx); rmax = mx; } }",
         "shared float redm[gl_WorkGroupSize.x], reds[gl_WorkGroupSize.x];",
+        # a partial sum rescaled to the maximum mx; an invocation holding only
+        # NaN and -inf has max -inf and sum NaN: the NaN must survive
+        "float rescaled(float m, float s, float mx) {",
+        f"  return m > {_NEG_INF} ? s * exp(m - mx) : (isnan(s) ? s : 0.0);", "}",
         "void merge(float m2, float s2) {",
         "  float mx = max(rmax, m2);",
-        f"  rsum = (rmax > {_NEG_INF} ? rsum * exp(rmax - mx) : 0.0)",
-        f"       + (m2 > {_NEG_INF} ? s2 * exp(m2 - mx) : 0.0);",
+        "  rsum = rescaled(rmax, rsum, mx) + rescaled(m2, s2, mx);",
         "  rmax = mx;", "}",
         "void row_max_sum() {", "  uint lid = gl_LocalInvocationID.x;",
         glsl_tree("merge(m2, s2);", "float m2 = redm[lid + s]; float s2 = reds[lid + s];",
                   "redm[lid] = rmax; reds[lid] = rsum;"),
         "  rmax = redm[0]; rsum = reds[0];", "}"])
+
+
+def _render_softmax_registers(spec: KernelSpec, result: str) -> list:
+    """The whole row in registers: ``slots`` values (vec4s or scalars) per
+    invocation, element ``lid + k * gl_WorkGroupSize.x`` in slot k so loads
+    stay coalesced. One read of the row, one write; slots past the row end
+    hold -inf, which adds nothing to the sum, and are not written."""
+    dtype, vec, slots = as_dtype(spec.param("dtype")), spec.param("vec", 1), spec.param("slots")
+    vt, ot = ("vec4", dtype.vec(4)) if vec == 4 else ("float", dtype.glsl)
+    if vec == 4:
+        count, load, store = "pc.row_len / 4u", "vec4(in0[vb0 + q])", "out0[vb1 + q]"
+        vmax, vsum = "max(max(v.x, v.y), max(v.z, v.w))", "(term(v.x) + term(v.y)) + (term(v.z) + term(v.w))"
+        lines = ["  uint vb0 = uint(base0) >> 2u, vb1 = uint(base1) >> 2u;"]
+    else:
+        count, load, store = "pc.row_len", "float(in0[base0 + elem0(q)])", "out0[base1 + elem1(q)]"
+        vmax, vsum, lines = "v", "term(v)", []
+    return lines + [
+        f"  const uint SLOTS = {slots}u;", f"  uint n = {count};", f"  {vt} vals[SLOTS];",
+        "  for (uint k = 0u; k < SLOTS; ++k) {",
+        "    uint q = lid + k * gl_WorkGroupSize.x;",
+        f"    if (q < n) vals[k] = {load}; else vals[k] = {vt}({_NEG_INF});", "  }",
+        # the maximum first, then the sum against it: no rescaling needed
+        f"  for (uint k = 0u; k < SLOTS; ++k) {{ {vt} v = vals[k]; float m = {vmax}; if (m > rmax) rmax = m; }}",
+        f"  for (uint k = 0u; k < SLOTS; ++k) {{ {vt} v = vals[k]; rsum += {vsum}; }}",
+        "  row_max_sum();", "  float lse = rmax + log(rsum), inv = 1.0 / rsum;",
+        "  for (uint k = 0u; k < SLOTS; ++k) {",
+        "    uint q = lid + k * gl_WorkGroupSize.x;",
+        f"    if (q < n) {{ {vt} v = vals[k]; {store} = {ot}({result}); }}", "  }", "}"]
 
 
 @family("softmax")
@@ -84,6 +123,8 @@ def _render_softmax(spec: KernelSpec) -> str:
     out_t = dtype.glsl
     result = "v - lse" if spec.param("log") else "exp(v - rmax) * inv"   # no divide per element
     lines = [glsl_element_offset(1, 2), _glsl_online_softmax()] + _HEAD
+    if spec.param("slots", 0):
+        return "\n".join(lines + _render_softmax_registers(spec, result))
     if spec.param("vec", 1) == 4:
         ot = dtype.vec(4)
         lines += ["  uint vb0 = uint(base0) >> 2u, vb1 = uint(base1) >> 2u, qe = pc.row_len / 4u;",
@@ -101,10 +142,13 @@ def _render_softmax(spec: KernelSpec) -> str:
     return "\n".join(lines)
 
 
-def softmax_spec(dtype, log: bool, vec: int = 1) -> KernelSpec:
-    """``vec`` 4: both rows contiguous, 16-byte aligned, a multiple of 4 long."""
+def softmax_spec(dtype, log: bool, vec: int = 1, slots: int = 0) -> KernelSpec:
+    """``vec`` 4: both rows contiguous, 16-byte aligned, a multiple of 4 long.
+    ``slots`` > 0: the row held in registers, ``slots`` vec-wide values per
+    invocation (rows up to ``WORKGROUP * slots * vec`` elements)."""
     bindings = (Binding("in0", dtype.vec(vec), READ), Binding("out0", dtype.vec(vec), WRITE))
     params = (("dtype", dtype.name), ("log", log)) + ((("vec", vec),) if vec != 1 else ())
+    params += (("slots", slots),) if slots else ()
     return KernelSpec("softmax", bindings, tuple(rows_push(2, 2, 1)), params, (WORKGROUP, 1, 1),
                       _extensions([dtype]), _features([dtype]))
 
@@ -170,7 +214,9 @@ def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
     aligned = all(o % 4 == 0 for o in (x.offset, out.offset)) and all(
         s % 4 == 0 for st in L.kst for s, n in zip(st, L.kshape) if n > 1)
     vec = 4 if aligned and L.rst == ((1,), (1,)) and L.row_len % 4 == 0 else 1
-    return OpResult(out, [_plan_rows(ctx, softmax_spec(x.dtype, log, vec), x, axis, out)])
+    fits = SOFTMAX_IN_REGISTERS and L.row_len <= WORKGROUP * REGISTER_FLOATS
+    slots = REGISTER_FLOATS // vec if fits else 0
+    return OpResult(out, [_plan_rows(ctx, softmax_spec(x.dtype, log, vec, slots), x, axis, out)])
 
 
 @op("softmax")
@@ -241,6 +287,7 @@ def _softmax_variants():
         for log in (False, True):
             for vec in (1, 4):
                 yield softmax_spec(as_dtype(name), log, vec)
+                yield softmax_spec(as_dtype(name), log, vec, REGISTER_FLOATS // vec)
 
 
 @variants("norm")
