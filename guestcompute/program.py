@@ -43,6 +43,7 @@ from .errors import (ContextClosedError, DTypeError, InvalidArgumentError, Recor
                      UnsupportedError, WrongContextError, check)
 from .record import Recorder
 from .tensor import Buffer, Tensor
+from .vk.commands import allocate_command_buffer, create_command_pool
 from .vk.structs import new
 
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -67,10 +68,7 @@ class ProgramPool:
     def __init__(self, ctx):
         self.ctx = ctx
         self.lock = threading.RLock()
-        info = new("VkCommandPoolCreateInfo", queueFamilyIndex=ctx.queue_family_index, flags=0)
-        out = ffi.new("VkCommandPool *")
-        check("vkCreateCommandPool", ctx._fns.vkCreateCommandPool(ctx.device, info, ffi.NULL, out))
-        self.pool = out[0]
+        self.pool = create_command_pool(ctx._fns, ctx.device, ctx.queue_family_index)
         self.live_command_buffers = 0
         self.stats = {"programs_recorded": 0, "program_rerecords": 0, "program_replays": 0}
 
@@ -82,12 +80,9 @@ class ProgramPool:
             return ctx._programs
 
     def allocate(self):
-        info = new("VkCommandBufferAllocateInfo", commandPool=self.pool,
-                   level=vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY, commandBufferCount=1)
-        out = ffi.new("VkCommandBuffer *")
-        check("vkAllocateCommandBuffers", self.ctx._fns.vkAllocateCommandBuffers(self.ctx.device, info, out))
+        cmd = allocate_command_buffer(self.ctx._fns, self.ctx.device, self.pool, secondary=True)
         self.live_command_buffers += 1
-        return out[0]
+        return cmd
 
     def free(self, cmd) -> None:
         with self.lock:

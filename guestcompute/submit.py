@@ -42,6 +42,7 @@ from vulkan import ffi
 from . import host as _host
 from .errors import InvalidArgumentError, UnsupportedError, check
 from .record import Recorder
+from .vk.commands import allocate_command_buffer, create_command_pool
 from .vk.structs import array, new
 
 _COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -164,12 +165,10 @@ class Submitter:
         pool = pools.get(family)
         if pool is None:
             ctx = self.ctx
-            info = new("VkCommandPoolCreateInfo", queueFamilyIndex=family,
-                       flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT
-                       | vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
-            out = ffi.new("VkCommandPool *")
-            check("vkCreateCommandPool", ctx._fns.vkCreateCommandPool(ctx.device, info, ffi.NULL, out))
-            pool = pools[family] = _ThreadPool(out[0], family)
+            handle = create_command_pool(ctx._fns, ctx.device, family,
+                                         vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT
+                                         | vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
+            pool = pools[family] = _ThreadPool(handle, family)
             with self._lock:
                 self._pools.append(pool)
         return pool
@@ -178,13 +177,10 @@ class Submitter:
         if pool.free:
             return pool.free.pop()
         ctx = self.ctx
-        info = new("VkCommandBufferAllocateInfo", commandPool=pool.handle,
-                   level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
-        out = ffi.new("VkCommandBuffer *")
-        check("vkAllocateCommandBuffers", ctx._fns.vkAllocateCommandBuffers(ctx.device, info, out))
+        cmd = allocate_command_buffer(ctx._fns, ctx.device, pool.handle)
         with self._lock:
             self.live_command_buffers += 1
-        return out[0]
+        return cmd
 
     def _fence(self):
         with self._lock:

@@ -22,6 +22,7 @@ from .errors import check
 from .vk import bootstrap
 from .vk.functions import DeviceFunctions
 from .vk.memory import MemoryManager
+from .vk.commands import allocate_command_buffer, create_command_pool
 from .vk.structs import new
 
 PROFILES = ("bare", "modern")
@@ -54,11 +55,8 @@ class HeadlessHost:
         self.fns = DeviceFunctions(self.device)
         self._memory = MemoryManager(self.device, self.fns, self.physical_device)
         self._buffers = []
-        info = new("VkCommandPoolCreateInfo", queueFamilyIndex=self.queue_family_index,
-                   flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
-        pool = ffi.new("VkCommandPool *")
-        check("vkCreateCommandPool", self.fns.vkCreateCommandPool(self.device, info, ffi.NULL, pool))
-        self.command_pool = pool[0]
+        self.command_pool = create_command_pool(self.fns, self.device, self.queue_family_index,
+                                                vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
         self._fence = ffi.new("VkFence *")
         check("vkCreateFence", self.fns.vkCreateFence(self.device, new("VkFenceCreateInfo"), ffi.NULL,
                                                       self._fence))
@@ -82,12 +80,7 @@ class HeadlessHost:
 
     # -- command buffers ------------------------------------------------------------
     def allocate(self, secondary: bool = False):
-        alloc = new("VkCommandBufferAllocateInfo", commandPool=self.command_pool,
-                    level=vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY if secondary else vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                    commandBufferCount=1)
-        out = ffi.new("VkCommandBuffer *")
-        check("vkAllocateCommandBuffers", self.fns.vkAllocateCommandBuffers(self.device, alloc, out))
-        return out[0]
+        return allocate_command_buffer(self.fns, self.device, self.command_pool, secondary)
 
     def begin(self, cmd=None):
         """Begin (a new or the given) primary command buffer; returns it."""

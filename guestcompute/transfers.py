@@ -14,6 +14,7 @@ from vulkan import ffi
 from .errors import UnsupportedError, check
 from .tensor import Buffer
 from .vk.memory import STAGING_USAGE, next_uid
+from .vk.commands import allocate_command_buffer, create_command_pool
 from .vk.structs import new
 
 
@@ -94,11 +95,8 @@ class TransferMixin:
 
     def _command_pool(self):
         if self._pool is None:
-            info = new("VkCommandPoolCreateInfo", queueFamilyIndex=self.queue_family_index,
-                       flags=vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
-            out = ffi.new("VkCommandPool *")
-            check("vkCreateCommandPool", self._fns.vkCreateCommandPool(self.device, info, ffi.NULL, out))
-            self._pool = out[0]
+            self._pool = create_command_pool(self._fns, self.device, self.queue_family_index,
+                                             vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
         return self._pool
 
     def _submit_and_wait(self, body):
@@ -123,12 +121,7 @@ class TransferMixin:
     def _submit_once(self, body):
         fns, dev = self._fns, self.device
         with self._lock:
-            pool = self._command_pool()
-            alloc = new("VkCommandBufferAllocateInfo", commandPool=pool,
-                        level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
-            out = ffi.new("VkCommandBuffer *")
-            check("vkAllocateCommandBuffers", fns.vkAllocateCommandBuffers(dev, alloc, out))
-        cmd = out[0]
+            cmd = allocate_command_buffer(fns, dev, self._command_pool())
         fence = ffi.new("VkFence *")
         try:
             begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
