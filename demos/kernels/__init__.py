@@ -10,25 +10,18 @@ a shader compiler. After editing a kernel, regenerate the SPIR-V with
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
+
+from ..host.shaders import compile_source
 
 KERNEL_DIR = Path(__file__).resolve().parent
 NAMES = ("lorenz", "bloom_composite")
-# The oldest target: the SPIR-V loads on any Vulkan device.
-GLSLC_ARGS = ("--target-env=vulkan1.0", "-O")
 
 
 def compile_glsl(name: str) -> bytes:
-    """SPIR-V of ``<name>.comp`` compiled with glslc (raises if glslc is missing)."""
-    glslc = shutil.which("glslc")
-    if glslc is None:
-        raise RuntimeError("glslc not found (Debian/Ubuntu package: glslc)")
-    result = subprocess.run([glslc, *GLSLC_ARGS, str(KERNEL_DIR / f"{name}.comp"), "-o", "-"],
-                            check=False, capture_output=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"glslc failed for {name}.comp:\n{result.stderr.decode(errors='replace')}")
-    return result.stdout
+    """SPIR-V of ``<name>.comp``, compiled the way the renderer's own shaders
+    are (Vulkan 1.0 target, so it loads on any device; raises without glslc)."""
+    return compile_source(KERNEL_DIR / f"{name}.comp")
 
 
 def shipped_spirv(name: str) -> bytes:
