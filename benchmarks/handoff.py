@@ -23,16 +23,14 @@ Run: ``python -m benchmarks.handoff`` (prints JSON).
 """
 from __future__ import annotations
 
-import json
 import statistics
 import time
-import types
 
 import numpy as np
 import vulkan as vk
 from vulkan import ffi
 
-from .results import Result
+from .results import Result, standalone_main
 
 N = 1 << 16
 N_OPS = 16
@@ -338,15 +336,7 @@ def run(env) -> list:
 
 
 def main(argv=None) -> int:
-    import argparse
-    p = argparse.ArgumentParser(description="injected vs semaphore hand-off per frame (prints JSON)")
-    p.add_argument("--device")
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args(argv)
-    env = types.SimpleNamespace(quick=args.quick, device=args.device, out=None)
-    results = run(env) + run_async(env)
-    print(json.dumps([r.as_dict() for r in results], indent=2))
-    return 0
+    return standalone_main("injected vs semaphore hand-off per frame (prints JSON)", (run, run_async), argv)
 
 
 if __name__ == "__main__":

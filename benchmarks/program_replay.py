@@ -22,15 +22,13 @@ Run: ``python -m benchmarks.program_replay`` (prints JSON).
 """
 from __future__ import annotations
 
-import json
 import statistics
 import time
-import types
 
 import numpy as np
 from vulkan import ffi
 
-from .results import Result, interleaved
+from .results import Result, interleaved, standalone_main
 
 N_DISPATCHES = 1000
 N_SETS = 16
@@ -134,14 +132,7 @@ def run(env) -> list:
 
 
 def main(argv=None) -> int:
-    import argparse
-    p = argparse.ArgumentParser(description="program replay vs re-recording (prints JSON)")
-    p.add_argument("--device")
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args(argv)
-    results = run(types.SimpleNamespace(quick=args.quick, device=args.device, out=None))
-    print(json.dumps([r.as_dict() for r in results], indent=2))
-    return 0
+    return standalone_main("program replay vs re-recording (prints JSON)", (run,), argv)
 
 
 if __name__ == "__main__":

@@ -83,3 +83,18 @@ def interleaved(fns: dict, repeat: int, warmup: int = 1) -> dict:
             own = fn()
             times[name].append(own if isinstance(own, float) else time.perf_counter() - t0)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def standalone_main(description: str, runners, argv=None) -> int:
+    """``python -m benchmarks.<name>``: run one section's ``run(env)``
+    functions outside the suite and print their results as JSON."""
+    import argparse
+    import json
+    import types
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--device")
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    env = types.SimpleNamespace(quick=args.quick, device=args.device, out=None)
+    print(json.dumps([r.as_dict() for run in runners for r in run(env)], indent=2))
+    return 0
