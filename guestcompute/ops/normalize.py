@@ -28,10 +28,9 @@ from ..errors import InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
-from .base import Dispatch, OpResult, check_dtype, check_tensor, op, same_dtype
+from .base import Dispatch, OpResult, check_dtype, check_tensor, normalize_axis, op, same_dtype
 from .elementwise import _extensions, _features, _output
-from .rows import (GROUP_INDEX, glsl_element_offset, glsl_row_bases, glsl_tree, normalize_axes,
-                   rows_push, split_rows)
+from .rows import GROUP_INDEX, glsl_element_offset, glsl_row_bases, glsl_tree, rows_push, split_rows
 
 WORKGROUP = 128
 # softmax keeps a row of up to WORKGROUP * REGISTER_FLOATS elements in registers
@@ -206,7 +205,7 @@ def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
     check_dtype(ctx, x.dtype, FLOATS, name)
     if x.ndim == 0:
         raise ShapeError(f"{name} needs at least one axis")
-    (axis,) = normalize_axes(axis, x.ndim, name, allow_tuple=False)
+    axis = normalize_axis(axis, x.ndim, name)
     out = _output(ctx, out, x.shape, x.dtype, [x])
     if out.size == 0:
         return OpResult(out, [])
