@@ -6,7 +6,10 @@ so a raised error leaves the host's command buffer untouched.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..dtypes import DType, as_dtype
 from ..errors import (BufferRangeError, DTypeError, InvalidArgumentError, ShapeError,
@@ -78,6 +81,54 @@ def check_dtype(ctx, dtype, allowed, what: str) -> DType:
         raise DTypeError(f"{what}: dtype {d} not supported here; use one of {sorted(allowed)}")
     ctx._check_dtype_enabled(d)
     return d
+
+
+# -- axis arguments ------------------------------------------------------------
+# Every op that takes ``axis``/``axes`` reads it through these two helpers, so
+# all of them accept the same values (Python ints, numpy integers, 0-d
+# integer arrays: anything with ``__index__`` except bools) and refuse the
+# rest with one ShapeError message: out of range, not an integer, a bool, or
+# repeated. numpy raises AxisError/TypeError/ValueError for these; one typed
+# error with one wording is easier to handle and to read.
+
+def _axis_error(what: str, axis, ndim: int, problem: str, tuples: bool) -> ShapeError:
+    if ndim == 0:
+        advice = "a 0-d tensor has no axes" + ("; use None or ()" if tuples else "")
+    else:
+        advice = f"use an int in {-ndim}..{ndim - 1}"
+        if tuples:
+            advice += ", a tuple of distinct such ints, or None"
+    return ShapeError(f"{what}: axis {axis!r} is {problem} for a {ndim}-d tensor; {advice}")
+
+
+def _one_axis(a, ndim: int, what: str, shown, tuples: bool) -> int:
+    if isinstance(a, (bool, np.bool_)):
+        raise _axis_error(what, shown, ndim, "a bool, not an integer", tuples)
+    try:
+        i = operator.index(a)
+    except TypeError:
+        raise _axis_error(what, shown, ndim, "not an integer", tuples) from None
+    if not -ndim <= i < ndim:
+        raise _axis_error(what, shown, ndim, "out of range", tuples)
+    return i % ndim
+
+
+def normalize_axis(axis, ndim: int, what: str) -> int:
+    """One ``axis`` argument (negative counts from the end) → ``0..ndim-1``."""
+    return _one_axis(axis, ndim, what, axis, tuples=False)
+
+
+def normalize_axes(axes, ndim: int, what: str, *, allow_none: bool = True) -> tuple:
+    """An ``axis`` argument that may be an int, a tuple/list of ints or
+    (``allow_none``) None = every axis → non-negative axes, in the order
+    given (callers sort when order does not matter). Repeats are refused."""
+    if axes is None and allow_none:
+        return tuple(range(ndim))
+    items = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
+    out = tuple(_one_axis(a, ndim, what, axes, tuples=True) for a in items)
+    if len(set(out)) != len(out):
+        raise _axis_error(what, axes, ndim, "repeated", tuples=True)
+    return out
 
 
 def broadcast_shapes(*shapes) -> tuple:

@@ -15,11 +15,16 @@ invocation keeps its share of the row in registers (``slots``) between the
 reduction and the write, one DRAM read and one write per element.
 
 Numerics: softmax subtracts the row maximum before ``exp`` (no overflow);
-log_softmax is ``(x - max) - log(sum(exp(x - max)))``; layer_norm takes the
-biased variance from a second sweep over ``x - mean`` (not E[x²] - E[x]²,
-which cancels); rms_norm is ``x / sqrt(mean(x²) + eps)``. Output may be the
-input itself (in place): every read of a row happens before the barrier that
-precedes its first write.
+log_softmax is ``(x - max) - log(sum(exp(x - max)))``, subtracted in that
+order (``x - (max + log(sum))`` would round the sum to the grid of ``x``'s
+magnitude); layer_norm takes the mean and the biased variance of the row
+*shifted by its first element* in two sweeps (the second over the
+deviations, never E[x²] - E[x]², which cancels), so a large common offset
+cancels exactly before anything is summed and rows near 1e4 or 1e6 are as
+accurate as rows near 0; rms_norm is ``x / sqrt(mean(x²) + eps)`` (a sum of
+squares: nothing cancels). ``axis`` is read by :func:`.base.normalize_axis`.
+Output may be the input itself (in place): every read of a row happens
+before the barrier that precedes its first write.
 """
 from __future__ import annotations
 
@@ -28,10 +33,9 @@ from ..errors import InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
-from .base import Dispatch, OpResult, check_dtype, check_tensor, op, same_dtype
+from .base import Dispatch, OpResult, check_dtype, check_tensor, normalize_axis, op, same_dtype
 from .elementwise import _extensions, _features, _output
-from .rows import (GROUP_INDEX, glsl_element_offset, glsl_row_bases, glsl_tree, normalize_axes,
-                   rows_push, split_rows)
+from .rows import GROUP_INDEX, glsl_element_offset, glsl_row_bases, glsl_tree, rows_push, split_rows
 
 WORKGROUP = 128
 # softmax keeps a row of up to WORKGROUP * REGISTER_FLOATS elements in registers
@@ -111,7 +115,7 @@ def _render_softmax_registers(spec: KernelSpec, result: str) -> list:
         # the maximum first, then the sum against it: no rescaling needed
         f"  for (uint k = 0u; k < SLOTS; ++k) {{ {vt} v = vals[k]; float m = {vmax}; if (m > rmax) rmax = m; }}",
         f"  for (uint k = 0u; k < SLOTS; ++k) {{ {vt} v = vals[k]; rsum += {vsum}; }}",
-        "  row_max_sum();", "  float lse = rmax + log(rsum), inv = 1.0 / rsum;",
+        "  row_max_sum();", "  float lse = log(rsum), inv = 1.0 / rsum;",
         "  for (uint k = 0u; k < SLOTS; ++k) {",
         "    uint q = lid + k * gl_WorkGroupSize.x;",
         f"    if (q < n) {{ {vt} v = vals[k]; {store} = {ot}({result}); }}", "  }", "}"]
@@ -121,7 +125,9 @@ def _render_softmax_registers(spec: KernelSpec, result: str) -> list:
 def _render_softmax(spec: KernelSpec) -> str:
     dtype = as_dtype(spec.param("dtype"))
     out_t = dtype.glsl
-    result = "v - lse" if spec.param("log") else "exp(v - rmax) * inv"   # no divide per element
+    # log_softmax subtracts in two steps: x - (max + lse) would round
+    # max + lse to the grid of the row's magnitude first (1e-3 wide at 1e4)
+    result = "(v - rmax) - lse" if spec.param("log") else "exp(v - rmax) * inv"   # no divide per element
     lines = [glsl_element_offset(1, 2), _glsl_online_softmax()] + _HEAD
     if spec.param("slots", 0):
         return "\n".join(lines + _render_softmax_registers(spec, result))
@@ -132,12 +138,12 @@ def _render_softmax(spec: KernelSpec) -> str:
                   "    vec4 v = vec4(in0[vb0 + q]);",
                   "    grow(max(max(v.x, v.y), max(v.z, v.w)));",
                   "    rsum += (term(v.x) + term(v.y)) + (term(v.z) + term(v.w));", "  }",
-                  "  row_max_sum();", "  float lse = rmax + log(rsum), inv = 1.0 / rsum;",
+                  "  row_max_sum();", "  float lse = log(rsum), inv = 1.0 / rsum;",
                   "  for (uint q = lid; q < qe; q += gl_WorkGroupSize.x) {",
                   f"    vec4 v = vec4(in0[vb0 + q]); out0[vb1 + q] = {ot}({result});", "  }", "}"]
         return "\n".join(lines)
     lines += [_row_loop("grow(v); rsum += term(v);"), "  row_max_sum();",
-              "  float lse = rmax + log(rsum), inv = 1.0 / rsum;",
+              "  float lse = log(rsum), inv = 1.0 / rsum;",
               _row_loop(f"out0[base1 + elem1(r)] = {out_t}({result});"), "}"]
     return "\n".join(lines)
 
@@ -159,10 +165,17 @@ def _render_norm(spec: KernelSpec) -> str:
     lines = [glsl_element_offset(1, 2), _glsl_row_reductions()] + _HEAD
     lines.append("  float n = float(pc.row_len);")
     if spec.param("kind") == "layer":
-        lines += ["  float mean = 0.0;", _row_loop("mean += v;"), "  mean = row_sum(mean) / n;",
-                  "  float var = 0.0;", _row_loop("float d = v - mean; var += d * d;"),
+        # Shifted two-pass statistics: every value is taken relative to the
+        # row's first element, so a large common offset (rows near 1e4 or
+        # 1e6) cancels exactly before anything is summed; the mean and the
+        # deviations are then small numbers fp32 holds to full precision.
+        # (An fp32 mean of the raw values is itself rounded to the offset's
+        # grid, which no variance formula can recover.)
+        lines += ["  float pivot = float(in0[base0 + elem0(0u)]);",
+                  "  float mean = 0.0;", _row_loop("mean += v - pivot;"), "  mean = row_sum(mean) / n;",
+                  "  float var = 0.0;", _row_loop("float d = (v - pivot) - mean; var += d * d;"),
                   "  float inv = inversesqrt(row_sum(var) / n + pc.eps);"]
-        y = "float y = (v - mean) * inv;"
+        y = "float y = ((v - pivot) - mean) * inv;"
     else:
         lines += ["  float squares = 0.0;", _row_loop("squares += v * v;"),
                   "  float inv = inversesqrt(row_sum(squares) / n + pc.eps);"]
@@ -206,7 +219,7 @@ def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
     check_dtype(ctx, x.dtype, FLOATS, name)
     if x.ndim == 0:
         raise ShapeError(f"{name} needs at least one axis")
-    (axis,) = normalize_axes(axis, x.ndim, name, allow_tuple=False)
+    axis = normalize_axis(axis, x.ndim, name)
     out = _output(ctx, out, x.shape, x.dtype, [x])
     if out.size == 0:
         return OpResult(out, [])

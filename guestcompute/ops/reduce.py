@@ -26,6 +26,13 @@ occurrence of the extreme, like numpy; their indices are uint32 (flat
 row-major indices over the reduced axes when ``axis`` is None). Empty
 ``max``/``min``/``arg*`` reductions raise; an empty ``sum`` is 0 and an
 empty ``mean`` is NaN.
+
+Axes follow numpy 2 exactly (:func:`reduction_axes`): an int, a tuple of
+distinct ints, ``()`` (reduce nothing) or None (everything) for sum, mean,
+max and min; one int or None for argmax/argmin. A 0-d tensor reduces to
+itself with ``axis`` 0, -1, ``()`` or None, and its argmax/argmin is 0 —
+except that ``mean`` refuses 0 and -1 there, as numpy does; ``(0,)`` is out
+of range everywhere. Bad axes raise the ShapeError of :func:`.base.normalize_axes`.
 """
 from __future__ import annotations
 
@@ -38,10 +45,10 @@ from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import LINEAR_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
-from .base import Dispatch, OpResult, check_dtype, check_tensor, op
+from .base import (Dispatch, OpResult, check_dtype, check_tensor, normalize_axes, normalize_axis,
+                   op)
 from .elementwise import COMPUTE_TYPE, NUMERIC, _extensions, _features, _output
-from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree,
-                   normalize_axes, rows_push, split_rows)
+from .rows import GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, rows_push, split_rows
 
 WORKGROUP = 128        # a power of two: the tree halves it
 CHUNK = 4096           # a row this long keeps one workgroup busy enough
@@ -234,6 +241,29 @@ def _dispatch(ctx, spec, buffers, L: Rows, offsets, mode, chunks=1, chunk_len=No
     return Dispatch(spec, tuple(buffers), spec.pack(values), groups)
 
 
+def reduction_axes(name: str, axis, ndim: int) -> tuple:
+    """The reduced axes, sorted, by numpy 2's rules for each reduction.
+
+    ``argmax``/``argmin`` take one int or None (numpy refuses tuples). On a
+    0-d tensor numpy lets the ufunc reductions (sum, max, min) and the arg
+    ops take ``axis=0`` or ``-1`` as if the scalar were 1-d (the result is
+    the scalar itself, or index 0), while ``mean`` refuses them; ``()`` and
+    None reduce nothing there. Tuples like ``(0,)`` stay out of range.
+    """
+    if name.startswith("arg"):
+        if axis is None:
+            return tuple(range(ndim))
+        if ndim == 0:
+            normalize_axis(axis, 1, name)   # as numpy: the scalar counts as 1-d here
+            return ()
+        return (normalize_axis(axis, ndim, name),)
+    scalar_axis = axis is not None and not isinstance(axis, (tuple, list))
+    if ndim == 0 and scalar_axis and name != "mean":
+        normalize_axis(axis, 1, name)       # 0 and -1 pass, anything else is refused
+        return ()
+    return tuple(sorted(normalize_axes(axis, ndim, name)))
+
+
 def _reduce(ctx, name: str, x, axis, keepdims: bool, out, mean: bool = False) -> OpResult:
     x = check_tensor(ctx, x, f"{name} x")
     arg = name.startswith("arg")
@@ -242,7 +272,7 @@ def _reduce(ctx, name: str, x, axis, keepdims: bool, out, mean: bool = False) ->
         raise DTypeError(f"mean is for float dtypes (numpy would return float64); "
                          f"cast {x.dtype} to float32 first")
     check_dtype(ctx, x.dtype, allowed, name)
-    axes = normalize_axes(axis, x.ndim, name, allow_tuple=not arg)
+    axes = reduction_axes(name, axis, x.ndim)
     kept = [d for d in range(x.ndim) if d not in axes]
     out_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape)) if keepdims \
         else tuple(x.shape[d] for d in kept)

@@ -18,10 +18,9 @@ shared-memory tree reduction the row kernels use (plain ``barrier()`` and
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
-from ..errors import InvalidArgumentError, ShapeError
+from ..errors import ShapeError
 from ..kernels.spec import Push
 from .base import coalesce
 
@@ -31,26 +30,6 @@ RED_RANK = 4
 # Linear workgroup index for grids folded by spec.groups_for().
 GROUP_INDEX = ("(gl_WorkGroupID.x + gl_NumWorkGroups.x * "
                "(gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z))")
-
-
-def normalize_axes(axis, ndim: int, what: str, allow_tuple: bool = True) -> tuple:
-    """numpy's ``axis`` argument → sorted tuple of non-negative axes."""
-    if axis is None:
-        return tuple(range(ndim))
-    items = axis if isinstance(axis, (tuple, list)) else (axis,)
-    if isinstance(axis, (tuple, list)) and not allow_tuple:
-        raise InvalidArgumentError(f"{what}: axis must be an int or None, got {axis!r}")
-    out = []
-    for a in items:
-        if isinstance(a, bool) or not isinstance(a, numbers.Integral):
-            raise InvalidArgumentError(f"{what}: axis must be an int, got {a!r}")
-        a = int(a)
-        if not -ndim <= a < ndim:
-            raise InvalidArgumentError(f"{what}: axis {a} is out of range for a {ndim}-d tensor")
-        out.append(a % ndim)
-    if len(set(out)) != len(out):
-        raise InvalidArgumentError(f"{what}: repeated axis in {axis!r}")
-    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
 from ..vk.structs import chain, new
-from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps
+from .base import Dispatch, OpResult, check_tensor, coalesce, normalize_axis, op, overlaps
 
 WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minimum
 ITEMS = 8                 # elements per thread
@@ -286,10 +286,7 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
         raise InvalidArgumentError(f"cumsum: exclusive must be a bool, got {exclusive!r}")
     if x.ndim == 0:
         raise ShapeError("cumsum needs a tensor with at least one dimension")
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
-        raise ShapeError(f"cumsum: axis {axis!r} is out of range for a {x.ndim}-d tensor; "
-                         f"use an int in {-x.ndim}..{x.ndim - 1}")
-    axis = int(axis) % x.ndim
+    axis = normalize_axis(axis, x.ndim, "cumsum")
     if out is not None:
         out = check_tensor(ctx, out, "cumsum out")
         if out.shape != x.shape:

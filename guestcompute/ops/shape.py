@@ -31,7 +31,8 @@ from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
-from .base import OpResult, Dispatch, check_dtype, check_tensor, coalesce, op, overlaps, same_dtype
+from .base import (OpResult, Dispatch, check_dtype, check_tensor, coalesce, normalize_axes, normalize_axis,
+                   op, overlaps, same_dtype)
 from .elementwise import elementwise, plan_map
 
 WORKGROUP = 128
@@ -55,11 +56,8 @@ def _feats(*dtypes) -> tuple:
 
 
 def _axis(axis, ndim: int, what: str) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, int):
-        raise InvalidArgumentError(f"{what}: axis must be an int, got {axis!r}")
-    if not -ndim <= axis < ndim:
-        raise ShapeError(f"{what}: axis {axis} is out of range for {ndim} dims")
-    return axis % ndim
+    """One axis argument, checked like every op's (see base.normalize_axis)."""
+    return normalize_axis(axis, ndim, what)
 
 
 def _fresh_out(ctx, out, shape, dtype, inputs, what: str) -> Tensor:
@@ -101,12 +99,13 @@ def transpose(ctx, x, axis0: int = -2, axis1: int = -1, *, out=None):
 def permute(ctx, x, axes, *, out=None):
     """``x`` with its axes reordered, materialised (``x.permute`` is the view)."""
     x = check_tensor(ctx, x, "permute x")
-    axes = tuple(axes) if isinstance(axes, (tuple, list)) else None
-    if axes is None or any(isinstance(a, bool) or not isinstance(a, int) for a in axes):
-        raise InvalidArgumentError("permute: axes must be a tuple of ints")
+    if not isinstance(axes, (tuple, list)):
+        raise InvalidArgumentError(f"permute: axes must be a tuple of ints, got {axes!r}")
     if len(axes) != x.ndim:
-        raise ShapeError(f"permute: {len(axes)} axes for a {x.ndim}-d tensor")
-    return contiguous(ctx, x.permute([_axis(a, x.ndim, "permute") for a in axes]), out=out)
+        raise ShapeError(f"permute: {len(axes)} axes for a {x.ndim}-d tensor; give each of its "
+                         f"{x.ndim} axes once")
+    order = normalize_axes(axes, x.ndim, "permute", allow_none=False)
+    return contiguous(ctx, x.permute(list(order)), out=out)
 
 
 @op("slice")

@@ -23,8 +23,10 @@ writes the caller's output, so any strided 1-D views work, in place too.
 
 Keys are moved as raw 32-bit words and only *ranked* through an
 order-preserving map, which also sorts int32 (flip the sign bit) and
-float32 (IEEE total order: -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf <
-+NaN; numpy treats -0.0 and +0.0 as equal and puts every NaN last).
+float32 in numpy's order: -inf < ... < -0.0 == +0.0 < ... < +inf < NaN.
+Both zeros rank the same and every NaN (either sign, any payload) ranks
+last, so, the sort being stable, zeros and NaNs keep their input order
+among themselves, exactly as ``np.sort``/``np.argsort(kind="stable")``.
 """
 from __future__ import annotations
 
@@ -49,16 +51,23 @@ VALUE_DTYPES = ("uint32", "int32", "float32")
 PAYLOADS = ("none", "values", "iota")
 assert RADIX * WG >= 2 * TILE, "the scatter stages a tile's keys and slots in its counter array"
 
-# GLSL: the order-preserving map of raw key bits to unsigned integers.
+# GLSL: the order-preserving map of raw key bits to unsigned integers (the
+# keys themselves move unchanged). Floats rank as numpy sorts them: -0.0 and
+# +0.0 are equal (a stable sort keeps their input order) and every NaN,
+# whatever its sign or payload, ranks after +inf, in input order.
 _SORTABLE = {
-    "uint32": "k",
-    "int32": "k ^ 0x80000000u",
-    "float32": "k ^ ((k >> 31) != 0u ? 0xFFFFFFFFu : 0x80000000u)",
+    "uint32": "uint sortable(uint k) { return k; }",
+    "int32": "uint sortable(uint k) { return k ^ 0x80000000u; }",
+    "float32": """uint sortable(uint k) {
+  if ((k & 0x7fffffffu) > 0x7f800000u) return 0xffffffffu;   // any NaN: above +inf (0xff800000)
+  if (k == 0x80000000u) k = 0u;                               // -0.0 ranks as +0.0
+  return k ^ ((k >> 31) != 0u ? 0xffffffffu : 0x80000000u);   // IEEE bits to unsigned order
+}""",
 }
 
 
 def _digit_fn(key: str) -> str:
-    return (f"uint digit(uint k) {{ return (({_SORTABLE[key]}) >> pc.shift) & {RADIX - 1}u; }}")
+    return f"{_SORTABLE[key]}\nuint digit(uint k) {{ return (sortable(k) >> pc.shift) & {RADIX - 1}u; }}"
 
 
 @family("radix_hist")
@@ -289,8 +298,9 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
     payload; the payload order is numpy's ``values[np.argsort(keys,
     kind="stable")]``. ``key_bits`` < 32 sorts uint32 keys known to be
     below ``2**key_bits`` in fewer passes (higher bits are ignored).
-    Outputs may be the inputs themselves (in place). Float keys order -0.0
-    before +0.0 and NaNs by sign bit (see the module notes).
+    Outputs may be the inputs themselves (in place). Float keys sort as in
+    numpy: -0.0 and +0.0 compare equal (input order kept) and every NaN
+    comes last (see the module notes).
     """
     keys = _vector(ctx, keys, "sort keys", KEY_DTYPES)
     key_bits = _key_bits(keys, key_bits)
