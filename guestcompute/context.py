@@ -22,7 +22,7 @@ from .errors import (BufferRangeError, ContextClosedError, DTypeError, InvalidAr
 from .epochs import EpochMixin
 from .record import Recorder
 from .tensor import Buffer, Tensor
-from .transfers import TransferMixin
+from .transfers import TransferMixin, as_buffer_usage
 from .vk import bootstrap
 from .vk.descriptors import Descriptors
 from .vk.functions import DeviceFunctions, optional_names
@@ -276,12 +276,19 @@ class Context(EpochMixin, TransferMixin):
         return t
 
     def import_buffer(self, buffer, shape, dtype="float32", offset: int = 0, host_access="compute",
-                      buffer_size: int = None) -> Tensor:
+                      buffer_size: int = None, usage=None) -> Tensor:
         """A zero-copy tensor view of a host-owned VkBuffer (created with
         STORAGE_BUFFER usage). ``offset`` is in bytes; ``host_access`` is how
         the host itself uses the buffer (e.g. ``"vertex"``): the guest waits
         for it on entry and hands its writes back to it on exit. Give
         ``buffer_size`` so out-of-range views are caught here.
+
+        ``usage``: the VkBufferUsageFlags the buffer was created with (an
+        int, or names such as ``"storage_buffer|transfer_src"``); it must
+        include STORAGE_BUFFER. ``view.numpy()`` copies with vkCmdCopyBuffer
+        when it includes TRANSFER_SRC, and otherwise (also when ``usage`` is
+        not given) through a compute copy into guest memory, which needs
+        nothing but STORAGE_BUFFER.
 
         Thread-safety: any thread. The host's buffer must outlive every
         recording that uses the view."""
@@ -291,6 +298,11 @@ class Context(EpochMixin, TransferMixin):
         d = as_dtype(dtype)
         self._check_dtype_enabled(d)
         access = _host.as_host_access(host_access)
+        usage_flags = as_buffer_usage(usage)
+        if usage_flags is not None and not usage_flags & vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT:
+            raise InvalidArgumentError(f"the buffer's usage ({usage_flags:#x}) lacks STORAGE_BUFFER, which every "
+                                       "guest op binds it as: create it with "
+                                       "VK_BUFFER_USAGE_STORAGE_BUFFER_BIT")
         if not isinstance(offset, int) or offset < 0:
             raise BufferRangeError(f"offset must be a non-negative int of bytes, got {offset!r}")
         if offset % d.size:
@@ -316,7 +328,7 @@ class Context(EpochMixin, TransferMixin):
             size = self.limits.max_storage_buffer_range
             if offset + nbytes > size:
                 raise UnsupportedError("imported view ends past maxStorageBufferRange")
-        return Tensor(Buffer(self, handle, size, None, access), shape, d, offset=offset // d.size)
+        return Tensor(Buffer(self, handle, size, None, access, usage_flags), shape, d, offset=offset // d.size)
 
     # -- recording ------------------------------------------------------------------
     def record(self, command_buffer) -> Recorder:
