@@ -261,3 +261,13 @@ def test_adopt_rejects_a_queue_family_the_device_does_not_have(host):
             host.adopt(queue_family_index=bad)
     with pytest.raises(gc.InvalidArgumentError, match="non-negative int"):
         host.adopt(queue_family_index=True)
+
+
+def test_a_standalone_vulkan_1_0_context_enables_only_what_is_legal():
+    with gc.Context.create(validation=True, api_version=(1, 0)) as ctx:
+        assert ctx.caps.api_version == (1, 0)
+        assert "VK_KHR_push_descriptor" not in ctx.caps.extensions
+        a = ctx.tensor(np.arange(10, dtype=np.float32))
+        out = ctx.run(lambda rec: rec.add(a, a))
+        np.testing.assert_array_equal(out.numpy(), np.arange(10) * 2.0)
+        assert ctx.messenger.messages == []
