@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
+import vulkan as vk
 from vulkan import ffi, lib
 
 from . import host as _host
@@ -21,7 +22,7 @@ from .errors import (BufferRangeError, ContextClosedError, DTypeError, InvalidAr
 from .epochs import EpochMixin
 from .record import Recorder
 from .tensor import Buffer, Tensor
-from .transfers import TransferMixin
+from .transfers import TransferMixin, as_buffer_usage
 from .vk import bootstrap
 from .vk.descriptors import Descriptors
 from .vk.functions import DeviceFunctions, optional_names
@@ -147,12 +148,13 @@ class Context(EpochMixin, TransferMixin):
         instance, messenger, inst_api = bootstrap.create_instance(api_version, validation)
         try:
             pd = bootstrap.pick_physical_device(instance, device)
+            # requirements() lists only what this API version makes legal
+            # (the instance enables no extension that would unlock more).
             req = _host.requirements(pd, inst_api)
-            api = min(req.api_version, inst_api)
+            api = req.api_version
             qf = bootstrap.compute_queue_family(pd)
-            features = req.feature_chain() if api >= (1, 1) else None
-            exts = req.device_extensions if api >= (1, 1) else [
-                e for e in req.device_extensions if e == "VK_KHR_push_descriptor"]
+            features = req.feature_chain()
+            exts = req.device_extensions
             dev = bootstrap.create_device(pd, qf, exts, features)
         except BaseException:
             if messenger:
@@ -161,7 +163,7 @@ class Context(EpochMixin, TransferMixin):
             raise
         queue = ffi.new("VkQueue *")
         lib.vkGetDeviceQueue(dev, qf, 0, queue)
-        caps = _host.HostCaps(api, frozenset(exts), {f: True for f in req.features} if api >= (1, 1) else {})
+        caps = _host.HostCaps(api, frozenset(exts), {f: True for f in req.features})
         ctx = cls(instance=instance, physical_device=pd, device=dev, queue_family_index=qf, caps=caps,
                   queue=queue[0], owned=(messenger,), cache_dir=cache_dir, debug_utils=validation)
         ctx.messenger = messenger
@@ -198,8 +200,7 @@ class Context(EpochMixin, TransferMixin):
         inst = _host.as_handle(instance, "VkInstance", "instance")
         pd = _host.as_handle(physical_device, "VkPhysicalDevice", "physical_device")
         dev = _host.as_handle(device, "VkDevice", "device")
-        if not isinstance(queue_family_index, int) or queue_family_index < 0:
-            raise InvalidArgumentError("queue_family_index must be a non-negative int")
+        _check_queue_family(pd, queue_family_index)
         q = _host.as_handle(queue, "VkQueue", "queue") if queue is not None else None
         if features is None:
             feats = {}
@@ -207,10 +208,7 @@ class Context(EpochMixin, TransferMixin):
             feats = {str(k): bool(v) for k, v in features.items()}
         else:
             feats = _host.features_from_chain(features)
-        exts = enabled_extensions
-        if isinstance(exts, (str, bytes)):
-            raise InvalidArgumentError("enabled_extensions must be a list of names")
-        exts = frozenset(e.decode() if isinstance(e, bytes) else str(e) for e in exts)
+        exts = frozenset(_host.extension_names(enabled_extensions, "enabled_extensions"))
         caps = _host.HostCaps(_host.version_tuple(api_version), exts, feats)
         pc = None
         if pipeline_cache is not None:
@@ -278,12 +276,19 @@ class Context(EpochMixin, TransferMixin):
         return t
 
     def import_buffer(self, buffer, shape, dtype="float32", offset: int = 0, host_access="compute",
-                      buffer_size: int = None) -> Tensor:
+                      buffer_size: int = None, usage=None) -> Tensor:
         """A zero-copy tensor view of a host-owned VkBuffer (created with
         STORAGE_BUFFER usage). ``offset`` is in bytes; ``host_access`` is how
         the host itself uses the buffer (e.g. ``"vertex"``): the guest waits
         for it on entry and hands its writes back to it on exit. Give
         ``buffer_size`` so out-of-range views are caught here.
+
+        ``usage``: the VkBufferUsageFlags the buffer was created with (an
+        int, or names such as ``"storage_buffer|transfer_src"``); it must
+        include STORAGE_BUFFER. ``view.numpy()`` copies with vkCmdCopyBuffer
+        when it includes TRANSFER_SRC, and otherwise (also when ``usage`` is
+        not given) through a compute copy into guest memory, which needs
+        nothing but STORAGE_BUFFER.
 
         Thread-safety: any thread. The host's buffer must outlive every
         recording that uses the view."""
@@ -293,6 +298,11 @@ class Context(EpochMixin, TransferMixin):
         d = as_dtype(dtype)
         self._check_dtype_enabled(d)
         access = _host.as_host_access(host_access)
+        usage_flags = as_buffer_usage(usage)
+        if usage_flags is not None and not usage_flags & vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT:
+            raise InvalidArgumentError(f"the buffer's usage ({usage_flags:#x}) lacks STORAGE_BUFFER, which every "
+                                       "guest op binds it as: create it with "
+                                       "VK_BUFFER_USAGE_STORAGE_BUFFER_BIT")
         if not isinstance(offset, int) or offset < 0:
             raise BufferRangeError(f"offset must be a non-negative int of bytes, got {offset!r}")
         if offset % d.size:
@@ -318,7 +328,7 @@ class Context(EpochMixin, TransferMixin):
             size = self.limits.max_storage_buffer_range
             if offset + nbytes > size:
                 raise UnsupportedError("imported view ends past maxStorageBufferRange")
-        return Tensor(Buffer(self, handle, size, None, access), shape, d, offset=offset // d.size)
+        return Tensor(Buffer(self, handle, size, None, access, usage_flags), shape, d, offset=offset // d.size)
 
     # -- recording ------------------------------------------------------------------
     def record(self, command_buffer) -> Recorder:
@@ -522,6 +532,24 @@ class Context(EpochMixin, TransferMixin):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _check_queue_family(pd, index) -> None:
+    """The family the host's command buffers come from must exist on the
+    device and run compute work: guest dispatches are recorded into them."""
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise InvalidArgumentError(f"queue_family_index must be a non-negative int, got {index!r}")
+    count = ffi.new("uint32_t *")
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(pd, count, ffi.NULL)
+    if index >= count[0]:
+        raise InvalidArgumentError(f"queue_family_index {index} is not a queue family of this device, "
+                                   f"which has {count[0]} (0 to {count[0] - 1}); pass the family "
+                                   "your queue and command pools were created for")
+    props = ffi.new("VkQueueFamilyProperties[]", count[0])
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(pd, count, props)
+    if not props[index].queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
+        raise InvalidArgumentError(f"queue family {index} has no compute support; guestcompute records "
+                                   "compute dispatches: pass a family with VK_QUEUE_COMPUTE_BIT")
 
 
 def _check_spirv(code, api: tuple) -> None:

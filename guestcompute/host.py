@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import vulkan as vk
 from vulkan import ffi, lib
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UnsupportedError
 from .vk.structs import new
 
 # Device extensions guestcompute uses when the host enabled them. None is
@@ -29,6 +29,48 @@ OPTIONAL_EXTENSIONS = (
     "VK_KHR_vulkan_memory_model",     # glslang's NV cooperative-matrix SPIR-V requires it
     "VK_KHR_cooperative_matrix",
 )
+
+GET_PROPERTIES2 = "VK_KHR_get_physical_device_properties2"
+
+
+@dataclass(frozen=True)
+class _Dependencies:
+    """What the Vulkan spec asks before a device may enable an extension (its
+    "Extension and Version Dependencies"): either the API version reaches
+    ``version``, or, below it, every extension in ``instance`` is enabled on
+    the instance and every one in ``device`` on the device too. ``instance``
+    of None: there is no extension route, only the version."""
+    version: tuple = (1, 0)
+    instance: tuple | None = ()
+    device: tuple = ()
+
+
+_NEEDS_PROPERTIES2 = _Dependencies((1, 1), (GET_PROPERTIES2,))
+_DEPENDENCIES = {
+    "VK_KHR_push_descriptor": _NEEDS_PROPERTIES2,
+    "VK_KHR_storage_buffer_storage_class": _Dependencies(),
+    "VK_KHR_16bit_storage": _Dependencies((1, 1), (GET_PROPERTIES2,), ("VK_KHR_storage_buffer_storage_class",)),
+    "VK_KHR_8bit_storage": _Dependencies((1, 1), (GET_PROPERTIES2,), ("VK_KHR_storage_buffer_storage_class",)),
+    "VK_KHR_shader_float16_int8": _NEEDS_PROPERTIES2,
+    "VK_KHR_timeline_semaphore": _NEEDS_PROPERTIES2,
+    "VK_EXT_subgroup_size_control": _Dependencies((1, 1), None),
+    "VK_NV_cooperative_matrix": _NEEDS_PROPERTIES2,
+    "VK_KHR_vulkan_memory_model": _NEEDS_PROPERTIES2,
+    "VK_KHR_cooperative_matrix": _NEEDS_PROPERTIES2,
+}
+
+# Below these API versions guestcompute has no use for the extension even
+# where the spec allows it, and why: the kernels that need 16/8-bit storage,
+# fp16 arithmetic, subgroup control or cooperative matrices are SPIR-V 1.3,
+# which only a Vulkan 1.1 device runs (see KernelSpec.target_env and HostCaps).
+_SPIRV_1_3 = ((1, 1), "guestcompute's kernels that use it are SPIR-V 1.3")
+_USED_SINCE = {
+    "VK_KHR_16bit_storage": _SPIRV_1_3, "VK_KHR_8bit_storage": _SPIRV_1_3,
+    "VK_KHR_shader_float16_int8": _SPIRV_1_3, "VK_EXT_subgroup_size_control": _SPIRV_1_3,
+    "VK_NV_cooperative_matrix": _SPIRV_1_3, "VK_KHR_vulkan_memory_model": _SPIRV_1_3,
+    "VK_KHR_cooperative_matrix": _SPIRV_1_3,
+    "VK_KHR_storage_buffer_storage_class": ((1, 1), "guestcompute needs it only for 16/8-bit storage"),
+}
 
 # Feature name → the struct that holds it, for the pNext chain a host builds.
 FEATURE_STRUCTS = {
@@ -214,15 +256,27 @@ class Requirements:
     """What a host should enable before vkCreateDevice.
 
     ``device_extensions``: enable all of them (each is optional for
-    guestcompute; with ``physical_device`` given, only supported ones are
-    listed). ``features``: feature names to switch on (see
-    :meth:`feature_chain`). ``api_version``: the highest guestcompute uses.
+    guestcompute). With ``physical_device`` given, only extensions it
+    supports are listed, and only those the API version and the instance's
+    extensions make legal, with the device extensions they depend on.
+    ``features``: feature names to switch on (see :meth:`feature_chain`).
+    ``api_version``: the highest guestcompute uses here (never above the
+    instance's or the device's).
+
+    ``instance_extensions``: instance extensions the instance did not
+    enable that would unlock more of ``device_extensions`` (on Vulkan 1.0:
+    ``VK_KHR_get_physical_device_properties2`` for push descriptors and
+    timeline semaphores). Enable them at vkCreateInstance and call
+    :func:`requirements` again with them. ``held_back``: for each optional
+    extension the device supports but that is not listed, what it needs.
     """
     required_extensions: list
     device_extensions: list
     features: list
     api_version: tuple = (1, 3)
     min_api_version: tuple = (1, 0)
+    instance_extensions: list = field(default_factory=list)
+    held_back: dict = field(default_factory=dict)
 
     def feature_chain(self):
         """A ready ``VkPhysicalDeviceFeatures2``-free pNext chain enabling
@@ -235,30 +289,133 @@ class Requirements:
         return chain(*structs) if structs else None
 
 
-def requirements(physical_device=None, instance_api_version=(1, 1)) -> Requirements:
+def requirements(physical_device=None, instance_api_version=None, instance_extensions=(), *,
+                 instance=None) -> Requirements:
     """Extensions and features to enable for guestcompute (all optional).
 
-    With ``physical_device``, only what it supports is listed; pass the API
-    version your instance was created with (features are queried through
-    vkGetPhysicalDeviceFeatures2, which needs 1.1).
+    With ``physical_device``, only what it supports is listed. Pass the API
+    version your instance was created with (default: 1.1, or 1.3 without a
+    physical device) and the instance extensions you enabled: on Vulkan 1.0
+    most extensions need ``VK_KHR_get_physical_device_properties2`` on the
+    instance, and are left out without it (``instance_extensions`` of the
+    result then names it). Features are read with vkGetPhysicalDeviceFeatures2
+    (Vulkan 1.1) or, on a 1.0 instance with that extension, its KHR form,
+    which is resolved through ``instance`` (then required).
 
     Thread-safety: free function, safe from any thread.
     """
-    exts = list(OPTIONAL_EXTENSIONS)
-    feats = list(FEATURE_STRUCTS)
-    api = (1, 3)
-    if physical_device is not None:
+    enabled_on_instance = frozenset(extension_names(instance_extensions, "instance_extensions"))
+    if physical_device is None:
+        api = min((1, 3), version_tuple(instance_api_version if instance_api_version is not None else (1, 3)))
+        supported = frozenset(OPTIONAL_EXTENSIONS)
+    else:
         pd = as_handle(physical_device, "VkPhysicalDevice", "physical_device")
-        supported = set(supported_extensions(pd))
-        exts = [e for e in exts if e in supported]
+        supported = frozenset(supported_extensions(pd))
         props = new("VkPhysicalDeviceProperties")
         lib.vkGetPhysicalDeviceProperties(pd, props)
-        api = min(api, version_tuple(props.apiVersion), version_tuple(instance_api_version))
-        feats = [f for f, on in query_features(pd, api, supported).items() if on]
-        if "VK_KHR_cooperative_matrix" in exts and "VK_NV_cooperative_matrix" in exts:
-            exts.remove("VK_KHR_cooperative_matrix")  # our GLSL route is the NV form
-    return Requirements(required_extensions=[], device_extensions=exts, features=feats,
-                        api_version=api)
+        instance_api = version_tuple(instance_api_version if instance_api_version is not None else (1, 1))
+        api = min((1, 3), version_tuple(props.apiVersion), instance_api)
+    exts, held_back = _choose_extensions(api, enabled_on_instance, supported)
+    if physical_device is None:
+        feats = [f for f in FEATURE_STRUCTS if _feature_struct_usable(f, api, exts)]
+    else:
+        read_features = _features2_function(api, enabled_on_instance, instance)
+        feats = [f for f, on in query_features(pd, api, exts, read_features).items() if on]
+    return Requirements(required_extensions=[], device_extensions=exts, features=feats, api_version=api,
+                        instance_extensions=_unlocking_instance_extensions(api, enabled_on_instance,
+                                                                           supported, held_back),
+                        held_back=held_back)
+
+
+def extension_names(names, what: str) -> list:
+    """Extension names as str, from a list of str or bytes."""
+    if isinstance(names, (str, bytes)):
+        raise InvalidArgumentError(f"{what} must be a list of names (extension names), not one string")
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+
+def _version_text(v: tuple) -> str:
+    return f"Vulkan {v[0]}.{v[1]}"
+
+
+def _spec_blocker(ext: str, api: tuple, on_instance: frozenset, supported: frozenset):
+    """Why the spec forbids enabling ``ext`` here, or None when it allows it."""
+    dep = _DEPENDENCIES.get(ext, _Dependencies())
+    if api >= dep.version:
+        return None
+    if dep.instance is None:
+        return _version_text(dep.version)
+    lacking = [e for e in dep.instance if e not in on_instance]
+    if lacking:
+        return f"{' and '.join(lacking)} enabled on the instance, or {_version_text(dep.version)}"
+    for needed in dep.device:
+        if needed not in supported:
+            return f"{needed}, which the device does not support"
+        blocker = _spec_blocker(needed, api, on_instance, supported)
+        if blocker is not None:
+            return f"{needed}, which needs {blocker}"
+    return None
+
+
+def _choose_extensions(api: tuple, on_instance: frozenset, supported: frozenset):
+    """(extensions to enable, {held-back extension: what it needs})."""
+    chosen, held_back = set(), {}
+    for ext in OPTIONAL_EXTENSIONS:
+        if ext not in supported:
+            continue
+        used_since, why = _USED_SINCE.get(ext, ((1, 0), ""))
+        blocker = _spec_blocker(ext, api, on_instance, supported)
+        if api < used_since:
+            held_back[ext] = f"{_version_text(used_since)} ({why})"
+        elif blocker is not None:
+            held_back[ext] = blocker
+        else:
+            chosen.add(ext)
+    # Below an extension's promotion its device-extension dependencies are
+    # enabled with it (already checked legal and supported above).
+    for ext in list(chosen):
+        dep = _DEPENDENCIES.get(ext, _Dependencies())
+        if api < dep.version:
+            chosen.update(dep.device)
+            for needed in dep.device:
+                held_back.pop(needed, None)
+    if "VK_KHR_cooperative_matrix" in chosen and "VK_NV_cooperative_matrix" in chosen:
+        chosen.discard("VK_KHR_cooperative_matrix")   # our GLSL route is the NV form
+    return [e for e in OPTIONAL_EXTENSIONS if e in chosen], held_back
+
+
+def _unlocking_instance_extensions(api, on_instance, supported, held_back) -> list:
+    """Instance extensions, not enabled yet, that would make a held-back
+    extension legal."""
+    candidates = sorted({e for ext in held_back for e in (_DEPENDENCIES[ext].instance or ())} - on_instance)
+    unlocking = []
+    for candidate in candidates:
+        more, _ = _choose_extensions(api, on_instance | {candidate}, supported)
+        if any(ext in held_back for ext in more):
+            unlocking.append(candidate)
+    return unlocking
+
+
+def _features2_function(api: tuple, on_instance: frozenset, instance):
+    """The vkGetPhysicalDeviceFeatures2 entry point legal here, or None.
+
+    The core one is a Vulkan 1.1 command: on a 1.0 instance only the KHR
+    alias of VK_KHR_get_physical_device_properties2 may be called, and it
+    comes from vkGetInstanceProcAddr."""
+    if api >= (1, 1):
+        return lib.vkGetPhysicalDeviceFeatures2
+    if GET_PROPERTIES2 not in on_instance:
+        return None
+    if instance is None:
+        raise InvalidArgumentError(
+            f"requirements(): with {GET_PROPERTIES2} on a Vulkan 1.0 instance, pass instance= too "
+            "(its vkGetPhysicalDeviceFeatures2KHR reads the device's features)")
+    from .vk.functions import instance_function
+    fn = instance_function(as_handle(instance, "VkInstance", "instance"), "vkGetPhysicalDeviceFeatures2KHR")
+    if fn is None:
+        raise UnsupportedError(f"the instance does not expose vkGetPhysicalDeviceFeatures2KHR: "
+                               f"was it created with {GET_PROPERTIES2} enabled?")
+    return fn
 
 
 def supported_extensions(pd) -> list:
@@ -269,17 +426,26 @@ def supported_extensions(pd) -> list:
     return [ffi.string(props[i].extensionName).decode() for i in range(count[0])]
 
 
-def query_features(pd, api: tuple, supported: set) -> dict:
-    """Which of guestcompute's optional features the physical device supports."""
+def _feature_struct_usable(feat: str, api: tuple, extensions) -> bool:
+    """A feature's struct may be chained when its extension is enabled, or
+    the API version has it in core."""
+    ext = _FEATURE_EXTENSION[feat]
+    return ext in extensions or api >= _CORE_SINCE.get(ext, (9, 9))
+
+
+def query_features(pd, api: tuple, extensions, read_features) -> dict:
+    """Which of guestcompute's optional features the physical device
+    supports, among those ``extensions`` (the ones to be enabled) and the
+    API version make available. ``read_features``: the legal
+    vkGetPhysicalDeviceFeatures2 entry point, or None (nothing is read)."""
     from .vk.structs import chain
     structs = {}
     for feat, struct in FEATURE_STRUCTS.items():
-        ext = _FEATURE_EXTENSION[feat]
-        if ext in supported or api >= _CORE_SINCE.get(ext, (9, 9)):
+        if _feature_struct_usable(feat, api, extensions):
             structs.setdefault(struct, new(struct))
-    if api < (1, 1) or not structs:
+    if read_features is None or not structs:
         return {}
     f2 = new("VkPhysicalDeviceFeatures2")
     chain(f2, *structs.values())
-    lib.vkGetPhysicalDeviceFeatures2(pd, f2)
+    read_features(pd, f2)
     return {feat: bool(getattr(structs[s], feat)) for feat, s in FEATURE_STRUCTS.items() if s in structs}

@@ -15,17 +15,19 @@ class Buffer:
     (re)allocated; caches and programs key on it, never on handle values.
 
     ``host_access`` is None for guest-owned buffers; for imported ones it is
-    the :class:`~guestcompute.host.HostAccess` the host declared.
+    the :class:`~guestcompute.host.HostAccess` the host declared, and
+    ``usage`` the VkBufferUsageFlags it declared (None: not said).
     """
-    __slots__ = ("uid", "handle", "size", "alloc", "ctx", "host_access", "last_epoch", "__weakref__")
+    __slots__ = ("uid", "handle", "size", "alloc", "ctx", "host_access", "usage", "last_epoch", "__weakref__")
 
-    def __init__(self, ctx, handle, size, alloc=None, host_access=None):
+    def __init__(self, ctx, handle, size, alloc=None, host_access=None, usage=None):
         self.uid = next_uid()
         self.handle = handle
         self.size = size
         self.alloc = alloc
         self.ctx = ctx
         self.host_access = host_access
+        self.usage = usage
         self.last_epoch = 0    # 0 = never recorded
 
     @property

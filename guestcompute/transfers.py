@@ -5,17 +5,72 @@ memcpy. Otherwise a staging buffer is copied on the context's queue in a
 one-time command buffer — only from ``ctx.tensor`` / ``t.numpy()`` /
 ``ctx.run``, never from ``record`` — or, for an adopted context without a
 queue, the copy is recorded at the start of the host's next recording.
+
+Host buffers (``ctx.import_buffer``) are read back with vkCmdCopyBuffer only
+when the host declared TRANSFER_SRC in their ``usage``; otherwise a compute
+copy moves the view into a guest tensor first, since STORAGE_BUFFER is the
+one usage every imported buffer has. They are never written from host
+memory: the host owns their contents (it writes its own buffer, or records
+``rec.copy(guest_tensor, out=view)``), so TRANSFER_DST is never needed.
 """
 from __future__ import annotations
 
 import vulkan as vk
 from vulkan import ffi
 
-from .errors import UnsupportedError, check
-from .tensor import Buffer
+from .dtypes import uint8, uint32
+from .errors import InvalidArgumentError, UnsupportedError, check
+from .tensor import Buffer, Tensor
 from .vk.memory import STAGING_USAGE, next_uid
 from .vk.commands import allocate_command_buffer, create_command_pool
 from .vk.structs import new
+
+
+# VkBufferUsageFlagBits by the short names import_buffer(usage=...) takes.
+BUFFER_USAGE_NAMES = {
+    "transfer_src": vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+    "transfer_dst": vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+    "uniform_texel_buffer": vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT,
+    "storage_texel_buffer": vk.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT,
+    "uniform_buffer": vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT,
+    "storage_buffer": vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+    "index_buffer": vk.VK_BUFFER_USAGE_INDEX_BUFFER_BIT,
+    "vertex_buffer": vk.VK_BUFFER_USAGE_VERTEX_BUFFER_BIT,
+    "indirect_buffer": vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT,
+    "shader_device_address": 0x00020000,   # VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
+}
+
+
+def _usage_bit(name: str) -> int:
+    key = name.strip().lower()
+    if key.startswith("vk_buffer_usage_") and key.endswith("_bit"):
+        key = key[len("vk_buffer_usage_"):-len("_bit")]
+    bit = BUFFER_USAGE_NAMES.get(key)
+    if bit is None:
+        raise InvalidArgumentError(f"unknown buffer usage {name!r}; use VkBufferUsageFlags or names from "
+                                   f"{sorted(BUFFER_USAGE_NAMES)}, joined with '|'")
+    return bit
+
+
+def as_buffer_usage(value):
+    """VkBufferUsageFlags from an int, a '|'-joined string of names
+    (``"storage_buffer|transfer_src"``, or the full Vk names) or a list of
+    names/ints. None stays None: the host did not say."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.split("|")
+    elif isinstance(value, bool) or not isinstance(value, (int, list, tuple)):
+        raise InvalidArgumentError(f"usage must be VkBufferUsageFlags (int) or buffer-usage names, "
+                                   f"got {value!r}")
+    if isinstance(value, int):
+        if not 0 <= value < 1 << 32:
+            raise InvalidArgumentError(f"usage {value!r} is not a VkBufferUsageFlags value")
+        return value
+    flags = 0
+    for part in value:
+        flags |= _usage_bit(part) if isinstance(part, str) else as_buffer_usage(part)
+    return flags
 
 
 class TransferMixin:
@@ -23,7 +78,8 @@ class TransferMixin:
 
     def _write_bytes(self, buf: Buffer, offset: int, data: bytes):
         if buf.alloc is None:
-            raise UnsupportedError("write() into an imported buffer: the host owns its contents")
+            raise UnsupportedError("write() into an imported buffer: the host owns its contents; write "
+                                   "your buffer yourself, or record rec.copy(guest_tensor, out=view)")
         if buf.alloc.mapped is not None:
             buf.alloc.mapped[offset:offset + len(data)] = data
             self.memory.flush(buf.alloc)
@@ -70,6 +126,8 @@ class TransferMixin:
             return bytes(buf.alloc.mapped[offset:offset + size])
         if self.queue is None:
             raise UnsupportedError("reading this tensor needs a staging copy: pass queue= to Context.adopt")
+        if buf.alloc is None and not (buf.usage or 0) & vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT:
+            return self._read_through_compute(buf, offset, size)
         staging = self.memory.create(size, STAGING_USAGE, host_visible=True)
         region = new("VkBufferCopy", srcOffset=offset, dstOffset=0, size=size)
         src_stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
@@ -88,6 +146,26 @@ class TransferMixin:
             return bytes(staging.mapped[0:size])
         finally:
             self.memory.destroy(staging)
+
+    def _read_through_compute(self, buf: Buffer, offset: int, size: int) -> bytes:
+        """Read a host buffer that may lack TRANSFER_SRC: a compute copy into
+        a guest tensor (which has every usage), then read that. The copy
+        moves whole 32-bit words where the widened range stays inside the
+        buffer, else single bytes (8-bit storage)."""
+        first = offset - offset % 4
+        end = -(-(offset + size) // 4) * 4
+        if end <= buf.size:
+            src = Tensor(buf, ((end - first) // 4,), uint32, offset=first // 4)
+        elif self.caps.uint8_storage:
+            src, first = Tensor(buf, (size,), uint8, offset=offset), offset
+        else:
+            raise UnsupportedError(
+                f"reading {size} bytes at offset {offset} of this imported buffer needs a copy: declare "
+                "usage= with TRANSFER_SRC (and create the buffer with VK_BUFFER_USAGE_TRANSFER_SRC_BIT), "
+                "or give a buffer_size that covers whole 4-byte words")
+        words = self.run(lambda rec: rec.copy(src))
+        raw = self._read_bytes(words.buffer, 0, words.nbytes)
+        return raw[offset - first:offset - first + size]
 
     def _cmd_barrier(self, cmd, src_stage, src_access, dst_stage, dst_access):
         bar = new("VkMemoryBarrier", srcAccessMask=src_access, dstAccessMask=dst_access)
