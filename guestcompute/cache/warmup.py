@@ -9,6 +9,7 @@ per-key de-duplication that makes this safe).
 """
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -58,15 +59,18 @@ def resolve(ctx, specs) -> tuple:
         every = list(all_specs())
         runnable = [s for s in every if supported(ctx, s)]
         return runnable, len(every) - len(runnable)
-    if isinstance(specs, str):
+    if isinstance(specs, (str, bytes)):
         raise InvalidArgumentError(f"warmup(): specs must be None, 'all', a list of KernelSpecs and "
                                    f"kernel family names, or a program, got {specs!r}")
-    if hasattr(specs, "specs") and callable(specs.specs):
+    if isinstance(specs, KernelSpec):
+        specs = [specs]
+    elif hasattr(specs, "specs") and callable(specs.specs):
         specs = specs.specs()
     try:
         items = list(specs)
     except TypeError:
-        raise InvalidArgumentError(f"warmup(): cannot iterate over {type(specs).__name__}") from None
+        raise InvalidArgumentError(f"warmup(): cannot iterate over {type(specs).__name__}; pass None, 'all', "
+                                   "a list of KernelSpecs and kernel family names, or a program") from None
     specs, skipped = [], 0
     for item in items:
         if isinstance(item, str):              # a kernel family: its built-in variants
@@ -95,15 +99,32 @@ def _family_specs(name: str) -> list:
     return found
 
 
+def _check_progress(progress) -> None:
+    """``progress`` must take (done, total): found out here, not from a
+    TypeError after the first pipelines were created."""
+    if progress is None:
+        return
+    if not callable(progress):
+        raise InvalidArgumentError(f"warmup(): progress must be callable(done, total), got {type(progress).__name__}")
+    try:
+        signature = inspect.signature(progress)
+    except (TypeError, ValueError):      # no introspectable signature: trust it
+        return
+    try:
+        signature.bind(0, 0)
+    except TypeError:
+        raise InvalidArgumentError(f"warmup(): progress{signature} cannot be called as progress(done, total); "
+                                   "give it two parameters") from None
+
+
 def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
     t0 = time.perf_counter()
-    todo, skipped = resolve(ctx, specs)
     if threads is None:
         threads = min(8, os.cpu_count() or 1)
-    if not isinstance(threads, int) or threads < 1:
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidArgumentError(f"warmup(): threads must be a positive int, got {threads!r}")
-    if progress is not None and not callable(progress):
-        raise InvalidArgumentError("warmup(): progress must be callable(done, total)")
+    _check_progress(progress)
+    todo, skipped = resolve(ctx, specs)
     existing = sum(1 for s in todo if ctx._pipelines.lookup(s) is not None)
     missing = [s for s in todo if ctx._pipelines.lookup(s) is None]
     before = ctx._pipelines.stats["pipelines_created"]
