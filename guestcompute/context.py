@@ -3,7 +3,6 @@ created standalone for scripts, tests and benchmarks."""
 from __future__ import annotations
 
 import collections
-import logging
 import math
 import threading
 from dataclasses import dataclass
@@ -27,8 +26,6 @@ from .vk.descriptors import Descriptors
 from .vk.functions import DeviceFunctions, optional_names
 from .vk.memory import MemoryManager
 from .vk.structs import chain, new
-
-log = logging.getLogger("guestcompute")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ record with the same context into different command buffers at once.
 """
 from __future__ import annotations
 
-import difflib
 import inspect
 
 import vulkan as vk
@@ -122,6 +121,7 @@ class Recorder:
         if fn is None:
             hint = ""
             if not name.startswith("_"):
+                import difflib      # only for this message: it imports heapq, which an app may shadow
                 near = difflib.get_close_matches(name, registered_ops(), n=3)
                 hint = f"; did you mean {', '.join(near)}?" if near else "; dir(rec) lists the operations"
             raise UnknownOperationError(f"Recorder has no operation {name!r}{hint}")

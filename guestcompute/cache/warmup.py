@@ -3,16 +3,18 @@
 A renderer that creates a pipeline while recording frame 1 hitches for the
 length of a driver compile (milliseconds per pipeline on real drivers), so
 ``ctx.warmup()`` does them all up front. vkCreateComputePipelines releases
-the GIL and may run on several threads with one VkPipelineCache, so a small
-thread pool overlaps the driver's work (see cache/pipelines.py for the
-per-key de-duplication that makes this safe).
+the GIL and may run on several threads with one VkPipelineCache, so a few
+worker threads overlap the driver's work (see cache/pipelines.py for the
+per-key de-duplication that makes this safe). They are plain threads, not a
+concurrent.futures pool: that module imports ``logging``, which an
+application's own logging.py may shadow (see guestcompute/log.py).
 """
 from __future__ import annotations
 
 import inspect
 import os
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 from ..errors import InvalidArgumentError, UnsupportedError
@@ -145,18 +147,56 @@ def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
             if progress is not None:
                 progress(done, total)
     else:
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="guestcompute-warmup") as pool:
-            futures = [pool.submit(create, s) for s in missing]
-            try:
-                for fut in as_completed(futures):
-                    fut.result()           # the first failure propagates
-                    done += 1
-                    if progress is not None:
-                        progress(done, total)
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        def one_done():
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        _create_in_parallel(create, missing, threads, one_done)
     created = ctx._pipelines.stats["pipelines_created"] - before
     return WarmupReport(total=total, created=created, existing=existing, skipped=skipped,
                         seconds=time.perf_counter() - t0, threads=threads)
+
+
+def _create_in_parallel(create, specs: list, threads: int, one_done) -> None:
+    """``create(spec)`` for every spec on up to ``threads`` worker threads;
+    ``one_done()`` runs on this thread after each. The first error stops the
+    workers (after the pipeline each is creating) and is raised here."""
+    pending = iter(specs)
+    finished = []                    # None per created pipeline, or the error
+    changed = threading.Condition()
+    stop = threading.Event()
+
+    def worker():
+        while not stop.is_set():
+            with changed:
+                spec = next(pending, None)
+            if spec is None:
+                return
+            try:
+                create(spec)
+                outcome = None
+            except BaseException as e:       # handed to the calling thread
+                outcome = e
+            with changed:
+                finished.append(outcome)
+                changed.notify()
+            if outcome is not None:
+                return
+
+    workers = [threading.Thread(target=worker, name=f"guestcompute-warmup-{k}", daemon=True)
+               for k in range(min(threads, len(specs)))]
+    for w in workers:
+        w.start()
+    try:
+        for k in range(len(specs)):
+            with changed:
+                changed.wait_for(lambda: len(finished) > k)
+                outcome = finished[k]
+            if outcome is not None:
+                raise outcome
+            one_done()
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
