@@ -51,6 +51,17 @@ _WRITE_ACCESS = (_SHADER_WRITE | _TRANSFER_WRITE | vk.VK_ACCESS_COLOR_ATTACHMENT
                  | vk.VK_ACCESS_MEMORY_WRITE_BIT)
 
 
+def _close_matches(name: str, names) -> list:
+    """Up to three of ``names`` resembling ``name``, for "did you mean". difflib
+    is imported only here, and may fail there: it imports heapq, which an
+    application's own heapq.py can shadow; the error then just has no hint."""
+    try:
+        import difflib
+        return difflib.get_close_matches(name, names, n=3)
+    except (ImportError, AttributeError):
+        return []
+
+
 class Recorder:
     """Use as ``with ctx.record(cmd) as rec: rec.add(a, b, out=c)``.
 
@@ -121,8 +132,7 @@ class Recorder:
         if fn is None:
             hint = ""
             if not name.startswith("_"):
-                import difflib      # only for this message: it imports heapq, which an app may shadow
-                near = difflib.get_close_matches(name, registered_ops(), n=3)
+                near = _close_matches(name, registered_ops())
                 hint = f"; did you mean {', '.join(near)}?" if near else "; dir(rec) lists the operations"
             raise UnknownOperationError(f"Recorder has no operation {name!r}{hint}")
         method = _as_method(name, fn)
