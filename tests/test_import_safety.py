@@ -18,25 +18,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 APPLICATION = r"""
-import json
+import json, os, pathlib
 import numpy as np
 import guestcompute as gc
 from guestcompute.kernels.catalogue import all_specs
-from guestcompute.log import log
 
 with gc.Context.create(validation=True) as ctx:
     a = ctx.tensor(np.arange(8, dtype=np.float32))
     out = ctx.run(lambda rec: rec.add(a, a)).numpy()
     specs = [s for s in all_specs() if s.family == "map" and not s.features][:4]
-    warmed = ctx.warmup(specs, threads=2).total
+    warmed = ctx.warmup(specs, threads=2).total          # also saves the pipeline cache file
     try:
         rec_error = ctx.run(lambda rec: rec.ad(a, a))     # a misspelt op suggests the name
     except gc.UnknownOperationError as e:
         rec_error = str(e)      # with "did you mean add?", unless difflib cannot import
-    log.warning("guestcompute: probe %d", 7)
     messages = list(ctx.messenger.messages)
+saved = list(pathlib.Path(os.environ["GUESTCOMPUTE_CACHE_DIR"]).rglob("pipelines/*.bin"))
+for path in saved:
+    path.write_bytes(b"damaged")
+with gc.Context.create(validation=True) as ctx:           # warns that it ignores the damaged file
+    messages += list(ctx.messenger.messages)
 print(json.dumps({"sum_ok": out.tolist() == [2.0 * i for i in range(8)], "warmed": warmed,
-                  "suggestion": "did you mean add" in rec_error, "messages": messages}))
+                  "saved": len(saved), "suggestion": "did you mean add" in rec_error, "messages": messages}))
 """
 
 # Modules guestcompute itself is the first to import in such a process
@@ -56,9 +59,9 @@ def test_an_application_module_named_like_the_stdlib(tmp_path, name):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     # difflib, which suggests the name of a misspelt op, needs the stdlib's heapq.
-    assert result == {"sum_ok": True, "warmed": 4, "suggestion": name != "heapq", "messages": []}
+    assert result == {"sum_ok": True, "warmed": 4, "saved": 1, "suggestion": name != "heapq", "messages": []}
     # The warning still reaches the user: through logging when it is the stdlib's, else stderr.
-    assert "guestcompute: probe 7" in proc.stderr
+    assert "pipeline cache file" in proc.stderr
 
 
 DEMO_SCRIPTS = ["demos/particles.py", "demos/neural.py", "demos/host", "demos/host/__main__.py",
