@@ -1,4 +1,5 @@
-"""The element types guestcompute knows, and what each needs from the device."""
+"""The element types guestcompute knows, what each needs from the device, and
+how numbers from the host convert to them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -97,6 +98,8 @@ def host_array(data, dtype=None, what: str = "data") -> np.ndarray:
     source = _real_numbers(data, target, what)
     if target is None:
         target = default_dtype(source.dtype, what)
+    if source.dtype == target.numpy:             # nothing to convert: no copy, no checks
+        return np.asarray(source, order="C")
     if target.kind == "float":
         converted = _to_float(source, target, what)
     else:
@@ -142,7 +145,7 @@ def _from_objects(arr: np.ndarray, target, what: str) -> np.ndarray:
         if not isinstance(item, (int, float, np.integer, np.floating)):
             raise DTypeError(f"{what}: {type(item).__name__} values cannot be converted to numbers; convert "
                              "them first (pass numbers shaped like the tensor)")
-    if target is not None and target.kind == "float" or any(isinstance(i, (float, np.floating)) for i in items):
+    if (target is not None and target.kind == "float") or any(isinstance(i, (float, np.floating)) for i in items):
         try:
             return np.array([float(i) for i in items], np.float64).reshape(arr.shape)
         except OverflowError:
