@@ -145,7 +145,8 @@ def _from_objects(arr: np.ndarray, target, what: str) -> np.ndarray:
         if not isinstance(item, (int, float, np.integer, np.floating)):
             raise DTypeError(f"{what}: {type(item).__name__} values cannot be converted to numbers; convert "
                              "them first (pass numbers shaped like the tensor)")
-    if (target is not None and target.kind == "float") or any(isinstance(i, (float, np.floating)) for i in items):
+    has_floats = any(isinstance(i, (float, np.floating)) for i in items)
+    if has_floats or (target is not None and target.kind == "float"):
         try:
             return np.array([float(i) for i in items], np.float64).reshape(arr.shape)
         except OverflowError:
