@@ -17,12 +17,20 @@ once as a program and replayed each frame (``--direct`` records the ops
 every frame instead). The last matmul writes straight into the host's
 buffer. At exit the colours of the last frame are checked against numpy.
 
-Run ``python -m demos.neural`` (a window; headless without a display).
+Run ``python -m demos.neural`` or ``python demos/neural.py`` (a window; headless without
+a display).
 """
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
+
+if not __package__:
+    # Run as a file (python demos/neural.py) rather than as a module: import the demos
+    # as the package they are, from the repository root (PEP 366).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "demos"
 
 import numpy as np
 

@@ -8,12 +8,20 @@ Per frame, one command buffer and one submit:
     guest: bloom + tonemap on a copy of the rendered image           (after the pass)
     host:  copy the result back, then present / read back
 
-Run ``python -m demos.particles`` (a window; headless without a display) or
+Run ``python -m demos.particles`` or ``python demos/particles.py`` (a window; headless
+without a display) or
 ``python -m demos.particles --headless --frames 60 --screenshot out/particles.png``.
 """
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+if not __package__:
+    # Run as a file (python demos/particles.py) rather than as a module: import the demos
+    # as the package they are, from the repository root (PEP 366).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "demos"
 
 from .app import GuestApp, parser, report, resolve_mode
 from .attractor import LorenzParticles

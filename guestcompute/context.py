@@ -3,7 +3,6 @@ created standalone for scripts, tests and benchmarks."""
 from __future__ import annotations
 
 import collections
-import logging
 import math
 import threading
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from . import host as _host
 from .cache.pipeline_store import ContextPipelineCache
 from .cache.pipelines import PipelineCache
 from .cache.spirv import SpirvCache
-from .dtypes import DType, as_dtype
+from .dtypes import DType, as_dtype, host_array
 from .errors import (BufferRangeError, ContextClosedError, DTypeError, InvalidArgumentError,
                      KernelError, ShapeError, UnsupportedError)
 from .epochs import EpochMixin
@@ -28,8 +27,6 @@ from .vk.descriptors import Descriptors
 from .vk.functions import DeviceFunctions, optional_names
 from .vk.memory import MemoryManager
 from .vk.structs import chain, new
-
-log = logging.getLogger("guestcompute")
 
 
 @dataclass(frozen=True)
@@ -246,23 +243,17 @@ class Context(EpochMixin, TransferMixin):
         return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), shape, d)
 
     def tensor(self, data, dtype=None) -> Tensor:
-        """A guest-owned tensor holding a copy of ``data`` (array-like).
+        """A guest-owned tensor holding a copy of ``data`` (an ndarray, a
+        nested list or a number). Without ``dtype`` the data's kind picks
+        one (float64 -> float32, int64 -> int32); values the dtype cannot
+        hold raise (see "Host data and dtypes" in docs/integration.md).
 
         Thread-safety: any thread, also while other threads record (without
         host-visible memory the copy takes its turn on the queue, holding
         ``queue_lock``)."""
         self._check_open()
-        try:
-            arr = np.asarray(data)
-        except (ValueError, TypeError) as e:
-            raise InvalidArgumentError(f"ctx.tensor: cannot make an array of {type(data).__name__} ({e}); "
-                                       "pass a numpy array or a rectangular nested list of numbers") from None
-        d = as_dtype(dtype if dtype is not None else (arr.dtype if arr.dtype != np.float64 else np.float32))
-        try:
-            arr = np.asarray(arr, dtype=d.numpy, order="C")   # keeps 0-d shapes (ascontiguousarray would not)
-        except (ValueError, TypeError, OverflowError) as e:
-            raise DTypeError(f"ctx.tensor: data cannot be converted to {d} ({e}); convert it first") from None
-        t = self.empty(arr.shape, d)
+        arr = host_array(data, dtype, "ctx.tensor")
+        t = self.empty(arr.shape, arr.dtype)
         if arr.size:
             self._write_bytes(t.buffer, 0, arr.tobytes())
         return t

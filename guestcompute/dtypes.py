@@ -1,11 +1,12 @@
-"""The element types guestcompute knows, and what each needs from the device."""
+"""The element types guestcompute knows, what each needs from the device, and
+how numbers from the host convert to them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DTypeError
+from .errors import DTypeError, InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -52,3 +53,150 @@ def as_dtype(value) -> DType:
     if name not in ALL:
         raise DTypeError(f"dtype {name} is not supported; use one of {sorted(ALL)}")
     return ALL[name]
+
+
+# -- numbers from the host -------------------------------------------------------
+#
+# Every way numbers enter guestcompute goes through host_array / host_scalar:
+# ctx.tensor, Tensor.write, program params (rec.execute(prog, params=...)) and
+# the scalar operands of ops. The rule (docs/integration.md, "Host data and
+# dtypes") is numpy 2's rule for Python numbers, np.asarray(values, dtype=...),
+# applied to arrays too, with no silent loss of a value:
+#
+# - numpy casts ndarrays unsafely (arr.astype wraps -1 to 4294967295 and cuts
+#   1.5 to 1) but refuses out-of-range Python ints; a list and the array made
+#   from it must not give different tensors, so both are checked by value.
+# - rounding to the target's precision is accepted (float64 -> float32, a
+#   large int -> the nearest float32): that is what a narrower float means.
+#   Losing the value itself is refused: a finite value beyond the float range
+#   (numpy: inf and a warning), an integer out of range, a float with a
+#   fraction (or NaN/inf) into an integer dtype, a complex number.
+
+def default_dtype(source: np.dtype, what: str = "data") -> DType:
+    """The dtype data of numpy dtype ``source`` gets when none is named: the
+    same kind at the width guestcompute has (float64 -> float32, int64 ->
+    int32, uint16/uint64 -> uint32); bool has no number kind of its own."""
+    kind = source.kind
+    if kind == "f":
+        return float16 if source == np.float16 else float32
+    if kind == "i":
+        return int32
+    if kind == "u":
+        return uint8 if source.itemsize == 1 else uint32
+    if kind == "b":
+        raise DTypeError(f"{what}: bool data has no guestcompute dtype of its own; name one, "
+                         "e.g. dtype='uint8' or dtype='int32' (True becomes 1)")
+    raise DTypeError(f"{what}: {source} data has no guestcompute dtype; use one of {sorted(ALL)}")
+
+
+def host_array(data, dtype=None, what: str = "data") -> np.ndarray:
+    """``data`` (an ndarray, a nested list or a number) as a C-contiguous
+    array of ``dtype`` (default: :func:`default_dtype` of the data), by the
+    rule above. Raises :class:`DTypeError` for data that is not real numbers
+    and :class:`InvalidArgumentError` for a value the dtype cannot hold."""
+    target = as_dtype(dtype) if dtype is not None else None
+    source = _real_numbers(data, target, what)
+    if target is None:
+        target = default_dtype(source.dtype, what)
+    if source.dtype == target.numpy:             # nothing to convert: no copy, no checks
+        return np.asarray(source, order="C")
+    if target.kind == "float":
+        converted = _to_float(source, target, what)
+    else:
+        converted = _to_integer(source, target, what)
+    return np.asarray(converted, order="C")      # keeps 0-d shapes (ascontiguousarray would not)
+
+
+def host_scalar(value, dtype, what: str):
+    """One number (Python or numpy, not bool) as the Python int or float
+    that ``dtype`` stores for it, by the same rule as :func:`host_array`."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidArgumentError(f"{what} must be a number (int or float), got {type(value).__name__}")
+    return host_array(value, dtype, what).item()
+
+
+def _real_numbers(data, target, what: str) -> np.ndarray:
+    """``data`` as an ndarray of bool, int, uint or float kind (never converted yet)."""
+    if isinstance(data, np.ndarray):
+        arr = data
+    else:
+        try:
+            arr = np.asarray(data)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise InvalidArgumentError(f"{what}: cannot make an array of {type(data).__name__} ({e}); "
+                                       "pass a numpy array or a rectangular nested list of numbers") from None
+    if arr.dtype.kind == "O":
+        arr = _from_objects(arr, target, what)
+    if arr.dtype.kind == "c":
+        raise DTypeError(f"{what}: complex data has no guestcompute dtype; pass its .real or .imag part")
+    if arr.dtype.kind not in "biuf":
+        raise DTypeError(f"{what}: {arr.dtype} data cannot be converted to numbers; convert it first "
+                         "(pass numbers shaped like the tensor)")
+    return arr
+
+
+def _from_objects(arr: np.ndarray, target, what: str) -> np.ndarray:
+    """An object array holds what numpy could not type: Python ints beyond
+    64 bits, or things that are not numbers at all."""
+    items = arr.ravel().tolist()
+    for item in items:
+        if isinstance(item, complex):
+            raise DTypeError(f"{what}: complex data has no guestcompute dtype; pass its .real or .imag part")
+        if not isinstance(item, (int, float, np.integer, np.floating)):
+            raise DTypeError(f"{what}: {type(item).__name__} values cannot be converted to numbers; convert "
+                             "them first (pass numbers shaped like the tensor)")
+    has_floats = any(isinstance(i, (float, np.floating)) for i in items)
+    if has_floats or (target is not None and target.kind == "float"):
+        try:
+            return np.array([float(i) for i in items], np.float64).reshape(arr.shape)
+        except OverflowError:
+            biggest = max(items, key=abs)
+            raise InvalidArgumentError(f"{what}: {_show(biggest)} is beyond the range of any float; "
+                                       "scale the data") from None
+    # Only integers, and numpy gave up on them: one lies beyond 64 bits.
+    target = target or int32
+    lo, hi = _integer_range(target)
+    outside = next(int(i) for i in items if not lo <= int(i) < hi)
+    raise InvalidArgumentError(f"{what}: {_show(outside)} does not fit {target}; use a value in [{lo}, {hi})")
+
+
+def _to_float(source: np.ndarray, target: DType, what: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = source.astype(target.numpy)
+    overflowed = np.isfinite(source) & ~np.isfinite(out)
+    if overflowed.any():
+        value = source[overflowed].flat[0].item()
+        raise InvalidArgumentError(f"{what}: {_show(value)} is beyond the range of {target} "
+                                   f"(±{float(np.finfo(target.numpy).max):.8g}); scale the data, or pass ±inf explicitly")
+    return out
+
+
+def _to_integer(source: np.ndarray, target: DType, what: str) -> np.ndarray:
+    if source.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            integral = np.isfinite(source) & (source == np.trunc(source))
+        if not integral.all():
+            value = source[~integral].flat[0].item()
+            raise InvalidArgumentError(f"{what}: {value!r} is not an integer, so it does not convert to {target}; "
+                                       "pass an integer (round the data first)")
+    lo, hi = _integer_range(target)
+    if source.size:
+        for value in (source.min().item(), source.max().item()):
+            if not lo <= value < hi:
+                raise InvalidArgumentError(f"{what}: {_show(value)} does not fit {target}; "
+                                           f"use a value in [{lo}, {hi})")
+    return source.astype(target.numpy)
+
+
+def _integer_range(d: DType) -> tuple:
+    """[lo, hi) of an integer dtype, as Python ints."""
+    info = np.iinfo(d.numpy)
+    return int(info.min), int(info.max) + 1
+
+
+def _show(value) -> str:
+    """A value for a message: integral floats as ints, huge ints shortened."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        value = int(value)
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"

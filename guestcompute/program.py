@@ -31,6 +31,7 @@ serialized by the context's program pool lock.
 """
 from __future__ import annotations
 
+import inspect
 import struct
 import threading
 
@@ -38,7 +39,7 @@ import numpy as np
 import vulkan as vk
 from vulkan import ffi
 
-from .dtypes import as_dtype
+from .dtypes import as_dtype, host_scalar
 from .errors import (ContextClosedError, DTypeError, InvalidArgumentError, RecordingError,
                      UnsupportedError, WrongContextError, check)
 from .record import Recorder
@@ -158,25 +159,29 @@ class Params:
             d = self._dtypes.get(name)
             if d is None:
                 raise InvalidArgumentError(f"unknown param {name!r}; the program declared {self._names}")
-            merged[name] = _check_scalar(name, d, v)
+            merged[name] = host_scalar(v, d, f"param {name!r}")
         data = struct.pack(self._format, *(merged[n] for n in self._names))
         return merged, ffi.new("char[]", data), len(data)
 
 
-def _check_scalar(name, d, v):
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise InvalidArgumentError(f"param {name!r} must be a number, got {type(v).__name__}")
-    if d.kind == "float":
-        return float(v)
-    if isinstance(v, float) and not v.is_integer():
-        raise InvalidArgumentError(f"param {name!r} is {d} but got {v}")
-    v = int(v)
-    lo, hi = (0, 2 ** 32) if d.kind == "uint" else (-2 ** 31, 2 ** 31)
-    if not lo <= v < hi:
-        raise InvalidArgumentError(f"param {name!r}={v} does not fit {d}")
-    return v
+def _check_arity(fn, with_params: bool) -> None:
+    """Refuse a function that cannot take the arguments the program will
+    pass: calling it would raise a TypeError from inside the recording, which
+    reads like a bug in the function's body. A TypeError raised *by* the body
+    still propagates unchanged."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):      # no introspectable signature: the call will tell
+        return
+    try:
+        signature.bind(*((None, None) if with_params else (None,)))
+    except TypeError:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        if with_params:
+            raise InvalidArgumentError(f"ctx.program: {name}{signature} is called as fn(rec, params) because "
+                                       "params= was given; give it a second parameter for the params") from None
+        raise InvalidArgumentError(f"ctx.program: {name}{signature} is called as fn(rec); give it one "
+                                   "parameter, the recorder (a second one only with params=)") from None
 
 
 class Recording:
@@ -279,6 +284,7 @@ class Program:
     def __init__(self, ctx, fn, params: dict = None):
         if not callable(fn):
             raise InvalidArgumentError(f"ctx.program needs a callable fn(rec), got {type(fn).__name__}")
+        _check_arity(fn, with_params=params is not None)
         self._ctx = ctx
         self._fn = fn
         self._pool = ProgramPool.of(ctx)

@@ -20,7 +20,6 @@ record with the same context into different command buffers at once.
 """
 from __future__ import annotations
 
-import difflib
 import inspect
 
 import vulkan as vk
@@ -50,6 +49,17 @@ _GUEST_ACCESS = _SHADER_RW | vk.VK_ACCESS_TRANSFER_READ_BIT | _TRANSFER_WRITE | 
 _WRITE_ACCESS = (_SHADER_WRITE | _TRANSFER_WRITE | vk.VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT
                  | vk.VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT
                  | vk.VK_ACCESS_MEMORY_WRITE_BIT)
+
+
+def _close_matches(name: str, names) -> list:
+    """Up to three of ``names`` resembling ``name``, for "did you mean". difflib
+    is imported only here, and may fail there: it imports heapq, which an
+    application's own heapq.py can shadow; the error then just has no hint."""
+    try:
+        import difflib
+        return difflib.get_close_matches(name, names, n=3)
+    except (ImportError, AttributeError):
+        return []
 
 
 class Recorder:
@@ -122,7 +132,7 @@ class Recorder:
         if fn is None:
             hint = ""
             if not name.startswith("_"):
-                near = difflib.get_close_matches(name, registered_ops(), n=3)
+                near = _close_matches(name, registered_ops())
                 hint = f"; did you mean {', '.join(near)}?" if near else "; dir(rec) lists the operations"
             raise UnknownOperationError(f"Recorder has no operation {name!r}{hint}")
         method = _as_method(name, fn)

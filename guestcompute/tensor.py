@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .dtypes import DType, as_dtype
+from .dtypes import DType, as_dtype, host_array
 from .errors import InvalidArgumentError, ShapeError
 from .vk.memory import next_uid
 
@@ -46,6 +46,22 @@ def contiguous_strides(shape) -> tuple:
         strides.append(acc)
         acc *= n
     return tuple(reversed(strides))
+
+
+def _is_int(value) -> bool:
+    """A Python or numpy integer, not a bool (True is an int to Python, a mask to numpy)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _slice_indices(index: slice, n: int) -> tuple:
+    """``index.indices(n)``, with its ValueError / TypeError as typed errors."""
+    for part in (index.start, index.stop, index.step):
+        if part is not None and not _is_int(part):
+            raise InvalidArgumentError(f"slice {index!r}: start, stop and step must be ints or None")
+    if index.step == 0:
+        raise InvalidArgumentError(f"slice {index!r}: the step cannot be zero; use a positive step, "
+                                   "or a negative one to go backwards")
+    return index.indices(n)
 
 
 class Tensor:
@@ -134,17 +150,14 @@ class Tensor:
 
     def write(self, array) -> None:
         """Overwrite a contiguous tensor's contents from host data (outside
-        any recording; for per-frame values use programs' params).
+        any recording; for per-frame values use programs' params). Values
+        convert as in ``ctx.tensor``: one the dtype cannot hold raises.
 
         Thread-safety: any thread, but not while submitted GPU work that
         reads or writes this tensor may still run (wait for its fence)."""
         ctx = self.ctx
         ctx._check_open()
-        try:
-            arr = np.ascontiguousarray(np.asarray(array, dtype=self.dtype.numpy))
-        except (ValueError, TypeError, OverflowError) as e:
-            raise InvalidArgumentError(f"write(): data cannot be converted to {self.dtype} ({e}); "
-                                       "pass numbers shaped like the tensor") from None
+        arr = host_array(array, self.dtype, "write()")
         if arr.size == 1 and arr.shape != self.shape:
             arr = np.full(self.shape, arr.reshape(()), dtype=self.dtype.numpy)
         if arr.shape != self.shape:
@@ -159,11 +172,13 @@ class Tensor:
         return Tensor(self._buffer, shape, self.dtype, strides, offset, base=self._base if self._base is not None else self)
 
     def reshape(self, *shape) -> "Tensor":
-        """A view with another shape (contiguous tensors only). Views are
-        plain host-side objects: any thread."""
+        """A view with another shape (contiguous tensors only); one
+        dimension may be -1. Views are plain host-side objects: any thread."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        shape = list(shape)
+        if not all(_is_int(s) and s >= -1 for s in shape):
+            raise ShapeError(f"reshape: the shape must be ints >= 0 (one of them may be -1), got {shape!r}")
+        shape = [int(s) for s in shape]
         if shape.count(-1) > 1:
             raise ShapeError("reshape: only one dimension may be -1")
         if -1 in shape:
@@ -179,23 +194,38 @@ class Tensor:
         return self._view(tuple(shape), None, self.offset)
 
     def permute(self, *axes) -> "Tensor":
-        """A view with its axes reordered. Thread-safety: any thread."""
+        """A view with its axes reordered (numpy's ``transpose(axes)``).
+        Thread-safety: any thread."""
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        if not all(isinstance(a, (int, np.integer)) and -self.ndim <= a < self.ndim for a in axes):
-            raise ShapeError(f"permute: axes {axes} out of range for a {self.ndim}-d tensor; "
-                             f"give each of 0..{self.ndim - 1} once")
-        axes = tuple(int(a) % self.ndim if self.ndim else a for a in axes)
+        hint = f"give each of 0..{self.ndim - 1} once" if self.ndim else "a 0-d tensor takes no axes"
+        for a in axes:
+            if not _is_int(a):
+                raise InvalidArgumentError(f"permute: axis {a!r} is not an int; {hint}")
+        if not all(-self.ndim <= a < self.ndim for a in axes):
+            raise ShapeError(f"permute: axes {axes} out of range for a {self.ndim}-d tensor; {hint}")
+        axes = tuple(int(a) % self.ndim for a in axes)
         if sorted(axes) != list(range(self.ndim)):
-            raise ShapeError(f"permute: {axes} is not a permutation of {self.ndim} axes")
+            raise ShapeError(f"permute: {axes} is not a permutation of {self.ndim} axes; {hint}")
         return self._view(tuple(self.shape[a] for a in axes), tuple(self.strides[a] for a in axes),
                           self.offset)
 
     def transpose(self, a: int = -2, b: int = -1) -> "Tensor":
-        """A view with axes ``a`` and ``b`` swapped. Thread-safety: any thread."""
+        """A view with axes ``a`` and ``b`` swapped (negative axes count from
+        the end). Thread-safety: any thread."""
         axes = list(range(self.ndim))
+        a, b = self._axis(a, "transpose"), self._axis(b, "transpose")
         axes[a], axes[b] = axes[b], axes[a]
         return self.permute(axes)
+
+    def _axis(self, axis, what: str) -> int:
+        """``axis`` as an index in 0..ndim-1, or a typed error saying what fits."""
+        if not _is_int(axis):
+            raise InvalidArgumentError(f"{what}: axis {axis!r} is not an int; pass an axis number such as 0 or -1")
+        if not -self.ndim <= axis < self.ndim:
+            valid = f"use {-self.ndim}..{self.ndim - 1}" if self.ndim else "a 0-d tensor has no axes"
+            raise ShapeError(f"{what}: axis {axis} is out of range for a {self.ndim}-d tensor; {valid}")
+        return int(axis) % self.ndim
 
     @property
     def T(self) -> "Tensor":
@@ -207,13 +237,15 @@ class Tensor:
         Thread-safety: any thread."""
         if not isinstance(index, tuple):
             index = (index,)
-        if index.count(Ellipsis) > 1:
+        # Identity tests only: `==` against an ndarray in the index would compare elementwise.
+        ellipses = [k for k, i in enumerate(index) if i is Ellipsis]
+        if len(ellipses) > 1:
             raise ShapeError("only one Ellipsis allowed")
         n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
         if n_real > self.ndim:
             raise ShapeError(f"too many indices for a {self.ndim}-d tensor")
-        if Ellipsis in index:
-            k = index.index(Ellipsis)
+        if ellipses:
+            k = ellipses[0]
             index = index[:k] + (slice(None),) * (self.ndim - n_real) + index[k + 1:]
         index = index + (slice(None),) * (self.ndim - sum(1 for i in index if i is not None))
         shape, strides, offset, dim = [], [], self.offset, 0
@@ -223,16 +255,19 @@ class Tensor:
                 continue
             n, s = self.shape[dim], self.strides[dim]
             if isinstance(i, slice):
-                start, stop, step = i.indices(n)
+                start, stop, step = _slice_indices(i, n)
                 count = len(range(start, stop, step))
                 shape.append(count); strides.append(s * step)
                 if count:
                     offset += start * s
-            elif isinstance(i, (int, np.integer)):
+            elif _is_int(i):
                 i = int(i)
                 if not -n <= i < n:
                     raise ShapeError(f"index {i} out of range for axis {dim} of size {n}; use {-n}..{n - 1}")
                 offset += (i % n) * s
+            elif isinstance(i, (bool, np.bool_)):
+                raise InvalidArgumentError("boolean (mask) indexing is not supported; index with ints and slices, "
+                                           "or select on the host with numpy")
             else:
                 raise InvalidArgumentError(f"unsupported index {i!r}; use ints, slices, None, ...")
             dim += 1

@@ -15,6 +15,13 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
+from pathlib import Path
+
+if not __package__:
+    # Run as a file (python demos/host) rather than as a module: import the demos
+    # as the package they are, from the repository root (PEP 366).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    __package__ = "demos.host"
 
 import numpy as np
 import vulkan as vk

@@ -24,7 +24,6 @@ synchronised by the driver, so pipelines may be created while it saves.
 from __future__ import annotations
 
 import hashlib
-import logging
 import struct
 import threading
 from dataclasses import dataclass
@@ -34,10 +33,9 @@ import vulkan as vk
 from vulkan import ffi
 
 from ..errors import GuestComputeError, check
+from ..log import log
 from ..vk.structs import new
 from .paths import atomic_write, cache_root
-
-log = logging.getLogger("guestcompute")
 
 MAGIC = b"GCPIPEC\x00"
 FORMAT_VERSION = 1

@@ -20,13 +20,38 @@ import hashlib
 import struct
 import threading
 import time
-from concurrent.futures import Future
 
 import vulkan as vk
 from vulkan import ffi
 
 from ..errors import UnsupportedError, check
 from ..vk.structs import new
+
+
+class _Pending:
+    """A pipeline another thread is creating. (concurrent.futures.Future
+    would do, but importing concurrent.futures imports ``logging``, which an
+    application's own logging.py may shadow: see guestcompute/log.py.)"""
+
+    def __init__(self):
+        self._done = threading.Event()
+        self._pipeline = self._error = None
+
+    def set_result(self, pipeline) -> None:
+        self._pipeline = pipeline
+        self._done.set()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._done.set()
+
+    def result(self):
+        """Wait for the creating thread; its error is raised here too."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._pipeline
+
 
 COMPUTE = vk.VK_SHADER_STAGE_COMPUTE_BIT
 
@@ -165,7 +190,7 @@ class PipelineCache:
             pending = self._pending.get(key)
             creator = pending is None
             if creator:
-                pending = self._pending[key] = Future()
+                pending = self._pending[key] = _Pending()
         if not creator:
             pipe = pending.result()          # another thread creates it; re-raises its error
             with self._lock:

@@ -15,17 +15,13 @@ the SPIR-V magic would otherwise reach the driver).
 from __future__ import annotations
 
 import hashlib
-import logging
 import shutil
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
 from ..errors import CompilerNotFoundError, KernelError
+from ..log import log
 from .paths import atomic_write, cache_root
-
-log = logging.getLogger("guestcompute")
 
 BAKED_DIR = Path(__file__).resolve().parent.parent / "kernels" / "baked"
 TARGET_ENV = "vulkan1.0"  # SPIR-V 1.0 runs on every Vulkan 1.0 device
@@ -128,6 +124,7 @@ def validate(spirv: bytes, target_env: str) -> None:
             log.warning("guestcompute: spirv-val not found, so SPIR-V passed in is not validated "
                         "before it reaches the driver (Debian/Ubuntu: apt-get install spirv-tools)")
         return
+    import subprocess, tempfile     # only now: see compile_glsl
     with tempfile.TemporaryDirectory(prefix="guestcompute-") as tmp:
         path = Path(tmp) / "kernel.spv"
         path.write_bytes(spirv)
@@ -149,6 +146,10 @@ def glslc_path() -> str:
 
 
 def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
+    # subprocess and tempfile are imported here, not with the package: they
+    # import more of the stdlib (random, selectors...), and an application's
+    # own random.py beside its script must not break guestcompute's import.
+    import subprocess, tempfile
     with tempfile.TemporaryDirectory(prefix="guestcompute-") as tmp:
         src = Path(tmp) / "kernel.comp"
         dst = Path(tmp) / "kernel.spv"

@@ -3,15 +3,18 @@
 A renderer that creates a pipeline while recording frame 1 hitches for the
 length of a driver compile (milliseconds per pipeline on real drivers), so
 ``ctx.warmup()`` does them all up front. vkCreateComputePipelines releases
-the GIL and may run on several threads with one VkPipelineCache, so a small
-thread pool overlaps the driver's work (see cache/pipelines.py for the
-per-key de-duplication that makes this safe).
+the GIL and may run on several threads with one VkPipelineCache, so a few
+worker threads overlap the driver's work (see cache/pipelines.py for the
+per-key de-duplication that makes this safe). They are plain threads, not a
+concurrent.futures pool: that module imports ``logging``, which an
+application's own logging.py may shadow (see guestcompute/log.py).
 """
 from __future__ import annotations
 
+import inspect
 import os
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 from ..errors import InvalidArgumentError, UnsupportedError
@@ -58,15 +61,18 @@ def resolve(ctx, specs) -> tuple:
         every = list(all_specs())
         runnable = [s for s in every if supported(ctx, s)]
         return runnable, len(every) - len(runnable)
-    if isinstance(specs, str):
+    if isinstance(specs, (str, bytes)):
         raise InvalidArgumentError(f"warmup(): specs must be None, 'all', a list of KernelSpecs and "
                                    f"kernel family names, or a program, got {specs!r}")
-    if hasattr(specs, "specs") and callable(specs.specs):
+    if isinstance(specs, KernelSpec):
+        specs = [specs]
+    elif hasattr(specs, "specs") and callable(specs.specs):
         specs = specs.specs()
     try:
         items = list(specs)
     except TypeError:
-        raise InvalidArgumentError(f"warmup(): cannot iterate over {type(specs).__name__}") from None
+        raise InvalidArgumentError(f"warmup(): cannot iterate over {type(specs).__name__}; pass None, 'all', "
+                                   "a list of KernelSpecs and kernel family names, or a program") from None
     specs, skipped = [], 0
     for item in items:
         if isinstance(item, str):              # a kernel family: its built-in variants
@@ -95,15 +101,32 @@ def _family_specs(name: str) -> list:
     return found
 
 
+def _check_progress(progress) -> None:
+    """``progress`` must take (done, total): found out here, not from a
+    TypeError after the first pipelines were created."""
+    if progress is None:
+        return
+    if not callable(progress):
+        raise InvalidArgumentError(f"warmup(): progress must be callable(done, total), got {type(progress).__name__}")
+    try:
+        signature = inspect.signature(progress)
+    except (TypeError, ValueError):      # no introspectable signature: trust it
+        return
+    try:
+        signature.bind(0, 0)
+    except TypeError:
+        raise InvalidArgumentError(f"warmup(): progress{signature} cannot be called as progress(done, total); "
+                                   "give it two parameters") from None
+
+
 def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
     t0 = time.perf_counter()
-    todo, skipped = resolve(ctx, specs)
     if threads is None:
         threads = min(8, os.cpu_count() or 1)
-    if not isinstance(threads, int) or threads < 1:
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidArgumentError(f"warmup(): threads must be a positive int, got {threads!r}")
-    if progress is not None and not callable(progress):
-        raise InvalidArgumentError("warmup(): progress must be callable(done, total)")
+    _check_progress(progress)
+    todo, skipped = resolve(ctx, specs)
     existing = sum(1 for s in todo if ctx._pipelines.lookup(s) is not None)
     missing = [s for s in todo if ctx._pipelines.lookup(s) is None]
     before = ctx._pipelines.stats["pipelines_created"]
@@ -124,18 +147,56 @@ def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
             if progress is not None:
                 progress(done, total)
     else:
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="guestcompute-warmup") as pool:
-            futures = [pool.submit(create, s) for s in missing]
-            try:
-                for fut in as_completed(futures):
-                    fut.result()           # the first failure propagates
-                    done += 1
-                    if progress is not None:
-                        progress(done, total)
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        def one_done():
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        _create_in_parallel(create, missing, threads, one_done)
     created = ctx._pipelines.stats["pipelines_created"] - before
     return WarmupReport(total=total, created=created, existing=existing, skipped=skipped,
                         seconds=time.perf_counter() - t0, threads=threads)
+
+
+def _create_in_parallel(create, specs: list, threads: int, one_done) -> None:
+    """``create(spec)`` for every spec on up to ``threads`` worker threads;
+    ``one_done()`` runs on this thread after each. The first error stops the
+    workers (after the pipeline each is creating) and is raised here."""
+    pending = iter(specs)
+    finished = []                    # None per created pipeline, or the error
+    changed = threading.Condition()
+    stop = threading.Event()
+
+    def worker():
+        while not stop.is_set():
+            with changed:
+                spec = next(pending, None)
+            if spec is None:
+                return
+            try:
+                create(spec)
+                outcome = None
+            except BaseException as e:       # handed to the calling thread
+                outcome = e
+            with changed:
+                finished.append(outcome)
+                changed.notify()
+            if outcome is not None:
+                return
+
+    workers = [threading.Thread(target=worker, name=f"guestcompute-warmup-{k}", daemon=True)
+               for k in range(min(threads, len(specs)))]
+    for w in workers:
+        w.start()
+    try:
+        for k in range(len(specs)):
+            with changed:
+                changed.wait_for(lambda: len(finished) > k)
+                outcome = finished[k]
+            if outcome is not None:
+                raise outcome
+            one_done()
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()

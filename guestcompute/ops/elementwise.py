@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..dtypes import DType, as_dtype
+from ..dtypes import DType, as_dtype, host_scalar
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
@@ -186,30 +186,13 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
     return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), spec.pack(values), groups)
 
 
-_F32_ROUNDS_TO_INF = 3.4028235677973366e38   # halfway between FLT_MAX and 2**128
-
-
 def _scalar_for(dtype: DType, value, what: str):
+    """A Python number operand as (value, compute type) for the push
+    constants. Like numpy 2 with a Python scalar, it takes the tensor's
+    dtype; a value that dtype cannot hold raises (see host_scalar)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgumentError(f"{what} must be a Python number, got {type(value).__name__}")
-    kind = COMPUTE_TYPE[dtype.kind]
-    if kind == "float":
-        # Like numpy, a value beyond float32's range becomes ±inf (struct.pack would raise).
-        try:
-            v = float(value)
-        except OverflowError:          # an int beyond any float
-            v = math.inf if value > 0 else -math.inf
-        if abs(v) >= _F32_ROUNDS_TO_INF:
-            v = math.copysign(math.inf, v)
-        return v, "float"
-    if isinstance(value, float) and not value.is_integer():
-        raise InvalidArgumentError(f"{what}={value} is not an integer but the tensor is {dtype}; "
-                                   "pass an integer")
-    value = int(value)
-    lo, hi = (0, 2 ** 32) if kind == "uint" else (-2 ** 31, 2 ** 31)
-    if not lo <= value < hi:
-        raise InvalidArgumentError(f"{what}={value} does not fit {dtype}; use a value in [{lo}, {hi})")
-    return value, kind
+    return host_scalar(value, dtype, what), COMPUTE_TYPE[dtype.kind]
 
 
 def _output(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True):
