@@ -15,11 +15,14 @@ here *materialise* a view into a fresh contiguous tensor (or ``out=``).
   each, so views are read in place; one whose outer or inner dims cannot
   be merged is first copied to a contiguous scratch tensor.
 - ``index_select`` (``numpy.take``) and ``gather``
-  (``numpy.take_along_axis``) read int32 or uint32 indices. A GPU kernel
-  cannot raise, so out-of-range indices are defined, not errors: with
-  ``mode="clamp"`` (default) an index is clamped to [0, n-1] (numpy's
-  ``mode="clip"``; negative int32 indices become 0, they do *not* count
-  from the end), with ``mode="zero"`` the output element is 0.
+  (``numpy.take_along_axis``) read int32 or uint32 index tensors. Indices
+  in ``[-n, n)`` pick elements as numpy does, negative ones counting from
+  the end. A GPU kernel cannot raise, so what an index outside that range
+  does is a ``mode``, never a silently picked real element unless asked
+  for: ``mode="zero"`` (default) gives 0 for it; ``"wrap"`` and ``"clip"``
+  are numpy's modes of the same names (``"wrap"`` takes the index modulo
+  n; ``"clip"`` clamps to ``[0, n-1]``, so, as in numpy, a negative index
+  becomes 0 and does not count from the end).
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ from .elementwise import elementwise, plan_map
 WORKGROUP = 128
 CONCAT_GROUP = 4          # inputs per concat dispatch (push constants: 112 bytes)
 INDEX_DTYPES = ("int32", "uint32")
-MODES = ("clamp", "zero")
+MODES = ("zero", "wrap", "clip")
 ALL_DTYPES = ("float32", "float16", "int32", "uint32", "uint8")
 
 
@@ -258,22 +261,38 @@ def _render_gather(spec: KernelSpec) -> str:
              "    int c = int(rem % pc.shape[d]); rem /= pc.shape[d];",
              "    ox += c * pc.xs[d]; oi += c * pc.is[d]; oo += c * pc.os[d];",
              "  }"]
-    if signed:
-        lines += ["  int j = idx[oi];",
-                  "  bool inside = j >= 0 && uint(j) < pc.axis_n;"]
-        clamp = "clamp(j, 0, int(pc.axis_n) - 1)"
-    else:
-        lines += ["  uint j = idx[oi];",
-                  "  bool inside = j < pc.axis_n;"]
-        clamp = "int(min(j, pc.axis_n - 1u))"
-    if mode == "clamp":
-        lines.append(f"  outv[oo] = x[ox + {clamp} * pc.axis_stride];")
-    else:
+    lines += _index_position(signed, mode)
+    if mode == "zero":
         # Load from a valid position either way (never out of bounds), then select.
-        lines.append(f"  {t} v = x[ox + (inside ? int(j) : 0) * pc.axis_stride];")
+        lines.append(f"  {t} v = x[ox + int(inside ? pos : 0u) * pc.axis_stride];")
         lines.append(f"  outv[oo] = inside ? v : {t}(0);")
+    else:
+        lines.append("  outv[oo] = x[ox + int(pos) * pc.axis_stride];")
     lines.append("}")
     return "\n".join(lines)
+
+
+def _index_position(signed: bool, mode: str) -> list:
+    """GLSL lines setting ``uint pos`` (the position along the axis that
+    ``idx[oi]`` names, in ``[0, n)``) and, for mode "zero", ``bool inside``.
+    A negative j is handled through ``-(j + 1)``, which cannot overflow
+    (``-INT_MIN`` would), and all arithmetic is unsigned so GLSL's undefined
+    ``%`` on negative operands never occurs."""
+    n = "pc.axis_n"
+    if not signed:
+        return ["  uint j = idx[oi];",
+                {"zero": f"  bool inside = j < {n}; uint pos = j;",
+                 "wrap": f"  uint pos = j % {n};",
+                 "clip": f"  uint pos = min(j, {n} - 1u);"}[mode]]
+    lines = ["  int j = idx[oi];",
+             "  uint back = uint(-(j + 1));        // for j < 0: how far before the last element"]
+    lines.append({
+        "zero": (f"  bool inside = j >= 0 ? uint(j) < {n} : back < {n};\n"
+                 f"  uint pos = j >= 0 ? uint(j) : {n} - 1u - back;"),
+        "wrap": f"  uint pos = j >= 0 ? uint(j) % {n} : {n} - 1u - back % {n};",
+        "clip": f"  uint pos = j >= 0 ? min(uint(j), {n} - 1u) : 0u;",
+    }[mode])
+    return lines
 
 
 def _plan_gather(ctx, x, idx, out, axis: int, dims_for, mode: str) -> list:
@@ -281,7 +300,7 @@ def _plan_gather(ctx, x, idx, out, axis: int, dims_for, mode: str) -> list:
     [(size, x stride, index stride)] in the output's order. When the dims do
     not coalesce to 6 or fewer, x and the indices (and out) are staged
     through contiguous scratch copies, which always coalesce further."""
-    if x.shape[axis] == 0:      # mode "zero" (clamp was rejected): all zeros
+    if x.shape[axis] == 0:      # mode "zero" (wrap and clip were rejected): all zeros
         zero = 0.0 if x.dtype.kind == "float" else 0
         return [plan_map(ctx, "s", [], out, out.dtype, zero, x.dtype.kind)]
 
@@ -324,24 +343,26 @@ def _check_index_args(ctx, x, indices, mode, what):
     indices = check_tensor(ctx, indices, f"{what} indices")
     check_dtype(ctx, indices.dtype, INDEX_DTYPES, f"{what} indices")
     if mode not in MODES:
-        raise InvalidArgumentError(f"{what}: mode must be one of {MODES}, got {mode!r}")
+        renamed = " ('clamp' is now 'clip', numpy's name)" if mode == "clamp" else ""
+        raise InvalidArgumentError(f"{what}: mode must be one of {MODES}, got {mode!r}{renamed}")
     if x.ndim == 0:
         raise ShapeError(f"{what}: x must have at least one dimension")
     return x, indices
 
 
 def _empty_axis_check(x, axis, n_out, mode, what):
-    if x.shape[axis] == 0 and n_out and mode == "clamp":
-        raise InvalidArgumentError(f"{what}: axis {axis} of x is empty, so no index can be clamped "
-                                   "into it; use mode='zero'")
+    if x.shape[axis] == 0 and n_out and mode != "zero":
+        raise InvalidArgumentError(f"{what}: axis {axis} of x is empty, so mode={mode!r} has no "
+                                   "element to pick; use mode='zero'")
 
 
 @op("index_select")
-def index_select(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "clamp"):
+def index_select(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
     """``numpy.take(x, indices, axis)``: the result has shape
     ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. ``indices`` is an
-    int32 or uint32 tensor of any shape; out-of-range indices are clamped
-    (``mode="clamp"``, numpy's ``mode="clip"``) or give 0 (``mode="zero"``)."""
+    int32 or uint32 tensor of any shape; negative indices count from the
+    end. An index outside ``[-n, n)`` gives 0 (``mode="zero"``), or follows
+    numpy's ``mode="wrap"`` / ``mode="clip"``."""
     x, indices = _check_index_args(ctx, x, indices, mode, "index_select")
     axis = _axis(axis, x.ndim, "index_select")
     shape = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
@@ -357,10 +378,11 @@ def index_select(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "clamp
 
 
 @op("gather")
-def gather(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "clamp"):
+def gather(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
     """``numpy.take_along_axis(x, indices, axis)``: ``indices`` has x's
     number of dims; along ``axis`` it picks positions, the other dims
-    broadcast against x's. Out-of-range indices as in :func:`index_select`."""
+    broadcast against x's. Negative and out-of-range indices as in
+    :func:`index_select`."""
     x, indices = _check_index_args(ctx, x, indices, mode, "gather")
     axis = _axis(axis, x.ndim, "gather")
     if indices.ndim != x.ndim:
