@@ -5,6 +5,8 @@ never silently picks a real element unless a numpy mode asks for it
 import numpy as np
 import pytest
 
+import guestcompute as gc
+
 RNG = np.random.default_rng(11)
 
 
@@ -51,3 +53,37 @@ def test_gather_out_of_range_modes(host, ctx):
     inside = (wide >= -5) & (wide < 5)
     want = np.where(inside, x_np[rows, np.where(inside, wide, 0)], 0)
     np.testing.assert_array_equal(got["zero"].numpy(), want)
+
+
+def test_host_indices_are_checked_like_np_take(host, ctx):
+    x_np = _arr((5, 3))
+    x = ctx.tensor(x_np)
+    cases = [("zero", [[-1, 4], [0, -5]]), ("wrap", [7, -6, 2, 10**12]), ("clip", [-3, 9, 1]),
+             ("clip", np.array([12, 4], np.uint64)), ("wrap", np.array([12, 4], np.uint64))]
+    got = host.run(ctx, lambda rec: [rec.index_select(x, idx, 0, mode=mode) for mode, idx in cases])
+    for (mode, idx), g in zip(cases, got):
+        idx = np.asarray(idx).astype(np.int64)
+        if mode == "wrap":
+            want = np.take(x_np, idx % 5, 0)    # numpy's own wrap steps by n: 10**12 would take minutes
+        else:                                    # "zero" raises for host data, as numpy's default
+            want = np.take(x_np, idx, 0, mode="raise" if mode == "zero" else mode)
+        np.testing.assert_array_equal(g.numpy(), want)
+    idx_np = np.array([[-1], [2], [-3], [0], [1]])
+    got = host.run(ctx, lambda rec: rec.gather(x, idx_np, 1))
+    np.testing.assert_array_equal(got.numpy(), np.take_along_axis(x_np, idx_np, 1))
+    # out of range with the default mode: an IndexError, as np.take raises, before any command
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        for bad in ([0, 5], [-6], np.array([2**40])):
+            with pytest.raises(gc.IndexOutOfRangeError, match="out of range for axis 0 of size 5"):
+                rec.index_select(x, bad)
+            with pytest.raises(IndexError):
+                rec.gather(x, np.reshape(bad, (-1, 1)), 0)
+        with pytest.raises(gc.DTypeError):
+            rec.index_select(x, [0.5, 1.0])
+        with pytest.raises(gc.DTypeError):
+            rec.index_select(x, [True, False])
+        with pytest.raises(gc.IndexOutOfRangeError):
+            rec.index_select(ctx.empty((0, 3)), [0])
+        assert rec.dispatches == 0
+    host.submit_and_wait(cmd)

@@ -23,25 +23,37 @@ here *materialise* a view into a fresh contiguous tensor (or ``out=``).
   are numpy's modes of the same names (``"wrap"`` takes the index modulo
   n; ``"clip"`` clamps to ``[0, n-1]``, so, as in numpy, a negative index
   becomes 0 and does not count from the end).
+  ``indices`` may also be host data (a list or an integer ndarray, at most
+  :data:`MAX_HOST_INDICES` of them): those are checked before anything is
+  recorded, so with ``mode="zero"`` an index outside ``[-n, n)`` raises
+  :class:`IndexOutOfRangeError` (an ``IndexError``) as ``np.take`` does;
+  they are resolved to positions on the host and written into a scratch
+  index tensor by the recording itself (no upload, no submit).
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..dtypes import as_dtype
-from ..errors import InvalidArgumentError, ShapeError
+from ..errors import DTypeError, IndexOutOfRangeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
 from .base import OpResult, Dispatch, check_dtype, check_tensor, coalesce, op, overlaps, same_dtype
 from .elementwise import elementwise, plan_map
+from .image import PUT_VALUES, plan_put
 
 WORKGROUP = 128
 CONCAT_GROUP = 4          # inputs per concat dispatch (push constants: 112 bytes)
 INDEX_DTYPES = ("int32", "uint32")
 MODES = ("zero", "wrap", "clip")
 ALL_DTYPES = ("float32", "float16", "int32", "uint32", "uint8")
+# Host-data indices travel in push constants (PUT_VALUES per dispatch); more
+# than this belong in a tensor uploaded once.
+MAX_HOST_INDICES = 100 * PUT_VALUES
 
 
 def _exts(*dtypes) -> tuple:
@@ -340,14 +352,75 @@ def _plan_gather(ctx, x, idx, out, axis: int, dims_for, mode: str) -> list:
 
 def _check_index_args(ctx, x, indices, mode, what):
     x = check_tensor(ctx, x, f"{what} x")
-    indices = check_tensor(ctx, indices, f"{what} indices")
-    check_dtype(ctx, indices.dtype, INDEX_DTYPES, f"{what} indices")
+    if isinstance(indices, Tensor):
+        indices = check_tensor(ctx, indices, f"{what} indices")
+        check_dtype(ctx, indices.dtype, INDEX_DTYPES, f"{what} indices")
     if mode not in MODES:
         renamed = " ('clamp' is now 'clip', numpy's name)" if mode == "clamp" else ""
         raise InvalidArgumentError(f"{what}: mode must be one of {MODES}, got {mode!r}{renamed}")
     if x.ndim == 0:
         raise ShapeError(f"{what}: x must have at least one dimension")
     return x, indices
+
+
+def _host_indices(indices, what: str) -> np.ndarray:
+    """Host-data indices as an int64 or uint64 array (no bools, no floats)."""
+    try:
+        arr = np.asarray(indices)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"{what}: indices must be a tensor, a list or an ndarray of "
+                                   f"integers ({e})") from None
+    if arr.size == 0:
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise DTypeError(f"{what}: indices must be integers, got {arr.dtype}; pass integer indices")
+    if arr.size > MAX_HOST_INDICES:
+        raise InvalidArgumentError(f"{what}: {arr.size} host indices (at most {MAX_HOST_INDICES}); "
+                                   "upload them once with ctx.tensor(...) and pass the tensor")
+    return arr.astype(np.uint64 if arr.dtype.kind == "u" else np.int64)
+
+
+def _resolve_positions(arr: np.ndarray, n: int, axis: int, mode: str, what: str) -> np.ndarray:
+    """Host indices as int32 positions in [0, n), by ``mode``; with mode
+    "zero" an index outside [-n, n) raises (the host can, the GPU cannot)."""
+    if arr.dtype == np.uint64:
+        outside = arr >= np.uint64(n)
+        signed = np.where(outside, 0, arr).astype(np.int64)
+    else:
+        outside = (arr < -n) | (arr >= n)
+        signed = arr
+    if mode == "zero":
+        if outside.any():
+            bad = arr[outside].flat[0]
+            raise IndexOutOfRangeError(f"{what}: index {bad} is out of range for axis {axis} of size {n}; "
+                                       f"use indices in [{-n}, {n}), or mode='wrap' or 'clip'")
+        return np.where(signed < 0, signed + n, signed).astype(np.int32)
+    if n == 0:              # only reached without indices (_empty_axis_check)
+        return np.zeros(arr.shape, np.int32)
+    if mode == "wrap":
+        return (arr % (np.uint64(n) if arr.dtype == np.uint64 else n)).astype(np.int32)
+    return np.clip(np.where(outside & (arr >= 0), n - 1, signed), 0, n - 1).astype(np.int32)
+
+
+def _positions(indices, x, axis: int, mode: str, what: str):
+    """``indices`` itself when it is a tensor, else the host data checked and
+    resolved to an int32 ndarray of positions (see :func:`_resolve_positions`)."""
+    if isinstance(indices, Tensor):
+        return indices
+    return _resolve_positions(_host_indices(indices, what), x.shape[axis], axis, mode, what)
+
+
+def _index_tensor(ctx, indices):
+    """(index tensor, dispatches that fill it) for what :func:`_positions`
+    returned: resolved host positions go into a scratch int32 tensor."""
+    if isinstance(indices, Tensor):
+        return indices, []
+    words, fill = plan_put(ctx, indices.view(np.float32))     # put moves 32-bit words as they are
+    return Tensor(words.buffer, indices.shape, "int32"), fill
+
+
+def _tensors(*operands) -> list:
+    return [t for t in operands if isinstance(t, Tensor)]
 
 
 def _empty_axis_check(x, axis, n_out, mode, what):
@@ -360,21 +433,25 @@ def _empty_axis_check(x, axis, n_out, mode, what):
 def index_select(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
     """``numpy.take(x, indices, axis)``: the result has shape
     ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. ``indices`` is an
-    int32 or uint32 tensor of any shape; negative indices count from the
-    end. An index outside ``[-n, n)`` gives 0 (``mode="zero"``), or follows
-    numpy's ``mode="wrap"`` / ``mode="clip"``."""
+    int32 or uint32 tensor of any shape (or host data: a list or integer
+    ndarray, checked here); negative indices count from the end. An index
+    outside ``[-n, n)`` gives 0 (``mode="zero"``; host data raises
+    :class:`IndexOutOfRangeError` instead), or follows numpy's
+    ``mode="wrap"`` / ``mode="clip"``."""
     x, indices = _check_index_args(ctx, x, indices, mode, "index_select")
     axis = _axis(axis, x.ndim, "index_select")
+    indices = _positions(indices, x, axis, mode, "index_select")
     shape = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
-    out = _fresh_out(ctx, out, shape, x.dtype, [x, indices], "index_select")
+    out = _fresh_out(ctx, out, shape, x.dtype, _tensors(x, indices), "index_select")
     _empty_axis_check(x, axis, out.size, mode, "index_select")
     if out.size == 0:
         return OpResult(out, [])
+    indices, fill = _index_tensor(ctx, indices)
     def dims_for(x, idx):
         return ([(x.shape[d], x.strides[d], 0) for d in range(axis)]
                 + [(n, 0, s) for n, s in zip(idx.shape, idx.strides)]
                 + [(x.shape[d], x.strides[d], 0) for d in range(axis + 1, x.ndim)])
-    return OpResult(out, _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
+    return OpResult(out, fill + _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
 
 
 @op("gather")
@@ -385,6 +462,7 @@ def gather(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
     :func:`index_select`."""
     x, indices = _check_index_args(ctx, x, indices, mode, "gather")
     axis = _axis(axis, x.ndim, "gather")
+    indices = _positions(indices, x, axis, mode, "gather")
     if indices.ndim != x.ndim:
         raise ShapeError(f"gather: indices must have {x.ndim} dims like x, got shape {indices.shape}")
     shape = []
@@ -397,15 +475,16 @@ def gather(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
             raise ShapeError(f"gather: x {x.shape} and indices {indices.shape} do not broadcast "
                              f"along dim {d}")
     shape = tuple(shape)
-    out = _fresh_out(ctx, out, shape, x.dtype, [x, indices], "gather")
+    out = _fresh_out(ctx, out, shape, x.dtype, _tensors(x, indices), "gather")
     _empty_axis_check(x, axis, out.size, mode, "gather")
     if out.size == 0:
         return OpResult(out, [])
+    indices, fill = _index_tensor(ctx, indices)
     def dims_for(x, idx):
         def st(t, d):
             return t.strides[d] if t.shape[d] != 1 else 0
         return [(shape[d], 0 if d == axis else st(x, d), st(idx, d)) for d in range(x.ndim)]
-    return OpResult(out, _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
+    return OpResult(out, fill + _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
 
 
 # -- every spec the ops can produce ------------------------------------------------------
