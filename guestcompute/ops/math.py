@@ -52,6 +52,7 @@ Semantics, chosen to match numpy:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..dtypes import ALL, as_dtype
@@ -89,8 +90,10 @@ class Helper:
 
     prelude: str = ""  # GLSL functions the body calls, rendered once before it
 
+    @functools.lru_cache(maxsize=None)
     def renderer(self, uniform=()):
-        """``fn(width) -> GLSL text`` for :func:`plan_map`."""
+        """``fn(width) -> GLSL text`` for :func:`plan_map`: one function
+        object per (helper, uniform), so it can key the spec and plan caches."""
         names = "abc"[:len(self.args)]
         scalar = (f"{self.prelude}{self.ret} {self.name}({', '.join(f'{t} {n}' for t, n in zip(self.args, names))}) "
                   f"{{\n{self.body}\n}}")
