@@ -71,7 +71,10 @@ def assert_like_numpy(got, want, rtol, atol=0.0, where=None):
 # -- pow -------------------------------------------------------------------------------
 
 def pow_pairs(dtype):
-    pairs = list(itertools.product(POW_BASES, POW_EXPONENTS))
+    exponents = POW_EXPONENTS
+    if dtype == "float16":       # its huge exponents: even integers within float16's range
+        exponents = [e for e in POW_EXPONENTS if not abs(e) > 65504] + [2048.0, -2050.0]
+    pairs = list(itertools.product(POW_BASES, exponents))
     if dtype == "float32":
         pairs += [(1e-40, 0.5), (3e-45, -0.25), (1e-39, 0.1)]   # subnormal bases, normal results
     return pairs
@@ -143,7 +146,8 @@ UNARY_REFERENCE = {
     "relu": (lambda x: np.maximum(x, F32(0)), 0),
     # silu and gelu have no numpy function: the formulas, with their limit -0 at -inf
     "silu": (lambda x: at_minus_inf(x, -0.0, x / (1 + np.exp(-x))), 2e-6),
-    "gelu": (lambda x: at_minus_inf(x, -0.0, 0.5 * x * (1 + _erf(x.astype(np.float64) / math.sqrt(2)))), 2e-6),
+    "gelu": (lambda x: at_minus_inf(x, -0.0, 0.5 * x * (1 + _erf(x.astype(np.float64) / math.sqrt(2)))),
+             2e-6),
 }
 
 
@@ -226,6 +230,17 @@ def test_maximum_minimum_where_on_special_values(host, ctx):
     # NaN is a true condition, as np.where has it (nonzero)
     np.testing.assert_array_equal(wh.numpy(), np.where(a_np, a_np, b_np))
     np.testing.assert_array_equal(wh_s.numpy(), np.where(b_np, F32(7), a_np))
+
+
+def test_float16_subnormals_compute_exactly(modern_host, modern_ctx):
+    ctx = modern_ctx
+    x_np = np.array([6e-8, 1e-6, 3e-5, -1e-6, 6.1e-5], np.float16)   # all below float16's smallest normal
+    assert np.all(np.abs(x_np) < np.finfo(np.float16).smallest_normal)
+    t = ctx.tensor(x_np)
+    wide, logs, half = modern_host.run(ctx, lambda rec: (rec.cast(t, "float32"), rec.log(t), rec.mul(t, 0.5)))
+    np.testing.assert_array_equal(wide.numpy(), x_np.astype(F32))
+    assert_like_numpy(logs.numpy(), numpy_quiet(np.log, x_np.astype(F32)).astype(np.float16), 1e-3, where=x_np)
+    np.testing.assert_array_equal(half.numpy(), x_np * np.float16(0.5))
 
 
 def test_cast_special_values_between_floats(modern_host, modern_ctx):

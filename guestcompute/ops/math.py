@@ -42,7 +42,10 @@ Semantics, chosen to match numpy:
   ``shaderDenormPreserveFloat32`` nor ``shaderDenormFlushToZeroFloat32``),
   so a device may flush subnormal inputs and results of arithmetic and of
   ``exp``/``sigmoid``/``pow`` to ±0 (lavapipe keeps them in ``add``/``mul``
-  but its ``exp`` flushes results below 2**-126 to 0).
+  but its ``exp`` flushes results below 2**-126 to 0). float16 subnormals
+  are normal numbers once loaded into fp32, so they compute exactly; a
+  result stored into float16's subnormal range is rounded by the device's
+  conversion (lavapipe keeps it, as numpy).
 - ``gelu`` defaults to the exact erf form, with erfc from Abramowitz &
   Stegun 7.1.26 (absolute error below 1.5e-7, computed without cancellation
   for negative inputs); ``approximate="tanh"`` is the tanh formula.
@@ -84,19 +87,18 @@ class Helper:
     ret: str          # scalar GLSL type
     args: tuple       # scalar GLSL types of a, b, c
     body: str
+    prelude: str = ""  # GLSL functions the body calls, rendered once before it
 
     def call(self, *operands) -> str:
         return f"{self.name}({', '.join(operands)})"
-
-    prelude: str = ""  # GLSL functions the body calls, rendered once before it
 
     @functools.lru_cache(maxsize=None)
     def renderer(self, uniform=()):
         """``fn(width) -> GLSL text`` for :func:`plan_map`: one function
         object per (helper, uniform), so it can key the spec and plan caches."""
         names = "abc"[:len(self.args)]
-        scalar = (f"{self.prelude}{self.ret} {self.name}({', '.join(f'{t} {n}' for t, n in zip(self.args, names))}) "
-                  f"{{\n{self.body}\n}}")
+        params = ", ".join(f"{t} {n}" for t, n in zip(self.args, names))
+        scalar = f"{self.prelude}{self.ret} {self.name}({params}) {{\n{self.body}\n}}"
 
         def glsl(width: int) -> str:
             if width == 1:
