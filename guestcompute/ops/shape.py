@@ -395,10 +395,11 @@ def _resolve_positions(arr: np.ndarray, n: int, axis: int, mode: str, what: str)
             raise IndexOutOfRangeError(f"{what}: index {bad} is out of range for axis {axis} of size {n}; "
                                        f"use indices in [{-n}, {n}), or mode='wrap' or 'clip'")
         return np.where(signed < 0, signed + n, signed).astype(np.int32)
-    if n == 0:              # only reached without indices (_empty_axis_check)
+    if n == 0:              # nothing to pick: _empty_axis_check refuses it unless the result is empty
         return np.zeros(arr.shape, np.int32)
     if mode == "wrap":
         return (arr % (np.uint64(n) if arr.dtype == np.uint64 else n)).astype(np.int32)
+    # clip: too large -> n - 1 (uint64 ones were zeroed in `signed` above), negative -> 0
     return np.clip(np.where(outside & (arr >= 0), n - 1, signed), 0, n - 1).astype(np.int32)
 
 
