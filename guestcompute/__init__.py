@@ -16,7 +16,7 @@ _EXPORTS = {
     **{name: "dtypes" for name in ("float16", "float32", "int32", "uint8", "uint32")},
     **{name: "errors" for name in (
         "BufferRangeError", "CompilerNotFoundError", "ContextClosedError", "DeviceLostError",
-        "DTypeError", "GuestComputeError", "InvalidArgumentError", "KernelError", "OutOfMemoryError",
+        "DTypeError", "GuestComputeError", "IndexOutOfRangeError", "InvalidArgumentError", "KernelError", "OutOfMemoryError",
         "RecordingError", "ShapeError", "UnknownOperationError", "UnsupportedError", "VulkanError",
         "WrongContextError")},
 }

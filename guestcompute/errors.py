@@ -22,6 +22,11 @@ class ShapeError(InvalidArgumentError):
     """Shapes do not match or do not broadcast."""
 
 
+class IndexOutOfRangeError(InvalidArgumentError, IndexError):
+    """An index given as host data lies outside the axis it indexes (still
+    an IndexError, as numpy raises)."""
+
+
 class BufferRangeError(InvalidArgumentError):
     """A buffer is too small, or an offset/size lies outside a buffer."""
 

@@ -21,6 +21,24 @@ def test_repeat_calls_reuse_the_plan_and_stay_correct(host, ctx):
     assert memo.hits >= 4
 
 
+def test_ops_with_glsl_helpers_reuse_their_plans(host, ctx):
+    """relu, tanh, clamp, pow... render helper functions; their repeats hit
+    the memo too, and two helpers never share a plan."""
+    x_np = np.linspace(-3, 3, 64, dtype=np.float32)
+    x, out = ctx.tensor(x_np), ctx.empty((64,))
+    memo = memo_of(ctx)
+    hits = memo.hits
+    calls = [(lambda rec: rec.relu(x, out=out), np.maximum(x_np, 0)),
+             (lambda rec: rec.tanh(x, out=out), np.tanh(x_np)),
+             (lambda rec: rec.clamp(x, -1, 1, out=out), np.clip(x_np, -1, 1)),
+             (lambda rec: rec.pow(x, 2.0, out=out), x_np ** 2)]
+    for _ in range(2):
+        for call, want in calls:
+            host.run(ctx, call)
+            np.testing.assert_allclose(out.numpy(), want, rtol=2e-6, atol=1e-7)
+    assert memo.hits - hits == len(calls)
+
+
 def test_a_resized_tensor_is_validated_again(host, ctx):
     a, b, c = ctx.zeros((64,)), ctx.zeros((64,)), ctx.empty((64,))
     host.run(ctx, lambda rec: rec.add(a, b, out=c))

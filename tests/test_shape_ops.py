@@ -1,5 +1,5 @@
 """Shape ops: contiguous, transpose, permute, slice, concat (dynamic
-metadata), index_select and gather with defined out-of-range behaviour."""
+metadata), index_select and gather with negative indices and out-of-range modes."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -108,35 +108,37 @@ def test_index_select_matches_numpy_take(host, ctx, index_dtype):
         got = host.run(ctx, lambda rec: rec.index_select(x, ctx.tensor(ok.astype(index_dtype)), axis))
         np.testing.assert_array_equal(got.numpy(), np.take(x_np, ok, axis=axis))
     # strided x and strided indices
-    got = host.run(ctx, lambda rec: rec.index_select(x[::-1, ::2], idx[:, ::2], axis=1))
+    got = host.run(ctx, lambda rec: rec.index_select(x[::-1, ::2], idx[:, ::2], axis=1, mode="clip"))
     want = np.take(x_np[::-1, ::2], idx_np[:, ::2], axis=1, mode="clip")
     np.testing.assert_array_equal(got.numpy(), want)
 
 
-def test_out_of_range_indices_clamp_or_zero(host, ctx):
+def test_out_of_range_indices_zero_wrap_clip(host, ctx):
     x_np = _arr((5, 4))
     x = ctx.tensor(x_np)
-    signed = np.array([-3, 0, 4, 7, 100, -1], np.int32)
+    signed = np.array([-3, 0, 4, 7, 100, -1, -5, -6, -2**31, 2**31 - 1], np.int32)
     unsigned = np.array([0, 4, 5, 2**32 - 1, 3], np.uint32)
     s, u = ctx.tensor(signed), ctx.tensor(unsigned)
-    clamp_s, zero_s, clamp_u, zero_u = host.run(ctx, lambda rec: (
-        rec.index_select(x, s, 0), rec.index_select(x, s, 0, mode="zero"),
-        rec.index_select(x, u, 0, mode="clamp"), rec.index_select(x, u, 0, mode="zero")))
-    # clamp == numpy's mode="clip": negatives go to 0, never count from the end
-    np.testing.assert_array_equal(clamp_s.numpy(), np.take(x_np, signed, axis=0, mode="clip"))
-    np.testing.assert_array_equal(clamp_u.numpy(), np.take(x_np, unsigned.astype(np.int64), axis=0, mode="clip"))
-    for got, idx in ((zero_s, signed.astype(np.int64)), (zero_u, unsigned.astype(np.int64))):
-        inside = (idx >= 0) & (idx < 5)
-        want = np.where(inside[:, None], x_np[np.clip(idx, 0, 4)], 0)
-        np.testing.assert_array_equal(got.numpy(), want)
-    # an empty axis: zero mode fills zeros, clamp mode has nothing to clamp to
+    got = host.run(ctx, lambda rec: {(name, mode): rec.index_select(x, idx, 0, mode=mode)
+                                     for name, idx in (("signed", s), ("unsigned", u))
+                                     for mode in ("zero", "wrap", "clip")})
+    for name, idx in (("signed", signed.astype(np.int64)), ("unsigned", unsigned.astype(np.int64))):
+        # wrap and clip are numpy's modes (clip: negatives become 0, as in numpy)
+        for mode in ("wrap", "clip"):
+            np.testing.assert_array_equal(got[name, mode].numpy(), np.take(x_np, idx, axis=0, mode=mode))
+        # zero: [-5, 5) picks like np.take (negatives from the end), the rest is 0
+        inside = (idx >= -5) & (idx < 5)
+        want = np.where(inside[:, None], x_np[np.where(inside, idx, 0)], 0)
+        np.testing.assert_array_equal(got[name, "zero"].numpy(), want)
+    # an empty axis: zero mode fills zeros, wrap and clip have nothing to pick
     empty = ctx.empty((0, 4))
-    got = host.run(ctx, lambda rec: rec.index_select(empty, u, 0, mode="zero"))
+    got = host.run(ctx, lambda rec: rec.index_select(empty, u, 0))
     np.testing.assert_array_equal(got.numpy(), np.zeros((5, 4), np.float32))
     cmd = host.begin()
     with ctx.record(cmd) as rec:
-        with pytest.raises(gc.InvalidArgumentError):
-            rec.index_select(empty, u, 0)
+        for mode in ("wrap", "clip"):
+            with pytest.raises(gc.InvalidArgumentError):
+                rec.index_select(empty, u, 0, mode=mode)
     host.submit_and_wait(cmd)
 
 
@@ -174,17 +176,20 @@ def test_gather_float16_uint8(modern_host, modern_ctx):
        ishape=st.lists(st.integers(0, 4), min_size=0, max_size=3), data=st.data())
 def test_index_select_hypothesis(host, ctx, xshape, ishape, data):
     axis = data.draw(st.integers(0, len(xshape) - 1))
-    mode = data.draw(st.sampled_from(["clamp", "zero"]))
+    mode = data.draw(st.sampled_from(["zero", "wrap", "clip"]))
     x_np = _arr(tuple(xshape))
-    idx_np = RNG.integers(-2, xshape[axis] + 2, size=tuple(ishape)).astype(np.int32)
+    n = xshape[axis]
+    idx_np = RNG.integers(-n - 2, n + 2, size=tuple(ishape)).astype(np.int32)
     idx = ctx.tensor(idx_np.reshape(-1)).reshape(idx_np.shape)   # keeps 0-d index arrays 0-d
     got = host.run(ctx, lambda rec: rec.index_select(ctx.tensor(x_np), idx, axis, mode=mode))
-    clipped = np.take(x_np, idx_np, axis=axis, mode="clip")
     if mode == "zero":
-        inside = (idx_np >= 0) & (idx_np < xshape[axis])
+        inside = (idx_np >= -n) & (idx_np < n)
+        picked = np.take(x_np, np.where(inside, idx_np, 0), axis=axis)
         mask = inside.reshape((1,) * axis + inside.shape + (1,) * (len(xshape) - axis - 1))
-        clipped = np.where(mask, clipped, 0)
-    np.testing.assert_array_equal(got.numpy(), clipped)
+        want = np.where(mask, picked, 0)
+    else:
+        want = np.take(x_np, idx_np, axis=axis, mode=mode)
+    np.testing.assert_array_equal(got.numpy(), want)
 
 
 def test_many_dims_stage_through_contiguous_copies(host, ctx):
@@ -208,8 +213,10 @@ def test_typed_errors(host, ctx):
     with ctx.record(cmd) as rec:
         with pytest.raises(gc.DTypeError):
             rec.index_select(x, ctx.tensor(np.array([0.0], np.float32)))
+        with pytest.raises(gc.InvalidArgumentError, match="'clamp' is now 'clip'"):
+            rec.index_select(x, i, mode="clamp")
         with pytest.raises(gc.InvalidArgumentError):
-            rec.index_select(x, i, mode="wrap")
+            rec.gather(x[:2], ctx.tensor(np.zeros((2, 4), np.int32)), mode="raise")
         with pytest.raises(gc.ShapeError):
             rec.index_select(x, i, axis=2)
         with pytest.raises(gc.ShapeError):
@@ -247,4 +254,6 @@ def test_every_spec_is_in_the_catalogue():
     assert sh.gather_spec("uint8", "uint32", "zero", 6) in catalogue
     # the dynamic offsets table grows with the input count, within 128 bytes
     assert sh.concat_spec("float32", sh.CONCAT_GROUP).push_size <= 128
-    assert sh.gather_spec("float32", "int32", "clamp", 6).push_size <= 128
+    for mode in sh.MODES:
+        assert sh.gather_spec("float32", "int32", mode, 6) in catalogue
+    assert sh.gather_spec("float32", "int32", "clip", 6).push_size <= 128

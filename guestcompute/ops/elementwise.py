@@ -97,15 +97,15 @@ _SPECS: dict = {}     # map_spec arguments -> KernelSpec (specs are few; buildin
 
 def map_spec(expr: str, in_types, out_type: DType, mode: str, width: int = 1, rank: int = 0,
              scalar: str = None, helpers=None, nscalars: int = 1) -> KernelSpec:
-    """``helpers``: None or ``fn(width) -> GLSL text``; ``nscalars``: 2 adds
-    the push-constant scalar ``t`` (same type as ``s``)."""
-    if helpers is not None:                  # a function: not a reliable key
-        return _build_map_spec(expr, in_types, out_type, mode, width, rank, scalar, helpers, nscalars)
-    key = (expr, tuple(in_types), out_type, mode, width, rank, scalar, nscalars)
+    """``helpers``: None or ``fn(width) -> GLSL text``, the same function
+    object whenever the text is the same (``Helper.renderer`` keeps one per
+    helper), since it is part of the cache key; ``nscalars``: 2 adds the
+    push-constant scalar ``t`` (same type as ``s``)."""
+    key = (expr, tuple(in_types), out_type, mode, width, rank, scalar, nscalars, helpers)
     spec = _SPECS.get(key)
     if spec is None:
         # The same spec object every time also makes the pipeline lookup an identity hit.
-        spec = _SPECS[key] = _build_map_spec(expr, in_types, out_type, mode, width, rank, scalar, None,
+        spec = _SPECS[key] = _build_map_spec(expr, in_types, out_type, mode, width, rank, scalar, helpers,
                                              nscalars)
     return spec
 
@@ -223,9 +223,9 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
     """Validate, allocate and plan any elementwise op (used by all of them).
     ``scalar`` is a Python number or a pair of them (``s`` and ``t``)."""
     key = None
-    if out is not None and helpers is None:
+    if out is not None:
         # A repeat of an earlier call on the same tensors reuses its plan (see memo.py).
-        key = (expr, name, out_dtype, allowed, scalar if scalar is None else scalar_key(scalar),
+        key = (expr, name, out_dtype, allowed, scalar if scalar is None else scalar_key(scalar), helpers,
                id(out), *map(id, inputs))
         memo = ctx.__dict__.get("_plan_memo")
         if memo is None:

@@ -14,14 +14,38 @@ Semantics, chosen to match numpy:
   rounds toward minus infinity, and ``x // 0 == 0`` as numpy returns.
   ``floordiv`` on floats raises (numpy's float ``//`` has fmod-based rounding
   rules; use ``div`` and round yourself).
-- ``pow`` on floats follows C/numpy for negative bases (integer exponents
-  keep the sign of odd powers, fractional ones give NaN); on ints it wraps
-  mod 2**32 like numpy. numpy raises for negative integer exponents; a
-  negative *scalar* exponent raises here too, a negative exponent inside a
-  tensor gives the truncated result (0 unless the base is ±1).
-- ``maximum``/``minimum`` propagate NaN as numpy does (GLSL's max/min leave
-  it undefined). ``log``/``sqrt``/``rsqrt`` of negatives are NaN, ``log(0)``
-  is -inf and ``rsqrt(0)`` is +inf.
+- ``pow`` on floats applies every C99 Annex F special case, as
+  ``np.power`` does: ``x ** ±0 == 1`` and ``1 ** y == 1`` even for NaN,
+  ``(-1) ** ±inf == 1``, ``|x| < 1`` or ``> 1`` to ±inf gives 0 or inf,
+  ±0 and ±inf bases keep their sign for odd integer exponents
+  (``(-0) ** -3 == -inf``, ``(-inf) ** 3.3 == inf``), a negative finite base
+  to a fractional exponent is NaN. A scalar exponent behaves as the same
+  value in a tensor (numpy's scalar ``x ** 0.5`` is ``sqrt`` and gives NaN
+  for -inf and -0 for -0; here both are C99's inf and +0). On ints ``pow``
+  wraps mod 2**32 like numpy. numpy raises for negative integer exponents;
+  a negative *scalar* exponent raises here too, a negative exponent inside
+  a tensor gives the truncated result (0 unless the base is ±1).
+- NaN, ±inf and ±0 follow numpy in every op: ``maximum``/``minimum``,
+  ``relu`` and ``clamp`` propagate NaN (GLSL's max/min/clamp leave it
+  undefined; ``clamp`` with a NaN bound is NaN everywhere, as ``np.clip``),
+  ``tanh(NaN)`` is NaN and ``tanh(±0)`` is ±0. ``log``/``sqrt``/``rsqrt`` of
+  negatives are NaN, ``log(±0)`` is -inf, ``sqrt(-0)`` is -0 and
+  ``rsqrt(±0)`` is ±inf. ``silu`` and ``gelu`` (which numpy lacks) give
+  their limits at ±inf: inf and -0 (the formulas would give -inf * 0).
+- Subnormal float32 (0 < |x| < 2**-126): where the result is a normal
+  number — ``log``, ``sqrt``, ``rsqrt``, ``pow`` of a subnormal base, and
+  ``tanh`` of tiny inputs (tanh(x) == x there) — the kernels decode the
+  subnormal from its bits or use a polynomial, so the result matches numpy
+  on every device, whatever its float controls. Elsewhere subnormals are
+  the device's business: the kernels request no denormal mode (the baked
+  SPIR-V is the same for every device, and lavapipe supports neither
+  ``shaderDenormPreserveFloat32`` nor ``shaderDenormFlushToZeroFloat32``),
+  so a device may flush subnormal inputs and results of arithmetic and of
+  ``exp``/``sigmoid``/``pow`` to ±0 (lavapipe keeps them in ``add``/``mul``
+  but its ``exp`` flushes results below 2**-126 to 0). float16 subnormals
+  are normal numbers once loaded into fp32, so they compute exactly; a
+  result stored into float16's subnormal range is rounded by the device's
+  conversion (lavapipe keeps it, as numpy).
 - ``gelu`` defaults to the exact erf form, with erfc from Abramowitz &
   Stegun 7.1.26 (absolute error below 1.5e-7, computed without cancellation
   for negative inputs); ``approximate="tanh"`` is the tanh formula.
@@ -31,6 +55,7 @@ Semantics, chosen to match numpy:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..dtypes import ALL, as_dtype
@@ -43,6 +68,13 @@ from .elementwise import (COMPUTE_TYPE, NUMERIC, _output, _scalar_for, elementwi
 
 NAN = "uintBitsToFloat(0x7fc00000u)"
 INF = "uintBitsToFloat(0x7f800000u)"
+NEG_ZERO = "uintBitsToFloat(0x80000000u)"
+# Subnormal float32 inputs (0 < |x| < 2**-126) are |bits| * 2**-149. Built-in
+# log/log2/pow/sqrt may flush them to zero or treat their exponent field as
+# if it were normal (lavapipe's log gives -88 for 1e-45 instead of -103.28),
+# so the ops whose result is a normal number decode them from their bits.
+SUBNORMAL_LIMIT = "0x00800000u"          # the bits of 2**-126, the smallest normal
+LN2_TIMES_149 = "103.27892990343185"     # -log(2**-149)
 _VEC = {"float": "vec", "int": "ivec", "uint": "uvec"}
 
 
@@ -55,15 +87,18 @@ class Helper:
     ret: str          # scalar GLSL type
     args: tuple       # scalar GLSL types of a, b, c
     body: str
+    prelude: str = ""  # GLSL functions the body calls, rendered once before it
 
     def call(self, *operands) -> str:
         return f"{self.name}({', '.join(operands)})"
 
+    @functools.lru_cache(maxsize=None)
     def renderer(self, uniform=()):
-        """``fn(width) -> GLSL text`` for :func:`plan_map`."""
+        """``fn(width) -> GLSL text`` for :func:`plan_map`: one function
+        object per (helper, uniform), so it can key the spec and plan caches."""
         names = "abc"[:len(self.args)]
-        scalar = (f"{self.ret} {self.name}({', '.join(f'{t} {n}' for t, n in zip(self.args, names))}) "
-                  f"{{\n{self.body}\n}}")
+        params = ", ".join(f"{t} {n}" for t, n in zip(self.args, names))
+        scalar = f"{self.prelude}{self.ret} {self.name}({params}) {{\n{self.body}\n}}"
 
         def glsl(width: int) -> str:
             if width == 1:
@@ -111,14 +146,31 @@ _IFLOORDIV = Helper("gc_floordiv", "int", ("int", "int"), """\
   return q;""")
 _UFLOORDIV = Helper("gc_floordiv", "uint", ("uint", "uint"), "  return b == 0u ? 0u : a / b;")
 _FPOW = Helper("gc_pow", "float", ("float", "float"), f"""\
-  if (b == 0.0) return 1.0;     // numpy: x ** 0 == 1, even for NaN
+  // C99 Annex F pow special cases, as numpy's np.power applies them. They
+  // come first: GLSL's pow is undefined for bases <= 0 and for inf/NaN.
+  if (b == 0.0 || a == 1.0) return 1.0;     // x ** ±0 == 1 and 1 ** y == 1, even for NaN
+  if (isnan(a) || isnan(b)) return {NAN};
   float m = abs(a);
-  float r = m == 0.0 ? (b > 0.0 ? 0.0 : {INF}) : pow(m, b);  // GLSL pow needs m > 0
-  if (a < 0.0) {{
-    if (floor(b) != b) return {NAN};   // negative base, fractional exponent
-    if (mod(b, 2.0) == 1.0) r = -r;    // odd integer exponent keeps the sign
+  if (isinf(b)) {{                           // (-1) ** ±inf == 1; else |a| < 1 or > 1 decides
+    if (m == 1.0) return 1.0;
+    return (m < 1.0) == (b < 0.0) ? {INF} : 0.0;
   }}
-  return r;""")
+  bool integral = floor(b) == b;
+  if (a < 0.0 && !integral && !isinf(a)) return {NAN};   // negative finite base, fractional exponent
+  float r;
+  if (m == 0.0) r = b > 0.0 ? 0.0 : {INF};
+  else if (isinf(m)) r = b > 0.0 ? {INF} : 0.0;
+  else r = gc_pow_positive(m, b);
+  // Odd integer exponents keep the base's sign, ±0 and ±inf included.
+  bool odd = integral && mod(b, 2.0) == 1.0;
+  return odd && (floatBitsToUint(a) >> 31) != 0u ? -r : r;""", prelude=f"""\
+float gc_pow_positive(float m, float b) {{
+  // m is finite and > 0; a subnormal m goes through its exact log2.
+  uint bits = floatBitsToUint(m);
+  if (bits < {SUBNORMAL_LIMIT}) return exp2(b * (log2(float(bits)) - 149.0));
+  return pow(m, b);
+}}
+""")
 _IPOW = Helper("gc_pow", "int", ("int", "int"), """\
   if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0);
   int r = 1;                    // square and multiply; wraps mod 2^32 like numpy
@@ -176,24 +228,62 @@ for _name, (_table, _hint) in BINARY_OPS.items():
 
 # -- unary -------------------------------------------------------------------
 
-_LOG = Helper("gc_log", "float", ("float",),
-              f"  return a < 0.0 ? {NAN} : (a == 0.0 ? -{INF} : log(a));")
-_SQRT = Helper("gc_sqrt", "float", ("float",), f"  return a < 0.0 ? {NAN} : sqrt(a);")
-_RSQRT = Helper("gc_rsqrt", "float", ("float",),
-                f"  return a < 0.0 ? {NAN} : (a == 0.0 ? {INF} : inversesqrt(a));")
-_GELU = Helper("gc_gelu", "float", ("float",), """\
+_LOG = Helper("gc_log", "float", ("float",), f"""\
+  // Classified by bits: a flushing device compares a subnormal equal to 0.
+  uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
+  if (mag > 0x7f800000u) return a;                  // NaN
+  if (mag == 0u) return -{INF};                     // log(±0) == -inf
+  if ((bits >> 31) != 0u) return {NAN};             // below zero, -inf and negative subnormals included
+  if (mag < {SUBNORMAL_LIMIT}) return log(float(mag)) - {LN2_TIMES_149};   // mag * 2**-149
+  return log(a);""")
+_SQRT = Helper("gc_sqrt", "float", ("float",), f"""\
+  uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
+  if (mag == 0u || mag > 0x7f800000u) return a;     // sqrt(±0) == ±0, NaN stays NaN
+  if ((bits >> 31) != 0u) return {NAN};
+  // mag * 2**-149 == (2 mag) * 2**-150: an even power of two, halved exactly.
+  if (mag < {SUBNORMAL_LIMIT}) return sqrt(2.0 * float(mag)) * exp2(-75.0);
+  return sqrt(a);""")
+_RSQRT = Helper("gc_rsqrt", "float", ("float",), f"""\
+  uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
+  if (mag > 0x7f800000u) return a;
+  if (mag == 0u) return uintBitsToFloat(bits | 0x7f800000u);   // 1 / sqrt(±0) == ±inf
+  if ((bits >> 31) != 0u) return {NAN};
+  if (mag < {SUBNORMAL_LIMIT}) return inversesqrt(2.0 * float(mag)) * exp2(75.0);
+  return inversesqrt(a);""")
+_TANH = Helper("gc_tanh", "float", ("float",), """\
+  // Built-in tanh is (e^2x - 1) / (e^2x + 1) on some devices: NaN for NaN
+  // inputs after clamping, and no relative precision near 0 (lavapipe gives
+  // 3e-8 for 1e-40). Small |x| use the minimax odd polynomial of Cephes'
+  // tanhf, the rest 1 - 2 / (e^2|x| + 1), which saturates to 1 without inf/inf.
+  if (isnan(a) || a == 0.0) return a;    // NaN stays NaN, tanh(±0) == ±0
+  float m = abs(a);
+  if (m < 0.625) {
+    float z = a * a;
+    return a + a * z * ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z
+                          + 1.33314422036e-1) * z - 3.33332819422e-1);
+  }
+  float r = 1.0 - 2.0 / (exp(2.0 * m) + 1.0);
+  return a < 0.0 ? -r : r;""")
+_SILU = Helper("gc_silu", "float", ("float",), f"""\
+  // The limit at -inf is -0 (the formula would give -inf / inf).
+  return a == -{INF} ? {NEG_ZERO} : a / (1.0 + exp(-a));""")
+_RELU = Helper("gc_relu", "float", ("float",), "  return isnan(a) ? a : max(a, 0.0);")
+_GELU = Helper("gc_gelu", "float", ("float",), f"""\
   // x * Phi(x) with erfc(|x|/sqrt 2) from Abramowitz & Stegun 7.1.26; using the
   // tail directly avoids the cancellation of 1 + erf(x) for negative x.
   float y = abs(a) * 0.70710678118654752;
   float t = 1.0 / (1.0 + 0.3275911 * y);
   float erfc = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741
              + t * (-1.453152027 + t * 1.061405429)))) * exp(-y * y);
+  if (a == -{INF}) return {NEG_ZERO};   // the limit (-inf * 0 would be NaN)
   return a * (a >= 0.0 ? 1.0 - 0.5 * erfc : 0.5 * erfc);""")
-# tanh saturates to ±1 in fp32 long before |x| = 15; clamping keeps
-# implementations that build tanh from exp away from inf/inf.
-_TANH = "tanh(clamp(x0, -15.0, 15.0))"
-_GELU_TANH = ("0.5 * x0 * (1.0 + tanh(clamp(0.7978845608028654 * (x0 + 0.044715 * x0 * x0 * x0), "
-              "-15.0, 15.0)))")
+_GELU_TANH = Helper("gc_gelu_tanh", "float", ("float",), f"""\
+  if (a == -{INF}) return {NEG_ZERO};   // the limit (-inf * 0 would be NaN)
+  // tanh saturates to ±1 in fp32 long before |u| = 15; clamping keeps
+  // implementations that build tanh from exp away from inf/inf (NaN inputs
+  // stay NaN through the factor a).
+  float u = clamp(0.7978845608028654 * (a + 0.044715 * a * a * a), -15.0, 15.0);
+  return 0.5 * a * (1.0 + tanh(u));""")
 
 _FLOAT_ONLY = "cast integers to float32 first"
 UNARY_OPS = {
@@ -202,13 +292,13 @@ UNARY_OPS = {
     "exp": ({"float": "exp(x0)"}, "e**x"),
     "log": ({"float": _LOG}, "natural log (NaN below 0, -inf at 0)"),
     "sqrt": ({"float": _SQRT}, "square root (NaN below 0)"),
-    "rsqrt": ({"float": _RSQRT}, "1 / sqrt(x) (NaN below 0, inf at 0)"),
+    "rsqrt": ({"float": _RSQRT}, "1 / sqrt(x) (NaN below 0, ±inf at ±0)"),
     "sin": ({"float": "sin(x0)"}, "sine"),
     "cos": ({"float": "cos(x0)"}, "cosine"),
     "tanh": ({"float": _TANH}, "hyperbolic tangent"),
     "sigmoid": ({"float": "1.0 / (1.0 + exp(-x0))"}, "1 / (1 + e**-x)"),
-    "relu": ({"float": "max(x0, 0.0)", "int": "max(x0, 0)"}, "max(x, 0)"),
-    "silu": ({"float": "x0 / (1.0 + exp(-x0))"}, "x * sigmoid(x)"),
+    "relu": ({"float": _RELU, "int": "max(x0, 0)"}, "max(x, 0) (NaN stays NaN)"),
+    "silu": ({"float": _SILU}, "x * sigmoid(x)"),
 }
 
 
@@ -248,18 +338,36 @@ _LIMITS = {"float": (float("-inf"), float("inf")), "int": (-2 ** 31, 2 ** 31 - 1
            "uint": (0, 2 ** 32 - 1)}
 
 
+_FCLAMP = Helper("gc_clamp", "float", ("float", "float", "float"), """\
+  // np.clip is minimum(maximum(x, lo), hi): a NaN anywhere gives NaN, which
+  // GLSL's min/max/clamp do not promise.
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (isnan(c)) return c;
+  return min(max(a, b), c);""")
+CLAMP = {"float": _FCLAMP, "int": "min(max(x0, s), t)", "uint": "min(max(x0, s), t)"}
+
+
+def _clamp_expr(kind: str):
+    """(expression over x0, s, t; helpers) for clamp on ``kind``."""
+    return _expr(CLAMP[kind], ("x0", "s", "t"), uniform=(1, 2))
+
+
 @op("clamp")
 def clamp(ctx, x, lo=None, hi=None, *, out=None):
     """``min(max(x, lo), hi)`` with Python-number bounds, like ``np.clip``
-    (either bound may be None; when ``lo > hi`` every element becomes ``hi``)."""
+    (either bound may be None; when ``lo > hi`` every element becomes ``hi``;
+    NaN in ``x`` or a NaN bound gives NaN)."""
     x = check_tensor(ctx, x, "clamp x")
     check_dtype(ctx, x.dtype, NUMERIC, "clamp")
     if lo is None and hi is None:
         raise InvalidArgumentError("clamp needs lo, hi or both")
-    low, high = _LIMITS[COMPUTE_TYPE[x.dtype.kind]]
+    kind = COMPUTE_TYPE[x.dtype.kind]
+    low, high = _LIMITS[kind]
     bounds = (low if lo is None else lo, high if hi is None else hi)
-    return elementwise(ctx, "min(max(x0, s), t)", [x], out, scalar=bounds, allowed=NUMERIC,
-                       name="clamp")
+    expr, helpers = _clamp_expr(kind)
+    return elementwise(ctx, expr, [x], out, scalar=bounds, allowed=NUMERIC, name="clamp",
+                       helpers=helpers)
 
 
 COND = ("float32", "float16", "int32", "uint32", "uint8")
@@ -329,7 +437,8 @@ def _math_variants():
             if entry is not None:
                 expr, helpers = _expr(entry, ("x0",))
                 yield from map_variants(expr, [d], d, helpers=helpers)
-        yield from map_variants("min(max(x0, s), t)", [d], d, kind, nscalars=2)
+        expr, helpers = _clamp_expr(kind)
+        yield from map_variants(expr, [d], d, kind, helpers=helpers, nscalars=2)
         for c in COND:
             cd = as_dtype(c)
             helper = _select(cd, d)

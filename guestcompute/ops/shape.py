@@ -15,18 +15,29 @@ here *materialise* a view into a fresh contiguous tensor (or ``out=``).
   each, so views are read in place; one whose outer or inner dims cannot
   be merged is first copied to a contiguous scratch tensor.
 - ``index_select`` (``numpy.take``) and ``gather``
-  (``numpy.take_along_axis``) read int32 or uint32 indices. A GPU kernel
-  cannot raise, so out-of-range indices are defined, not errors: with
-  ``mode="clamp"`` (default) an index is clamped to [0, n-1] (numpy's
-  ``mode="clip"``; negative int32 indices become 0, they do *not* count
-  from the end), with ``mode="zero"`` the output element is 0.
+  (``numpy.take_along_axis``) read int32 or uint32 index tensors. Indices
+  in ``[-n, n)`` pick elements as numpy does, negative ones counting from
+  the end. A GPU kernel cannot raise, so what an index outside that range
+  does is a ``mode``, never a silently picked real element unless asked
+  for: ``mode="zero"`` (default) gives 0 for it; ``"wrap"`` and ``"clip"``
+  are numpy's modes of the same names (``"wrap"`` takes the index modulo
+  n; ``"clip"`` clamps to ``[0, n-1]``, so, as in numpy, a negative index
+  becomes 0 and does not count from the end).
+  ``indices`` may also be host data (a list or an integer ndarray, at most
+  :data:`MAX_HOST_INDICES` of them): those are checked before anything is
+  recorded, so with ``mode="zero"`` an index outside ``[-n, n)`` raises
+  :class:`IndexOutOfRangeError` (an ``IndexError``) as ``np.take`` does;
+  they are resolved to positions on the host and written into a scratch
+  index tensor by the recording itself (no upload, no submit).
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..dtypes import as_dtype
-from ..errors import InvalidArgumentError, ShapeError
+from ..errors import DTypeError, IndexOutOfRangeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
@@ -34,12 +45,16 @@ from ..tensor import Tensor
 from .base import (OpResult, Dispatch, check_dtype, check_tensor, coalesce, normalize_axes, normalize_axis,
                    op, overlaps, same_dtype)
 from .elementwise import elementwise, plan_map
+from .image import PUT_VALUES, plan_put
 
 WORKGROUP = 128
 CONCAT_GROUP = 4          # inputs per concat dispatch (push constants: 112 bytes)
 INDEX_DTYPES = ("int32", "uint32")
-MODES = ("clamp", "zero")
+MODES = ("zero", "wrap", "clip")
 ALL_DTYPES = ("float32", "float16", "int32", "uint32", "uint8")
+# Host-data indices travel in push constants (PUT_VALUES per dispatch); more
+# than this belong in a tensor uploaded once.
+MAX_HOST_INDICES = 100 * PUT_VALUES
 
 
 def _exts(*dtypes) -> tuple:
@@ -257,22 +272,38 @@ def _render_gather(spec: KernelSpec) -> str:
              "    int c = int(rem % pc.shape[d]); rem /= pc.shape[d];",
              "    ox += c * pc.xs[d]; oi += c * pc.is[d]; oo += c * pc.os[d];",
              "  }"]
-    if signed:
-        lines += ["  int j = idx[oi];",
-                  "  bool inside = j >= 0 && uint(j) < pc.axis_n;"]
-        clamp = "clamp(j, 0, int(pc.axis_n) - 1)"
-    else:
-        lines += ["  uint j = idx[oi];",
-                  "  bool inside = j < pc.axis_n;"]
-        clamp = "int(min(j, pc.axis_n - 1u))"
-    if mode == "clamp":
-        lines.append(f"  outv[oo] = x[ox + {clamp} * pc.axis_stride];")
-    else:
+    lines += _index_position(signed, mode)
+    if mode == "zero":
         # Load from a valid position either way (never out of bounds), then select.
-        lines.append(f"  {t} v = x[ox + (inside ? int(j) : 0) * pc.axis_stride];")
+        lines.append(f"  {t} v = x[ox + int(inside ? pos : 0u) * pc.axis_stride];")
         lines.append(f"  outv[oo] = inside ? v : {t}(0);")
+    else:
+        lines.append("  outv[oo] = x[ox + int(pos) * pc.axis_stride];")
     lines.append("}")
     return "\n".join(lines)
+
+
+def _index_position(signed: bool, mode: str) -> list:
+    """GLSL lines setting ``uint pos`` (the position along the axis that
+    ``idx[oi]`` names, in ``[0, n)``) and, for mode "zero", ``bool inside``.
+    A negative j is handled through ``-(j + 1)``, which cannot overflow
+    (``-INT_MIN`` would), and all arithmetic is unsigned so GLSL's undefined
+    ``%`` on negative operands never occurs."""
+    n = "pc.axis_n"
+    if not signed:
+        return ["  uint j = idx[oi];",
+                {"zero": f"  bool inside = j < {n}; uint pos = j;",
+                 "wrap": f"  uint pos = j % {n};",
+                 "clip": f"  uint pos = min(j, {n} - 1u);"}[mode]]
+    lines = ["  int j = idx[oi];",
+             "  uint back = uint(-(j + 1));        // for j < 0: how far before the last element"]
+    lines.append({
+        "zero": (f"  bool inside = j >= 0 ? uint(j) < {n} : back < {n};\n"
+                 f"  uint pos = j >= 0 ? uint(j) : {n} - 1u - back;"),
+        "wrap": f"  uint pos = j >= 0 ? uint(j) % {n} : {n} - 1u - back % {n};",
+        "clip": f"  uint pos = j >= 0 ? min(uint(j), {n} - 1u) : 0u;",
+    }[mode])
+    return lines
 
 
 def _plan_gather(ctx, x, idx, out, axis: int, dims_for, mode: str) -> list:
@@ -280,7 +311,7 @@ def _plan_gather(ctx, x, idx, out, axis: int, dims_for, mode: str) -> list:
     [(size, x stride, index stride)] in the output's order. When the dims do
     not coalesce to 6 or fewer, x and the indices (and out) are staged
     through contiguous scratch copies, which always coalesce further."""
-    if x.shape[axis] == 0:      # mode "zero" (clamp was rejected): all zeros
+    if x.shape[axis] == 0:      # mode "zero" (wrap and clip were rejected): all zeros
         zero = 0.0 if x.dtype.kind == "float" else 0
         return [plan_map(ctx, "s", [], out, out.dtype, zero, x.dtype.kind)]
 
@@ -320,48 +351,118 @@ def _plan_gather(ctx, x, idx, out, axis: int, dims_for, mode: str) -> list:
 
 def _check_index_args(ctx, x, indices, mode, what):
     x = check_tensor(ctx, x, f"{what} x")
-    indices = check_tensor(ctx, indices, f"{what} indices")
-    check_dtype(ctx, indices.dtype, INDEX_DTYPES, f"{what} indices")
+    if isinstance(indices, Tensor):
+        indices = check_tensor(ctx, indices, f"{what} indices")
+        check_dtype(ctx, indices.dtype, INDEX_DTYPES, f"{what} indices")
     if mode not in MODES:
-        raise InvalidArgumentError(f"{what}: mode must be one of {MODES}, got {mode!r}")
+        renamed = " ('clamp' is now 'clip', numpy's name)" if mode == "clamp" else ""
+        raise InvalidArgumentError(f"{what}: mode must be one of {MODES}, got {mode!r}{renamed}")
     if x.ndim == 0:
         raise ShapeError(f"{what}: x must have at least one dimension")
     return x, indices
 
 
+def _host_indices(indices, what: str) -> np.ndarray:
+    """Host-data indices as an int64 or uint64 array (no bools, no floats)."""
+    try:
+        arr = np.asarray(indices)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"{what}: indices must be a tensor, a list or an ndarray of "
+                                   f"integers ({e})") from None
+    if arr.size == 0:
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise DTypeError(f"{what}: indices must be integers, got {arr.dtype}; pass integer indices")
+    if arr.size > MAX_HOST_INDICES:
+        raise InvalidArgumentError(f"{what}: {arr.size} host indices (at most {MAX_HOST_INDICES}); "
+                                   "upload them once with ctx.tensor(...) and pass the tensor")
+    return arr.astype(np.uint64 if arr.dtype.kind == "u" else np.int64)
+
+
+def _resolve_positions(arr: np.ndarray, n: int, axis: int, mode: str, what: str) -> np.ndarray:
+    """Host indices as int32 positions in [0, n), by ``mode``; with mode
+    "zero" an index outside [-n, n) raises (the host can, the GPU cannot)."""
+    if arr.dtype == np.uint64:
+        outside = arr >= np.uint64(n)
+        signed = np.where(outside, 0, arr).astype(np.int64)
+    else:
+        outside = (arr < -n) | (arr >= n)
+        signed = arr
+    if mode == "zero":
+        if outside.any():
+            bad = arr[outside].flat[0]
+            raise IndexOutOfRangeError(f"{what}: index {bad} is out of range for axis {axis} of size {n}; "
+                                       f"use indices in [{-n}, {n}), or mode='wrap' or 'clip'")
+        return np.where(signed < 0, signed + n, signed).astype(np.int32)
+    if n == 0:              # nothing to pick: _empty_axis_check refuses it unless the result is empty
+        return np.zeros(arr.shape, np.int32)
+    if mode == "wrap":
+        return (arr % (np.uint64(n) if arr.dtype == np.uint64 else n)).astype(np.int32)
+    # clip: too large -> n - 1 (uint64 ones were zeroed in `signed` above), negative -> 0
+    return np.clip(np.where(outside & (arr >= 0), n - 1, signed), 0, n - 1).astype(np.int32)
+
+
+def _positions(indices, x, axis: int, mode: str, what: str):
+    """``indices`` itself when it is a tensor, else the host data checked and
+    resolved to an int32 ndarray of positions (see :func:`_resolve_positions`)."""
+    if isinstance(indices, Tensor):
+        return indices
+    return _resolve_positions(_host_indices(indices, what), x.shape[axis], axis, mode, what)
+
+
+def _index_tensor(ctx, indices):
+    """(index tensor, dispatches that fill it) for what :func:`_positions`
+    returned: resolved host positions go into a scratch int32 tensor."""
+    if isinstance(indices, Tensor):
+        return indices, []
+    words, fill = plan_put(ctx, indices.view(np.float32))     # put moves 32-bit words as they are
+    return Tensor(words.buffer, indices.shape, "int32"), fill
+
+
+def _tensors(*operands) -> list:
+    return [t for t in operands if isinstance(t, Tensor)]
+
+
 def _empty_axis_check(x, axis, n_out, mode, what):
-    if x.shape[axis] == 0 and n_out and mode == "clamp":
-        raise InvalidArgumentError(f"{what}: axis {axis} of x is empty, so no index can be clamped "
-                                   "into it; use mode='zero'")
+    if x.shape[axis] == 0 and n_out and mode != "zero":
+        raise InvalidArgumentError(f"{what}: axis {axis} of x is empty, so mode={mode!r} has no "
+                                   "element to pick; use mode='zero'")
 
 
 @op("index_select")
-def index_select(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "clamp"):
+def index_select(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
     """``numpy.take(x, indices, axis)``: the result has shape
     ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. ``indices`` is an
-    int32 or uint32 tensor of any shape; out-of-range indices are clamped
-    (``mode="clamp"``, numpy's ``mode="clip"``) or give 0 (``mode="zero"``)."""
+    int32 or uint32 tensor of any shape (or host data: a list or integer
+    ndarray, checked here); negative indices count from the end. An index
+    outside ``[-n, n)`` gives 0 (``mode="zero"``; host data raises
+    :class:`IndexOutOfRangeError` instead), or follows numpy's
+    ``mode="wrap"`` / ``mode="clip"``."""
     x, indices = _check_index_args(ctx, x, indices, mode, "index_select")
     axis = _axis(axis, x.ndim, "index_select")
+    indices = _positions(indices, x, axis, mode, "index_select")
     shape = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
-    out = _fresh_out(ctx, out, shape, x.dtype, [x, indices], "index_select")
+    out = _fresh_out(ctx, out, shape, x.dtype, _tensors(x, indices), "index_select")
     _empty_axis_check(x, axis, out.size, mode, "index_select")
     if out.size == 0:
         return OpResult(out, [])
+    indices, fill = _index_tensor(ctx, indices)
     def dims_for(x, idx):
         return ([(x.shape[d], x.strides[d], 0) for d in range(axis)]
                 + [(n, 0, s) for n, s in zip(idx.shape, idx.strides)]
                 + [(x.shape[d], x.strides[d], 0) for d in range(axis + 1, x.ndim)])
-    return OpResult(out, _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
+    return OpResult(out, fill + _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
 
 
 @op("gather")
-def gather(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "clamp"):
+def gather(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
     """``numpy.take_along_axis(x, indices, axis)``: ``indices`` has x's
     number of dims; along ``axis`` it picks positions, the other dims
-    broadcast against x's. Out-of-range indices as in :func:`index_select`."""
+    broadcast against x's. Negative and out-of-range indices as in
+    :func:`index_select`."""
     x, indices = _check_index_args(ctx, x, indices, mode, "gather")
     axis = _axis(axis, x.ndim, "gather")
+    indices = _positions(indices, x, axis, mode, "gather")
     if indices.ndim != x.ndim:
         raise ShapeError(f"gather: indices must have {x.ndim} dims like x, got shape {indices.shape}")
     shape = []
@@ -374,15 +475,16 @@ def gather(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "clamp"):
             raise ShapeError(f"gather: x {x.shape} and indices {indices.shape} do not broadcast "
                              f"along dim {d}")
     shape = tuple(shape)
-    out = _fresh_out(ctx, out, shape, x.dtype, [x, indices], "gather")
+    out = _fresh_out(ctx, out, shape, x.dtype, _tensors(x, indices), "gather")
     _empty_axis_check(x, axis, out.size, mode, "gather")
     if out.size == 0:
         return OpResult(out, [])
+    indices, fill = _index_tensor(ctx, indices)
     def dims_for(x, idx):
         def st(t, d):
             return t.strides[d] if t.shape[d] != 1 else 0
         return [(shape[d], 0 if d == axis else st(x, d), st(idx, d)) for d in range(x.ndim)]
-    return OpResult(out, _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
+    return OpResult(out, fill + _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
 
 
 # -- every spec the ops can produce ------------------------------------------------------
