@@ -17,7 +17,12 @@ What a kernel may declare (anything else is an UnsupportedError at
 ``ctx.kernel``): storage buffers in set 0 at bindings 0..n-1, a push
 constant block up to the device's limit, a workgroup size that is literal
 or given by ``local_size_{x,y,z}_id`` = 0, 1, 2 (other specialization
-constants may not use ids 0-2, which carry the workgroup size).
+constants may not use ids 0-2, which carry the workgroup size), shared
+memory up to ``maxComputeSharedMemorySize`` (counted for the chosen
+workgroup size), and only SPIR-V capabilities whose features and extensions
+the host enabled and declared at adoption (``int64_t`` needs
+``shaderInt64``, ``float16_t`` storage needs 16-bit storage...; see
+:mod:`.capabilities`: the message names what to enable).
 
 Binding ``i`` is the *whole* buffer of ``tensors[i]``: a view's offset and
 strides are not applied — pass them in push constants if the kernel needs
@@ -34,7 +39,8 @@ from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutO
                       UnsupportedError, VulkanError, WrongContextError)
 from ..ops.base import Dispatch, OpResult, check_tensor, op
 from ..cache.spirv import validate
-from .reflect import reflect
+from .capabilities import check_capabilities, check_shared_memory
+from .reflect import reflect, workgroup_memory_size
 from .spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 
 _MAGIC = 0x07230203
@@ -241,6 +247,7 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
         raise KernelError(f"the kernel has no compute entry point {entry!r} (its compute entry "
                           f"point is {r.entry_point!r})")
     name = name or r.entry_point
+    check_capabilities(ctx.caps, r.capabilities, f"kernel {name!r}")
     bindings = _bindings(r, name)
     most = ctx.limits.max_storage_buffers
     if ctx._descriptors.push:
@@ -254,6 +261,9 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
                                f"allows {ctx.limits.max_push_constants}: pass the rest in a small tensor")
     fields = _push_fields(push_layout, size, name)
     wg = _workgroup(ctx, r, workgroup, name)
+    # Shared arrays may be sized by the workgroup (gl_WorkGroupSize), so count them for this one.
+    chosen = {sid: w for sid, w in zip(r.local_size_spec_ids, wg) if sid is not None}
+    check_shared_memory(ctx.limits, workgroup_memory_size(spirv, chosen), f"kernel {name!r}")
     digest = hashlib.sha256(spirv).hexdigest()
     # The push block is opaque here: `size // 4` uint words keep the
     # layout's push range equal to the reflected size.
