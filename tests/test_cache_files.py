@@ -187,3 +187,14 @@ def test_pipeline_cache_save_on_a_full_disk_leaves_nothing_behind(modern_host, t
     assert stats["pipeline_cache_saved"] == 0 and stats["pipeline_cache_save_error"]
     assert any("cannot write the pipeline cache" in r.getMessage() for r in caplog.records)
     assert list((tmp_path / "pipelines").iterdir()) == []
+
+
+def test_cache_stats_reports_a_fifo_without_blocking(tmp_path, capsys):
+    from guestcompute import cli
+    pipes = tmp_path / "pipelines"
+    pipes.mkdir()
+    fifo = pipes / "10de-2335-00.bin"
+    with _fifo(fifo):
+        assert cli.main(["cache", "stats", "--json", "--cache-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "not a regular file (a named pipe)" in out
