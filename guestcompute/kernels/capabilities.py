@@ -120,8 +120,8 @@ def check_capabilities(caps, capabilities, what: str) -> None:
         missing = needs.missing(caps) if needs is not None else None
         if missing:
             raise UnsupportedError(
-                f"{what} uses the SPIR-V capability {needs.name}, which needs {missing}; the host "
-                f"did not enable it: enable it when creating the device and declare it to "
+                f"{what} uses the SPIR-V capability {needs.name}, which needs {missing}, and the "
+                f"host did not declare that: enable it when creating the device and declare it to "
                 f"Context.adopt (api_version=, enabled_extensions=, features=), or remove "
                 f"that use from the kernel")
 
