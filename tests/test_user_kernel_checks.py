@@ -279,3 +279,35 @@ def test_unknown_push_constant_key_is_refused(host, ctx):
         k(rec, x, push={"n": 64, "s": 2.0, "shift": 1}, groups=1)
     host.submit_and_wait(cmd)
     np.testing.assert_array_equal(x.numpy(), np.full(64, 3, np.float32))
+
+
+def _module_with_shared_length_chain(squarings: int) -> bytes:
+    """A hand-written module: ``shared float s[L]`` where L is 3 squared
+    ``squarings`` times by OpSpecConstantOp IMul, each step using the
+    previous one twice."""
+    words = [0x07230203, 0x00010000, 0, 100 + squarings, 0]
+
+    def ins(opcode, *operands):
+        words.extend([(len(operands) + 1) << 16 | opcode, *operands])
+    ins(17, 1)                                                    # OpCapability Shader
+    ins(14, 0, 1)                                                 # OpMemoryModel Logical GLSL450
+    ins(15, 5, 1, *struct.unpack("<2I", b"main\0\0\0\0"))         # OpEntryPoint GLCompute %1
+    ins(16, 1, 17, 1, 1, 1)                                       # LocalSize 1 1 1
+    ins(21, 2, 32, 0)                                             # %2 = uint
+    ins(50, 2, 3, 3)                                              # %3 = OpSpecConstant 3
+    length = 3
+    for i in range(squarings):
+        ins(52, 2, 10 + i, 132, length, length)                   # OpSpecConstantOp IMul
+        length = 10 + i
+    ins(22, 4, 32)                                                # %4 = float
+    ins(28, 90 + squarings, 4, length)                            # float[L]
+    ins(32, 91 + squarings, 4, 90 + squarings)                    # Workgroup pointer
+    ins(59, 91 + squarings, 92 + squarings, 4)                    # the shared variable
+    return struct.pack(f"<{len(words)}I", *words)
+
+
+def test_shared_length_arithmetic_wraps_like_the_shaders_integers():
+    assert reflect(_module_with_shared_length_chain(2)).workgroup_memory_size == 81 * 4
+    # 3 ** (2 ** 40) wraps at 64 bits instead of growing a number of 2**40 digits.
+    expected = pow(3, 2 ** 40, 2 ** 64) * 4
+    assert reflect(_module_with_shared_length_chain(40)).workgroup_memory_size == expected

@@ -614,6 +614,9 @@ class _UnknownLength(Exception):
 
 
 # OpSpecConstantOp integer operations evaluated for shared-array lengths.
+# Results wrap at 64 bits like the shader's integers, which also keeps a
+# hostile chain of multiplications or shifts from growing without bound.
+_MASK64 = (1 << 64) - 1
 _SPEC_BINARY_OPS = {
     128: lambda a, b: a + b,                          # OpIAdd
     130: lambda a, b: a - b,                          # OpISub
@@ -621,8 +624,8 @@ _SPEC_BINARY_OPS = {
     134: lambda a, b: a // b if b else None,          # OpUDiv
     135: lambda a, b: a // b if b else None,          # OpSDiv (lengths are positive)
     137: lambda a, b: a % b if b else None,           # OpUMod
-    194: lambda a, b: a >> b,                         # OpShiftRightLogical
-    196: lambda a, b: a << b,                         # OpShiftLeftLogical
+    194: lambda a, b: a >> (b & 63),                  # OpShiftRightLogical
+    196: lambda a, b: a << (b & 63),                  # OpShiftLeftLogical
 }
 
 
@@ -634,6 +637,9 @@ class _SpecValues:
         self.m = module
         self.values = spec_values
         self._active: set[int] = set()
+        # Memoized: a constant used by many others (or twice by one) is
+        # evaluated once, so a chain of n operations costs n steps.
+        self._known: dict[int, int | None] = {}
 
     def length(self, cid: int) -> int:
         value = self.value(cid)
@@ -642,13 +648,16 @@ class _SpecValues:
         return value
 
     def value(self, cid: int) -> int | None:
+        if cid in self._known:
+            return self._known[cid]
         if cid in self._active:
             raise SpirvError(f"constant %{cid} is defined in terms of itself")
         self._active.add(cid)
         try:
-            return self._value(cid)
+            self._known[cid] = self._value(cid)
         finally:
             self._active.discard(cid)
+        return self._known[cid]
 
     def _value(self, cid: int) -> int | None:
         op, ops = self.m.constant(cid)
@@ -668,7 +677,10 @@ class _SpecValues:
             return None
         if inner in _SPEC_BINARY_OPS and len(args) == 2:
             a, b = self.value(args[0]), self.value(args[1])
-            return None if a is None or b is None else _SPEC_BINARY_OPS[inner](a, b)
+            if a is None or b is None:
+                return None
+            result = _SPEC_BINARY_OPS[inner](a, b)
+            return None if result is None else result & _MASK64
         return None
 
 
