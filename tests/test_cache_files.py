@@ -8,6 +8,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import threading
 
 import numpy as np
@@ -45,9 +46,12 @@ def _fifo(path):
                 if e.errno not in (errno.ENXIO, errno.ENOENT):
                     raise
                 continue
-            with contextlib.suppress(OSError):
-                os.write(fd, b"not a cache file")
-            os.close(fd)
+            try:
+                if stat.S_ISFIFO(os.fstat(fd).st_mode):     # not the file that replaced it
+                    with contextlib.suppress(OSError):
+                        os.write(fd, b"not a cache file")
+            finally:
+                os.close(fd)
 
     helper = threading.Thread(target=release_blocked_readers, daemon=True)
     helper.start()
