@@ -7,7 +7,6 @@ import struct
 import numpy as np
 import pytest
 import vulkan as vk
-from vulkan import ffi
 
 import guestcompute as gc
 from guestcompute.cache.spirv import compile_glsl
