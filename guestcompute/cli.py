@@ -274,13 +274,14 @@ def cmd_bake(args) -> int:
 # -- cache -------------------------------------------------------------------------------
 
 def cmd_cache_stats(args) -> int:
-    from .cache.pipeline_store import describe
+    from .cache.paths import read_cache_file
+    from .cache.pipeline_store import MAX_FILE_BYTES, describe
     data = _cache_locations(args.cache_dir)
     pipes = Path(data["pipelines"]["path"])
     entries = []
     for f in sorted(pipes.glob("*.bin")) if pipes.is_dir() else []:
         try:
-            info = describe(f.read_bytes())
+            info = describe(read_cache_file(f, MAX_FILE_BYTES))    # never blocks on a FIFO
         except OSError as e:
             info = {"problem": f"unreadable ({e})"}
         entries.append({"file": f.name, "bytes": f.stat().st_size, **info})

@@ -416,7 +416,8 @@ class Context(EpochMixin, TransferMixin):
                                    f"this device allows {self.limits.max_push_constants}: pass the rest "
                                    "in a small tensor")
         if d.spirv is not None:
-            _check_spirv(d.spirv, min(self.caps.api_version, self.limits.api_version, (1, 3)))
+            _check_spirv(d.spirv, self.caps, self.limits, d.spec.family,
+                         dict(enumerate(spec.workgroup)) | dict(d.spec_constants))
         spirv = d.spirv if d.spirv is not None else self._spirv.get(spec.render(), spec.target_env)
         bindings = tuple((b.reads, b.writes) for b in spec.bindings)
         return self._pipelines.get(spec, spirv, bindings, spec.push_size, spec_constants=d.spec_constants)
@@ -543,20 +544,29 @@ def _check_queue_family(pd, index) -> None:
                                    "compute dispatches: pass a family with VK_QUEUE_COMPUTE_BIT")
 
 
-def _check_spirv(code, api: tuple) -> None:
+def _check_spirv(code, caps, limits, family: str, spec_values: dict) -> None:
     """SPIR-V brought by the caller never reaches the driver unread (drivers
-    may crash on garbage): anything malformed is a KernelError here."""
+    may crash on garbage): anything malformed is a KernelError here; a
+    capability the host did not enable, or more shared memory than the
+    device has (with ``spec_values`` {SpecId: value} applied), an
+    UnsupportedError."""
     from .cache.spirv import is_spirv, validate
-    from .kernels.reflect import reflect
+    from .kernels.capabilities import check_capabilities, check_shared_memory
+    from .kernels.reflect import reflect, workgroup_memory_size
     if not isinstance(code, (bytes, bytearray)) or not is_spirv(bytes(code)):
         raise KernelError("the kernel's SPIR-V is not a SPIR-V module (bad magic or length); "
                           "pass the bytes glslc or another SPIR-V compiler wrote")
+    code = bytes(code)
     try:
-        reflect(bytes(code))
+        reflection = reflect(code)
+        shared = workgroup_memory_size(code, spec_values)
     except KernelError as e:    # SpirvError: say what to do about it
         raise type(e)(f"the kernel's SPIR-V is malformed ({e}); recompile it, and check it "
                       "with spirv-val") from None
-    validate(bytes(code), f"vulkan{api[0]}.{api[1]}")
+    check_capabilities(caps, reflection.capabilities, f"kernel {family!r}")
+    check_shared_memory(limits, shared, f"kernel {family!r}")
+    api = min(caps.api_version, limits.api_version, (1, 3))
+    validate(code, f"vulkan{api[0]}.{api[1]}")
 
 
 def _as_shape(shape) -> tuple:

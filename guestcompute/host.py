@@ -229,26 +229,54 @@ class HostCaps:
             and self.feature("shaderFloat16") and self.feature("vulkanMemoryModel")
 
 
+# Feature structs read from a host's chain besides those of FEATURE_STRUCTS:
+# the Vulkan 1.x aggregates and the ones behind SPIR-V capabilities a user
+# kernel may declare (kernels/capabilities.py).
+_CHAIN_STRUCTS = (
+    "VkPhysicalDeviceVulkan11Features", "VkPhysicalDeviceVulkan12Features",
+    "VkPhysicalDeviceVulkan13Features", "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+    "VkPhysicalDeviceShaderAtomicInt64Features", "VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
+    "VkPhysicalDeviceVariablePointersFeatures", "VkPhysicalDeviceBufferDeviceAddressFeatures",
+)
+
+
 def features_from_chain(pnext) -> dict:
-    """Read enabled feature flags from a VkDeviceCreateInfo pNext chain (cdata)."""
+    """Read enabled feature flags (every VkBool32 member, by name) from a
+    VkDeviceCreateInfo pNext chain (cdata). The core VkPhysicalDeviceFeatures
+    (shaderInt64, shaderFloat64, ...) count from a VkPhysicalDeviceFeatures2
+    in the chain; a ``VkPhysicalDeviceFeatures *`` (what ``pEnabledFeatures``
+    points to) or the ``VkDeviceCreateInfo *`` itself are read as well."""
     found = {}
-    wanted_by_struct = {}
-    for feat, struct in FEATURE_STRUCTS.items():
-        wanted_by_struct.setdefault(struct, []).append(feat)
+    if pnext in (None, ffi.NULL):
+        return found
+    kind = ffi.typeof(pnext)
+    if kind is ffi.typeof("VkPhysicalDeviceFeatures *"):
+        _read_flags(pnext, "VkPhysicalDeviceFeatures", found)
+        return found
+    if kind is ffi.typeof("VkDeviceCreateInfo *"):
+        if pnext.pEnabledFeatures != ffi.NULL:
+            _read_flags(pnext.pEnabledFeatures, "VkPhysicalDeviceFeatures", found)
+        pnext = pnext.pNext
     from .vk.structs import _stype
-    by_stype = {_stype(s): s for s in wanted_by_struct}
-    by_stype[_stype("VkPhysicalDeviceVulkan11Features")] = "VkPhysicalDeviceVulkan11Features"
-    by_stype[_stype("VkPhysicalDeviceVulkan12Features")] = "VkPhysicalDeviceVulkan12Features"
-    node = ffi.cast("VkBaseInStructure *", pnext) if pnext not in (None, ffi.NULL) else None
+    names = set(FEATURE_STRUCTS.values()) | {s for s in _CHAIN_STRUCTS if hasattr(vk, s)}
+    by_stype = {_stype(s): s for s in names}
+    features2 = _stype("VkPhysicalDeviceFeatures2")
+    node = ffi.cast("VkBaseInStructure *", pnext) if pnext != ffi.NULL else None
     while node is not None and node != ffi.NULL:
+        if node.sType == features2:
+            _read_flags(ffi.cast("VkPhysicalDeviceFeatures2 *", node).features,
+                        "VkPhysicalDeviceFeatures", found)
         struct = by_stype.get(node.sType)
         if struct is not None:
-            typed = ffi.cast(struct + " *", node)
-            for name, _ in ffi.typeof(struct).fields:
-                if name in FEATURE_STRUCTS:
-                    found[name] = found.get(name, False) or bool(getattr(typed, name))
+            _read_flags(ffi.cast(struct + " *", node), struct, found)
         node = node.pNext
     return found
+
+
+def _read_flags(typed, struct: str, found: dict) -> None:
+    for name, _ in ffi.typeof(struct).fields:
+        if name not in ("sType", "pNext"):
+            found[name] = found.get(name, False) or bool(getattr(typed, name))
 
 
 @dataclass

@@ -10,6 +10,9 @@ VkPipelineCacheHeaderVersionOne. Drivers are supposed to reject foreign
 data themselves, but some crash on it, and a truncated or bit-flipped file
 would otherwise be trusted. A bad file is logged, ignored and replaced on
 the next save; an unwritable cache directory costs a warning, nothing more.
+Only a regular file of at most :data:`MAX_FILE_BYTES` is read at all (see
+:func:`.paths.read_cache_file`): a named pipe, a device or a larger file at
+the cache path is reported the same way, never opened blocking or read whole.
 
 Writes go through a unique temp file + rename, so a reader (or a second
 process writing at the same moment) only ever sees a complete file. Before
@@ -35,7 +38,7 @@ from vulkan import ffi
 from ..errors import GuestComputeError, check
 from ..log import log
 from ..vk.structs import new
-from .paths import atomic_write, cache_root
+from .paths import CacheFileRefused, atomic_write, cache_root, read_cache_file
 
 MAGIC = b"GCPIPEC\x00"
 FORMAT_VERSION = 1
@@ -44,6 +47,10 @@ FORMAT_VERSION = 1
 HEADER = struct.Struct("<8sHH16sIII16sQ32s")
 # VkPipelineCacheHeaderVersionOne: headerSize, headerVersion, vendorID, deviceID, UUID
 DRIVER_HEADER = struct.Struct("<IIII16s")
+# The largest file read back. Drivers' caches for every built-in kernel stay
+# far below it; a larger file (or one that never ends, like a link to
+# /dev/zero) is ignored with a warning instead of exhausting memory.
+MAX_FILE_BYTES = 256 << 20
 
 
 class RejectedFile(GuestComputeError):
@@ -229,13 +236,18 @@ class ContextPipelineCache:
             self.handle = create_vk_cache(device, fns)
 
     # -- file --------------------------------------------------------------------
-    def _read(self):
+    def _read(self, report: bool = True):
         try:
-            return self.path.read_bytes()
+            return read_cache_file(self.path, MAX_FILE_BYTES)
         except (FileNotFoundError, NotADirectoryError):
             return None        # a cold start (or a cache dir that cannot exist): nothing to say
+        except CacheFileRefused as e:
+            if report:
+                self._reject(str(e))
+            return None
         except OSError as e:
-            self._reject(f"unreadable ({e})")
+            if report:
+                self._reject(f"unreadable ({e})")
             return None
 
     def _load(self):
@@ -255,7 +267,7 @@ class ContextPipelineCache:
 
     def _merge_newer_file(self):
         """Fold in what another process saved since we last read or wrote the file."""
-        blob = self._read()
+        blob = self._read(report=False)    # a bad file was reported at load; it is replaced now
         if blob is None:
             return
         try:

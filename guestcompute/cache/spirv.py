@@ -10,7 +10,14 @@ nothing about whether its bytes are intact: each file starts with a small
 header holding the SHA-256 of the file's key and the SPIR-V that follows. A
 truncated, bit-flipped or foreign file (another kernel's, renamed) fails that
 check, is reported with a warning and compiled again (a flipped bit that kept
-the SPIR-V magic would otherwise reach the driver).
+the SPIR-V magic would otherwise reach the driver). So is anything at a cache
+path that is not a regular file of at most :data:`MAX_FILE_BYTES` (a named
+pipe, a device, a huge file): it is never opened blocking or read whole.
+
+GLSL sources are text that must encode as UTF-8 (a str holding a lone
+surrogate, e.g. from ``errors="surrogateescape"`` decoding, is refused with
+an InvalidArgumentError); compiler and validator output is decoded with
+replacement characters, so a message echoing raw bytes still reads.
 """
 from __future__ import annotations
 
@@ -19,18 +26,33 @@ import shutil
 import threading
 from pathlib import Path
 
-from ..errors import CompilerNotFoundError, KernelError
+from ..errors import CompilerNotFoundError, InvalidArgumentError, KernelError
 from ..log import log
-from .paths import atomic_write, cache_root
+from .paths import CacheFileRefused, atomic_write, cache_root, read_cache_file
 
 BAKED_DIR = Path(__file__).resolve().parent.parent / "kernels" / "baked"
 TARGET_ENV = "vulkan1.0"  # SPIR-V 1.0 runs on every Vulkan 1.0 device
 SPIRV_MAGIC = b"\x03\x02\x23\x07"
 DISK_MAGIC = b"GCSPV1\n\0"   # disk-cache header: this magic, then sha256(key + spirv)
+# The largest SPIR-V file read back (the biggest built-in kernel is a few
+# dozen KiB); anything larger at a cache path is ignored with a warning.
+MAX_FILE_BYTES = 16 << 20
+
+
+def glsl_bytes(glsl: str) -> bytes:
+    """The UTF-8 bytes of a GLSL source; InvalidArgumentError (saying where)
+    for text that has no UTF-8 form, such as a lone surrogate."""
+    try:
+        return glsl.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(
+            f"the GLSL source is not valid text: {e.object[e.start:e.end]!r} at index {e.start} "
+            f"({e.reason}) has no UTF-8 form; remove it or decode the source file strictly "
+            "(e.g. open(path, encoding='utf-8'))") from None
 
 
 def source_key(glsl: str, target_env: str = TARGET_ENV) -> str:
-    return hashlib.sha256(f"{target_env}\n{glsl}".encode()).hexdigest()
+    return hashlib.sha256(target_env.encode() + b"\n" + glsl_bytes(glsl)).hexdigest()
 
 
 def is_spirv(data: bytes) -> bool:
@@ -69,7 +91,12 @@ class SpirvCache:
 
     def _load(self, path: Path, counter: str, key: str = None):
         try:
-            data = path.read_bytes()
+            data = read_cache_file(path, MAX_FILE_BYTES)
+        except CacheFileRefused as e:
+            log.warning("guestcompute: ignoring SPIR-V cache file %s: %s; compiling the kernel "
+                        "again", path, e)
+            self.stats["spirv_bad_files"] += 1
+            return None
         except OSError:
             return None
         if key is not None:
@@ -128,7 +155,9 @@ def validate(spirv: bytes, target_env: str) -> None:
     with tempfile.TemporaryDirectory(prefix="guestcompute-") as tmp:
         path = Path(tmp) / "kernel.spv"
         path.write_bytes(spirv)
-        proc = subprocess.run([exe, "--target-env", target_env, str(path)], capture_output=True, text=True)
+        # errors="replace": spirv-val echoes strings of a corrupt module byte for byte.
+        proc = subprocess.run([exe, "--target-env", target_env, str(path)], capture_output=True,
+                              encoding="utf-8", errors="replace")
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise KernelError(f"the kernel's SPIR-V is invalid for {target_env} (spirv-val: "
@@ -153,9 +182,10 @@ def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
     with tempfile.TemporaryDirectory(prefix="guestcompute-") as tmp:
         src = Path(tmp) / "kernel.comp"
         dst = Path(tmp) / "kernel.spv"
-        src.write_text(glsl)
+        src.write_bytes(glsl_bytes(glsl))
         proc = subprocess.run([glslc_path(), f"--target-env={target_env}", "-O", str(src),
-                               "-o", str(dst)], capture_output=True, text=True)
+                               "-o", str(dst)], capture_output=True, encoding="utf-8",
+                              errors="replace")
         if proc.returncode != 0:
             raise KernelError(f"GLSL failed to compile; fix the source (glslc says):\n{proc.stderr.strip()}")
         return dst.read_bytes()

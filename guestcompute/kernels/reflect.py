@@ -10,7 +10,8 @@ constant ranges and specialization info for a compute pipeline:
 * the size of the push constant block,
 * the workgroup size, whether literal or driven by specialization constants,
 * the specialization constants and their scalar types,
-* the declared capabilities.
+* the declared capabilities,
+* the bytes of ``Workgroup`` storage (GLSL ``shared``) the kernel declares.
 
 Descriptor variables are taken from the whole module rather than from the
 entry point's interface list: before SPIR-V 1.4 that list only names
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 
 from ..errors import KernelError
 
-__all__ = ["SpirvError", "ReflectedBinding", "ReflectedShader", "reflect"]
+__all__ = ["SpirvError", "ReflectedBinding", "ReflectedShader", "reflect",
+           "workgroup_memory_size"]
 
 
 # A KernelError so callers can catch every bad-kernel failure in one place;
@@ -68,6 +70,9 @@ class ReflectedShader:
     # even when ``local_size`` is None. None if a component is computed by
     # OpSpecConstantOp.
     local_size_default: tuple[int, int, int] | None = None
+    # Bytes of Workgroup storage with specialization constants at their
+    # defaults (see workgroup_memory_size for how it is counted).
+    workgroup_memory_size: int = 0
 
 
 MAGIC = 0x07230203
@@ -100,6 +105,7 @@ _OP_SPEC_CONSTANT = 50
 _OP_SPEC_CONSTANT_COMPOSITE = 51
 _OP_SPEC_CONSTANT_OP = 52
 _OP_VARIABLE = 59
+_OP_COMPOSITE_EXTRACT = 81
 _OP_DECORATE = 71
 _OP_MEMBER_DECORATE = 72
 _OP_DECORATION_GROUP = 73
@@ -155,9 +161,12 @@ _BUILTIN_WORKGROUP_SIZE = 25
 # Storage classes
 _SC_UNIFORM_CONSTANT = 0
 _SC_UNIFORM = 2
+_SC_WORKGROUP = 4
 _SC_PUSH_CONSTANT = 9
 _SC_STORAGE_BUFFER = 12
 _SC_PHYSICAL_STORAGE_BUFFER = 5349
+
+_CAP_WORKGROUP_EXPLICIT_LAYOUT = 4428
 
 _MODEL_GLCOMPUTE = 5
 _MODE_LOCAL_SIZE = 17
@@ -460,8 +469,11 @@ class _Sizer:
     """Byte extents of types laid out with explicit Offset/ArrayStride/
     MatrixStride decorations (as in push constant blocks)."""
 
-    def __init__(self, module: _Module):
+    def __init__(self, module: _Module, array_length=None):
         self.m = module
+        # How an array type's length id becomes a number: the plain constant
+        # (push constants), or a specialization-aware evaluation (shared memory).
+        self._length = array_length or module.scalar_value
         self._active: set[int] = set()  # guards against self-referencing types
         # Memoized so a type reused many times over is sized only once.
         self._known: dict[tuple[int, int | None, bool], int] = {}
@@ -500,7 +512,7 @@ class _Sizer:
             # The stride steps between columns, or between rows if row-major.
             return (col_ops[1] if row_major else columns) * matrix_stride
         if op == _OP_TYPE_ARRAY:
-            length = self.m.scalar_value(ops[1])
+            length = self._length(ops[1])
             if length is None:
                 raise SpirvError(f"length of array type %{tid} is not a plain constant")
             stride = self.m.deco(tid, _DEC_ARRAY_STRIDE)
@@ -561,6 +573,7 @@ def reflect(spirv: bytes) -> ReflectedShader:
             module, [v for v in module.variables if v[2] == _SC_PUSH_CONSTANT])
         local_size, spec_ids, default_size = _local_size(module, entry_id)
         spec_constants = _spec_constants(module)
+        shared = _workgroup_bytes(module, {})
     except RecursionError:
         # Only a pathologically deep (but acyclic) type graph gets here.
         raise SpirvError("type nesting too deep") from None
@@ -574,4 +587,119 @@ def reflect(spirv: bytes) -> ReflectedShader:
         spec_constants=spec_constants,
         capabilities=tuple(module.capabilities),
         local_size_default=default_size,
+        workgroup_memory_size=shared,
     )
+
+
+def workgroup_memory_size(spirv: bytes, spec_values: dict | None = None) -> int:
+    """Bytes of ``Workgroup`` storage (GLSL ``shared``) the module declares,
+    with specialization constants set to ``spec_values`` ({SpecId: value};
+    others at their defaults), for checking against
+    ``maxComputeSharedMemorySize``.
+
+    A lower bound: members are packed without padding (drivers may round
+    up), Block-decorated variables of an explicit workgroup layout alias and
+    count once at the largest, and an array whose length needs a
+    specialization-constant operation other than the workgroup size's
+    components and integer arithmetic counts as empty."""
+    module = _Module(_decode_words(spirv))
+    try:
+        return _workgroup_bytes(module, dict(spec_values or {}))
+    except RecursionError:
+        raise SpirvError("type nesting too deep") from None
+
+
+class _UnknownLength(Exception):
+    """An array length this reflection cannot evaluate statically."""
+
+
+# OpSpecConstantOp integer operations evaluated for shared-array lengths.
+# Results wrap at 64 bits like the shader's integers, which also keeps a
+# hostile chain of multiplications or shifts from growing without bound.
+_MASK64 = (1 << 64) - 1
+_SPEC_BINARY_OPS = {
+    128: lambda a, b: a + b,                          # OpIAdd
+    130: lambda a, b: a - b,                          # OpISub
+    132: lambda a, b: a * b,                          # OpIMul
+    134: lambda a, b: a // b if b else None,          # OpUDiv
+    135: lambda a, b: a // b if b else None,          # OpSDiv (lengths are positive)
+    137: lambda a, b: a % b if b else None,           # OpUMod
+    194: lambda a, b: a >> (b & 63),                  # OpShiftRightLogical
+    196: lambda a, b: a << (b & 63),                  # OpShiftLeftLogical
+}
+
+
+class _SpecValues:
+    """Integer values of (specialization) constants under chosen SpecId
+    values, e.g. ``shared float s[gl_WorkGroupSize.x * 2]``."""
+
+    def __init__(self, module: _Module, spec_values: dict):
+        self.m = module
+        self.values = spec_values
+        self._active: set[int] = set()
+        # Memoized: a constant used by many others (or twice by one) is
+        # evaluated once, so a chain of n operations costs n steps.
+        self._known: dict[int, int | None] = {}
+
+    def length(self, cid: int) -> int:
+        value = self.value(cid)
+        if value is None:
+            raise _UnknownLength
+        return value
+
+    def value(self, cid: int) -> int | None:
+        if cid in self._known:
+            return self._known[cid]
+        if cid in self._active:
+            raise SpirvError(f"constant %{cid} is defined in terms of itself")
+        self._active.add(cid)
+        try:
+            self._known[cid] = self._value(cid)
+        finally:
+            self._active.discard(cid)
+        return self._known[cid]
+
+    def _value(self, cid: int) -> int | None:
+        op, ops = self.m.constant(cid)
+        if op == _OP_SPEC_CONSTANT:
+            spec_id = self.m.deco(cid, _DEC_SPEC_ID)
+            if spec_id in self.values:
+                return int(self.values[spec_id])
+        if op in (_OP_CONSTANT, _OP_SPEC_CONSTANT):
+            return self.m.scalar_value(cid)
+        if op != _OP_SPEC_CONSTANT_OP or len(ops) < 4:
+            return None
+        inner, args = ops[2], ops[3:]
+        if inner == _OP_COMPOSITE_EXTRACT and len(args) == 2:
+            c_op, c_ops = self.m.constant(args[0])
+            if c_op in (_OP_CONSTANT_COMPOSITE, _OP_SPEC_CONSTANT_COMPOSITE) and args[1] < len(c_ops) - 2:
+                return self.value(c_ops[2 + args[1]])
+            return None
+        if inner in _SPEC_BINARY_OPS and len(args) == 2:
+            a, b = self.value(args[0]), self.value(args[1])
+            if a is None or b is None:
+                return None
+            result = _SPEC_BINARY_OPS[inner](a, b)
+            return None if result is None else result & _MASK64
+        return None
+
+
+def _workgroup_bytes(module: _Module, spec_values: dict) -> int:
+    sizer = _Sizer(module, _SpecValues(module, spec_values).length)
+    aliased = _CAP_WORKGROUP_EXPLICIT_LAYOUT in module.capabilities
+    total = largest_block = 0
+    for var_id, ptr_type, storage in module.variables:
+        if storage != _SC_WORKGROUP:
+            continue
+        ptr_op, ptr_ops = module.type(ptr_type)
+        if ptr_op != _OP_TYPE_POINTER:
+            raise SpirvError(f"variable %{var_id} does not have a pointer type")
+        try:
+            size = sizer.size(ptr_ops[1])
+        except _UnknownLength:
+            continue
+        if aliased and module.has_deco(ptr_ops[1], _DEC_BLOCK):
+            largest_block = max(largest_block, size)   # explicit-layout blocks share memory
+        else:
+            total += size
+    return total + largest_block

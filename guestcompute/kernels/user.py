@@ -17,7 +17,19 @@ What a kernel may declare (anything else is an UnsupportedError at
 ``ctx.kernel``): storage buffers in set 0 at bindings 0..n-1, a push
 constant block up to the device's limit, a workgroup size that is literal
 or given by ``local_size_{x,y,z}_id`` = 0, 1, 2 (other specialization
-constants may not use ids 0-2, which carry the workgroup size).
+constants may not use ids 0-2, which carry the workgroup size), shared
+memory up to ``maxComputeSharedMemorySize`` (counted for the chosen
+workgroup size), and only SPIR-V capabilities whose features and extensions
+the host enabled and declared at adoption (``int64_t`` needs
+``shaderInt64``, ``float16_t`` storage needs 16-bit storage...; see
+:mod:`.capabilities`: the message names what to enable).
+
+``push_layout=[(name, type[, count]), ...]`` names the push-constant
+fields so that ``push=`` may be a dict. Types are numpy names ``uint32``,
+``int32``, ``float32`` or their GLSL names ``uint``, ``int``, ``float``, and
+the GLSL vectors ``uvec2``/``ivec2``/``vec2``/``uvec4``/``ivec4``/``vec4``;
+a dict must give exactly the declared fields (a missing or unknown key is
+an InvalidArgumentError naming the fields).
 
 Binding ``i`` is the *whole* buffer of ``tensors[i]``: a view's offset and
 strides are not applied — pass them in push constants if the kernel needs
@@ -34,7 +46,8 @@ from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutO
                       UnsupportedError, VulkanError, WrongContextError)
 from ..ops.base import Dispatch, OpResult, check_tensor, op
 from ..cache.spirv import validate
-from .reflect import reflect
+from .capabilities import check_capabilities, check_shared_memory
+from .reflect import reflect, workgroup_memory_size
 from .spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 
 _MAGIC = 0x07230203
@@ -87,6 +100,7 @@ class UserKernel:
             if self._packer is None:
                 raise InvalidArgumentError(f"kernel {self.name!r}: a dict of push constants needs "
                                            "push_layout=[(name, type), ...] in ctx.kernel(...)")
+            self._check_push_keys(push)
             try:
                 data = self._packer.pack(push)
             except KeyError as e:
@@ -100,6 +114,15 @@ class UserKernel:
             raise InvalidArgumentError(f"kernel {self.name!r}: push is {len(data)} bytes, the kernel's "
                                        f"push-constant block is {self.push_size} bytes")
         return data
+
+    def _check_push_keys(self, push: dict) -> None:
+        # A misspelt key would otherwise be dropped and its field sent as zero.
+        known = [f.name for f in self._packer.push]
+        unknown = [k for k in push if k not in known]
+        if unknown:
+            raise InvalidArgumentError(f"kernel {self.name!r}: unknown push constant(s) "
+                                       f"{', '.join(map(repr, unknown))}; its push_layout declares "
+                                       f"{', '.join(map(repr, known))}")
 
     def dispatch(self, tensors, push=None, groups=(1, 1, 1)) -> list:
         """Validate the arguments and return the dispatch (or none for an
@@ -207,17 +230,48 @@ def _bindings(r, name) -> tuple:
     return tuple(out)
 
 
+# push_layout type names: numpy's scalar names, then the GLSL ones the
+# packer uses. GLSL's "uint"/"int"/"float" are 32-bit here, as in the shader
+# (numpy would read them as 64-bit).
+_NUMPY_PUSH_TYPES = {"uint32": "uint", "int32": "int", "float32": "float"}
+_GLSL_PUSH_TYPES = ("uint", "int", "float", "uvec2", "ivec2", "vec2", "uvec4", "ivec4", "vec4")
+_PUSH_TYPES_HELP = ("types uint32/int32/float32 (or GLSL uint/int/float) and "
+                    "uvec2/ivec2/vec2/uvec4/ivec4/vec4")
+
+
+def _push_type(t, name) -> str:
+    """The packer's (GLSL) name of push_layout type ``t``."""
+    if isinstance(t, np.dtype) or (isinstance(t, type) and issubclass(t, np.generic)):
+        t = np.dtype(t).name                 # np.float32, np.dtype("uint32"): their numpy name
+    if isinstance(t, str) and t in _GLSL_PUSH_TYPES:
+        return t
+    if isinstance(t, str) and t in _NUMPY_PUSH_TYPES:
+        return _NUMPY_PUSH_TYPES[t]
+    raise InvalidArgumentError(f"kernel {name!r}: unknown push constant type {t!r}; push_layout "
+                               f"takes {_PUSH_TYPES_HELP}")
+
+
+def _push_field(f, name) -> Push:
+    if not isinstance(f, (tuple, list)) or not 2 <= len(f) <= 3 or not isinstance(f[0], str):
+        raise InvalidArgumentError(f"kernel {name!r}: push_layout must be [(name, type[, count]), ...] "
+                                   f"with {_PUSH_TYPES_HELP}; got the entry {f!r}")
+    count = f[2] if len(f) == 3 else 1
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidArgumentError(f"kernel {name!r}: push constant {f[0]!r} has count {count!r}; "
+                                   "use a positive int")
+    return Push(f[0], _push_type(f[1], name), count)
+
+
 def _push_fields(layout, size, name) -> tuple:
     if layout is None:
         return ()
-    try:
-        fields = tuple(Push(*f) if isinstance(f, (tuple, list)) else None for f in layout)
-        if None in fields:
-            raise TypeError
-        KernelSpec("user", push=fields).push_size     # unknown types fail here
-    except (TypeError, KeyError, ValueError):
+    if isinstance(layout, (str, bytes, dict)) or not hasattr(layout, "__iter__"):
         raise InvalidArgumentError(f"kernel {name!r}: push_layout must be [(name, type[, count]), ...] "
-                                   "with types uint/int/float/uvec2/ivec2/vec2/uvec4/ivec4/vec4") from None
+                                   f"with {_PUSH_TYPES_HELP}")
+    fields = tuple(_push_field(f, name) for f in layout)
+    names = [f.name for f in fields]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"kernel {name!r}: push_layout names a field twice ({names})")
     declared = KernelSpec("user", push=fields).push_size
     if declared != size:
         raise InvalidArgumentError(f"kernel {name!r}: push_layout packs {declared} bytes, the kernel's "
@@ -241,6 +295,7 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
         raise KernelError(f"the kernel has no compute entry point {entry!r} (its compute entry "
                           f"point is {r.entry_point!r})")
     name = name or r.entry_point
+    check_capabilities(ctx.caps, r.capabilities, f"kernel {name!r}")
     bindings = _bindings(r, name)
     most = ctx.limits.max_storage_buffers
     if ctx._descriptors.push:
@@ -254,6 +309,9 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
                                f"allows {ctx.limits.max_push_constants}: pass the rest in a small tensor")
     fields = _push_fields(push_layout, size, name)
     wg = _workgroup(ctx, r, workgroup, name)
+    # Shared arrays may be sized by the workgroup (gl_WorkGroupSize), so count them for this one.
+    chosen = {sid: w for sid, w in zip(r.local_size_spec_ids, wg) if sid is not None}
+    check_shared_memory(ctx.limits, workgroup_memory_size(spirv, chosen), f"kernel {name!r}")
     digest = hashlib.sha256(spirv).hexdigest()
     # The push block is opaque here: `size // 4` uint words keep the
     # layout's push range equal to the reflected size.
