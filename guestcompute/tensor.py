@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from vulkan import ffi
 
 from .dtypes import DType, as_dtype
 from .errors import InvalidArgumentError, ShapeError
@@ -16,12 +17,20 @@ class Buffer:
 
     ``host_access`` is None for guest-owned buffers; for imported ones it is
     the :class:`~guestcompute.host.HostAccess` the host declared.
+
+    ``memory_key`` names the memory the buffer covers, for hazard tracking:
+    the VkBuffer handle's value, so that every import of one host VkBuffer
+    (each a Buffer with its own uid) is one resource to the barrier logic.
+    Handle values are unique among a device's live buffers; a value reused
+    after a buffer was destroyed can only add a barrier, never drop one.
     """
-    __slots__ = ("uid", "handle", "size", "alloc", "ctx", "host_access", "last_epoch", "__weakref__")
+    __slots__ = ("uid", "handle", "memory_key", "size", "alloc", "ctx", "host_access", "last_epoch",
+                 "__weakref__")
 
     def __init__(self, ctx, handle, size, alloc=None, host_access=None):
         self.uid = next_uid()
         self.handle = handle
+        self.memory_key = int(ffi.cast("uintptr_t", handle))
         self.size = size
         self.alloc = alloc
         self.ctx = ctx
