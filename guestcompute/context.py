@@ -25,7 +25,7 @@ from .transfers import TransferMixin
 from .vk import bootstrap
 from .vk.descriptors import Descriptors
 from .vk.functions import DeviceFunctions, optional_names
-from .vk.memory import MemoryManager
+from .vk.memory import MemoryManager, next_uid
 from .vk.structs import chain, new
 
 log = logging.getLogger("guestcompute")
@@ -136,6 +136,7 @@ class Context(EpochMixin, TransferMixin):
         # close() waits on the condition for this to empty.
         self._open_recorders: dict = {}
         self._recorders_left = threading.Condition(self._lock)
+        self._imported_ranges: dict = {}    # VkBuffer handle value -> [(start, end, hazard key)]
         self._submit_lock = threading.RLock()
         self._submit_depth = 0
         self._pool = None
@@ -325,7 +326,33 @@ class Context(EpochMixin, TransferMixin):
             size = self.limits.max_storage_buffer_range
             if offset + nbytes > size:
                 raise UnsupportedError("imported view ends past maxStorageBufferRange")
-        return Tensor(Buffer(self, handle, size, None, access), shape, d, offset=offset // d.size)
+        keys = self._import_hazard_keys(handle, offset, offset + nbytes)
+        return Tensor(Buffer(self, handle, size, None, access, keys), shape, d, offset=offset // d.size)
+
+    def _import_hazard_keys(self, handle, start: int, end: int) -> tuple:
+        """Hazard keys of an import of bytes [start, end) of VkBuffer ``handle``:
+        the key of that range (the same for every import of exactly that
+        range), then the keys of earlier imports whose ranges overlap it.
+
+        Only the later of two overlapping imports lists the other, and its
+        ops both check and mark those keys: whichever of the two is written
+        first, the other's access then meets a key the tracker saw, so the
+        barrier is never missed, while imports of disjoint ranges (one
+        vertex buffer shared out in pieces) need none between them. Keys are
+        never reused, so a range stays known for the context's life; a
+        handle value the host reuses for a new buffer can only add barriers."""
+        with self._lock:
+            ranges = self._imported_ranges.setdefault(int(ffi.cast("uintptr_t", handle)), [])
+            own, overlapping = None, []
+            for lo, hi, key in ranges:
+                if (lo, hi) == (start, end):
+                    own = key
+                elif lo < end and start < hi:
+                    overlapping.append(key)
+            if own is None:
+                own = next_uid()
+                ranges.append((start, end, own))
+            return (own, *overlapping)
 
     # -- recording ------------------------------------------------------------------
     def record(self, command_buffer) -> Recorder:

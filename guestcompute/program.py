@@ -123,7 +123,7 @@ class Params:
         # All fields are 4 bytes: field k lives at byte 4k of one buffer.
         self.tensor = ctx.tensor(np.zeros(len(self._names), np.uint32))
         self.buffer: Buffer = self.tensor.buffer
-        self.uids = frozenset((self.buffer.memory_key,))     # for the hazard tracker
+        self.uids = frozenset(self.buffer.hazard_keys)     # for the hazard tracker
         self._values = {n: 0 for n in self._names}
         self._fields = {n: Tensor(self.buffer, (1,), self._dtypes[n], offset=k, base=self.tensor)
                         for k, n in enumerate(self._names)}

@@ -21,8 +21,9 @@ may have submitted, freed or reused the command buffer it was made for. At
 most one recorder is open on a command buffer at a time (a second one would
 keep its own hazard state and miss barriers against the first).
 
-Hazards are tracked per memory (``Buffer.memory_key``, the VkBuffer), not
-per tensor or import, so two imports of one host VkBuffer are ordered.
+Hazards are tracked per memory (``Buffer.hazard_keys``: a guest buffer, or
+a byte range of a host VkBuffer), not per import, so imports of overlapping
+ranges of one host VkBuffer are ordered and disjoint ones are not.
 
 Thread-safety: a Recorder belongs to one thread; different threads may
 record with the same context into different command buffers at once.
@@ -329,8 +330,8 @@ class Recorder:
             self._capture(reads, writes, None)
         declared = bool(rbufs or wbufs)
         if declared:
-            r_keys = frozenset(b.memory_key for b in rbufs.values())
-            w_keys = frozenset(b.memory_key for b in wbufs.values())
+            r_keys = frozenset(k for b in rbufs.values() for k in b.hazard_keys)
+            w_keys = frozenset(k for b in wbufs.values() for k in b.hazard_keys)
             shared = [(b, b.uid in wbufs) for b in {**rbufs, **wbufs}.values() if b.host_access is not None]
             # The tracker's barriers cover only guest stages: a hook running in
             # others is ordered after everything recorded so far.
@@ -353,7 +354,7 @@ class Recorder:
     def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False) -> None:
         """The barrier before guest work that is not a dispatch (a program
         replay, a parameter update, a host hook) reading ``reads`` and writing
-        ``writes`` (sets of ``Buffer.memory_key``) in ``dst_stage``. ``shared``:
+        ``writes`` (sets of ``Buffer.hazard_keys``) in ``dst_stage``. ``shared``:
         (Buffer, written) pairs of host-shared buffers among them. ``force``:
         order everything recorded so far before it."""
         src_stage = src_access = 0
@@ -494,7 +495,7 @@ def _as_list(tensors) -> list:
 
 class _Plan:
     """What recording one :class:`Dispatch` needs beyond its push bytes and
-    groups: the pipeline, the memory keys it reads and writes (for barriers),
+    groups: the pipeline, the hazard keys it reads and writes (for barriers),
     the buffers whose last epoch it bumps, imported buffers, and its
     descriptor entry. Built once per Dispatch object and kept on it, so an
     op that returns the same Dispatch again (a memoized plan) records with
@@ -508,16 +509,16 @@ class _Plan:
         writes_mapped = False
         for b, (r, w) in zip(d.buffers, pipe.bindings):
             if r:
-                reads.append(b.memory_key)
+                reads.extend(b.hazard_keys)
             if w:
-                writes.append(b.memory_key)
+                writes.extend(b.hazard_keys)
                 if b.alloc is not None and b.alloc.mapped is not None:
                     writes_mapped = True
             if b.host_access is not None:
                 imports.append((b, w))
         buffers = list(d.buffers)
         if d.indirect is not None:
-            reads.append(d.indirect[0].memory_key)
+            reads.extend(d.indirect[0].hazard_keys)
             buffers.append(d.indirect[0])
         self.ctx = ctx
         self.spec = d.spec

@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from vulkan import ffi
 
 from .dtypes import DType, as_dtype
 from .errors import InvalidArgumentError, ShapeError
@@ -18,19 +17,19 @@ class Buffer:
     ``host_access`` is None for guest-owned buffers; for imported ones it is
     the :class:`~guestcompute.host.HostAccess` the host declared.
 
-    ``memory_key`` names the memory the buffer covers, for hazard tracking:
-    the VkBuffer handle's value, so that every import of one host VkBuffer
-    (each a Buffer with its own uid) is one resource to the barrier logic.
-    Handle values are unique among a device's live buffers; a value reused
-    after a buffer was destroyed can only add a barrier, never drop one.
+    ``hazard_keys`` name the memory the buffer covers, for the hazard
+    tracker: a guest-owned buffer is its own memory, ``(uid,)``; an import
+    has the key of its byte range of the host's VkBuffer (shared by every
+    import of the same range) followed by the keys of the earlier imports
+    whose ranges overlap it (see ``Context._import_hazard_keys``).
     """
-    __slots__ = ("uid", "handle", "memory_key", "size", "alloc", "ctx", "host_access", "last_epoch",
+    __slots__ = ("uid", "handle", "hazard_keys", "size", "alloc", "ctx", "host_access", "last_epoch",
                  "__weakref__")
 
-    def __init__(self, ctx, handle, size, alloc=None, host_access=None):
+    def __init__(self, ctx, handle, size, alloc=None, host_access=None, hazard_keys=None):
         self.uid = next_uid()
         self.handle = handle
-        self.memory_key = int(ffi.cast("uintptr_t", handle))
+        self.hazard_keys = hazard_keys if hazard_keys is not None else (self.uid,)
         self.size = size
         self.alloc = alloc
         self.ctx = ctx

@@ -278,18 +278,49 @@ def test_two_imports_of_one_vkbuffer_are_ordered(host, ctx):
     assert rec.barriers == 4
 
 
-def test_imports_of_one_vkbuffer_at_other_offsets_are_ordered(host, ctx):
+@pytest.mark.parametrize("written_first", ["whole", "upper"])
+def test_imports_of_overlapping_ranges_are_ordered(host, ctx, written_first):
+    """``whole`` is imported before ``upper`` (its second half): written
+    through either one and then read through the other needs a barrier."""
     buf = host.create_buffer(2 * N * 4)
     host.write_buffer(buf, np.zeros(2 * N, np.float32))
     whole = ctx.import_buffer(buf, (2 * N,), "float32", host_access="transfer", buffer_size=2 * N * 4)
     upper = ctx.import_buffer(buf, (N,), "float32", offset=N * 4, host_access="vertex", buffer_size=2 * N * 4)
-    y = ctx.empty((N,))
+    y = ctx.zeros((2 * N,))
 
     def frame(rec):
-        rec.fill(whole, 7.0)
-        rec.add(upper, 1.0, out=y)
+        if written_first == "whole":
+            rec.fill(whole, 7.0)
+            rec.add(upper, 1.0, out=y[N:])
+        else:
+            rec.fill(upper, 7.0)
+            rec.add(whole, 1.0, out=y)
     host.run(ctx, frame)
-    np.testing.assert_array_equal(y.numpy(), np.full(N, 8.0))
+    got = y.numpy()
+    np.testing.assert_array_equal(got[N:], np.full(N, 8.0))
+    if written_first == "whole":
+        np.testing.assert_array_equal(got[:N], np.zeros(N))    # never written
+    else:
+        np.testing.assert_array_equal(got[:N], np.ones(N))
+
+
+def test_imports_of_disjoint_ranges_need_no_barrier_between_them(host, ctx):
+    """One host buffer shared out in pieces: writes to different pieces
+    are independent (only the entry and exit barriers)."""
+    pieces = 4
+    buf = host.create_buffer(pieces * N * 4)
+    views = [ctx.import_buffer(buf, (N,), "float32", offset=i * N * 4, host_access="vertex",
+                               buffer_size=pieces * N * 4) for i in range(pieces)]
+    x = ctx.tensor(np.arange(N, dtype=np.float32))
+
+    def frame(rec):
+        for i, v in enumerate(views):
+            rec.scale(x, float(i), out=v)
+        return rec
+    rec = host.run(ctx, frame)
+    assert rec.barriers == 2
+    want = np.concatenate([np.arange(N) * i for i in range(pieces)])
+    np.testing.assert_array_equal(host.read_buffer(buf, np.float32, pieces * N), want)
 
 
 # -- item: host access masks are validated where they are given -----------------------------------
