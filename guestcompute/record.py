@@ -310,7 +310,11 @@ class Recorder:
         what it declares is made visible to it by a barrier, and the hook's
         writes to guest work after it. Commands on buffers the hook does not
         declare are the host's to order. The callback may bind compute state:
-        the recorder rebinds what it needs after it."""
+        the recorder rebinds what it needs after it. ``access`` / ``stages``
+        are checked like an import's ``host_access`` (InvalidArgumentError,
+        before anything is recorded). A callback that raises is taken to have
+        recorded all it declared: the exception propagates, and later ops
+        still rebind and get their barriers."""
         self._check_active()
         from .host import as_host_access
         from .ops.base import check_tensor
