@@ -17,7 +17,7 @@ from .cache.pipelines import PipelineCache
 from .cache.spirv import SpirvCache
 from .dtypes import DType, as_dtype, host_array
 from .errors import (BufferRangeError, ContextClosedError, DTypeError, InvalidArgumentError,
-                     KernelError, ShapeError, UnsupportedError)
+                     KernelError, RecordingError, ShapeError, UnsupportedError)
 from .epochs import EpochMixin
 from .record import Recorder
 from .tensor import Buffer, Tensor
@@ -25,7 +25,7 @@ from .transfers import TransferMixin, as_buffer_usage
 from .vk import bootstrap
 from .vk.descriptors import Descriptors
 from .vk.functions import DeviceFunctions, optional_names
-from .vk.memory import MemoryManager
+from .vk.memory import MemoryManager, next_uid
 from .vk.structs import chain, new
 
 
@@ -83,8 +83,8 @@ class Context(EpochMixin, TransferMixin):
     or :meth:`adopt` (inside a host renderer).
 
     Thread-safety: tensor creation, recording, cache lookups and stats may be
-    used from several threads at once; :meth:`close` must not race with
-    anything else.
+    used from several threads at once; :meth:`close` stops all of them (see
+    there).
     """
 
     # -- construction -------------------------------------------------------
@@ -102,7 +102,10 @@ class Context(EpochMixin, TransferMixin):
         self.caps: _host.HostCaps = caps
         self._owned = owned            # (messenger,) when standalone
         self._queue_lock = queue_lock or threading.Lock()
+        # True from the moment close() begins: every later op or record raises
+        # ContextClosedError (the one check the recording hot path makes).
         self.closed = False
+        self._destroyed = False        # close() finished destroying what the guest made
         self.limits = query_limits(physical_device, min(caps.api_version, (1, 3)))
         wanted = []
         if caps.push_descriptors:
@@ -127,6 +130,11 @@ class Context(EpochMixin, TransferMixin):
         self._graveyard = collections.deque()   # (epoch, Allocation, uid)
         self._pending_uploads = []
         self._lock = threading.RLock()
+        # Open recorders: command-buffer handle value -> thread recording it.
+        # close() waits on the condition for this to empty.
+        self._open_recorders: dict = {}
+        self._recorders_left = threading.Condition(self._lock)
+        self._imported_ranges: dict = {}    # VkBuffer handle value -> [(start, end, hazard key)]
         self._submit_lock = threading.RLock()
         self._submit_depth = 0
         self._pool = None
@@ -319,12 +327,41 @@ class Context(EpochMixin, TransferMixin):
             size = self.limits.max_storage_buffer_range
             if offset + nbytes > size:
                 raise UnsupportedError("imported view ends past maxStorageBufferRange")
-        return Tensor(Buffer(self, handle, size, None, access, usage_flags), shape, d, offset=offset // d.size)
+        keys = self._import_hazard_keys(handle, offset, offset + nbytes)
+        buffer = Buffer(self, handle, size, None, access, usage=usage_flags, hazard_keys=keys)
+        return Tensor(buffer, shape, d, offset=offset // d.size)
+
+    def _import_hazard_keys(self, handle, start: int, end: int) -> tuple:
+        """Hazard keys of an import of bytes [start, end) of VkBuffer ``handle``:
+        the key of that range (the same for every import of exactly that
+        range), then the keys of earlier imports whose ranges overlap it.
+
+        Only the later of two overlapping imports lists the other, and its
+        ops both check and mark those keys: whichever of the two is written
+        first, the other's access then meets a key the tracker saw, so the
+        barrier is never missed, while imports of disjoint ranges (one
+        vertex buffer shared out in pieces) need none between them. Keys are
+        never reused, so a range stays known for the context's life; a
+        handle value the host reuses for a new buffer can only add barriers."""
+        with self._lock:
+            ranges = self._imported_ranges.setdefault(int(ffi.cast("uintptr_t", handle)), [])
+            own, overlapping = None, []
+            for lo, hi, key in ranges:
+                if (lo, hi) == (start, end):
+                    own = key
+                elif lo < end and start < hi:
+                    overlapping.append(key)
+            if own is None:
+                own = next_uid()
+                ranges.append((start, end, own))
+            return (own, *overlapping)
 
     # -- recording ------------------------------------------------------------------
     def record(self, command_buffer) -> Recorder:
         """A recorder for the host's ``command_buffer`` (recording, primary or
-        secondary, outside a render pass). Use it as a context manager.
+        secondary, outside a render pass). Use it as a context manager, once:
+        a recorder is single-use, and only one may be open on a command
+        buffer at a time (both raise RecordingError).
 
         Thread-safety: any thread. Each thread records with its own Recorder
         into its own command buffers, allocated from a command pool only that
@@ -333,6 +370,24 @@ class Context(EpochMixin, TransferMixin):
         self._check_open()
         cmd = _host.as_handle(command_buffer, "VkCommandBuffer", "command_buffer")
         return Recorder(self, cmd)
+
+    def _recorder_opened(self, cmd_key: int) -> None:
+        """A recorder enters its block on the command buffer ``cmd_key``.
+        Under the lock, so close() either sees it (and waits) or it sees
+        close() (and raises)."""
+        with self._lock:
+            self._check_open()
+            if cmd_key in self._open_recorders:
+                raise RecordingError("another recorder is already open on this command buffer; record "
+                                     "everything through the open one (nested ctx.record(cmd) on one "
+                                     "command buffer would miss barriers between the two)")
+            self._open_recorders[cmd_key] = threading.get_ident()
+
+    def _recorder_closed(self, cmd_key: int) -> None:
+        with self._lock:
+            self._open_recorders.pop(cmd_key, None)
+            if not self._open_recorders:
+                self._recorders_left.notify_all()
 
     def run(self, fn):
         """Standalone convenience: record ``fn(rec)`` into a guest-owned
@@ -480,14 +535,46 @@ class Context(EpochMixin, TransferMixin):
                 "retire_waits": len(self._retire_waits)}
 
     # -- teardown -------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self, *, timeout: float = 10.0) -> None:
         """Destroy everything guestcompute created. The host must make sure no
         submitted work that uses guest objects is still running. A standalone
-        context also destroys its device and instance.
+        context also destroys its device and instance. Calling it again does
+        nothing.
 
-        Thread-safety: must not race with any other use of the context."""
-        if self.closed:
+        Thread-safety: any thread. From its first moment every new op,
+        ``ctx.record`` or tensor call on any thread raises
+        ContextClosedError; then it waits (up to ``timeout`` seconds) for
+        recorders open on other threads to leave their ``with`` block, whose
+        exit barrier is still recorded, and for a ``ctx.run`` in flight to
+        finish, and only then destroys. Raises RecordingError (destroying
+        nothing) when called on a thread inside its own open recorder, or
+        when recorders are still open after ``timeout`` — the context then
+        stays closed to new work; call close() again once they have left."""
+        if self._destroyed:
             return
+        self._stop_recording(timeout)
+        with self._submit_lock:         # a ctx.run / upload in flight finishes first
+            if self._destroyed:         # another thread's close() won the race
+                return
+            self._destroyed = True
+            self._destroy()
+
+    def _stop_recording(self, timeout: float) -> None:
+        """Mark the context closed and wait until no recorder is open."""
+        with self._lock:
+            if threading.get_ident() in self._open_recorders.values():
+                raise RecordingError("ctx.close() inside an open `with ctx.record(cmd)` block on this thread "
+                                     "would destroy what that block still records with; leave the block, "
+                                     "then close")
+            self.closed = True
+            if not self._recorders_left.wait_for(lambda: not self._open_recorders, timeout):
+                n = len(self._open_recorders)
+                raise RecordingError(f"ctx.close(): {n} recorder{'s' if n != 1 else ''} still open on other "
+                                     f"threads after {timeout} s; every op they record now raises "
+                                     "ContextClosedError: let them leave their `with` blocks, then call "
+                                     "close() again")
+
+    def _destroy(self) -> None:
         fns, dev = self._fns, self.device
         if self._owned is not None:
             fns.vkDeviceWaitIdle(dev)
@@ -502,7 +589,6 @@ class Context(EpochMixin, TransferMixin):
             self.memory.destroy(staging)
         self._pending_uploads.clear()
         self.memory.destroy_all()       # tensors the caller still holds die with the context
-        self.closed = True
         if self._timestamps is not None:
             self._timestamps.destroy()
         self._descriptors.destroy()

@@ -7,10 +7,16 @@ a timeline value or a hand-off submission the context polls
 (``retire_when``). Guest objects released meanwhile (dropped tensors,
 staging buffers, old program command buffers) wait in a graveyard tagged
 with the epoch of their last use and are destroyed only after it retired.
+
+Only closed epochs can be retired: an epoch number is an integer (numpy
+integers too, never bools or floats) below the current epoch. Retiring the
+current or a future epoch would free memory that command buffers still being
+recorded use, so ``retire`` and ``retire_when`` reject it.
 """
 from __future__ import annotations
 
 import collections
+import numbers
 
 import vulkan as vk
 
@@ -42,12 +48,15 @@ class EpochMixin:
     def retire(self, epoch: int = None) -> None:
         """The host promises all GPU work recorded in epochs ≤ ``epoch`` has
         completed; guest memory freed since then is destroyed now. Without an
-        argument: everything up to the current epoch (device idle).
+        argument: everything up to the current epoch (device idle). An epoch
+        that is not closed yet (the current one or later) raises
+        InvalidArgumentError: close it with :meth:`advance_epoch` first.
 
         Thread-safety: any thread, but the promise covers every thread's work
         in those epochs: retire only once all of it completed."""
         with self._lock:
-            self._retired = max(self._retired, self._epoch if epoch is None else int(epoch))
+            upto = self._epoch if epoch is None else self._closed_epoch(epoch, "retire")
+            self._retired = max(self._retired, upto)
         self._collect()
         if self._timestamps is not None:
             self._timestamps.collect(self._retired)     # read before the query pools are reused
@@ -56,7 +65,8 @@ class EpochMixin:
         """Retire epochs ≤ ``epoch`` once the GPU says so: when ``fence`` (a
         VkFence) is signalled, the timeline ``semaphore=(sem, value)`` reaches
         ``value``, or ``submission`` (from :meth:`submit`) completed. Without
-        ``epoch`` the current epoch is closed (:meth:`advance_epoch`) and used.
+        ``epoch`` the current epoch is closed (:meth:`advance_epoch`) and used;
+        a given ``epoch`` must be closed already (as for :meth:`retire`).
         Polled, in order, by :meth:`advance_epoch`; returns the epoch.
 
         The fence or semaphore must stay alive until then. A fence the host
@@ -66,6 +76,8 @@ class EpochMixin:
         Thread-safety: any thread; the poll reads the fence's status, so do
         not reset that fence on another thread while advance_epoch runs."""
         self._check_open()
+        if epoch is not None:
+            epoch = self._closed_epoch(epoch, "retire_when")
         given = [x is not None for x in (fence, semaphore, submission)]
         if sum(given) != 1:
             raise InvalidArgumentError("retire_when takes exactly one of fence=, semaphore=, submission=")
@@ -85,8 +97,23 @@ class EpochMixin:
         if epoch is None:
             epoch = self.advance_epoch()
         with self._lock:
-            self._retire_waits.append((int(epoch), done))
-        return int(epoch)
+            self._retire_waits.append((epoch, done))
+        return epoch
+
+    def _closed_epoch(self, epoch, what: str) -> int:
+        """``epoch`` as an int, if it names an epoch that was closed."""
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+            raise InvalidArgumentError(f"{what}: epoch must be an integer epoch number (what advance_epoch "
+                                       f"returned), got {type(epoch).__name__} {epoch!r}")
+        epoch = int(epoch)
+        if epoch < 0:
+            raise InvalidArgumentError(f"{what}: epoch {epoch} is negative; epochs count up from 1")
+        current = self._epoch
+        if epoch >= current:
+            raise InvalidArgumentError(f"{what}: epoch {epoch} is not closed yet (the current epoch is "
+                                       f"{current}, still being recorded); retire only epochs that "
+                                       "advance_epoch() returned, once the GPU finished them")
+        return epoch
 
     def _poll_retire_waits(self):
         # In order: retiring epoch e promises every epoch before it finished

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import vulkan as vk
 from vulkan import ffi, lib
 
@@ -110,12 +111,169 @@ _CORE_SINCE = {
 class HostAccess:
     """How the host itself touches a buffer it shares: pipeline stages and
     access flags. The guest's entry barrier waits on these; its exit barrier
-    makes guest writes available to them."""
+    makes guest writes available to them.
+
+    Both masks go into the guest's vkCmdPipelineBarrier calls, so they are
+    checked when made: non-negative 32-bit masks of defined
+    VkPipelineStageFlagBits / VkAccessFlagBits, at least one stage, and every
+    access bit supported by at least one of the stages (the Vulkan spec's
+    table of supported access types). A bad value raises
+    InvalidArgumentError here instead of an error at the first barrier."""
     stages: int
     access: int
 
+    def __post_init__(self):
+        stages = _flag_mask(self.stages, "stage mask", "VkPipelineStageFlags", _STAGE_BITS)
+        access = _flag_mask(self.access, "access mask", "VkAccessFlags", _ACCESS_BITS)
+        if not stages:
+            raise InvalidArgumentError("host access stages must not be empty: name the pipeline stages "
+                                       "the host touches the buffer in (e.g. VK_PIPELINE_STAGE_VERTEX_INPUT_BIT)")
+        _check_access_supported(stages, access)
+        # Plain ints from here on (numpy integers in, ints out).
+        object.__setattr__(self, "stages", stages)
+        object.__setattr__(self, "access", access)
+
     def __or__(self, other: "HostAccess") -> "HostAccess":
         return HostAccess(self.stages | other.stages, self.access | other.access)
+
+
+def _flag_mask(value, what: str, vk_type: str, defined: dict) -> int:
+    """``value`` as an int mask of bits from ``defined`` ({bit: name}), else
+    InvalidArgumentError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgumentError(f"host access {what} must be an int mask of {vk_type}, "
+                                   f"got {type(value).__name__} {value!r}")
+    value = int(value)
+    if value < 0 or value >= 1 << 32:
+        raise InvalidArgumentError(f"host access {what} {value!r} is not a 32-bit {vk_type} mask; "
+                                   f"OR together {vk_type[:-5]}FlagBits values")
+    unknown = value & ~_all_bits(defined)
+    if unknown:
+        raise InvalidArgumentError(f"host access {what} {value:#x} has bits {unknown:#x} that are no "
+                                   f"{vk_type[:-5]}FlagBits value; use the vulkan package's constants")
+    return value
+
+
+def _all_bits(defined: dict) -> int:
+    mask = 0
+    for bit in defined:
+        mask |= bit
+    return mask
+
+
+def _check_access_supported(stages: int, access: int) -> None:
+    """Every access bit must be supported by one of ``stages`` (a barrier with
+    an access its stages cannot perform is invalid Vulkan usage)."""
+    expanded = _expand_stages(stages)
+    for bit, name in _ACCESS_BITS.items():
+        if access & bit and not expanded & _ACCESS_STAGES[bit]:
+            have = "|".join(n for b, n in _STAGE_BITS.items() if stages & b)
+            need = "|".join(n for b, n in _STAGE_BITS.items() if _ACCESS_STAGES[bit] & b)
+            raise InvalidArgumentError(f"host access {name} is not performed by stages {have}; "
+                                       f"it needs one of {need} (or ALL_COMMANDS)")
+
+
+def _expand_stages(stages: int) -> int:
+    """The stages ALL_COMMANDS / ALL_GRAPHICS stand for, added to ``stages``."""
+    if stages & vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT:
+        stages |= _all_bits(_STAGE_BITS)
+    if stages & vk.VK_PIPELINE_STAGE_ALL_GRAPHICS_BIT:
+        stages |= _GRAPHICS_STAGES
+    return stages
+
+
+def _bits(*names: str) -> dict:
+    return {getattr(vk, n): n.replace("VK_PIPELINE_STAGE_", "").replace("VK_ACCESS_", "") for n in names}
+
+
+# Every VkPipelineStageFlagBits / VkAccessFlagBits value (Vulkan 1.0 flags with
+# the extensions that added bits to them; the 64-bit *2 flags are not taken).
+_STAGE_BITS = _bits(
+    "VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT", "VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT",
+    "VK_PIPELINE_STAGE_VERTEX_INPUT_BIT", "VK_PIPELINE_STAGE_VERTEX_SHADER_BIT",
+    "VK_PIPELINE_STAGE_TESSELLATION_CONTROL_SHADER_BIT", "VK_PIPELINE_STAGE_TESSELLATION_EVALUATION_SHADER_BIT",
+    "VK_PIPELINE_STAGE_GEOMETRY_SHADER_BIT", "VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT",
+    "VK_PIPELINE_STAGE_EARLY_FRAGMENT_TESTS_BIT", "VK_PIPELINE_STAGE_LATE_FRAGMENT_TESTS_BIT",
+    "VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT", "VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT",
+    "VK_PIPELINE_STAGE_TRANSFER_BIT", "VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT", "VK_PIPELINE_STAGE_HOST_BIT",
+    "VK_PIPELINE_STAGE_ALL_GRAPHICS_BIT", "VK_PIPELINE_STAGE_ALL_COMMANDS_BIT",
+    "VK_PIPELINE_STAGE_COMMAND_PREPROCESS_BIT_NV", "VK_PIPELINE_STAGE_CONDITIONAL_RENDERING_BIT_EXT",
+    "VK_PIPELINE_STAGE_TASK_SHADER_BIT_EXT", "VK_PIPELINE_STAGE_MESH_SHADER_BIT_EXT",
+    "VK_PIPELINE_STAGE_RAY_TRACING_SHADER_BIT_KHR", "VK_PIPELINE_STAGE_FRAGMENT_SHADING_RATE_ATTACHMENT_BIT_KHR",
+    "VK_PIPELINE_STAGE_FRAGMENT_DENSITY_PROCESS_BIT_EXT", "VK_PIPELINE_STAGE_TRANSFORM_FEEDBACK_BIT_EXT",
+    "VK_PIPELINE_STAGE_ACCELERATION_STRUCTURE_BUILD_BIT_KHR")
+_ACCESS_BITS = _bits(
+    "VK_ACCESS_INDIRECT_COMMAND_READ_BIT", "VK_ACCESS_INDEX_READ_BIT", "VK_ACCESS_VERTEX_ATTRIBUTE_READ_BIT",
+    "VK_ACCESS_UNIFORM_READ_BIT", "VK_ACCESS_INPUT_ATTACHMENT_READ_BIT", "VK_ACCESS_SHADER_READ_BIT",
+    "VK_ACCESS_SHADER_WRITE_BIT", "VK_ACCESS_COLOR_ATTACHMENT_READ_BIT", "VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT",
+    "VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_READ_BIT", "VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT",
+    "VK_ACCESS_TRANSFER_READ_BIT", "VK_ACCESS_TRANSFER_WRITE_BIT", "VK_ACCESS_HOST_READ_BIT",
+    "VK_ACCESS_HOST_WRITE_BIT", "VK_ACCESS_MEMORY_READ_BIT", "VK_ACCESS_MEMORY_WRITE_BIT",
+    "VK_ACCESS_COMMAND_PREPROCESS_READ_BIT_NV", "VK_ACCESS_COMMAND_PREPROCESS_WRITE_BIT_NV",
+    "VK_ACCESS_COLOR_ATTACHMENT_READ_NONCOHERENT_BIT_EXT", "VK_ACCESS_CONDITIONAL_RENDERING_READ_BIT_EXT",
+    "VK_ACCESS_ACCELERATION_STRUCTURE_READ_BIT_KHR", "VK_ACCESS_ACCELERATION_STRUCTURE_WRITE_BIT_KHR",
+    "VK_ACCESS_FRAGMENT_SHADING_RATE_ATTACHMENT_READ_BIT_KHR", "VK_ACCESS_FRAGMENT_DENSITY_MAP_READ_BIT_EXT",
+    "VK_ACCESS_TRANSFORM_FEEDBACK_WRITE_BIT_EXT", "VK_ACCESS_TRANSFORM_FEEDBACK_COUNTER_READ_BIT_EXT",
+    "VK_ACCESS_TRANSFORM_FEEDBACK_COUNTER_WRITE_BIT_EXT")
+
+
+def _mask(*names: str) -> int:
+    return _all_bits(_bits(*names))
+
+
+_SHADER_STAGES = _mask(
+    "VK_PIPELINE_STAGE_VERTEX_SHADER_BIT", "VK_PIPELINE_STAGE_TESSELLATION_CONTROL_SHADER_BIT",
+    "VK_PIPELINE_STAGE_TESSELLATION_EVALUATION_SHADER_BIT", "VK_PIPELINE_STAGE_GEOMETRY_SHADER_BIT",
+    "VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT", "VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT",
+    "VK_PIPELINE_STAGE_TASK_SHADER_BIT_EXT", "VK_PIPELINE_STAGE_MESH_SHADER_BIT_EXT",
+    "VK_PIPELINE_STAGE_RAY_TRACING_SHADER_BIT_KHR")
+_GRAPHICS_STAGES = _mask(
+    "VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT", "VK_PIPELINE_STAGE_VERTEX_INPUT_BIT",
+    "VK_PIPELINE_STAGE_VERTEX_SHADER_BIT", "VK_PIPELINE_STAGE_TESSELLATION_CONTROL_SHADER_BIT",
+    "VK_PIPELINE_STAGE_TESSELLATION_EVALUATION_SHADER_BIT", "VK_PIPELINE_STAGE_GEOMETRY_SHADER_BIT",
+    "VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT", "VK_PIPELINE_STAGE_EARLY_FRAGMENT_TESTS_BIT",
+    "VK_PIPELINE_STAGE_LATE_FRAGMENT_TESTS_BIT", "VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT",
+    "VK_PIPELINE_STAGE_TASK_SHADER_BIT_EXT", "VK_PIPELINE_STAGE_MESH_SHADER_BIT_EXT",
+    "VK_PIPELINE_STAGE_CONDITIONAL_RENDERING_BIT_EXT", "VK_PIPELINE_STAGE_TRANSFORM_FEEDBACK_BIT_EXT",
+    "VK_PIPELINE_STAGE_FRAGMENT_SHADING_RATE_ATTACHMENT_BIT_KHR",
+    "VK_PIPELINE_STAGE_FRAGMENT_DENSITY_PROCESS_BIT_EXT")
+_AS_BUILD = vk.VK_PIPELINE_STAGE_ACCELERATION_STRUCTURE_BUILD_BIT_KHR
+_FRAGMENT_TESTS = vk.VK_PIPELINE_STAGE_EARLY_FRAGMENT_TESTS_BIT | vk.VK_PIPELINE_STAGE_LATE_FRAGMENT_TESTS_BIT
+_COLOR_OUTPUT = vk.VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT
+_ANY_STAGE = _all_bits(_STAGE_BITS)
+# The spec's "supported access types" table: which stages may perform each access.
+_ACCESS_STAGES = {
+    vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT: vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT | _AS_BUILD,
+    vk.VK_ACCESS_INDEX_READ_BIT: vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT,
+    vk.VK_ACCESS_VERTEX_ATTRIBUTE_READ_BIT: vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT,
+    vk.VK_ACCESS_UNIFORM_READ_BIT: _SHADER_STAGES,
+    vk.VK_ACCESS_INPUT_ATTACHMENT_READ_BIT: vk.VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT,
+    vk.VK_ACCESS_SHADER_READ_BIT: _SHADER_STAGES | _AS_BUILD,
+    vk.VK_ACCESS_SHADER_WRITE_BIT: _SHADER_STAGES,
+    vk.VK_ACCESS_COLOR_ATTACHMENT_READ_BIT: _COLOR_OUTPUT,
+    vk.VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT: _COLOR_OUTPUT,
+    vk.VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_READ_BIT: _FRAGMENT_TESTS,
+    vk.VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT: _FRAGMENT_TESTS,
+    vk.VK_ACCESS_TRANSFER_READ_BIT: vk.VK_PIPELINE_STAGE_TRANSFER_BIT | _AS_BUILD,
+    vk.VK_ACCESS_TRANSFER_WRITE_BIT: vk.VK_PIPELINE_STAGE_TRANSFER_BIT | _AS_BUILD,
+    vk.VK_ACCESS_HOST_READ_BIT: vk.VK_PIPELINE_STAGE_HOST_BIT,
+    vk.VK_ACCESS_HOST_WRITE_BIT: vk.VK_PIPELINE_STAGE_HOST_BIT,
+    vk.VK_ACCESS_MEMORY_READ_BIT: _ANY_STAGE,
+    vk.VK_ACCESS_MEMORY_WRITE_BIT: _ANY_STAGE,
+    vk.VK_ACCESS_COMMAND_PREPROCESS_READ_BIT_NV: vk.VK_PIPELINE_STAGE_COMMAND_PREPROCESS_BIT_NV,
+    vk.VK_ACCESS_COMMAND_PREPROCESS_WRITE_BIT_NV: vk.VK_PIPELINE_STAGE_COMMAND_PREPROCESS_BIT_NV,
+    vk.VK_ACCESS_COLOR_ATTACHMENT_READ_NONCOHERENT_BIT_EXT: _COLOR_OUTPUT,
+    vk.VK_ACCESS_CONDITIONAL_RENDERING_READ_BIT_EXT: vk.VK_PIPELINE_STAGE_CONDITIONAL_RENDERING_BIT_EXT,
+    vk.VK_ACCESS_ACCELERATION_STRUCTURE_READ_BIT_KHR: _SHADER_STAGES | _AS_BUILD,
+    vk.VK_ACCESS_ACCELERATION_STRUCTURE_WRITE_BIT_KHR: _AS_BUILD,
+    vk.VK_ACCESS_FRAGMENT_SHADING_RATE_ATTACHMENT_READ_BIT_KHR:
+        vk.VK_PIPELINE_STAGE_FRAGMENT_SHADING_RATE_ATTACHMENT_BIT_KHR,
+    vk.VK_ACCESS_FRAGMENT_DENSITY_MAP_READ_BIT_EXT: vk.VK_PIPELINE_STAGE_FRAGMENT_DENSITY_PROCESS_BIT_EXT,
+    vk.VK_ACCESS_TRANSFORM_FEEDBACK_WRITE_BIT_EXT: vk.VK_PIPELINE_STAGE_TRANSFORM_FEEDBACK_BIT_EXT,
+    vk.VK_ACCESS_TRANSFORM_FEEDBACK_COUNTER_READ_BIT_EXT:
+        vk.VK_PIPELINE_STAGE_TRANSFORM_FEEDBACK_BIT_EXT | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT,
+    vk.VK_ACCESS_TRANSFORM_FEEDBACK_COUNTER_WRITE_BIT_EXT: vk.VK_PIPELINE_STAGE_TRANSFORM_FEEDBACK_BIT_EXT,
+}
 
 
 VERTEX_BUFFER = HostAccess(vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT, vk.VK_ACCESS_VERTEX_ATTRIBUTE_READ_BIT)
@@ -136,8 +294,9 @@ ACCESS_PRESETS = {
 
 
 def as_host_access(value) -> HostAccess:
-    """Accept a HostAccess, a preset name, a ``(stages, access)`` pair, or a
-    '|'-joined string of preset names like ``"vertex|transfer"``."""
+    """Accept a HostAccess, a preset name, a ``(stages, access)`` pair of
+    Vulkan flag masks, or a '|'-joined string of preset names like
+    ``"vertex|transfer"``. Masks are checked as :class:`HostAccess` says."""
     if isinstance(value, HostAccess):
         return value
     if isinstance(value, str):
@@ -150,8 +309,8 @@ def as_host_access(value) -> HostAccess:
                     "or a (stages, access) pair of Vk flags")
             acc = preset if acc is None else acc | preset
         return acc
-    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return HostAccess(int(value[0]), int(value[1]))
+    if isinstance(value, tuple) and len(value) == 2:
+        return HostAccess(value[0], value[1])
     raise InvalidArgumentError(f"host_access must be a HostAccess, preset name or (stages, access), got {value!r}")
 
 

@@ -124,7 +124,7 @@ class Params:
         # All fields are 4 bytes: field k lives at byte 4k of one buffer.
         self.tensor = ctx.tensor(np.zeros(len(self._names), np.uint32))
         self.buffer: Buffer = self.tensor.buffer
-        self.uids = frozenset((self.buffer.uid,))
+        self.uids = frozenset(self.buffer.hazard_keys)     # for the hazard tracker
         self._values = {n: 0 for n in self._names}
         self._fields = {n: Tensor(self.buffer, (1,), self._dtypes[n], offset=k, base=self.tensor)
                         for k, n in enumerate(self._names)}
@@ -200,6 +200,7 @@ class ProgramRecorder(Recorder):
     def __init__(self, ctx, cmd):
         super().__init__(ctx, cmd)
         self._entered = True         # no entry barrier, no staging flush in here
+        self._used = True            # open from birth, never entered with `with`
         self._capture = self._capture_values
         self._tensors: dict = {}     # id(tensor) -> (tensor, generation at recording)
         self._buffers: dict = {}     # uid -> Buffer used by a command (kept alive)

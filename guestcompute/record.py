@@ -15,8 +15,19 @@ list on purpose: ``rec.execute(program)`` replays a secondary command
 buffer, after which *all* of the host buffer's bound state is undefined (a
 Vulkan rule), and ``rec.host(callback)`` runs the host's own commands.
 
+Lifecycle: a Recorder is single-use. Its ``with`` block is the only time it
+records; entering it again raises RecordingError, because by then the host
+may have submitted, freed or reused the command buffer it was made for. At
+most one recorder is open on a command buffer at a time (a second one would
+keep its own hazard state and miss barriers against the first).
+
+Hazards are tracked per memory (``Buffer.hazard_keys``: a guest buffer, or
+a byte range of a host VkBuffer), not per import, so imports of overlapping
+ranges of one host VkBuffer are ordered and disjoint ones are not.
+
 Thread-safety: a Recorder belongs to one thread; different threads may
 record with the same context into different command buffers at once.
+``ctx.close()`` waits for open recorders to leave their ``with`` block.
 """
 from __future__ import annotations
 
@@ -76,13 +87,17 @@ class Recorder:
     def __init__(self, ctx, cmd):
         self._ctx = ctx
         self._cmd = cmd
+        self._cmd_key = int(ffi.cast("uintptr_t", cmd))   # the handle's value: one open recorder per buffer
+        self._used = False             # entered once already: a recorder is single-use
         self._fns = ctx._fns
         self._push_desc = ctx._descriptors.push
         self._count_hit = ctx._pipelines.count_hit
         self._active = False
         self._hazards = HazardTracker()
         self._entered = False
-        self._imports: dict = {}          # uid -> [Buffer, written?]
+        # uid -> [Buffer, written?]: per import, not per memory, since each
+        # import declares its own host access; the exit barrier ORs them all.
+        self._imports: dict = {}
         self._wrote_mapped = False
         self._bound_pipeline = None
         self._bound_desc = None
@@ -103,19 +118,28 @@ class Recorder:
 
     # -- scope -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
-        self._ctx._check_open()
         if self._active:
             raise RecordingError("this recorder is already open; make a new one with ctx.record(cmd)")
+        if self._used:
+            raise RecordingError("this recorder was already used: a recorder is single-use, since the "
+                                 "command buffer it was made for may have been submitted, freed or reused "
+                                 "since; make a new one with ctx.record(cmd) for each recording")
+        # Raises ContextClosedError once close() began, RecordingError when
+        # another recorder is open on this command buffer.
+        self._ctx._recorder_opened(self._cmd_key)
+        self._used = True
         self._active = True
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        # The exit barrier is recorded even when the block raised: whatever was
-        # recorded before the error must still hand the host's buffers back.
+        # The exit barrier is recorded even when the block raised (or the
+        # context is closing): whatever was recorded before the error must
+        # still hand the host's buffers back.
         try:
             self._finish()
         finally:
             self._active = False
+            self._ctx._recorder_closed(self._cmd_key)
         return False
 
     def _check_active(self):
@@ -296,7 +320,11 @@ class Recorder:
         what it declares is made visible to it by a barrier, and the hook's
         writes to guest work after it. Commands on buffers the hook does not
         declare are the host's to order. The callback may bind compute state:
-        the recorder rebinds what it needs after it."""
+        the recorder rebinds what it needs after it. ``access`` / ``stages``
+        are checked like an import's ``host_access`` (InvalidArgumentError,
+        before anything is recorded). A callback that raises is taken to have
+        recorded all it declared: the exception propagates, and later ops
+        still rebind and get their barriers."""
         self._check_active()
         from .host import as_host_access
         from .ops.base import check_tensor
@@ -304,9 +332,9 @@ class Recorder:
             raise InvalidArgumentError(f"rec.host needs a callable taking the command buffer, "
                                        f"got {type(callback).__name__}")
         acc = as_host_access(access)
-        hook_stages = acc.stages if stages is None else int(stages)
-        if not hook_stages:
-            raise InvalidArgumentError("rec.host: the hook's pipeline stages must not be empty")
+        if stages is not None:
+            acc = as_host_access((stages, acc.access))     # the same checks for the override
+        hook_stages = acc.stages
         ctx = self._ctx
         reads = [check_tensor(ctx, t, "rec.host reads") for t in _as_list(reads)]
         writes = [check_tensor(ctx, t, "rec.host writes") for t in _as_list(writes)]
@@ -316,25 +344,31 @@ class Recorder:
             self._capture(reads, writes, None)
         declared = bool(rbufs or wbufs)
         if declared:
-            r_uids, w_uids = frozenset(rbufs), frozenset(wbufs)
+            r_keys = frozenset(k for b in rbufs.values() for k in b.hazard_keys)
+            w_keys = frozenset(k for b in wbufs.values() for k in b.hazard_keys)
             shared = [(b, b.uid in wbufs) for b in {**rbufs, **wbufs}.values() if b.host_access is not None]
             # The tracker's barriers cover only guest stages: a hook running in
             # others is ordered after everything recorded so far.
-            self._sync_before(r_uids, w_uids, shared, hook_stages, acc.access,
+            self._sync_before(r_keys, w_keys, shared, hook_stages, acc.access,
                               force=bool(hook_stages & ~_GUEST_STAGES))
-        result = callback(self._cmd)
-        self._bound_pipeline = self._bound_desc = self._bound_layout = None
-        if declared:
-            write_access = (acc.access & _WRITE_ACCESS) or vk.VK_ACCESS_MEMORY_WRITE_BIT
-            mapped = any(b.alloc is not None and b.alloc.mapped is not None for b in wbufs.values())
-            self._after(r_uids, w_uids, hook_stages, write_access, mapped,
-                        tuple(rbufs.values()) + tuple(wbufs.values()))
-        return result
+        try:
+            return callback(self._cmd)
+        finally:
+            # Whether the hook returned or raised, it may have bound compute
+            # state and recorded some of what it declared: forget the bindings
+            # and assume (conservatively) it did all it declared, so the next
+            # op rebinds and the barriers after it still wait for it.
+            self._bound_pipeline = self._bound_desc = self._bound_layout = None
+            if declared:
+                write_access = (acc.access & _WRITE_ACCESS) or vk.VK_ACCESS_MEMORY_WRITE_BIT
+                mapped = any(b.alloc is not None and b.alloc.mapped is not None for b in wbufs.values())
+                self._after(r_keys, w_keys, hook_stages, write_access, mapped,
+                            tuple(rbufs.values()) + tuple(wbufs.values()))
 
     def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False) -> None:
         """The barrier before guest work that is not a dispatch (a program
         replay, a parameter update, a host hook) reading ``reads`` and writing
-        ``writes`` (sets of buffer uids) in ``dst_stage``. ``shared``:
+        ``writes`` (sets of ``Buffer.hazard_keys``) in ``dst_stage``. ``shared``:
         (Buffer, written) pairs of host-shared buffers among them. ``force``:
         order everything recorded so far before it."""
         src_stage = src_access = 0
@@ -475,7 +509,7 @@ def _as_list(tensors) -> list:
 
 class _Plan:
     """What recording one :class:`Dispatch` needs beyond its push bytes and
-    groups: the pipeline, the buffer uids it reads and writes (for barriers),
+    groups: the pipeline, the hazard keys it reads and writes (for barriers),
     the buffers whose last epoch it bumps, imported buffers, and its
     descriptor entry. Built once per Dispatch object and kept on it, so an
     op that returns the same Dispatch again (a memoized plan) records with
@@ -489,16 +523,16 @@ class _Plan:
         writes_mapped = False
         for b, (r, w) in zip(d.buffers, pipe.bindings):
             if r:
-                reads.append(b.uid)
+                reads.extend(b.hazard_keys)
             if w:
-                writes.append(b.uid)
+                writes.extend(b.hazard_keys)
                 if b.alloc is not None and b.alloc.mapped is not None:
                     writes_mapped = True
             if b.host_access is not None:
                 imports.append((b, w))
         buffers = list(d.buffers)
         if d.indirect is not None:
-            reads.append(d.indirect[0].uid)
+            reads.extend(d.indirect[0].hazard_keys)
             buffers.append(d.indirect[0])
         self.ctx = ctx
         self.spec = d.spec

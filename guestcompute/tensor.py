@@ -17,12 +17,20 @@ class Buffer:
     ``host_access`` is None for guest-owned buffers; for imported ones it is
     the :class:`~guestcompute.host.HostAccess` the host declared, and
     ``usage`` the VkBufferUsageFlags it declared (None: not said).
-    """
-    __slots__ = ("uid", "handle", "size", "alloc", "ctx", "host_access", "usage", "last_epoch", "__weakref__")
 
-    def __init__(self, ctx, handle, size, alloc=None, host_access=None, usage=None):
+    ``hazard_keys`` name the memory the buffer covers, for the hazard
+    tracker: a guest-owned buffer is its own memory, ``(uid,)``; an import
+    has the key of its byte range of the host's VkBuffer (shared by every
+    import of the same range) followed by the keys of the earlier imports
+    whose ranges overlap it (see ``Context._import_hazard_keys``).
+    """
+    __slots__ = ("uid", "handle", "hazard_keys", "size", "alloc", "ctx", "host_access", "usage", "last_epoch",
+                 "__weakref__")
+
+    def __init__(self, ctx, handle, size, alloc=None, host_access=None, usage=None, hazard_keys=None):
         self.uid = next_uid()
         self.handle = handle
+        self.hazard_keys = hazard_keys if hazard_keys is not None else (self.uid,)
         self.size = size
         self.alloc = alloc
         self.ctx = ctx

@@ -11,6 +11,8 @@ NaN/Inf data and zero-size tensors are not errors: they must behave exactly
 like numpy (their own tests at the end).
 """
 import re
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -373,6 +375,23 @@ def record_on_a_closed_context(env, cmd):
 
 @case(gc.ContextClosedError, r"with a new context", recording=False)
 def context_closed_while_recording(env, cmd):
+    """close() on another thread waits for this block; ops recorded meanwhile raise."""
+    c = env.other()
+    t = c.tensor(np.ones(4, np.float32))
+    closer = threading.Thread(target=c.close)
+    try:
+        with c.record(cmd) as rec:
+            closer.start()
+            while not c.closed:         # close() began: it now waits for this block to end
+                time.sleep(0.001)
+            rec.add(t, t)
+    finally:
+        if closer.ident is not None:
+            closer.join()
+
+
+@case(gc.RecordingError, r"leave the block, then close", recording=False)
+def context_closed_inside_its_own_recorder(env, cmd):
     c = env.other()
     t = c.tensor(np.ones(4, np.float32))
     with c.record(cmd) as rec:

@@ -1,6 +1,7 @@
 """Which guest commands need a barrier between them.
 
-Tracks, per buffer uid, whether it was written or read since the last
+Tracks, per hazard key (``Buffer.hazard_keys``: a guest buffer, or a byte
+range of a host VkBuffer), whether it was written or read since the last
 barrier, and the pipeline stages (and write accesses) that did it. A
 command that reads something written (RAW), writes something read (WAR) or
 writes something written (WAW) since then needs one; the barrier is a
