@@ -33,15 +33,18 @@ Semantics, chosen to match numpy:
   ``rsqrt(±0)`` is ±inf. ``silu`` and ``gelu`` (which numpy lacks) give
   their limits at ±inf: inf and -0 (the formulas would give -inf * 0).
 - Subnormal float32 (0 < |x| < 2**-126): where the result is a normal
-  number — ``log``, ``sqrt``, ``rsqrt``, ``pow`` of a subnormal base, and
-  ``tanh`` of tiny inputs (tanh(x) == x there) — the kernels decode the
-  subnormal from its bits or use a polynomial, so the result matches numpy
-  on every device, whatever its float controls. Elsewhere subnormals are
+  number — ``log``, ``sqrt``, ``rsqrt``, ``pow`` of a subnormal base or
+  exponent, and ``tanh`` of tiny inputs (tanh(x) == x there) — the kernels
+  decode the subnormal from its bits or use a polynomial, and ``abs``
+  clears the sign bit, so the result matches numpy on every device,
+  whatever its float controls (the NVIDIA driver flushes subnormal inputs
+  of float compares, ``abs``, ``max`` and ``clamp``: ``pow``'s special
+  cases therefore test zero, infinity and sign on the bits). Elsewhere subnormals are
   the device's business: the kernels request no denormal mode (the baked
   SPIR-V is the same for every device, and lavapipe supports neither
   ``shaderDenormPreserveFloat32`` nor ``shaderDenormFlushToZeroFloat32``),
-  so a device may flush subnormal inputs and results of arithmetic and of
-  ``exp``/``sigmoid``/``pow`` to ±0 (lavapipe keeps them in ``add``/``mul``
+  so a device may flush subnormal inputs and results of arithmetic, of
+  ``relu``/``clamp`` and of ``exp``/``sigmoid``/``pow`` to ±0 (lavapipe keeps them in ``add``/``mul``
   but its ``exp`` flushes results below 2**-126 to 0). float16 subnormals
   are normal numbers once loaded into fp32, so they compute exactly; a
   result stored into float16's subnormal range is rounded by the device's
@@ -148,27 +151,33 @@ _UFLOORDIV = Helper("gc_floordiv", "uint", ("uint", "uint"), "  return b == 0u ?
 _FPOW = Helper("gc_pow", "float", ("float", "float"), f"""\
   // C99 Annex F pow special cases, as numpy's np.power applies them. They
   // come first: GLSL's pow is undefined for bases <= 0 and for inf/NaN.
-  if (b == 0.0 || a == 1.0) return 1.0;     // x ** ±0 == 1 and 1 ** y == 1, even for NaN
+  // Zero, infinity and sign tests read the bits: a device that flushes
+  // subnormals in float compares would take a subnormal base or exponent
+  // for zero (x ** 1e-45 would become x ** 0 == 1).
+  uint abits = floatBitsToUint(a) & 0x7fffffffu;
+  uint bbits = floatBitsToUint(b) & 0x7fffffffu;
+  bool b_negative = (floatBitsToUint(b) >> 31) != 0u;
+  if (bbits == 0u || a == 1.0) return 1.0;   // x ** ±0 == 1 and 1 ** y == 1, even for NaN
   if (isnan(a) || isnan(b)) return {NAN};
-  float m = abs(a);
-  if (isinf(b)) {{                           // (-1) ** ±inf == 1; else |a| < 1 or > 1 decides
-    if (m == 1.0) return 1.0;
-    return (m < 1.0) == (b < 0.0) ? {INF} : 0.0;
+  if (bbits == 0x7f800000u) {{                // (-1) ** ±inf == 1; else |a| < 1 or > 1 decides
+    if (abits == 0x3f800000u) return 1.0;
+    return (abits < 0x3f800000u) == b_negative ? {INF} : 0.0;
   }}
-  bool integral = floor(b) == b;
-  if (a < 0.0 && !integral && !isinf(a)) return {NAN};   // negative finite base, fractional exponent
+  // A subnormal exponent is never an integer (floor would flush it to 0 on some devices).
+  bool integral = bbits >= {SUBNORMAL_LIMIT} && floor(b) == b;
+  bool a_negative = (floatBitsToUint(a) >> 31) != 0u;
+  if (a_negative && !integral && abits != 0x7f800000u && abits != 0u) return {NAN};   // negative finite base, fractional exponent
   float r;
-  if (m == 0.0) r = b > 0.0 ? 0.0 : {INF};
-  else if (isinf(m)) r = b > 0.0 ? {INF} : 0.0;
-  else r = gc_pow_positive(m, b);
+  if (abits == 0u) r = b_negative ? {INF} : 0.0;
+  else if (abits == 0x7f800000u) r = b_negative ? 0.0 : {INF};
+  else r = gc_pow_positive(abits, b);
   // Odd integer exponents keep the base's sign, ±0 and ±inf included.
   bool odd = integral && mod(b, 2.0) == 1.0;
-  return odd && (floatBitsToUint(a) >> 31) != 0u ? -r : r;""", prelude=f"""\
-float gc_pow_positive(float m, float b) {{
-  // m is finite and > 0; a subnormal m goes through its exact log2.
-  uint bits = floatBitsToUint(m);
+  return odd && a_negative ? -r : r;""", prelude=f"""\
+float gc_pow_positive(uint bits, float b) {{
+  // bits: a finite base > 0; a subnormal one goes through its exact log2.
   if (bits < {SUBNORMAL_LIMIT}) return exp2(b * (log2(float(bits)) - 149.0));
-  return pow(m, b);
+  return pow(uintBitsToFloat(bits), b);
 }}
 """)
 _IPOW = Helper("gc_pow", "int", ("int", "int"), """\
@@ -288,7 +297,9 @@ _GELU_TANH = Helper("gc_gelu_tanh", "float", ("float",), f"""\
 _FLOAT_ONLY = "cast integers to float32 first"
 UNARY_OPS = {
     "neg": ({"float": "-x0", "int": "-x0", "uint": "-x0"}, "-x (uints wrap, as in numpy)"),
-    "abs": ({"float": "abs(x0)", "int": "abs(x0)", "uint": "x0"}, "|x|"),
+    # Clearing the sign bit keeps subnormals on devices whose abs() flushes them.
+    "abs": ({"float": "uintBitsToFloat(floatBitsToUint(x0) & 0x7fffffffu)", "int": "abs(x0)", "uint": "x0"},
+            "|x|"),
     "exp": ({"float": "exp(x0)"}, "e**x"),
     "log": ({"float": _LOG}, "natural log (NaN below 0, -inf at 0)"),
     "sqrt": ({"float": _SQRT}, "square root (NaN below 0)"),
