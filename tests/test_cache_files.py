@@ -73,6 +73,18 @@ def _sparse(size):
     return make
 
 
+@contextlib.contextmanager
+def _odd_file(path, make):
+    """Put the odd file at ``path`` for the block: a named pipe (``make`` is
+    None; the pipe helper releases a blocked reader) or what ``make`` writes."""
+    if make is None:
+        with _fifo(path):
+            yield
+    else:
+        make(path)
+        yield
+
+
 @pytest.mark.parametrize("make, reason", [
     (None, "not a regular file (a named pipe)"),
     (_dev_zero, "not a regular file (a character device)"),
@@ -82,11 +94,7 @@ def test_odd_file_at_the_pipeline_cache_path_is_ignored(host, ctx, tmp_path, cap
     path = ps.pipelines_dir(tmp_path) / ps.DeviceIdentity.from_limits(ctx.limits).file_name()
     path.parent.mkdir(parents=True)
     caplog.set_level(logging.WARNING, logger="guestcompute")
-    with contextlib.ExitStack() as stack:
-        if make is None:
-            stack.enter_context(_fifo(path))
-        else:
-            make(path)
+    with _odd_file(path, make):
         adopted = host.adopt(cache_dir=tmp_path)
         try:
             stats = adopted.cache_stats()
@@ -118,11 +126,7 @@ def test_odd_file_at_a_spirv_cache_path_is_ignored(host, tmp_path, caplog, make,
         path = tmp_path / "spirv" / f"{spirv_cache.source_key(KERNEL, env)}.spv"
         path.parent.mkdir(parents=True)
         caplog.set_level(logging.WARNING, logger="guestcompute")
-        with contextlib.ExitStack() as stack:
-            if make is None:
-                stack.enter_context(_fifo(path))
-            else:
-                make(path)
+        with _odd_file(path, make):
             kernel = ctx.kernel(KERNEL)
         assert any("ignoring SPIR-V cache file" in r.getMessage() and reason in r.getMessage()
                    for r in caplog.records)
