@@ -251,7 +251,7 @@ class AsyncBench(HandoffBench):
     """The hand-off frame with the guest on the compute-only family."""
 
     def handoff_async(self) -> float:
-        from guestcompute import submit as gsubmit
+        from guestcompute.recording import handoff as gsubmit
         host, ctx = self.host, self.ctx
         s1, s2 = self.binary
         shared = [self.x, self.z]

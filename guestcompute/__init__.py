@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Context": "context", "DeviceLimits": "context",
     "HostAccess": "host", "Requirements": "host", "requirements": "host",
-    "Recorder": "record", "Tensor": "tensor",
+    "Recorder": "recording.recorder", "Tensor": "tensor",
     **{name: "dtypes" for name in ("float16", "float32", "int32", "uint8", "uint32")},
     **{name: "errors" for name in (
         "BufferRangeError", "CompilerNotFoundError", "ContextClosedError", "DeviceLostError",

@@ -19,7 +19,7 @@ from .dtypes import DType, as_dtype, host_array
 from .errors import (BufferRangeError, ContextClosedError, DTypeError, InvalidArgumentError,
                      KernelError, RecordingError, ShapeError, UnsupportedError)
 from .epochs import EpochMixin
-from .record import Recorder
+from .recording.recorder import Recorder
 from .tensor import Buffer, Tensor
 from .transfers import TransferMixin, as_buffer_usage
 from .vk import bootstrap
@@ -412,11 +412,11 @@ class Context(EpochMixin, TransferMixin):
         ``params={"dt": "float32", ...}``, ``fn(rec, params)`` gets 1-element
         tensors ``params.dt``... that ops read, and ``rec.execute(prog,
         params={"dt": 0.016})`` sets them per frame. See
-        :class:`~guestcompute.program.Program`.
+        :class:`~guestcompute.recording.program.Program`.
 
         Thread-safety: any thread; a program may be executed by several
         threads at once, each into its own command buffer."""
-        from .program import Program
+        from .recording.program import Program
         self._check_open()
         return Program(self, fn, params)
 
@@ -442,12 +442,12 @@ class Context(EpochMixin, TransferMixin):
         command buffer and submit it to ``queue`` (default: the adopted one)
         after ``wait`` [(semaphore, value or None, stages)], signalling
         ``signal`` [(semaphore, value or None)]. Returns a
-        :class:`~guestcompute.submit.Submission` to wait on. See
-        :func:`guestcompute.submit.submit`.
+        :class:`~guestcompute.recording.handoff.Submission` to wait on. See
+        :func:`guestcompute.recording.handoff.submit`.
 
         Thread-safety: any thread (each thread records into its own pool);
         pass the ``queue_lock`` the host submits to ``queue`` under."""
-        from .submit import submit
+        from .recording.handoff import submit
         self._check_open()
         return submit(self, fn, queue=queue, wait=wait, signal=signal,
                       queue_family_index=queue_family_index, shared=shared, queue_lock=queue_lock)

@@ -92,7 +92,7 @@ class EpochMixin:
             def done():
                 return fns.vkGetFenceStatus(dev, handle) == vk.VK_SUCCESS
         else:
-            from .submit import timeline_reached
+            from .recording.handoff import timeline_reached
             done = timeline_reached(self, semaphore)
         if epoch is None:
             epoch = self.advance_epoch()

@@ -101,6 +101,11 @@ class Tensor:
         return self._buffer.ctx
 
     @property
+    def base(self):
+        """The tensor this one is a view of, or None."""
+        return self._base
+
+    @property
     def ndim(self) -> int:
         return len(self.shape)
 

@@ -109,8 +109,8 @@ class TransferMixin:
             return
         with self._lock:
             uploads, self._pending_uploads = self._pending_uploads, []
-        cmd = rec._cmd
-        rec._emit_barrier(vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+        cmd = rec.command_buffer
+        rec.emit_barrier(vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
                           vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
                           vk.VK_ACCESS_TRANSFER_WRITE_BIT)
         for staging, buf, offset, size in uploads:

@@ -91,7 +91,7 @@ def test_plans_keep_no_memory_alive(host, ctx):
 def test_memo_is_bounded():
     class T:            # stands in for a tensor: weak-referenceable, has a buffer
         def __init__(self):
-            self._buffer = object()
+            self.buffer = object()
     memo = PlanMemo(limit=4)
     ts = [T() for _ in range(10)]
     for i, t in enumerate(ts):
@@ -99,7 +99,7 @@ def test_memo_is_bounded():
     assert len(memo) == 4
     assert memo.get(("k", 9), (ts[9],)) == [9]
     assert memo.get(("k", 0), (ts[0],)) is None
-    ts[9]._buffer = object()               # "reallocated": a miss
+    ts[9].buffer = object()               # "reallocated": a miss
     assert memo.get(("k", 9), (ts[9],)) is None
 
 

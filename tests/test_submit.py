@@ -8,7 +8,7 @@ import vulkan as vk
 from vulkan import ffi
 
 import guestcompute as gc
-from guestcompute import submit as gsubmit
+from guestcompute.recording import handoff as gsubmit
 from guestcompute.vk.structs import new
 
 _TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from guestcompute.errors import RecordingError, UnsupportedError
-from guestcompute.timing import BLOCK, Timestamps, labels_of, timestamps_of
+from guestcompute.recording.timing import BLOCK, Timestamps, labels_of, timestamps_of
 
 
 def _work(ctx, n=1 << 16):

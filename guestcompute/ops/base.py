@@ -28,6 +28,9 @@ class Dispatch:
     indirect: tuple = None
     spec_constants: tuple = ()
     spirv: bytes = None          # user kernels bring their own SPIR-V
+    # The recorder's resolved plan (pipeline, descriptors, hazard keys), kept
+    # on the Dispatch so a memoized one records with no lookups.
+    resolved: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -50,7 +53,7 @@ def op(name: str):
 
 
 def registered_ops() -> dict:
-    import guestcompute.ops  # noqa: F401  (importing the package registers every op module)
+    """Every registered op by name (importing ``guestcompute.ops`` registers them all)."""
     return dict(_ops)
 
 

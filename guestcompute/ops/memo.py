@@ -6,7 +6,7 @@ counts) depends only on the tensors' shapes, strides, offsets, dtypes and
 buffers, and on the op's other arguments — so a call repeating an earlier
 one with the *same tensor objects*, none reallocated since, gets the same
 Dispatch back without redoing any of it. The Dispatch then also keeps its
-resolved pipeline and descriptors (see ``record._Plan``), so a repeated call
+resolved pipeline and descriptors (see ``recording/dispatch_plan.py``), so a repeated call
 records with no lookups.
 
 Validation is not lost: a tensor's shape, strides, offset, dtype and context
@@ -42,7 +42,7 @@ class PlanMemo:
         if entry is not None:
             buffers = entry[0]
             for i, t in enumerate(tensors):
-                if t._buffer is not buffers[i]:
+                if t.buffer is not buffers[i]:
                     break
             else:
                 self.hits += 1
@@ -56,7 +56,7 @@ class PlanMemo:
         def drop(_ref, key=key):
             entries.pop(key, None)
         refs = tuple(weakref.ref(t, drop) for t in tensors)
-        entries[key] = (tuple(t._buffer for t in tensors), dispatches, refs)
+        entries[key] = (tuple(t.buffer for t in tensors), dispatches, refs)
         while len(entries) > self.limit:
             try:
                 del entries[next(iter(entries))]

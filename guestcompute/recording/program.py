@@ -10,8 +10,8 @@ body the same way).
   reads; ``rec.execute(prog, params=...)`` rewrites it with vkCmdUpdateBuffer
   in the host's buffer just before the replay, so nothing is re-recorded.
 - A program remembers every tensor it captured (the arguments and results
-  of the ops ``fn`` recorded, and the bases of views) and the generation it
-  had. When one was reallocated (``Tensor.resize``) the program is
+  of the ops ``fn`` recorded, and the bases of views) and the buffer it
+  had (its Buffer's uid). When one was reallocated (``Tensor.resize``) the program is
   re-recorded at its next execute, into a *fresh* secondary: the old one may
   still be pending, so it is freed only once the epoch of its last replay
   retired. (Pre-planned ``rec.dispatch(...)`` calls name buffers, not
@@ -39,20 +39,15 @@ import numpy as np
 import vulkan as vk
 from vulkan import ffi
 
-from .dtypes import as_dtype, host_scalar
-from .errors import (ContextClosedError, DTypeError, InvalidArgumentError, RecordingError,
-                     UnsupportedError, WrongContextError, check)
-from .record import Recorder
-from .tensor import Buffer, Tensor
-from .vk.commands import allocate_command_buffer, create_command_pool
-from .vk.structs import new
+from ..dtypes import as_dtype, host_scalar
+from ..errors import (ContextClosedError, DTypeError, InvalidArgumentError, UnsupportedError,
+                      WrongContextError, check)
+from ..tensor import Buffer, Tensor
+from ..vk import sync
+from ..vk.commands import allocate_command_buffer, create_command_pool
+from ..vk.structs import new
+from .recorder import Recorder, Target
 
-_COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-_TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-_INDIRECT = vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
-_SHADER_RW = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
-_SHADER_WRITE = vk.VK_ACCESS_SHADER_WRITE_BIT
-_TRANSFER_WRITE = vk.VK_ACCESS_TRANSFER_WRITE_BIT
 _EMPTY = frozenset()
 
 # vkCmdUpdateBuffer moves at most 65536 bytes; parameters are a few scalars.
@@ -149,6 +144,10 @@ class Params:
         """The values the last execute wrote (fields never set are 0)."""
         return dict(self._values)
 
+    def values_written(self, values: dict) -> None:
+        """The replay recorded an update to ``values`` (what :meth:`pack` merged)."""
+        self._values = values
+
     def pack(self, values: dict):
         """Validate ``values`` and return the whole block as a C char array
         (fields not given keep their previous values)."""
@@ -191,77 +190,73 @@ class Recording:
                  "write_access", "wrote_mapped", "captured", "swaps", "value", "dispatches", "barriers", "specs")
 
 
-class ProgramRecorder(Recorder):
-    """A Recorder on a program's secondary buffer. It records the program's
-    own barriers but neither entry nor exit barriers (the recorder replaying
-    the program emits those in the host's buffer), and it collects what the
-    program reads, writes and captured."""
+class ProgramCapture(Target):
+    """The target of a program's recording: its secondary command buffer.
 
-    def __init__(self, ctx, cmd):
-        super().__init__(ctx, cmd)
-        self._entered = True         # no entry barrier, no staging flush in here
-        self._used = True            # open from birth, never entered with `with`
-        self._capture = self._capture_values
-        self._tensors: dict = {}     # id(tensor) -> (tensor, generation at recording)
-        self._buffers: dict = {}     # uid -> Buffer used by a command (kept alive)
-        self._reads: set = set()
-        self._writes: set = set()
-        self._stages = _COMPUTE
-        self._access = _SHADER_RW
-        self._write_access = 0
-        self._specs: dict = {}
-        self._active = True
+    The program's own barriers are recorded in it, but neither entry nor
+    exit barriers: the recorder replaying the program emits those in the
+    host's buffer, from what this capture collects — what the program reads
+    and writes, the stages it runs in, the host-shared buffers it uses and
+    every tensor it captured."""
+    waits_for_host = False
+    enters = False
+    nests_programs = False
+    times = False
+    kind = "a program"
 
-    def _capture_values(self, *values):
+    def __init__(self):
+        self.tensors: dict = {}     # id(tensor) -> (tensor, Buffer uid at recording)
+        self.buffers: dict = {}     # uid -> Buffer used by a command (kept alive)
+        self.reads: set = set()
+        self.writes: set = set()
+        self.stages = sync.COMPUTE
+        self.access = sync.SHADER_RW
+        self.write_access = 0
+        self.specs: dict = {}
+
+    @property
+    def capture(self):
+        # A property, not an attribute: ``self.capture = self`` would be a
+        # reference cycle keeping the captured tensors alive until a GC pass.
+        return self
+
+    def exit_masks(self, state):
+        return None
+
+    # -- what the recorder reports -------------------------------------------------
+    def values(self, *values) -> None:
         for v in values:
-            _collect_tensors(v, self._tensors, 2)
+            _collect_tensors(v, self.tensors, 2)
 
-    def _record(self, d, plan):
-        self._specs[d.spec] = None
+    def dispatch(self, d, plan) -> None:
+        self.specs[d.spec] = None
         for b in plan.buffers:
-            self._buffers[b.uid] = b
-        self._reads.update(plan.reads)
+            self.buffers[b.uid] = b
+        self.reads.update(plan.reads)
         if plan.writes:
-            self._writes.update(plan.writes)
-            self._write_access |= _SHADER_WRITE
-        for b, _ in plan.imports:
-            if b.uid not in self._imports:
-                self._imports[b.uid] = [b, False]   # the replaying recorder waits for the host
+            self.writes.update(plan.writes)
+            self.write_access |= sync.SHADER_WRITE
         if d.indirect is not None:
-            self._stages |= _INDIRECT
-            self._access |= vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT
-        super()._record(d, plan)
+            self.stages |= sync.INDIRECT
+            self.access |= sync.INDIRECT_READ
 
-    def _note_import(self, b, written):
-        super()._note_import(b, written)
-        return 0, 0
+    def sync(self, dst_stage, dst_access) -> None:
+        self.stages |= dst_stage
+        self.access |= dst_access
 
-    def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False):
-        self._stages |= dst_stage
-        self._access |= dst_access
-        super()._sync_before(reads, writes, shared, dst_stage, dst_access, force)
-
-    def _after(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()):
+    def work(self, reads, writes, stages, write_access, buffers) -> None:
         for b in buffers:
-            self._buffers[b.uid] = b
-        self._reads.update(reads)
+            self.buffers[b.uid] = b
+        self.reads.update(reads)
         if writes:
-            self._writes.update(writes)
-            self._write_access |= write_access
-        self._stages |= stages
-        super()._after(reads, writes, stages, write_access, wrote_mapped, buffers)
-
-    def execute(self, program, params=None):
-        raise RecordingError("a program cannot execute another program (Vulkan 1.x secondaries do not "
-                             "nest); call the other program's function inside this one instead")
-
-    def _finish(self):
-        pass
+            self.writes.update(writes)
+            self.write_access |= write_access
+        self.stages |= stages
 
 
 def _collect_tensors(v, out: dict, depth: int) -> None:
     if isinstance(v, Tensor):
-        for t in (v, v._base):
+        for t in (v, v.base):
             if t is not None and id(t) not in out:
                 out[id(t)] = (t, t.buffer.uid)
     elif depth > 0 and isinstance(v, (list, tuple)):
@@ -313,7 +308,7 @@ class Program:
         now = Tensor.swaps
         if r.swaps == now:
             return False
-        if any(t._buffer.uid != gen for t, gen in r.captured):
+        if any(t.buffer.uid != gen for t, gen in r.captured):
             return True
         r.swaps = now               # other tensors were swapped: skip this loop next time
         return False
@@ -340,29 +335,27 @@ class Program:
                 begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT,
                             pInheritanceInfo=inherit)
                 check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
-                rec = ProgramRecorder(ctx, cmd)
+                capture = ProgramCapture()
                 swaps = Tensor.swaps
-                try:
+                with Recorder(ctx, cmd, capture) as rec:
                     value = self._fn(rec, self.params) if self.params is not None else self._fn(rec)
-                finally:
-                    rec._active = False
-                    rec._capture = None     # a bound method of rec: would make rec a cycle
                 check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
             except BaseException:
                 pool.free(cmd)
                 raise
+        state = rec.state
         r = Recording()
         r.cmd = cmd
         r.pcmd = ffi.new("VkCommandBuffer[1]", [cmd])
-        r.buffers = tuple(rec._buffers.values())
-        r.reads = frozenset(rec._reads)
-        r.writes = frozenset(rec._writes)
-        r.imports = tuple((b, w) for b, w in rec._imports.values())
-        r.stages = rec._stages
-        r.access = rec._access
-        r.write_access = rec._write_access or _SHADER_WRITE
-        r.wrote_mapped = rec._wrote_mapped
-        captured = dict(rec._tensors)
+        r.buffers = tuple(capture.buffers.values())
+        r.reads = frozenset(capture.reads)
+        r.writes = frozenset(capture.writes)
+        r.imports = tuple((b, w) for b, w in state.imports.values())
+        r.stages = capture.stages
+        r.access = capture.access
+        r.write_access = capture.write_access or sync.SHADER_WRITE
+        r.wrote_mapped = state.wrote_mapped
+        captured = dict(capture.tensors)
         if self.params is not None:
             captured.setdefault(id(self.params.tensor), (self.params.tensor, self.params.buffer.uid))
         r.captured = tuple(captured.values())
@@ -370,7 +363,7 @@ class Program:
         r.value = value
         r.dispatches = rec.dispatches
         r.barriers = rec.barriers
-        r.specs = tuple(rec._specs)
+        r.specs = tuple(capture.specs)
         self.stats["records"] += 1
         self.stats["dispatches"] = rec.dispatches
         self.stats["barriers"] = rec.barriers
@@ -422,15 +415,15 @@ class Program:
             pass
 
     # -- replay -------------------------------------------------------------------
-    def _execute_in(self, rec: Recorder, params) -> None:
+    def replay_into(self, rec: Recorder, params) -> None:
+        """``rec.execute(self, params)``: update the parameters, replay the
+        secondary, with the barriers around both recorded in ``rec``'s buffer."""
         ctx = self._ctx
-        if rec._ctx is not ctx:
+        if rec.ctx is not ctx:
             raise WrongContextError("this program belongs to another context")
         if ctx.closed:
             raise ContextClosedError("the context was closed")
-        if isinstance(rec, ProgramRecorder):
-            rec.execute(self)       # raises: no nesting
-        if getattr(rec, "_family", ctx.queue_family_index) != ctx.queue_family_index:
+        if rec.target.family not in (None, ctx.queue_family_index):
             raise UnsupportedError("a program's secondary command buffer belongs to the adopted queue family; "
                                    "it cannot replay in a submission to another family")
         packed = None
@@ -439,20 +432,20 @@ class Program:
                 raise InvalidArgumentError("this program declared no params; pass params={...} to ctx.program")
             packed = self.params.pack(params)
         r = self._current()         # host-side only: nothing recorded in rec's buffer yet
-        fns, cmd = rec._fns, rec._cmd
+        fns, cmd = ctx._fns, rec.command_buffer
         if packed is not None:
             # The previous replay (this frame or an earlier one) may still read
             # the block: the barrier before the update orders it after them.
             values, data, size = packed
             p = self.params
-            rec._sync_before(_EMPTY, p.uids, (), _TRANSFER, _TRANSFER_WRITE)
+            rec.sync_before_work(_EMPTY, p.uids, (), sync.TRANSFER, sync.TRANSFER_WRITE)
             fns.vkCmdUpdateBuffer(cmd, p.buffer.handle, 0, size, data)
-            rec._after(_EMPTY, p.uids, _TRANSFER, _TRANSFER_WRITE)
-            p._values = values
-        rec._sync_before(r.reads, r.writes, r.imports, r.stages, r.access)
+            rec.after_work(_EMPTY, p.uids, sync.TRANSFER, sync.TRANSFER_WRITE)
+            p.values_written(values)
+        rec.sync_before_work(r.reads, r.writes, r.imports, r.stages, r.access)
         fns.vkCmdExecuteCommands(cmd, 1, r.pcmd)
-        rec._bound_pipeline = rec._bound_desc = rec._bound_layout = None
-        rec._after(r.reads, r.writes, r.stages, r.write_access, r.wrote_mapped)
+        rec.forget_bound_state()
+        rec.after_work(r.reads, r.writes, r.stages, r.write_access, r.wrote_mapped)
         self._last_epoch = ctx._epoch
         self.stats["replays"] += 1
         self._pool.stats["program_replays"] += 1

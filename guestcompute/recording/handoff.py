@@ -39,20 +39,13 @@ import threading
 import vulkan as vk
 from vulkan import ffi
 
-from . import host as _host
-from .errors import InvalidArgumentError, UnsupportedError, check
-from .record import Recorder
-from .vk.commands import allocate_command_buffer, create_command_pool
-from .vk.structs import array, new
-
-_COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-_TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-_GUEST_STAGES = _COMPUTE | _TRANSFER | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
-_SHADER_RW = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
-_GUEST_WRITES = vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
-_GUEST_ACCESS = _SHADER_RW | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT \
-    | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT
-_ALL_ONES = 0xFFFFFFFF
+from .. import host as _host
+from ..errors import InvalidArgumentError, UnsupportedError, check
+from ..ops.base import check_tensor
+from ..vk import sync
+from ..vk.commands import allocate_command_buffer, create_command_pool
+from ..vk.structs import array, new
+from .recorder import Recorder, Target
 
 
 class Submission:
@@ -109,27 +102,18 @@ class _ThreadPool:
         self.thread = threading.get_ident()
 
 
-class _HandoffRecorder(Recorder):
-    """A Recorder for the guest's own submissions: the semaphore waits order
-    it after the host, so no barrier waits for the host's declared stages
-    (all counted as covered) and the exit barrier only hands host-mapped
-    writes to the host."""
+class HandoffTarget(Target):
+    """The guest's own submission: the semaphore waits order it after the
+    host, so no barrier waits for the host's declared stages and the exit
+    barrier only hands host-mapped writes to the host."""
+    waits_for_host = False
+    kind = "a hand-off submission"
 
-    def __init__(self, ctx, cmd, family: int):
-        super().__init__(ctx, cmd)
-        self._covered_stages = self._covered_access = _ALL_ONES
-        self._family = family          # programs can only replay on the adopted family
+    def __init__(self, family: int):
+        self.family = family          # programs can only replay on the adopted family
 
-    def _finish(self):
-        extra_stages, extra_access = self._extra_stages, self._extra_access
-        if self._wrote_mapped:
-            self._emit_barrier(_COMPUTE | extra_stages, vk.VK_ACCESS_SHADER_WRITE_BIT | extra_access,
-                               vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
-        self._extra_stages = self._extra_access = 0
-        self._imports.clear()
-        self._wrote_mapped = False
-        self._entered = False
-        self._hazards.after_barrier()
+    def exit_masks(self, state):
+        return state.exit_masks(to_host_accesses=False)
 
 
 class Submitter:
@@ -291,7 +275,7 @@ def _as_value(v, what):
 
 def _as_stages(stages) -> int:
     if stages is None:
-        return _GUEST_STAGES
+        return sync.GUEST_STAGES
     if isinstance(stages, int) and not isinstance(stages, bool):
         if stages <= 0:
             raise InvalidArgumentError("wait stages must be a non-empty VkPipelineStageFlags mask")
@@ -329,7 +313,6 @@ def ownership_barrier(ctx, cmd, tensors, *, src_family: int, dst_family: int, sr
     """Record a queue-family ownership transfer half (release when ``cmd``
     runs on ``src_family``, acquire on ``dst_family``) for the buffers of
     ``tensors``, each over its whole range so both halves match exactly."""
-    from .ops.base import check_tensor
     bufs = {}
     for t in tensors:
         t = check_tensor(ctx, t, "shared tensor")
@@ -345,7 +328,7 @@ def ownership_barrier(ctx, cmd, tensors, *, src_family: int, dst_family: int, sr
 
 def _host_side(t) -> tuple:
     ha = t.buffer.host_access
-    return (ha.stages, ha.access) if ha is not None else (_COMPUTE | _TRANSFER, _GUEST_ACCESS)
+    return (ha.stages, ha.access) if ha is not None else (sync.EARLIER_GUEST_STAGES, sync.GUEST_ACCESS)
 
 
 def release_to_guest(ctx, host_cmd, tensors, guest_family: int) -> None:
@@ -354,8 +337,8 @@ def release_to_guest(ctx, host_cmd, tensors, guest_family: int) -> None:
     for t in tensors:
         stages, access = _host_side(t)
         ownership_barrier(ctx, host_cmd, [t], src_family=ctx.queue_family_index, dst_family=guest_family,
-                          src_stages=stages, src_access=access & _WRITES_ANY,
-                          dst_stages=vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dst_access=0)
+                          src_stages=stages, src_access=access & sync.WRITE_ACCESS,
+                          dst_stages=sync.BOTTOM_OF_PIPE, dst_access=0)
 
 
 def acquire_from_guest(ctx, host_cmd, tensors, guest_family: int) -> None:
@@ -364,13 +347,8 @@ def acquire_from_guest(ctx, host_cmd, tensors, guest_family: int) -> None:
     for t in tensors:
         stages, access = _host_side(t)
         ownership_barrier(ctx, host_cmd, [t], src_family=guest_family, dst_family=ctx.queue_family_index,
-                          src_stages=vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, src_access=0,
+                          src_stages=sync.TOP_OF_PIPE, src_access=0,
                           dst_stages=stages, dst_access=access)
-
-
-_WRITES_ANY = (vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
-               | vk.VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT
-               | vk.VK_ACCESS_MEMORY_WRITE_BIT)
 
 
 def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None, shared=(),
@@ -409,7 +387,6 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
     cross = family != ctx.queue_family_index
     shared = list(shared) if cross else []
     if shared:
-        from .ops.base import check_tensor
         shared = [check_tensor(ctx, t, "shared tensor") for t in shared]
     owner.poll()
 
@@ -422,15 +399,15 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
         check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
         if shared:
             ownership_barrier(ctx, cmd, shared, src_family=ctx.queue_family_index, dst_family=family,
-                              src_stages=vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, src_access=0,
-                              dst_stages=_GUEST_STAGES, dst_access=_GUEST_ACCESS)
-        rec = _HandoffRecorder(ctx, cmd, family)
+                              src_stages=sync.TOP_OF_PIPE, src_access=0,
+                              dst_stages=sync.GUEST_STAGES, dst_access=sync.GUEST_ACCESS)
+        rec = Recorder(ctx, cmd, HandoffTarget(family))
         with rec:
             result = fn(rec)
         if shared:
             ownership_barrier(ctx, cmd, shared, src_family=family, dst_family=ctx.queue_family_index,
-                              src_stages=_GUEST_STAGES, src_access=_GUEST_WRITES,
-                              dst_stages=vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dst_access=0)
+                              src_stages=sync.GUEST_STAGES, src_access=sync.GUEST_WRITES,
+                              dst_stages=sync.BOTTOM_OF_PIPE, dst_access=0)
         check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
     except BaseException:
         # A half-recorded buffer cannot be begun again: free it.

@@ -39,9 +39,9 @@ from contextlib import contextmanager
 import vulkan as vk
 from vulkan import ffi, lib
 
-from .errors import RecordingError, UnsupportedError, check
-from .vk.functions import instance_function
-from .vk.structs import new
+from ..errors import RecordingError, UnsupportedError, check
+from ..vk.functions import instance_function
+from ..vk.structs import new
 
 BLOCK = 64                    # queries per pool: 32 scopes
 KEEP_EPOCHS = 8               # retired epochs whose results ctx.timings() can still give
@@ -160,7 +160,7 @@ class RecorderTiming:
 
     def __init__(self, rec):
         self._rec = rec
-        self._ts = timestamps_of(rec._ctx)
+        self._ts = timestamps_of(rec.ctx)
         if not self._ts.supported:
             raise UnsupportedError("this queue family writes no timestamps (timestampValidBits is 0); "
                                    "rec.timing() needs a queue that supports them")
@@ -173,7 +173,7 @@ class RecorderTiming:
         block = self._block
         if block is None or block.used == BLOCK:
             block = self._block = self._ts.acquire(self)
-            self._rec._fns.vkCmdResetQueryPool(self._rec._cmd, block.pool, 0, BLOCK)
+            self._rec.ctx._fns.vkCmdResetQueryPool(self._rec.command_buffer, block.pool, 0, BLOCK)
         block.epoch = max(block.epoch, epoch)
         q = block.used
         block.used += 1
@@ -182,9 +182,9 @@ class RecorderTiming:
     @contextmanager
     def scope(self, name: str):
         rec = self._rec
-        rec._check_active()
-        fns, cmd = rec._fns, rec._cmd
-        block, q0 = self._query(rec._ctx._epoch)
+        rec.check_active()
+        fns, cmd = rec.ctx._fns, rec.command_buffer
+        block, q0 = self._query(rec.ctx._epoch)
         fns.vkCmdWriteTimestamp(cmd, _STAGE, block.pool, q0)
         entry = [str(name), block, q0, None, None]
         self._scopes.append(entry)
@@ -192,8 +192,8 @@ class RecorderTiming:
         try:
             yield
         finally:
-            if rec._active:
-                end_block, q1 = self._query(rec._ctx._epoch)
+            if rec.active:
+                end_block, q1 = self._query(rec.ctx._epoch)
                 fns.vkCmdWriteTimestamp(cmd, _STAGE, end_block.pool, q1)
                 entry[3], entry[4] = end_block, q1
 
@@ -218,7 +218,7 @@ class RecorderTiming:
     def results(self) -> dict:
         if self._results is not None:
             return dict(self._results)
-        if self._rec._active:
+        if self._rec.active:
             raise RecordingError("timings are readable once the recording is closed and the GPU has run it")
         for _, b0, _, b1, _ in self._scopes:
             for b in (b0, b1):
@@ -271,14 +271,14 @@ DEFAULT_COLOR = (0.2, 0.6, 1.0, 1.0)
 def label(rec, name: str, color=DEFAULT_COLOR):
     """Bracket the work recorded inside with a debug label (no-op without
     VK_EXT_debug_utils)."""
-    labels = labels_of(rec._ctx)
+    labels = labels_of(rec.ctx)
     if not labels.enabled:
         yield
         return
-    rec._check_active()
-    labels.begin(rec._cmd, labels.info(str(name), tuple(float(c) for c in color)))
+    rec.check_active()
+    labels.begin(rec.command_buffer, labels.info(str(name), tuple(float(c) for c in color)))
     try:
         yield
     finally:
-        if rec._active:
-            labels.end(rec._cmd)
+        if rec.active:
+            labels.end(rec.command_buffer)

@@ -25,6 +25,13 @@ Hazards are tracked per memory (``Buffer.hazard_keys``: a guest buffer, or
 a byte range of a host VkBuffer), not per import, so imports of overlapping
 ranges of one host VkBuffer are ordered and disjoint ones are not.
 
+Targets: the same Recorder records into the host's command buffer
+(:data:`HOST_BUFFER`), into a program's secondary (``program.py``) and into
+the guest's own hand-off submission (``handoff.py``). What differs is the
+*target*: whether the recording waits for the host's declared accesses,
+which exit barrier it records, which queue family it runs on, and whether
+something captures what the recording touches.
+
 Thread-safety: a Recorder belongs to one thread; different threads may
 record with the same context into different command buffers at once.
 ``ctx.close()`` waits for open recorders to leave their ``with`` block.
@@ -36,83 +43,81 @@ import inspect
 import vulkan as vk
 from vulkan import ffi
 
-from .errors import InvalidArgumentError, RecordingError, UnknownOperationError, UnsupportedError
-from .ops.base import Dispatch, registered_ops
+from ..errors import (ContextClosedError, InvalidArgumentError, RecordingError, UnknownOperationError,
+                      UnsupportedError)
+from ..host import as_host_access
+from ..ops.base import Dispatch, check_tensor
+from ..tensor import Tensor
+from ..vk import sync
+from .dispatch_plan import plan_for
+from .op_methods import OpMethods, close_matches
 from .timing import DEFAULT_COLOR, RecorderTiming, label, labels_of
-from .vk.hazards import HazardTracker
 
 _BIND = vk.VK_PIPELINE_BIND_POINT_COMPUTE
-_COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-_TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-_HOST = vk.VK_PIPELINE_STAGE_HOST_BIT
-_SHADER_READ = vk.VK_ACCESS_SHADER_READ_BIT
-_SHADER_WRITE = vk.VK_ACCESS_SHADER_WRITE_BIT
-_SHADER_RW = _SHADER_READ | _SHADER_WRITE
-_TRANSFER_WRITE = vk.VK_ACCESS_TRANSFER_WRITE_BIT
-_INDIRECT_STAGE = vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
-_INDIRECT_READ = vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT
 _PUSH_STAGE = vk.VK_SHADER_STAGE_COMPUTE_BIT
-# Every guest barrier's second scope: all stages guest work itself uses
-# (dispatches, parameter updates and staging copies, indirect-argument
-# reads), so the hazard tracker may start over after any barrier.
-_GUEST_STAGES = _COMPUTE | _TRANSFER | _INDIRECT_STAGE
-_GUEST_ACCESS = _SHADER_RW | vk.VK_ACCESS_TRANSFER_READ_BIT | _TRANSFER_WRITE | _INDIRECT_READ
-_WRITE_ACCESS = (_SHADER_WRITE | _TRANSFER_WRITE | vk.VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT
-                 | vk.VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT | vk.VK_ACCESS_HOST_WRITE_BIT
-                 | vk.VK_ACCESS_MEMORY_WRITE_BIT)
 
 
-def _close_matches(name: str, names) -> list:
-    """Up to three of ``names`` resembling ``name``, for "did you mean". difflib
-    is imported only here, and may fail there: it imports heapq, which an
-    application's own heapq.py can shadow; the error then just has no hint."""
-    try:
-        import difflib
-        return difflib.get_close_matches(name, names, n=3)
-    except (ImportError, AttributeError):
-        return []
+class Target:
+    """Where a recording goes, and what that changes (see the module notes).
+
+    ``waits_for_host``: entry barriers wait for the host's declared
+    accesses of imported buffers. ``enters``: the first command waits for
+    earlier guest work and flushes pending uploads. ``family``: the queue
+    family the command buffer runs on (None: the adopted one).
+    ``capture``: an object told about every dispatch, every non-dispatch
+    piece of work and every op's arguments and results (programs), or None.
+    ``nests_programs`` / ``times``: ``rec.execute`` and ``rec.timing`` work.
+    """
+    waits_for_host = True
+    enters = True
+    family = None
+    capture = None
+    nests_programs = True
+    times = True
+    kind = "the host's command buffer"
+
+    def exit_masks(self, state: sync.BarrierState):
+        """The exit barrier's masks, or None (see BarrierState.exit_masks)."""
+        return state.exit_masks(to_host_accesses=True)
 
 
-class Recorder:
+HOST_BUFFER = Target()
+
+
+class Recorder(OpMethods):
     """Use as ``with ctx.record(cmd) as rec: rec.add(a, b, out=c)``.
 
     Every registered operation is a method (``rec.add``, ``rec.fill``...);
-    ``dir(rec)`` lists them.
+    ``dir(rec)`` lists them, ``help(rec.add)`` shows its signature.
+
+    Public attributes for collaborators (programs, timing, hand-off):
+    ``ctx``, ``command_buffer``, ``target``, ``state`` (the
+    :class:`~guestcompute.vk.sync.BarrierState`), ``dispatches`` and
+    ``barriers`` (counts so far).
 
     Thread-safety: every method, ops included, is for the one thread that
     records into this recorder's command buffer; other threads use recorders
     of their own (see ``Context.record``).
     """
 
-    def __init__(self, ctx, cmd):
-        self._ctx = ctx
-        self._cmd = cmd
+    def __init__(self, ctx, cmd, target: Target = HOST_BUFFER):
+        self.ctx = ctx
+        self.command_buffer = cmd
+        self.target = target
         self._cmd_key = int(ffi.cast("uintptr_t", cmd))   # the handle's value: one open recorder per buffer
         self._used = False             # entered once already: a recorder is single-use
         self._fns = ctx._fns
         self._push_desc = ctx._descriptors.push
         self._count_hit = ctx._pipelines.count_hit
         self._active = False
-        self._hazards = HazardTracker()
-        self._entered = False
-        # uid -> [Buffer, written?]: per import, not per memory, since each
-        # import declares its own host access; the exit barrier ORs them all.
-        self._imports: dict = {}
-        self._wrote_mapped = False
+        self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host)
+        self._capture = target.capture
         self._bound_pipeline = None
         self._bound_desc = None
         self._bound_layout = None
-        self._covered_stages = 0       # source stages/access the entry barriers covered so far
-        self._covered_access = 0
         self._barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
         self.dispatches = 0
         self.barriers = 0
-        # Stages / write accesses of guest work other than dispatches (program
-        # replays, parameter updates, host hooks) since entry: the exit barrier
-        # and barriers before hooks must wait for them too.
-        self._extra_stages = 0
-        self._extra_access = 0
-        self._capture = None          # set while recording a program: sees every op's tensors
         self._timing = None           # timing.RecorderTiming, made by the first rec.timing()
         self._op_labels = labels_of(ctx) if ctx.op_labels and labels_of(ctx).enabled else None
 
@@ -126,7 +131,7 @@ class Recorder:
                                  "since; make a new one with ctx.record(cmd) for each recording")
         # Raises ContextClosedError once close() began, RecordingError when
         # another recorder is open on this command buffer.
-        self._ctx._recorder_opened(self._cmd_key)
+        self.ctx._recorder_opened(self._cmd_key)
         self._used = True
         self._active = True
         return self
@@ -136,40 +141,64 @@ class Recorder:
         # context is closing): whatever was recorded before the error must
         # still hand the host's buffers back.
         try:
-            self._finish()
+            masks = self.target.exit_masks(self.state)
+            if masks is not None:
+                self.emit_barrier(*masks)
         finally:
             self._active = False
-            self._ctx._recorder_closed(self._cmd_key)
+            self.ctx._recorder_closed(self._cmd_key)
         return False
 
-    def _check_active(self):
+    @property
+    def active(self) -> bool:
+        """True inside the ``with`` block."""
+        return self._active
+
+    def check_active(self) -> None:
+        """Raise unless this recorder may record now (inside its block, context open)."""
         if not self._active:
             raise RecordingError("record ops inside `with ctx.record(cmd) as rec:`")
-        if self._ctx.closed:
-            from .errors import ContextClosedError
+        if self.ctx.closed:
             raise ContextClosedError("the context was closed while recording; finish this recording "
                                      "with a new context")
 
-    # -- ops as methods ------------------------------------------------------
     def __getattr__(self, name):
-        fn = registered_ops().get(name)
-        if fn is None:
-            hint = ""
-            if not name.startswith("_"):
-                near = _close_matches(name, registered_ops())
-                hint = f"; did you mean {', '.join(near)}?" if near else "; dir(rec) lists the operations"
-            raise UnknownOperationError(f"Recorder has no operation {name!r}{hint}")
-        method = _as_method(name, fn)
-        setattr(Recorder, name, method)
-        return getattr(self, name)
+        # Only reached for names that are neither methods nor attributes.
+        hint = ""
+        if not name.startswith("_"):
+            near = close_matches(name)
+            hint = f"; did you mean {', '.join(near)}?" if near else "; dir(rec) lists the operations"
+        raise UnknownOperationError(f"Recorder has no operation {name!r}{hint}")
 
-    def __dir__(self):
-        return sorted(set(super().__dir__()) | set(registered_ops()))
+    # -- ops -------------------------------------------------------------------
+    def record_op(self, name: str, planner, args: tuple, kwargs: dict):
+        """Plan op ``name`` with ``planner(ctx, *args, **kwargs)`` and record
+        its dispatches; returns the op's value. Every op method calls this."""
+        if not self._active or self.ctx.closed:
+            self.check_active()
+        try:
+            result = planner(self.ctx, *args, **kwargs)
+        except TypeError:
+            _check_call(name, planner, self.ctx, args, kwargs)
+            raise
+        if result.dispatches:
+            labels = self._op_labels
+            if labels is None:
+                self._record_all(result.dispatches)
+            else:
+                labels.begin(self.command_buffer, labels.info(name, DEFAULT_COLOR))
+                try:
+                    self._record_all(result.dispatches)
+                finally:
+                    labels.end(self.command_buffer)
+        if self._capture is not None:
+            self._capture.values(args, kwargs, result.value)
+        return result.value
 
     def dispatch(self, dispatches) -> None:
         """Record already-planned :class:`Dispatch` objects (ops use this).
         Thread-safety: the recorder's own thread only."""
-        self._check_active()
+        self.check_active()
         if isinstance(dispatches, Dispatch):
             self._record_all((dispatches,))
             return
@@ -181,63 +210,57 @@ class Recorder:
     def _record_all(self, dispatches) -> None:
         # Every pipeline is resolved (maybe created) before the first command
         # is recorded, so a failure leaves the host's command buffer untouched.
-        ctx = self._ctx
+        ctx = self.ctx
         if len(dispatches) == 1:          # the common case, without the lists
             d = dispatches[0]
-            plan = d.__dict__.get("_plan")
+            plan = d.resolved
             if (plan is None or plan.ctx is not ctx or plan.spec is not d.spec
                     or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect):
-                plan = _plan_for(ctx, d)
+                plan = plan_for(ctx, d)
             else:
                 self._count_hit()
             self._record(d, plan)
             return
-        plans = [_plan_for(ctx, d) for d in dispatches]
+        plans = [plan_for(ctx, d) for d in dispatches]
         for d, plan in zip(dispatches, plans):
             self._record(d, plan)
 
     # -- the hot path -----------------------------------------------------------
-    def _record(self, d: Dispatch, plan: "_Plan") -> None:
-        fns, cmd = self._fns, self._cmd
-        epoch = self._ctx._epoch
+    def _record(self, d: Dispatch, plan) -> None:
+        fns, cmd = self._fns, self.command_buffer
+        state = self.state
         src_stage = src_access = 0
-        if not self._entered:
+        if not state.entered:
             # Guest work recorded earlier (previous frames, other recordings,
             # uploads) is ordered before this recording's first dispatch.
-            src_stage, src_access = _COMPUTE | _TRANSFER, _SHADER_WRITE | _TRANSFER_WRITE
-            self._entered = True
-            self._ctx._flush_pending_uploads(self)
+            src_stage, src_access = sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES
+            state.entered = True
+            self.ctx._flush_pending_uploads(self)
+        epoch = self.ctx._epoch
         for b in plan.buffers:
             b.last_epoch = epoch
         if plan.writes_mapped:
-            self._wrote_mapped = True
+            state.wrote_mapped = True
         if plan.imports:
-            imports = self._imports
             for b, w in plan.imports:
-                seen = imports.get(b.uid)
-                if seen is None:
-                    ha = b.host_access
-                    # One global entry barrier covers every buffer the host
-                    # touched with those stages: later imports with the same
-                    # declared access need no barrier of their own.
-                    if ha.stages & ~self._covered_stages or ha.access & ~self._covered_access:
-                        src_stage |= ha.stages
-                        src_access |= ha.access
-                    imports[b.uid] = seen = [b, False]
-                if w:
-                    seen[1] = True
+                # One global entry barrier covers every buffer the host
+                # touched with those stages: later imports with the same
+                # declared access need no barrier of their own.
+                stage, access = state.host_sources(b, w)
+                src_stage |= stage
+                src_access |= access
         reads, writes = plan.reads, plan.writes
-        hz = self._hazards
+        hz = state.hazards
         if hz.needs_barrier(reads, writes):
             # hz.stages / hz.access add what non-dispatch work (hooks, updates) did
-            src_stage |= _COMPUTE | hz.stages
-            src_access |= _SHADER_WRITE | hz.access
+            src_stage |= sync.COMPUTE | hz.stages
+            src_access |= sync.SHADER_WRITE | hz.access
         if src_stage:
-            self._emit_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS)
-            self._covered_stages |= src_stage
-            self._covered_access |= src_access
-            hz.after_barrier()
+            self.emit_barrier(src_stage, src_access, sync.GUEST_STAGES, sync.GUEST_ACCESS)
+            state.barrier_recorded(src_stage, src_access)
         hz.touch(reads, writes)
+        if self._capture is not None:
+            self._capture.dispatch(d, plan)
 
         pipe = plan.pipe
         if pipe is not self._bound_pipeline:
@@ -266,8 +289,8 @@ class Recorder:
         """``with rec.timing("name"):`` — GPU time of the work recorded inside,
         from timestamps written into this command buffer. Read it after the
         GPU ran it: ``rec.timings`` or ``ctx.timings()`` (see timing.py)."""
-        self._check_active()
-        if self._capture is not None:
+        self.check_active()
+        if not self.target.times:
             raise UnsupportedError("rec.timing() inside a program: every replay would write the same "
                                    "queries; time the rec.execute(program) call instead")
         if self._timing is None:
@@ -299,12 +322,15 @@ class Recorder:
         Like any secondary command buffer, the replay leaves *all* state bound
         in the host's command buffer undefined, graphics state included:
         rebind after it."""
-        self._check_active()
-        from .program import Program
-        if not isinstance(program, Program):
+        self.check_active()
+        replay = getattr(program, "replay_into", None)
+        if not callable(replay):
             raise InvalidArgumentError(f"rec.execute takes a Program from ctx.program(fn), "
                                        f"got {type(program).__name__}")
-        program._execute_in(self, params)
+        if not self.target.nests_programs:
+            raise RecordingError("a program cannot execute another program (Vulkan 1.x secondaries do not "
+                                 "nest); call the other program's function inside this one instead")
+        replay(self, params)
 
     def host(self, callback, *, reads=(), writes=(), access="transfer", stages: int = None):
         """Call ``callback(cmd)`` right here so the host records its own
@@ -325,9 +351,7 @@ class Recorder:
         before anything is recorded). A callback that raises is taken to have
         recorded all it declared: the exception propagates, and later ops
         still rebind and get their barriers."""
-        self._check_active()
-        from .host import as_host_access
-        from .ops.base import check_tensor
+        self.check_active()
         if not callable(callback):
             raise InvalidArgumentError(f"rec.host needs a callable taking the command buffer, "
                                        f"got {type(callback).__name__}")
@@ -335,13 +359,13 @@ class Recorder:
         if stages is not None:
             acc = as_host_access((stages, acc.access))     # the same checks for the override
         hook_stages = acc.stages
-        ctx = self._ctx
+        ctx = self.ctx
         reads = [check_tensor(ctx, t, "rec.host reads") for t in _as_list(reads)]
         writes = [check_tensor(ctx, t, "rec.host writes") for t in _as_list(writes)]
         rbufs = {t.buffer.uid: t.buffer for t in reads}
         wbufs = {t.buffer.uid: t.buffer for t in writes}
         if self._capture is not None:
-            self._capture(reads, writes, None)
+            self._capture.values(reads, writes, None)
         declared = bool(rbufs or wbufs)
         if declared:
             r_keys = frozenset(k for b in rbufs.values() for k in b.hazard_keys)
@@ -349,137 +373,70 @@ class Recorder:
             shared = [(b, b.uid in wbufs) for b in {**rbufs, **wbufs}.values() if b.host_access is not None]
             # The tracker's barriers cover only guest stages: a hook running in
             # others is ordered after everything recorded so far.
-            self._sync_before(r_keys, w_keys, shared, hook_stages, acc.access,
-                              force=bool(hook_stages & ~_GUEST_STAGES))
+            self.sync_before_work(r_keys, w_keys, shared, hook_stages, acc.access,
+                                  force=bool(hook_stages & ~sync.GUEST_STAGES))
         try:
-            return callback(self._cmd)
+            return callback(self.command_buffer)
         finally:
             # Whether the hook returned or raised, it may have bound compute
             # state and recorded some of what it declared: forget the bindings
             # and assume (conservatively) it did all it declared, so the next
             # op rebinds and the barriers after it still wait for it.
-            self._bound_pipeline = self._bound_desc = self._bound_layout = None
+            self.forget_bound_state()
             if declared:
-                write_access = (acc.access & _WRITE_ACCESS) or vk.VK_ACCESS_MEMORY_WRITE_BIT
+                write_access = (acc.access & sync.WRITE_ACCESS) or sync.MEMORY_WRITE
                 mapped = any(b.alloc is not None and b.alloc.mapped is not None for b in wbufs.values())
-                self._after(r_keys, w_keys, hook_stages, write_access, mapped,
-                            tuple(rbufs.values()) + tuple(wbufs.values()))
+                self.after_work(r_keys, w_keys, hook_stages, write_access, mapped,
+                                tuple(rbufs.values()) + tuple(wbufs.values()))
 
-    def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False) -> None:
+    # -- barriers around guest work that is not a dispatch ------------------------
+    def sync_before_work(self, reads, writes, shared, dst_stage, dst_access, force=False) -> None:
         """The barrier before guest work that is not a dispatch (a program
         replay, a parameter update, a host hook) reading ``reads`` and writing
         ``writes`` (sets of ``Buffer.hazard_keys``) in ``dst_stage``. ``shared``:
         (Buffer, written) pairs of host-shared buffers among them. ``force``:
         order everything recorded so far before it."""
+        state = self.state
+        if self._capture is not None:
+            self._capture.sync(dst_stage, dst_access)
         src_stage = src_access = 0
-        if not self._entered:
-            src_stage, src_access = _COMPUTE | _TRANSFER, _SHADER_WRITE | _TRANSFER_WRITE
-            self._entered = True
-            self._ctx._flush_pending_uploads(self)
+        if not state.entered:
+            src_stage, src_access = sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES
+            state.entered = True
+            self.ctx._flush_pending_uploads(self)
         for b, w in shared:
-            stage, access = self._note_import(b, w)
+            stage, access = state.host_sources(b, w)
             src_stage |= stage
             src_access |= access
-        hz = self._hazards
-        if force:
-            if self.dispatches or self._extra_stages:
-                src_stage |= _COMPUTE | self._extra_stages
-                src_access |= _SHADER_WRITE | self._extra_access
-        elif hz.needs_barrier(reads, writes):
-            src_stage |= _COMPUTE | hz.stages
-            src_access |= _SHADER_WRITE | hz.access
+        stage, access = state.sources_before(reads, writes, force, bool(self.dispatches))
+        src_stage |= stage
+        src_access |= access
         if src_stage:
-            self._emit_barrier(src_stage, src_access, dst_stage | _GUEST_STAGES, dst_access | _GUEST_ACCESS)
-            self._covered_stages |= src_stage
-            self._covered_access |= src_access
-            hz.after_barrier()
+            self.emit_barrier(src_stage, src_access, dst_stage | sync.GUEST_STAGES,
+                              dst_access | sync.GUEST_ACCESS)
+            state.barrier_recorded(src_stage, src_access)
 
-    def _note_import(self, b, written: bool) -> tuple:
-        """Register a host-shared buffer for the exit barrier; returns the
-        (stages, access) the entry barrier must wait for (none if covered)."""
-        seen = self._imports.get(b.uid)
-        stage = access = 0
-        if seen is None:
-            ha = b.host_access
-            if ha.stages & ~self._covered_stages or ha.access & ~self._covered_access:
-                stage, access = ha.stages, ha.access
-            self._imports[b.uid] = seen = [b, False]
-        if written:
-            seen[1] = True
-        return stage, access
-
-    def _after(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()) -> None:
-        """Account for non-dispatch work just recorded (see _sync_before)."""
-        self._hazards.touch(reads, writes, stages, write_access)
-        self._extra_stages |= stages
-        if writes:
-            self._extra_access |= write_access
-        if wrote_mapped:
-            self._wrote_mapped = True
-        epoch = self._ctx._epoch
+    def after_work(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()) -> None:
+        """Account for non-dispatch work just recorded (see sync_before_work)."""
+        if self._capture is not None:
+            self._capture.work(reads, writes, stages, write_access, buffers)
+        self.state.after_work(reads, writes, stages, write_access, wrote_mapped)
+        epoch = self.ctx._epoch
         for b in buffers:
             b.last_epoch = epoch
 
-    def _emit_barrier(self, src_stage, src_access, dst_stage, dst_access) -> None:
+    def forget_bound_state(self) -> None:
+        """Something else bound compute state (a hook, a replay): rebind before the next dispatch."""
+        self._bound_pipeline = self._bound_desc = self._bound_layout = None
+
+    def emit_barrier(self, src_stage, src_access, dst_stage, dst_access) -> None:
+        """Record one global memory barrier into this recorder's command buffer."""
         bar = self._barrier
         bar.srcAccessMask = src_access
         bar.dstAccessMask = dst_access
-        self._fns.vkCmdPipelineBarrier(self._cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
+        self._fns.vkCmdPipelineBarrier(self.command_buffer, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
                                        0, ffi.NULL)
         self.barriers += 1
-
-    def _finish(self) -> None:
-        """Exit barrier: guest writes → the host's declared accesses."""
-        extra_stages, extra_access = self._extra_stages, self._extra_access
-        self._extra_stages = self._extra_access = 0
-        if not self._imports and not self._wrote_mapped:
-            return
-        src_access = 0
-        dst_stage = dst_access = 0
-        for b, written in self._imports.values():
-            dst_stage |= b.host_access.stages
-            dst_access |= b.host_access.access
-            if written:
-                src_access = _SHADER_WRITE | extra_access
-        if self._wrote_mapped:
-            src_access = _SHADER_WRITE | extra_access
-            dst_stage |= _HOST
-            dst_access |= vk.VK_ACCESS_HOST_READ_BIT
-        self._emit_barrier(_COMPUTE | extra_stages, src_access, dst_stage, dst_access)
-        self._imports.clear()
-        self._wrote_mapped = False
-        self._entered = False
-        self._covered_stages = self._covered_access = 0
-        self._hazards.after_barrier()
-
-
-def _as_method(name, fn):
-    def method(self, *args, **kwargs):
-        if not self._active or self._ctx.closed:
-            self._check_active()
-        try:
-            result = fn(self._ctx, *args, **kwargs)
-        except TypeError:
-            _check_call(name, fn, self._ctx, args, kwargs)
-            raise
-        if result.dispatches:
-            labels = self._op_labels
-            if labels is None:
-                self._record_all(result.dispatches)
-            else:
-                labels.begin(self._cmd, labels.info(name, DEFAULT_COLOR))
-                try:
-                    self._record_all(result.dispatches)
-                finally:
-                    labels.end(self._cmd)
-        if self._capture is not None:
-            self._capture(args, kwargs, result.value)
-        return result.value
-    method.__name__ = name
-    method.__qualname__ = f"Recorder.{name}"
-    method.__doc__ = (fn.__doc__ or "").rstrip() + ("\n\n    Thread-safety: the recorder's own thread "
-                                                     "only; tensors may be shared between threads.")
-    return method
 
 
 def _check_call(name, fn, ctx, args, kwargs) -> None:
@@ -499,63 +456,8 @@ def _check_call(name, fn, ctx, args, kwargs) -> None:
 
 def _as_list(tensors) -> list:
     """One tensor or a sequence of them."""
-    from .tensor import Tensor
     if isinstance(tensors, Tensor):
         return [tensors]
     if not isinstance(tensors, (list, tuple, set, frozenset)):
         raise InvalidArgumentError(f"expected a tensor or a list of tensors, got {type(tensors).__name__}")
     return list(tensors)
-
-
-class _Plan:
-    """What recording one :class:`Dispatch` needs beyond its push bytes and
-    groups: the pipeline, the hazard keys it reads and writes (for barriers),
-    the buffers whose last epoch it bumps, imported buffers, and its
-    descriptor entry. Built once per Dispatch object and kept on it, so an
-    op that returns the same Dispatch again (a memoized plan) records with
-    no lookups at all."""
-    __slots__ = ("ctx", "spec", "buffer_tuple", "indirect", "pipe", "reads", "writes", "buffers", "imports",
-                 "writes_mapped", "desc")
-
-    def __init__(self, ctx, d: Dispatch):
-        pipe = ctx._pipeline_for(d)
-        reads, writes, imports = [], [], []
-        writes_mapped = False
-        for b, (r, w) in zip(d.buffers, pipe.bindings):
-            if r:
-                reads.extend(b.hazard_keys)
-            if w:
-                writes.extend(b.hazard_keys)
-                if b.alloc is not None and b.alloc.mapped is not None:
-                    writes_mapped = True
-            if b.host_access is not None:
-                imports.append((b, w))
-        buffers = list(d.buffers)
-        if d.indirect is not None:
-            reads.extend(d.indirect[0].hazard_keys)
-            buffers.append(d.indirect[0])
-        self.ctx = ctx
-        self.spec = d.spec
-        self.buffer_tuple = d.buffers
-        self.indirect = d.indirect
-        self.pipe = pipe
-        self.reads = tuple(reads)
-        self.writes = tuple(writes)
-        self.buffers = tuple(buffers)
-        self.imports = tuple(imports)
-        self.writes_mapped = writes_mapped
-        self.desc = ctx._descriptors.get(pipe.set_layout, d.buffers)
-
-
-def _plan_for(ctx, d: Dispatch) -> _Plan:
-    # A kept plan is valid while the Dispatch still names the same spec and
-    # buffers (its Buffers are alive, so their uids and descriptors are too).
-    plan = d.__dict__.get("_plan")
-    if (plan is not None and plan.ctx is ctx and plan.spec is d.spec and plan.buffer_tuple is d.buffers
-            and plan.indirect is d.indirect):
-        ctx._pipelines.count_hit()
-        return plan
-    plan = _Plan(ctx, d)
-    if type(d.buffers) is tuple and (d.indirect is None or type(d.indirect) is tuple):
-        d._plan = plan
-    return plan

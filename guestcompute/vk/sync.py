@@ -1,0 +1,191 @@
+"""Synchronization: every pipeline stage and access mask guestcompute uses,
+the hazard tracker, and the barrier state of one recording.
+
+All masks live here so that no two files can disagree about, say, which
+accesses count as writes. The module records nothing: it says which
+barrier is needed, and the recorder emits it.
+
+**Hazards.** ``HazardTracker`` keeps, per hazard key (``Buffer.hazard_keys``:
+a guest buffer, or a byte range of a host VkBuffer), whether it was written
+or read since the last barrier, and the stages (and write accesses) that did
+it. A command that reads something written (RAW), writes something read
+(WAR) or writes something written (WAW) since then needs a barrier; the
+barrier is one global VkMemoryBarrier from the accumulated stages, as cheap
+as buffer barriers on every driver we know, and it covers all buffers.
+Every guest barrier's second scope covers all the stages guest work itself
+uses (``GUEST_STAGES``), so after any barrier the tracker starts over.
+
+**Barrier state.** ``BarrierState`` is what one recording has ordered so
+far: whether the entry barrier was recorded, which host stages/accesses the
+entry barriers covered, the host-shared buffers met (for the exit barrier),
+and the stages of guest work other than dispatches (program replays,
+parameter updates, host hooks). Its methods return the masks of the
+barrier each step needs.
+"""
+from __future__ import annotations
+
+import vulkan as vk
+
+# -- pipeline stages -----------------------------------------------------------
+COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+TRANSFER = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+HOST = vk.VK_PIPELINE_STAGE_HOST_BIT
+INDIRECT = vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
+TOP_OF_PIPE = vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT
+BOTTOM_OF_PIPE = vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT
+
+# -- accesses -------------------------------------------------------------------
+SHADER_READ = vk.VK_ACCESS_SHADER_READ_BIT
+SHADER_WRITE = vk.VK_ACCESS_SHADER_WRITE_BIT
+SHADER_RW = SHADER_READ | SHADER_WRITE
+TRANSFER_READ = vk.VK_ACCESS_TRANSFER_READ_BIT
+TRANSFER_WRITE = vk.VK_ACCESS_TRANSFER_WRITE_BIT
+INDIRECT_READ = vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT
+HOST_READ = vk.VK_ACCESS_HOST_READ_BIT
+HOST_WRITE = vk.VK_ACCESS_HOST_WRITE_BIT
+MEMORY_WRITE = vk.VK_ACCESS_MEMORY_WRITE_BIT
+
+# Every access bit that writes memory (a release, or an ownership-transfer
+# half, may only name writes).
+WRITE_ACCESS = (SHADER_WRITE | TRANSFER_WRITE | vk.VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT
+                | vk.VK_ACCESS_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT | HOST_WRITE | MEMORY_WRITE)
+
+# The stages and accesses guest work itself uses: dispatches, parameter
+# updates and staging copies, indirect-argument reads. Every guest barrier's
+# second scope, so the hazard tracker may start over after any barrier.
+GUEST_STAGES = COMPUTE | TRANSFER | INDIRECT
+GUEST_ACCESS = SHADER_RW | TRANSFER_READ | TRANSFER_WRITE | INDIRECT_READ
+GUEST_WRITES = SHADER_WRITE | TRANSFER_WRITE
+
+# Earlier guest work (previous frames, other recordings, uploads) that a
+# recording's first command waits for.
+EARLIER_GUEST_STAGES = COMPUTE | TRANSFER
+EARLIER_GUEST_WRITES = SHADER_WRITE | TRANSFER_WRITE
+
+ALL_BITS = 0xFFFFFFFF
+
+
+class HazardTracker:
+    """Per hazard key: written or read since the last barrier (see the module notes)."""
+    __slots__ = ("written", "read", "stages", "access")
+
+    def __init__(self):
+        self.written: set = set()
+        self.read: set = set()
+        self.stages = 0      # stages that touched anything since the last barrier
+        self.access = 0      # write accesses made since the last barrier
+
+    def needs_barrier(self, reads, writes) -> bool:
+        w = self.written
+        return not (w.isdisjoint(reads) and w.isdisjoint(writes) and self.read.isdisjoint(writes))
+
+    def after_barrier(self) -> None:
+        self.written.clear()
+        self.read.clear()
+        self.stages = 0
+        self.access = 0
+
+    def touch(self, reads, writes, stages: int = COMPUTE, access: int = SHADER_WRITE) -> None:
+        self.read.update(reads)
+        self.written.update(writes)
+        self.stages |= stages
+        if writes:
+            self.access |= access
+
+
+class BarrierState:
+    """The barrier state of one recording (see the module notes).
+
+    ``entered``: the entry barrier (against earlier guest work) is recorded,
+    or not needed. ``covered_stages`` / ``covered_access``: host stages and
+    accesses the entry barriers waited for so far (all bits: never wait for
+    the host, as inside a program or a semaphore hand-off). ``imports``:
+    uid -> [Buffer, written?] per host-shared buffer met, since each import
+    declares its own host access. ``wrote_mapped``: a write to host-mapped
+    guest memory (the exit barrier makes it visible to the host).
+    ``extra_stages`` / ``extra_access``: non-dispatch guest work since entry.
+    """
+    __slots__ = ("hazards", "entered", "covered_stages", "covered_access", "imports", "wrote_mapped",
+                 "extra_stages", "extra_access")
+
+    def __init__(self, *, entered: bool = False, waits_for_host: bool = True):
+        self.hazards = HazardTracker()
+        self.entered = entered
+        self.covered_stages = self.covered_access = 0 if waits_for_host else ALL_BITS
+        self.imports: dict = {}
+        self.wrote_mapped = False
+        self.extra_stages = 0
+        self.extra_access = 0
+
+    def host_sources(self, b, written: bool) -> tuple:
+        """Register host-shared buffer ``b``; returns the (stages, access)
+        the entry barrier must still wait for — none when an earlier entry
+        barrier covered its declared host access already."""
+        seen = self.imports.get(b.uid)
+        stage = access = 0
+        if seen is None:
+            ha = b.host_access
+            if ha.stages & ~self.covered_stages or ha.access & ~self.covered_access:
+                stage, access = ha.stages, ha.access
+            self.imports[b.uid] = seen = [b, False]
+        if written:
+            seen[1] = True
+        return stage, access
+
+    def sources_before(self, reads, writes, force: bool, recorded_any: bool) -> tuple:
+        """(stages, access) of guest work that guest work reading ``reads``
+        and writing ``writes`` must wait for; ``force`` orders everything
+        recorded so far (``recorded_any``: a dispatch was recorded)."""
+        hz = self.hazards
+        if force:
+            if recorded_any or self.extra_stages:
+                return COMPUTE | self.extra_stages, SHADER_WRITE | self.extra_access
+            return 0, 0
+        if hz.needs_barrier(reads, writes):
+            # hz.stages / hz.access add what non-dispatch work (hooks, updates) did
+            return COMPUTE | hz.stages, SHADER_WRITE | hz.access
+        return 0, 0
+
+    def barrier_recorded(self, src_stage: int, src_access: int) -> None:
+        self.covered_stages |= src_stage
+        self.covered_access |= src_access
+        self.hazards.after_barrier()
+
+    def after_work(self, reads, writes, stages: int, write_access: int, wrote_mapped: bool) -> None:
+        """Account for non-dispatch guest work just recorded."""
+        self.hazards.touch(reads, writes, stages, write_access)
+        self.extra_stages |= stages
+        if writes:
+            self.extra_access |= write_access
+        if wrote_mapped:
+            self.wrote_mapped = True
+
+    def exit_masks(self, to_host_accesses: bool):
+        """(src stages, src access, dst stages, dst access) of the exit
+        barrier that hands guest writes to the host — to the declared
+        accesses of every host-shared buffer (``to_host_accesses``) and, for
+        host-mapped guest memory, to the host — or None when none is
+        needed. Resets the state for a next entry."""
+        extra_stages, extra_access = self.extra_stages, self.extra_access
+        src_access = dst_stage = dst_access = 0
+        if to_host_accesses:
+            for b, written in self.imports.values():
+                dst_stage |= b.host_access.stages
+                dst_access |= b.host_access.access
+                if written:
+                    src_access = SHADER_WRITE | extra_access
+        if self.wrote_mapped:
+            src_access = SHADER_WRITE | extra_access
+            dst_stage |= HOST
+            dst_access |= HOST_READ
+        needed = bool(dst_stage)
+        self.extra_stages = self.extra_access = 0
+        self.imports.clear()
+        self.wrote_mapped = False
+        self.entered = False
+        if to_host_accesses:
+            self.covered_stages = self.covered_access = 0
+        self.hazards.after_barrier()
+        if not needed:
+            return None
+        return COMPUTE | extra_stages, src_access, dst_stage, dst_access
