@@ -67,7 +67,7 @@ def copy_seconds(ctx, timer: Timer, nbytes: int) -> float:
                                        | vk.VK_ACCESS_SHADER_WRITE_BIT,
                                        "dstAccessMask": vk.VK_ACCESS_TRANSFER_WRITE_BIT
                                        | vk.VK_ACCESS_TRANSFER_READ_BIT})
-    fns = ctx._fns
+    fns = ctx.device.fns
 
     def body(rec):
         cmd = rec._cmd

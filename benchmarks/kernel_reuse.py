@@ -147,7 +147,7 @@ def kompute_round(host, rng) -> tuple:
         add = registered_ops()["add"]
         planned = [add(ctx, a, b, out=c).dispatches[0] for a, b, c in sets]
         spec = planned[0].spec
-        pattern = KomputePattern(host, ctx._spirv.get(spec.render(), spec.target_env), spec.push_size,
+        pattern = KomputePattern(host, ctx.device.spirv.get(spec.render(), spec.target_env), spec.push_size,
                                  spec.workgroup)
         t0 = time.perf_counter()
         cmd = host.begin()

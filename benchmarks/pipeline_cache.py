@@ -39,7 +39,7 @@ def child(phase: str, threads: int) -> dict:
         specs, skipped = resolve(ctx, "all")
         t1 = time.perf_counter()
         for s in specs:                     # SPIR-V first, so it is not timed as pipeline creation
-            ctx._spirv.get(s.render(), s.target_env)
+            ctx.device.spirv.get(s.render(), s.target_env)
         spirv_seconds = time.perf_counter() - t1
         report = ctx.warmup(specs, threads=threads)
         stats = ctx.cache_stats()

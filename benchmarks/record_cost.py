@@ -40,7 +40,7 @@ class _RawDispatch:
     """Everything one hand-written dispatch needs, built before the loop."""
 
     def __init__(self, ctx, d):
-        pipe = ctx._pipeline_for(d)
+        pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
         n = len(d.buffers)
         self.pipe = pipe.handle
         self.layout = pipe.layout
@@ -77,8 +77,8 @@ class RecordBench:
     def __init__(self, host, ctx):
         import numpy as np
         self.host, self.ctx = host, ctx
-        fns = self.fns = ctx._fns
-        if not ctx._descriptors.push:
+        fns = self.fns = ctx.device.fns
+        if not ctx.device.descriptors.push:
             raise RuntimeError("the record benchmark needs VK_KHR_push_descriptor")
         self.push_desc = fns.vkCmdPushDescriptorSetKHR
         rng = np.random.default_rng(1)

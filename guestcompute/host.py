@@ -314,6 +314,53 @@ def as_host_access(value) -> HostAccess:
     raise InvalidArgumentError(f"host_access must be a HostAccess, preset name or (stages, access), got {value!r}")
 
 
+# VkBufferUsageFlagBits by the short names import_buffer(usage=...) takes.
+BUFFER_USAGE_NAMES = {
+    "transfer_src": vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+    "transfer_dst": vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+    "uniform_texel_buffer": vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT,
+    "storage_texel_buffer": vk.VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT,
+    "uniform_buffer": vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT,
+    "storage_buffer": vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+    "index_buffer": vk.VK_BUFFER_USAGE_INDEX_BUFFER_BIT,
+    "vertex_buffer": vk.VK_BUFFER_USAGE_VERTEX_BUFFER_BIT,
+    "indirect_buffer": vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT,
+    "shader_device_address": 0x00020000,   # VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
+}
+
+
+def _usage_bit(name: str) -> int:
+    key = name.strip().lower()
+    if key.startswith("vk_buffer_usage_") and key.endswith("_bit"):
+        key = key[len("vk_buffer_usage_"):-len("_bit")]
+    bit = BUFFER_USAGE_NAMES.get(key)
+    if bit is None:
+        raise InvalidArgumentError(f"unknown buffer usage {name!r}; use VkBufferUsageFlags or names from "
+                                   f"{sorted(BUFFER_USAGE_NAMES)}, joined with '|'")
+    return bit
+
+
+def as_buffer_usage(value):
+    """VkBufferUsageFlags from an int, a '|'-joined string of names
+    (``"storage_buffer|transfer_src"``, or the full Vk names) or a list of
+    names/ints. None stays None: the host did not say."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.split("|")
+    elif isinstance(value, bool) or not isinstance(value, (int, list, tuple)):
+        raise InvalidArgumentError(f"usage must be VkBufferUsageFlags (int) or buffer-usage names, "
+                                   f"got {value!r}")
+    if isinstance(value, int):
+        if not 0 <= value < 1 << 32:
+            raise InvalidArgumentError(f"usage {value!r} is not a VkBufferUsageFlags value")
+        return value
+    flags = 0
+    for part in value:
+        flags |= _usage_bit(part) if isinstance(part, str) else as_buffer_usage(part)
+    return flags
+
+
 def version_tuple(v) -> tuple:
     """(major, minor) from a tuple, 'major.minor' string, or packed VK_MAKE_VERSION int."""
     if isinstance(v, tuple) and len(v) >= 2 and all(isinstance(x, int) and x >= 0 for x in v[:2]):

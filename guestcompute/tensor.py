@@ -22,7 +22,7 @@ class Buffer:
     tracker: a guest-owned buffer is its own memory, ``(uid,)``; an import
     has the key of its byte range of the host's VkBuffer (shared by every
     import of the same range) followed by the keys of the earlier imports
-    whose ranges overlap it (see ``Context._import_hazard_keys``).
+    whose ranges overlap it (see ``device/imported_ranges.py``).
     """
     __slots__ = ("uid", "handle", "hazard_keys", "size", "alloc", "ctx", "host_access", "usage", "last_epoch",
                  "__weakref__")
@@ -45,7 +45,7 @@ class Buffer:
     def __del__(self):
         ctx = self.ctx
         if self.alloc is not None and ctx is not None and not ctx.closed:
-            ctx._release(self.alloc, self.uid, self.last_epoch)
+            ctx.device.epochs.release(self.alloc, self.uid, self.last_epoch)
 
 
 def contiguous_strides(shape) -> tuple:
@@ -151,9 +151,9 @@ class Tensor:
 
         Thread-safety: any thread, once that work completed."""
         ctx = self.ctx
-        ctx._check_open()
+        ctx.device.check_open()
         lo, hi = self.span
-        raw = ctx._read_bytes(self._buffer, lo * self.dtype.size, (hi - lo) * self.dtype.size)
+        raw = ctx.device.transfers.read(self._buffer, lo * self.dtype.size, (hi - lo) * self.dtype.size)
         flat = np.frombuffer(raw, dtype=self.dtype.numpy)
         if self.size == 0:
             return np.zeros(self.shape, self.dtype.numpy)
@@ -169,7 +169,7 @@ class Tensor:
         Thread-safety: any thread, but not while submitted GPU work that
         reads or writes this tensor may still run (wait for its fence)."""
         ctx = self.ctx
-        ctx._check_open()
+        ctx.device.check_open()
         arr = host_array(array, self.dtype, "write()")
         if arr.size == 1 and arr.shape != self.shape:
             arr = np.full(self.shape, arr.reshape(()), dtype=self.dtype.numpy)
@@ -178,7 +178,7 @@ class Tensor:
                              "reshape the data (or pass a single value to fill it)")
         if not self.is_contiguous:
             raise InvalidArgumentError("write() needs a contiguous tensor; write the base tensor instead")
-        ctx._write_bytes(self._buffer, self.offset * self.dtype.size, arr.tobytes())
+        ctx.device.transfers.write(self._buffer, self.offset * self.dtype.size, arr.tobytes())
 
     # -- views -----------------------------------------------------------------
     def _view(self, shape, strides, offset) -> "Tensor":
@@ -302,7 +302,7 @@ class Tensor:
 
         Thread-safety: not while another thread records with this tensor."""
         ctx = self.ctx
-        ctx._check_open()
+        ctx.device.check_open()
         if self._base is not None:
             raise InvalidArgumentError("resize() a base tensor, not a view")
         new = ctx.empty(shape, self.dtype)

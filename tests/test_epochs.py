@@ -87,11 +87,11 @@ def test_retire_when_is_in_order(host, ctx):
         frames.drain()
         ctx.advance_epoch()
         # The second fence signalled but the first did not: nothing retires.
-        assert ctx._retired < first < second
+        assert ctx.device.epochs.retired < first < second
         assert ctx.live_objects()["retire_waits"] == 2
         ctx.retire(second)
         host.fns.vkDestroyFence(host.device, pending[0], ffi.NULL)
-        ctx._retire_waits.clear()     # the destroyed fence must not be polled again
+        ctx.device.epochs.retire_waits.clear()     # the destroyed fence must not be polled again
     finally:
         frames.close()
 
@@ -103,12 +103,12 @@ def test_retire_when_timeline_semaphore(modern_host, modern_ctx):
     epoch = ctx.retire_when(semaphore=(sub.semaphore, sub.value))
     sub.wait()
     ctx.advance_epoch()
-    assert ctx._retired >= epoch
+    assert ctx.device.epochs.retired >= epoch
     sub2 = ctx.submit(lambda rec: rec.add(x, 2.0, out=x))
     epoch2 = ctx.retire_when(submission=sub2)
     sub2.wait()
     ctx.advance_epoch()
-    assert ctx._retired >= epoch2
+    assert ctx.device.epochs.retired >= epoch2
     np.testing.assert_array_equal(x.numpy(), np.full(8, 4.0))
 
 
@@ -126,13 +126,13 @@ def test_staging_upload_flushed_by_a_replay_retires_with_its_epoch(host):
         prog = ctx.program(lambda rec: rec.scale(x, 2.0, out=y))
         data = np.arange(256, dtype=np.float32)
         x.write(data)
-        assert len(ctx._pending_uploads) == 1
+        assert len(ctx.device.transfers.pending_uploads) == 1
         live = ctx.live_objects()["buffers"]
         cmd, fence = frames.begin(0)
         with ctx.record(cmd) as rec:
             rec.execute(prog)
         frames.submit(cmd, fence)
-        assert not ctx._pending_uploads
+        assert not ctx.device.transfers.pending_uploads
         ctx.retire_when(fence=fence)
         assert ctx.live_objects()["buffers"] in (live, live - 1)
         frames.drain()
@@ -158,10 +158,10 @@ def test_retire_when_errors(host, ctx):
 
 def _internal_sizes(ctx) -> dict:
     """Every guest-side collection that could grow frame after frame."""
-    sub = ctx._submitter
-    return {"graveyard": len(ctx._graveyard), "waits": len(ctx._retire_waits),
-            "descriptor_entries": len(ctx._descriptors._entries),
-            "pending_uploads": len(ctx._pending_uploads),
+    sub = ctx.submitter
+    return {"graveyard": len(ctx.device.epochs.graveyard), "waits": len(ctx.device.epochs.retire_waits),
+            "descriptor_entries": len(ctx.device.descriptors._entries),
+            "pending_uploads": len(ctx.device.transfers.pending_uploads),
             "fences": len(sub._all_fences) if sub else 0, "in_flight": len(sub._in_flight) if sub else 0}
 
 

@@ -43,7 +43,7 @@ def _run_probe(host, ctx, k: int):
     host.submit_and_wait(cmd)
     np.testing.assert_array_equal(res.value.numpy(), want)
     spec = res.dispatches[0].spec
-    return ctx._spirv.dir / f"{source_key(spec.render(), spec.target_env)}.spv"
+    return ctx.device.spirv.dir / f"{source_key(spec.render(), spec.target_env)}.spv"
 
 
 def _warnings(caplog, text):
@@ -286,13 +286,13 @@ def test_driver_allocation_failures_are_typed_and_leak_nothing(call, result):
         ctx = host.adopt()
         a = ctx.tensor(np.ones(16, np.float32))
         live = ctx.memory.live_buffers
-        real = getattr(ctx._fns, call)
-        setattr(ctx._fns, call, _failing(result))
+        real = getattr(ctx.device.fns, call)
+        setattr(ctx.device.fns, call, _failing(result))
         try:
             with pytest.raises(gc.VulkanError) as info:
                 ctx.empty((1024,))
         finally:
-            setattr(ctx._fns, call, real)
+            setattr(ctx.device.fns, call, real)
         assert info.value.result == result and info.value.call == call
         if result in (-1, -2):
             assert isinstance(info.value, gc.OutOfMemoryError)
@@ -315,8 +315,8 @@ def test_descriptor_pool_and_pipeline_creation_failures_leave_the_host_buffer_in
         a = ctx.tensor(np.arange(32, dtype=np.float32))
         witness = bare_host.create_buffer(16)
         for call in ("vkCreateDescriptorPool", "vkCreateComputePipelines"):
-            real = getattr(ctx._fns, call)
-            setattr(ctx._fns, call, _failing(-2))
+            real = getattr(ctx.device.fns, call)
+            setattr(ctx.device.fns, call, _failing(-2))
             cmd = bare_host.begin()
             bare_host.fill_buffer(cmd, witness, 0x3F800000, 16)
             try:
@@ -324,7 +324,7 @@ def test_descriptor_pool_and_pipeline_creation_failures_leave_the_host_buffer_in
                     with ctx.record(cmd) as rec:
                         rec.sub(a, 1.0) if call == "vkCreateDescriptorPool" else rec.mul(a, 3.0)
             finally:
-                setattr(ctx._fns, call, real)
+                setattr(ctx.device.fns, call, real)
             assert info.value.call == call and info.value.result == -2
             bare_host.submit_and_wait(cmd)
             np.testing.assert_array_equal(bare_host.read_buffer(witness, np.float32, 4), np.ones(4))
@@ -338,15 +338,15 @@ def test_descriptor_pool_and_pipeline_creation_failures_leave_the_host_buffer_in
 def test_device_lost_from_a_fence_is_typed(host, ctx, monkeypatch):
     a = ctx.tensor(np.arange(8, dtype=np.float32))
     out = ctx.empty((8,))
-    real = ctx._fns.vkWaitForFences
-    monkeypatch.setattr(ctx._fns, "vkWaitForFences", _failing(-4))
+    real = ctx.device.fns.vkWaitForFences
+    monkeypatch.setattr(ctx.device.fns, "vkWaitForFences", _failing(-4))
     with pytest.raises(gc.DeviceLostError) as info:
-        ctx._submit_and_wait(lambda cmd: _record_add(ctx, cmd, a, out))
+        ctx.device.transfers.submit_and_wait(lambda cmd: _record_add(ctx, cmd, a, out))
     assert info.value.result == -4 and info.value.call == "vkWaitForFences"
     with pytest.raises(gc.DeviceLostError) as info:
         ctx.run(lambda rec: rec.scale(a, 2.0))
     assert info.value.result == -4
-    monkeypatch.setattr(ctx._fns, "vkWaitForFences", real)
+    monkeypatch.setattr(ctx.device.fns, "vkWaitForFences", real)
     # Simulated, so the device is really fine: the context carries on.
     np.testing.assert_array_equal(ctx.run(lambda rec: rec.add(a, 1.0)).numpy(), np.arange(8) + 1.0)
     np.testing.assert_array_equal(out.numpy(), np.arange(8) * 2.0)
@@ -361,11 +361,11 @@ def test_device_lost_while_waiting_for_a_handoff_submission(modern_host, modern_
     ctx = modern_ctx
     a = ctx.tensor(np.arange(8, dtype=np.float32))
     sub = ctx.submit(lambda rec: rec.scale(a, 4.0))
-    real = ctx._fns.vkWaitForFences
-    monkeypatch.setattr(ctx._fns, "vkWaitForFences", _failing(-4))
+    real = ctx.device.fns.vkWaitForFences
+    monkeypatch.setattr(ctx.device.fns, "vkWaitForFences", _failing(-4))
     with pytest.raises(gc.DeviceLostError) as info:
         sub.wait()
     assert info.value.result == -4
-    monkeypatch.setattr(ctx._fns, "vkWaitForFences", real)
+    monkeypatch.setattr(ctx.device.fns, "vkWaitForFences", real)
     assert sub.wait()
     np.testing.assert_array_equal(sub.result.numpy(), np.arange(8) * 4.0)

@@ -526,7 +526,7 @@ def kernel_whose_spirv_is_garbage(env, rec):
 @case(gc.KernelError, r"recompile it", recording=True)
 def kernel_whose_spirv_is_cut_short(env, rec):
     # A real module (with the SPIR-V magic) cut mid-instruction.
-    spirv = env.ctx._spirv.get(_tiny_glsl(), "vulkan1.0")
+    spirv = env.ctx.device.spirv.get(_tiny_glsl(), "vulkan1.0")
     spec = _kernel(1)
     cut = spirv[: (len(spirv) // 2) & ~3]
     rec.dispatch(Dispatch(spec, (env.f.buffer,), spec.pack({"p": 0}), (1, 1, 1), spirv=cut))

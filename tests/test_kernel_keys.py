@@ -5,7 +5,6 @@ import dataclasses
 import numpy as np
 
 from guestcompute.kernels.catalogue import all_specs
-from guestcompute.ops.base import Dispatch
 from guestcompute.ops.elementwise import map_spec
 from guestcompute.dtypes import float32, int32
 
@@ -15,9 +14,9 @@ def test_identical_specs_are_one_key_and_one_pipeline(host, ctx):
     s2 = dataclasses.replace(s1)                     # equal value, distinct object
     assert s1 is not s2 and s1 == s2 and hash(s1) == hash(s2) and s1.key == s2.key
     assert s1.render() == s2.render()
-    p1 = ctx._pipeline_for(Dispatch(s1, (), b"", (1, 1, 1)))
+    p1 = ctx.device.pipelines.resolve(s1)
     created = ctx.cache_stats()["pipelines_created"]
-    assert ctx._pipeline_for(Dispatch(s2, (), b"", (1, 1, 1))) is p1
+    assert ctx.device.pipelines.resolve(s2) is p1
     assert ctx.cache_stats()["pipelines_created"] == created
     other = map_spec("x0 + x1", [int32, int32], int32, "contig", 4)
     assert other != s1 and other.key != s1.key and other.render() != s1.render()
@@ -38,12 +37,12 @@ def test_catalogue_keys_never_collide():
 
 def test_one_pipeline_per_distinct_spec_over_a_mixed_workload(host, ctx):
     seen = []
-    original = ctx._pipeline_for
+    original = ctx.device.pipelines.resolve
 
-    def spy(dispatch):
-        seen.append(dispatch.spec)
-        return original(dispatch)
-    ctx._pipeline_for = spy
+    def spy(spec, *args, **kwargs):
+        seen.append(spec)
+        return original(spec, *args, **kwargs)
+    ctx.device.pipelines.resolve = spy
     rng = np.random.default_rng(3)
     x = ctx.tensor(rng.standard_normal((33, 70)).astype(np.float32))
     y = ctx.tensor(rng.standard_normal((70, 9)).astype(np.float32))

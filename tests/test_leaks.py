@@ -13,7 +13,6 @@ import vulkan as vk
 from vulkan import ffi
 
 from guestcompute.errors import check
-from guestcompute.ops.memo import memo_of
 from guestcompute.testing import HeadlessHost
 from guestcompute.vk.structs import new
 
@@ -27,9 +26,9 @@ def _bookkeeping(ctx) -> dict:
     """Everything that would grow with the frame count if something leaked."""
     state = dict(ctx.live_objects())
     state.update(live_buffers=ctx.memory.live_buffers, live_bytes=ctx.memory.live_bytes,
-                 descriptor_entries=len(ctx._descriptors._entries),
-                 descriptor_buffers=len(ctx._descriptors._by_uid),
-                 plans=len(memo_of(ctx)), pending_uploads=len(ctx._pending_uploads))
+                 descriptor_entries=len(ctx.device.descriptors._entries),
+                 descriptor_buffers=len(ctx.device.descriptors._by_uid),
+                 plans=len(ctx.plan_memo), pending_uploads=len(ctx.device.transfers.pending_uploads))
     return state
 
 

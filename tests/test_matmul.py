@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import guestcompute as gc
+from guestcompute.device import caps
 from guestcompute.ops import matmul as mm
 from guestcompute.ops import matmul_kernels as mk
 
@@ -310,7 +311,8 @@ class _FakeCtx:
 
 def test_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
     # lavapipe has no cooperative matrices: nothing to use
-    assert mm.coopmat_shapes(ctx) == ()
+    assert caps.coopmat_shapes(ctx.instance, ctx.physical_device, ctx.caps) == ()
+    assert ctx.limits.coopmat_shapes == ()
     from vulkan import ffi
     entries = [(16, 8, 16, 0, 0, 1, 1, 3), (16, 8, 8, 0, 0, 0, 0, 3), (8, 8, 32, 4, 4, 6, 6, 3),
                (16, 16, 16, 0, 0, 1, 1, 2)]       # int8 and workgroup-scope entries are skipped
@@ -323,18 +325,21 @@ def test_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
             p = props[i]
             p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.DType, p.scope = m, n, k, at, bt, ct, dt, scope
         return 0
-    monkeypatch.setattr(mm, "instance_function", lambda inst, name: fake_query)
-    assert mm.coopmat_shapes(_FakeCtx()) == (mm.CoopShape(16, 8, 16, "float32"), mm.CoopShape(16, 8, 8, "float16"))
+    fake = _FakeCtx()
+    monkeypatch.setattr(caps, "instance_function", lambda inst, name: fake_query)
+    assert caps.coopmat_shapes(fake.instance, fake.physical_device, fake.caps) == (
+        mm.CoopShape(16, 8, 16, "float32"), mm.CoopShape(16, 8, 8, "float16"))
     # without the query entry point: the 16x16x16 fp16 fallback
-    monkeypatch.setattr(mm, "instance_function", lambda inst, name: None)
-    assert mm.coopmat_shapes(_FakeCtx()) == (mm.CoopShape(16, 16, 16, "float16"),)
+    monkeypatch.setattr(caps, "instance_function", lambda inst, name: None)
+    assert caps.coopmat_shapes(fake.instance, fake.physical_device, fake.caps) == (
+        mm.CoopShape(16, 16, 16, "float16"),)
 
 
 def test_coopmat_selected_end_to_end_when_device_claims_it(monkeypatch, modern_host, modern_ctx):
     """With a (fake) coopmat device the op plans the coopmat kernel: check the
     dispatches it would record without running them on lavapipe."""
     ctx = modern_ctx
-    monkeypatch.setitem(mm._device_cache, ctx, NV)
+    monkeypatch.setattr(mm.MatmulDevice, "of", classmethod(lambda cls, ctx: NV))
     a, b = ctx.empty((200, 64), "float16"), ctx.empty((64, 96), "float16")
     result = mm.matmul(ctx, a, b, accumulate="float16")
     assert [d.spec.family for d in result.dispatches] == ["matmul_coopmat"]

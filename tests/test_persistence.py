@@ -41,8 +41,8 @@ ok = bool(np.array_equal(out.numpy(), a * (a + 1) if mode == "mul" else a + a + 
 if mode == "saveloop":
     # Force a real write each time: several processes renaming onto one file.
     for _ in range(int(sys.argv[2])):
-        ctx._vk_pipeline_cache._file_digest = None
-        ctx._vk_pipeline_cache.save()
+        ctx.device.pipeline_cache._file_digest = None
+        ctx.device.pipeline_cache.save()
 ctx.close()
 stats = ctx.cache_stats()
 result = {"ok": ok, "warnings": warnings, "validation": list(host.messages),
@@ -254,7 +254,7 @@ def test_host_pipeline_cache_is_used_not_persisted(host, tmp_path):
     assert host.fns.vkCreatePipelineCache(host.device, info, ffi.NULL, handle) == 0
     try:
         ctx = host.adopt(cache_dir=tmp_path, pipeline_cache=handle[0])
-        assert ctx._pipelines.vk_cache == handle[0]
+        assert ctx.device.pipelines.vk_cache == handle[0]
         stats = ctx.cache_stats()
         assert stats["pipeline_cache_owner"] == "host" and stats["pipeline_cache_persisted"] is False
         _add_and_check(host, ctx)
@@ -449,7 +449,7 @@ def test_warmup_all_skips_what_the_host_did_not_enable(bare_host):
 def test_concurrent_requests_for_one_pipeline_create_it_once(modern_ctx):
     a = modern_ctx.tensor(np.ones(8, np.float32))
     spec = _specs_of(modern_ctx, "sub", a, a)[0]
-    spirv = modern_ctx._spirv.get(spec.render(), spec.target_env)
+    spirv = modern_ctx.device.spirv.get(spec.render(), spec.target_env)
     bindings = tuple((b.reads, b.writes) for b in spec.bindings)
     start = threading.Barrier(6)
     got, errors = [], []
@@ -457,7 +457,7 @@ def test_concurrent_requests_for_one_pipeline_create_it_once(modern_ctx):
     def worker():
         try:
             start.wait()
-            got.append(modern_ctx._pipelines.get(spec, spirv, bindings, spec.push_size))
+            got.append(modern_ctx.device.pipelines.get(spec, spirv, bindings, spec.push_size))
         except Exception as e:  # noqa: BLE001
             errors.append(e)
     threads = [threading.Thread(target=worker) for _ in range(6)]

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from guestcompute.errors import InvalidArgumentError, ShapeError
-from guestcompute.ops.memo import PlanMemo, memo_of
+from guestcompute.ops.memo import PlanMemo
 
 
 def test_repeat_calls_reuse_the_plan_and_stay_correct(host, ctx):
     a_np = np.arange(100, dtype=np.float32)
     a, b, c = ctx.tensor(a_np), ctx.tensor(np.ones(100, np.float32)), ctx.empty((100,))
-    memo = memo_of(ctx)
+    memo = ctx.plan_memo
     for i in range(3):
         host.run(ctx, lambda rec: rec.add(a, b, out=c))
         np.testing.assert_array_equal(c.numpy(), a_np + 1)
@@ -26,7 +26,7 @@ def test_ops_with_glsl_helpers_reuse_their_plans(host, ctx):
     the memo too, and two helpers never share a plan."""
     x_np = np.linspace(-3, 3, 64, dtype=np.float32)
     x, out = ctx.tensor(x_np), ctx.empty((64,))
-    memo = memo_of(ctx)
+    memo = ctx.plan_memo
     hits = memo.hits
     calls = [(lambda rec: rec.relu(x, out=out), np.maximum(x_np, 0)),
              (lambda rec: rec.tanh(x, out=out), np.tanh(x_np)),
@@ -66,7 +66,7 @@ def test_equal_scalars_of_other_types_are_validated_again(host, ctx):
 def test_views_made_per_call_work_and_leave_no_entries(host, ctx):
     base = ctx.tensor(np.arange(64, dtype=np.float32))
     out = ctx.empty((32,))
-    memo = memo_of(ctx)
+    memo = ctx.plan_memo
     before = len(memo)
     for k in range(2):
         host.run(ctx, lambda rec: rec.copy(base[k::2], out=out))
@@ -76,7 +76,7 @@ def test_views_made_per_call_work_and_leave_no_entries(host, ctx):
 
 
 def test_plans_keep_no_memory_alive(host, ctx):
-    memo = memo_of(ctx)
+    memo = ctx.plan_memo
     a, b, c = ctx.zeros((256,)), ctx.zeros((256,)), ctx.empty((256,))
     host.run(ctx, lambda rec: rec.add(a, b, out=c))
     assert len(memo) >= 1

@@ -223,7 +223,7 @@ def test_hook_that_binds_a_pipeline_and_raises_leaves_no_stale_binding(host, ctx
     x = ctx.tensor(np.arange(N, dtype=np.float32))
     y = ctx.empty((N,))
     hosts_plan = elementwise(ctx, "x0 * s + 100.0", [x], out=y, scalar=2.0, name="hosts_kernel")
-    hosts_pipeline = ctx._pipeline_for(hosts_plan.dispatches[0]).handle
+    hosts_pipeline = ctx.device.pipelines.resolve(hosts_plan.dispatches[0].spec).handle
 
     def bind_then_fail(cmd):
         host.fns.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, hosts_pipeline)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from guestcompute.errors import RecordingError, UnsupportedError
-from guestcompute.recording.timing import BLOCK, Timestamps, labels_of, timestamps_of
+from guestcompute.recording.timing import BLOCK, Timestamps
 
 
 def _work(ctx, n=1 << 16):
@@ -62,7 +62,7 @@ def test_repeated_name_adds_up_and_many_scopes_span_blocks(modern_host, modern_c
     modern_host.submit_and_wait(cmd)
     t = rec.timings
     assert set(t) == {"op0", "op1", "op2", "last"}
-    assert len(timestamps_of(ctx)._all) == 2
+    assert len(ctx.timestamps._all) == 2
     np.testing.assert_array_equal(c.numpy(), 3 * (np.arange(1024, dtype=np.float32) + 1))
 
 
@@ -85,7 +85,7 @@ def test_ctx_timings_per_retired_epoch_and_pools_are_reused(host, ctx):
         # the recorder still answers after its queries went back to the pool
         assert set(rec.timings) == {"step"}
     # every frame's queries were recycled: two blocks at most (one per recording)
-    assert len(timestamps_of(ctx)._all) <= 2
+    assert len(ctx.timestamps._all) <= 2
     assert ctx.timings(10 ** 9) == {}
 
 
@@ -98,7 +98,7 @@ def test_timestamps_wrap_at_the_valid_bits(modern_ctx):
 
 
 def test_no_timestamps_on_the_queue_is_a_clear_error(modern_host, modern_ctx):
-    timestamps_of(modern_ctx).valid_bits = 0
+    modern_ctx.timestamps.valid_bits = 0
     cmd = modern_host.begin()
     with modern_ctx.record(cmd) as rec:
         with pytest.raises(UnsupportedError, match="timestampValidBits"):
@@ -122,7 +122,7 @@ def _spy(labels, calls):
 def test_debug_labels_when_the_host_enabled_debug_utils(host):
     ctx = host.adopt(debug_utils=True)     # the test host's instance has VK_EXT_debug_utils
     try:
-        labels = labels_of(ctx)
+        labels = ctx.debug_labels
         assert labels.enabled
         calls = []
         _spy(labels, calls)
@@ -142,7 +142,7 @@ def test_debug_labels_when_the_host_enabled_debug_utils(host):
 
 
 def test_labels_record_nothing_without_debug_utils(host, ctx):
-    assert not labels_of(ctx).enabled
+    assert not ctx.debug_labels.enabled
     ctx.op_labels = True                   # ignored: nothing to label with
     a, b, c = _work(ctx, 256)
     cmd = host.begin()

@@ -127,14 +127,12 @@ def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
         raise InvalidArgumentError(f"warmup(): threads must be a positive int, got {threads!r}")
     _check_progress(progress)
     todo, skipped = resolve(ctx, specs)
-    existing = sum(1 for s in todo if ctx._pipelines.lookup(s) is not None)
-    missing = [s for s in todo if ctx._pipelines.lookup(s) is None]
-    before = ctx._pipelines.stats["pipelines_created"]
+    existing = sum(1 for s in todo if ctx.device.pipelines.lookup(s) is not None)
+    missing = [s for s in todo if ctx.device.pipelines.lookup(s) is None]
+    before = ctx.device.pipelines.stats["pipelines_created"]
 
     def create(spec):
-        spirv = ctx._spirv.get(spec.render(), spec.target_env)
-        bindings = tuple((b.reads, b.writes) for b in spec.bindings)
-        ctx._pipelines.get(spec, spirv, bindings, spec.push_size)
+        ctx.device.pipelines.resolve(spec)
 
     total = len(todo)
     done = existing
@@ -153,7 +151,7 @@ def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
             if progress is not None:
                 progress(done, total)
         _create_in_parallel(create, missing, threads, one_done)
-    created = ctx._pipelines.stats["pipelines_created"] - before
+    created = ctx.device.pipelines.stats["pipelines_created"] - before
     return WarmupReport(total=total, created=created, existing=existing, skipped=skipped,
                         seconds=time.perf_counter() - t0, threads=threads)
 

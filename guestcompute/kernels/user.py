@@ -162,15 +162,14 @@ def _as_spirv(ctx, source) -> bytes:
         # A Vulkan 1.1 device (as the host declared it) gets SPIR-V 1.3, so
         # kernels may use 16-bit storage and subgroup operations.
         env = "vulkan1.1" if min(ctx.caps.api_version, ctx.limits.api_version) >= (1, 1) else "vulkan1.0"
-        return ctx._spirv.get(source, env)
+        return ctx.device.spirv.get(source, env)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         if len(data) >= 4 and len(data) % 4 == 0 and struct.unpack_from(">I", data)[0] == _MAGIC:
             # Written big-endian: Vulkan wants host (little-endian) words.
             data = struct.pack(f"<{len(data) // 4}I", *struct.unpack(f">{len(data) // 4}I", data))
         # Bytes from outside (not our compiler) are validated before the driver sees them.
-        api = min(ctx.caps.api_version, ctx.limits.api_version, (1, 3))
-        validate(data, f"vulkan{api[0]}.{api[1]}")
+        validate(data, ctx.device.pipelines.target_env)
         return data
     raise InvalidArgumentError(f"kernel source must be GLSL text (str) or SPIR-V bytes, "
                                f"got {type(source).__name__}")
@@ -283,7 +282,7 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
           push_layout=None) -> UserKernel:
     """Compile/reflect/validate ``source`` and create its pipeline (see
     :meth:`guestcompute.Context.kernel`)."""
-    ctx._check_open()
+    ctx.device.check_open()
     spirv = _as_spirv(ctx, source)
     try:
         r = reflect(spirv)
@@ -297,16 +296,8 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
     name = name or r.entry_point
     check_capabilities(ctx.caps, r.capabilities, f"kernel {name!r}")
     bindings = _bindings(r, name)
-    most = ctx.limits.max_storage_buffers
-    if ctx._descriptors.push:
-        most = min(most, 32)
-    if len(bindings) > most:
-        raise UnsupportedError(f"kernel {name!r} has {len(bindings)} storage buffers; the device "
-                               f"allows {most} per kernel: split it, or pack buffers together")
     size = r.push_constant_size
-    if size > ctx.limits.max_push_constants:
-        raise UnsupportedError(f"kernel {name!r} declares {size} bytes of push constants; the device "
-                               f"allows {ctx.limits.max_push_constants}: pass the rest in a small tensor")
+    ctx.device.pipelines.check_limits(f"kernel {name!r}", len(bindings), size)
     fields = _push_fields(push_layout, size, name)
     wg = _workgroup(ctx, r, workgroup, name)
     # Shared arrays may be sized by the workgroup (gl_WorkGroupSize), so count them for this one.
@@ -320,7 +311,7 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
     kernel = UserKernel(ctx, spirv, r, spec, name, fields)
     access = tuple((b.reads, b.writes) for b in bindings)
     try:
-        ctx._pipelines.get(spec, spirv, access, size, entry=r.entry_point)
+        ctx.device.pipelines.get(spec, spirv, access, size, entry=r.entry_point)
     except OutOfMemoryError:
         raise
     except VulkanError as e:

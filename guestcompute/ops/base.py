@@ -66,7 +66,7 @@ def check_tensor(ctx, t, what: str) -> Tensor:
     if t.ctx is not ctx:
         raise WrongContextError(f"{what} belongs to another context; use tensors of this context "
                                 "(copy across with ctx.tensor(t.numpy()))")
-    ctx._check_open()
+    ctx.device.check_open()
     lo, hi = t.span
     if t.size and (lo < 0 or hi * t.dtype.size > t.buffer.size):   # empty views touch nothing
         raise BufferRangeError(f"{what} view reaches past its buffer ({hi * t.dtype.size} > {t.buffer.size} bytes)")
@@ -74,7 +74,7 @@ def check_tensor(ctx, t, what: str) -> Tensor:
         raise UnsupportedError(f"{what} spans {hi * t.dtype.size} bytes, more than the device's "
                                f"maxStorageBufferRange ({ctx.limits.max_storage_buffer_range}); "
                                "split it into smaller tensors")
-    ctx._check_dtype_enabled(t.dtype)
+    ctx.device.check_dtype_enabled(t.dtype)
     return t
 
 
@@ -82,7 +82,7 @@ def check_dtype(ctx, dtype, allowed, what: str) -> DType:
     d = as_dtype(dtype)
     if allowed is not None and d.name not in allowed:
         raise DTypeError(f"{what}: dtype {d} not supported here; use one of {sorted(allowed)}")
-    ctx._check_dtype_enabled(d)
+    ctx.device.check_dtype_enabled(d)
     return d
 
 

@@ -28,7 +28,7 @@ from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, check_dtype,
                    check_tensor, coalesce, op, overlaps, same_dtype)
-from .memo import memo_of, scalar_key
+from .memo import scalar_key
 from ..tensor import Tensor
 
 COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint"}
@@ -227,9 +227,7 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
         # A repeat of an earlier call on the same tensors reuses its plan (see memo.py).
         key = (expr, name, out_dtype, allowed, scalar if scalar is None else scalar_key(scalar), helpers,
                id(out), *map(id, inputs))
-        memo = ctx.__dict__.get("_plan_memo")
-        if memo is None:
-            memo = memo_of(ctx)
+        memo = ctx.plan_memo
         try:
             hit = memo.get(key, (out, *inputs))
         except TypeError:          # an unhashable argument: validation below says what is wrong

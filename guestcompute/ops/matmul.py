@@ -36,19 +36,16 @@ tiled kernels, which accept any strides.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-import weakref
 from dataclasses import dataclass
 from typing import Callable
 
-from vulkan import ffi, lib
-
+from ..device.caps import CoopShape, DeviceLimits  # noqa: F401  (CoopShape: what MatmulDevice.coopmat_shapes holds)
 from ..errors import InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.spec import KernelSpec
 from ..tensor import Tensor
-from ..vk.functions import instance_function
-from ..vk.structs import chain, new
 from . import matmul_kernels as K_
 from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_tensor, coalesce, op,
                    overlaps, same_dtype)
@@ -59,18 +56,10 @@ DTYPES = ("float32", "float16")
 # -- what selection may know about the device ------------------------------------
 
 @dataclass(frozen=True)
-class CoopShape:
-    """One cooperative-matrix shape the device supports for fp16 A/B."""
-    m: int
-    n: int
-    k: int
-    acc: str        # "float32" or "float16" accumulator (C/D type)
-
-
-@dataclass(frozen=True)
 class MatmulDevice:
-    """The device facts kernel selection uses. Built from a context by
-    :meth:`of`; tests build it directly to exercise GPU-only choices."""
+    """The device facts kernel selection uses. Built from a context's
+    :class:`~guestcompute.device.caps.DeviceLimits` by :meth:`of`; tests
+    build it directly to exercise GPU-only choices."""
     subgroup_size: int = 1
     subgroup_arithmetic: bool = False
     max_shared_memory: int = 16384
@@ -79,66 +68,14 @@ class MatmulDevice:
 
     @classmethod
     def of(cls, ctx) -> "MatmulDevice":
-        hit = _device_cache.get(ctx)
-        if hit is None:
-            lim = ctx.limits
-            hit = cls(subgroup_size=lim.subgroup_size, subgroup_arithmetic=_subgroup_arithmetic(ctx),
-                      max_shared_memory=lim.max_shared_memory,
-                      max_invocations=lim.max_workgroup_invocations,
-                      coopmat_shapes=coopmat_shapes(ctx))
-            _device_cache[ctx] = hit
-        return hit
+        return _matmul_device(ctx.limits)
 
 
-_device_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _subgroup_arithmetic(ctx) -> bool:
-    """subgroupAdd in compute shaders: needs a Vulkan 1.1 device (as the
-    host declared it) whose subgroups support arithmetic in compute."""
-    if ctx.caps.api_version < (1, 1) or ctx.limits.api_version < (1, 1):
-        return False
-    sub = new("VkPhysicalDeviceSubgroupProperties")
-    p2 = new("VkPhysicalDeviceProperties2")
-    chain(p2, sub)
-    lib.vkGetPhysicalDeviceProperties2(ctx.physical_device, p2)
-    arith = 0x4  # VK_SUBGROUP_FEATURE_ARITHMETIC_BIT
-    compute = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
-    return bool(sub.supportedOperations & arith) and bool(sub.supportedStages & compute)
-
-
-_FP16, _FP32, _SCOPE_SUBGROUP = 0, 1, 3   # VkComponentTypeNV / VkScopeNV values
-
-
-def coopmat_shapes(ctx) -> tuple:
-    """Fragment shapes usable by the coopmat kernel, best first; () unless
-    the host enabled VK_NV_cooperative_matrix with cooperativeMatrix,
-    shaderFloat16 and vulkanMemoryModel (glslang's NV route needs the
-    Vulkan memory model). Without the NV query entry point: 16x16x16 fp16."""
-    caps = ctx.caps
-    if not caps.cooperative_matrix:
-        return ()
-    fn = instance_function(ctx.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV")
-    if fn is None:
-        return (CoopShape(16, 16, 16, "float16"),)
-    count = ffi.new("uint32_t *")
-    if fn(ctx.physical_device, count, ffi.NULL) < 0 or count[0] == 0:
-        return (CoopShape(16, 16, 16, "float16"),)
-    props = ffi.new("VkCooperativeMatrixPropertiesNV[]", count[0])
-    stype = new("VkCooperativeMatrixPropertiesNV").sType
-    for i in range(count[0]):
-        props[i].sType = stype
-    if fn(ctx.physical_device, count, props) < 0:
-        return (CoopShape(16, 16, 16, "float16"),)
-    found = []
-    for i in range(count[0]):
-        p = props[i]
-        if (p.AType, p.BType, p.scope) != (_FP16, _FP16, _SCOPE_SUBGROUP) or p.CType != p.DType:
-            continue
-        acc = {_FP16: "float16", _FP32: "float32"}.get(p.CType)
-        if acc is not None:
-            found.append(CoopShape(p.MSize, p.NSize, p.KSize, acc))
-    return tuple(found)
+@functools.lru_cache(maxsize=16)
+def _matmul_device(lim: DeviceLimits) -> MatmulDevice:
+    return MatmulDevice(subgroup_size=lim.subgroup_size, subgroup_arithmetic=lim.subgroup_arithmetic,
+                        max_shared_memory=lim.max_shared_memory, max_invocations=lim.max_workgroup_invocations,
+                        coopmat_shapes=lim.coopmat_shapes)
 
 
 # -- the canonical problem ---------------------------------------------------------

@@ -67,14 +67,6 @@ class PlanMemo:
         return len(self._entries)
 
 
-def memo_of(ctx) -> PlanMemo:
-    """The context's memo, made on first use."""
-    memo = ctx.__dict__.get("_plan_memo")
-    if memo is None:
-        memo = ctx.__dict__.setdefault("_plan_memo", PlanMemo())
-    return memo
-
-
 def scalar_key(scalar):
     """A key part telling apart scalars that compare equal but validate
     differently (``1`` / ``1.0`` / ``True``)."""

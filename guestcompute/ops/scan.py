@@ -25,18 +25,13 @@ shapes never create pipelines. Integer sums wrap like C (numpy's
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
-import vulkan as vk
-from vulkan import ffi, lib
 
 from ..dtypes import as_dtype
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
-from ..vk.structs import chain, new
 from .base import Dispatch, OpResult, check_tensor, coalesce, normalize_axis, op, overlaps
 
 WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minimum
@@ -205,23 +200,10 @@ def add_spec(dtype: str) -> KernelSpec:
                       (WG, 1, 1))
 
 
-@functools.lru_cache(maxsize=None)
-def _device_subgroup_arithmetic(pd_key: int, pd) -> bool:
-    sub = new("VkPhysicalDeviceSubgroupProperties")
-    props = new("VkPhysicalDeviceProperties2")
-    chain(props, sub)
-    lib.vkGetPhysicalDeviceProperties2(pd, props)
-    return bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT
-                and sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
-
-
 def use_subgroups(ctx) -> bool:
-    """Subgroup arithmetic needs a Vulkan 1.1 device (as the host declared
-    it) whose driver reports arithmetic ops in compute shaders."""
-    if ctx.caps.api_version < (1, 1):
-        return False
-    pd = ctx.physical_device
-    return _device_subgroup_arithmetic(int(ffi.cast("uintptr_t", pd)), pd)
+    """Subgroup arithmetic in compute shaders (a device fact, see
+    ``device/caps.py``: a Vulkan 1.1 device as the host declared it)."""
+    return ctx.limits.subgroup_arithmetic
 
 
 class Operand:

@@ -15,7 +15,7 @@ class DispatchPlan:
                  "writes_mapped", "desc")
 
     def __init__(self, ctx, d):
-        pipe = ctx._pipeline_for(d)
+        pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
         reads, writes, imports = [], [], []
         writes_mapped = False
         for b, (r, w) in zip(d.buffers, pipe.bindings):
@@ -41,7 +41,7 @@ class DispatchPlan:
         self.buffers = tuple(buffers)
         self.imports = tuple(imports)
         self.writes_mapped = writes_mapped
-        self.desc = ctx._descriptors.get(pipe.set_layout, d.buffers)
+        self.desc = ctx.device.descriptors.get(pipe.set_layout, d.buffers)
 
     def still_fits(self, ctx, d) -> bool:
         """Valid while the Dispatch still names the same spec and buffers (its
@@ -55,7 +55,7 @@ def plan_for(ctx, d) -> DispatchPlan:
     the Dispatch's buffer tuples cannot change under it)."""
     plan = d.resolved
     if plan is not None and plan.still_fits(ctx, d):
-        ctx._pipelines.count_hit()
+        ctx.device.pipelines.count_hit()
         return plan
     plan = DispatchPlan(ctx, d)
     if type(d.buffers) is tuple and (d.indirect is None or type(d.indirect) is tuple):

@@ -41,6 +41,7 @@ from vulkan import ffi
 
 from .. import host as _host
 from ..errors import InvalidArgumentError, UnsupportedError, check
+from ..device.epochs import semaphore_value, timeline_functions
 from ..ops.base import check_tensor
 from ..vk import sync
 from ..vk.commands import allocate_command_buffer, create_command_pool
@@ -64,7 +65,7 @@ class Submission:
             return True
         owner = self._owner
         with owner._lock:       # the fence may be reset and reused once complete
-            if not self._done and owner.ctx._fns.vkGetFenceStatus(owner.ctx.device, self.fence) == vk.VK_SUCCESS:
+            if not self._done and owner.ctx.device.fns.vkGetFenceStatus(owner.ctx.device.handle, self.fence) == vk.VK_SUCCESS:
                 owner.complete(self)
             return self._done
 
@@ -78,7 +79,7 @@ class Submission:
         try:
             ns = 2 ** 63 - 1 if timeout is None else max(0, int(timeout * 1e9))
             fence = ffi.new("VkFence[1]", [self.fence])
-            res = owner.ctx._fns.vkWaitForFences(owner.ctx.device, 1, fence, vk.VK_TRUE, ns)
+            res = owner.ctx.device.fns.vkWaitForFences(owner.ctx.device.handle, 1, fence, vk.VK_TRUE, ns)
         finally:
             with owner._lock:
                 self._waiters -= 1
@@ -129,17 +130,10 @@ class Submitter:
         self._all_fences: list = []
         self._in_flight = collections.deque()
         self.live_command_buffers = 0
-        self.timeline = timeline_functions(ctx) is not None
+        self.timeline = timeline_functions(ctx.device.fns, ctx.caps) is not None
         self.semaphore = None
         self._value = 0
         self.stats = {"submissions": 0}
-
-    @classmethod
-    def of(cls, ctx) -> "Submitter":
-        with ctx._lock:
-            if ctx._submitter is None:
-                ctx._submitter = cls(ctx)
-            return ctx._submitter
 
     # -- resources ----------------------------------------------------------
     def _pool(self, family: int) -> _ThreadPool:
@@ -149,7 +143,7 @@ class Submitter:
         pool = pools.get(family)
         if pool is None:
             ctx = self.ctx
-            handle = create_command_pool(ctx._fns, ctx.device, family,
+            handle = create_command_pool(ctx.device.fns, ctx.device.handle, family,
                                          vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT
                                          | vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
             pool = pools[family] = _ThreadPool(handle, family)
@@ -161,7 +155,7 @@ class Submitter:
         if pool.free:
             return pool.free.pop()
         ctx = self.ctx
-        cmd = allocate_command_buffer(ctx._fns, ctx.device, pool.handle)
+        cmd = allocate_command_buffer(ctx.device.fns, ctx.device.handle, pool.handle)
         with self._lock:
             self.live_command_buffers += 1
         return cmd
@@ -172,7 +166,7 @@ class Submitter:
                 return self._fences.pop()
         ctx = self.ctx
         out = ffi.new("VkFence *")
-        check("vkCreateFence", ctx._fns.vkCreateFence(ctx.device, new("VkFenceCreateInfo"), ffi.NULL, out))
+        check("vkCreateFence", ctx.device.fns.vkCreateFence(ctx.device.handle, new("VkFenceCreateInfo"), ffi.NULL, out))
         with self._lock:
             self._all_fences.append(out[0])
         return out[0]
@@ -183,7 +177,7 @@ class Submitter:
             kind = new("VkSemaphoreTypeCreateInfo", semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0)
             info = new("VkSemaphoreCreateInfo", pNext=kind)
             out = ffi.new("VkSemaphore *")
-            check("vkCreateSemaphore", ctx._fns.vkCreateSemaphore(ctx.device, info, ffi.NULL, out))
+            check("vkCreateSemaphore", ctx.device.fns.vkCreateSemaphore(ctx.device.handle, info, ffi.NULL, out))
             self.semaphore = out[0]
         return self.semaphore
 
@@ -204,13 +198,13 @@ class Submitter:
                 s._cmd = None
             if s._done and s._waiters == 0 and s.fence is not None:
                 fence = ffi.new("VkFence[1]", [s.fence])
-                self.ctx._fns.vkResetFences(self.ctx.device, 1, fence)
+                self.ctx.device.fns.vkResetFences(self.ctx.device.handle, 1, fence)
                 self._fences.append(s.fence)
                 s.fence = None
 
     def poll(self) -> None:
         """Recycle every submission whose fence signalled."""
-        fns, dev = self.ctx._fns, self.ctx.device
+        fns, dev = self.ctx.device.fns, self.ctx.device.handle
         with self._lock:
             for s in list(self._in_flight):
                 if not s._done and fns.vkGetFenceStatus(dev, s.fence) == vk.VK_SUCCESS:
@@ -218,7 +212,7 @@ class Submitter:
 
     def destroy(self) -> None:
         """Context teardown (the host made sure nothing is pending)."""
-        fns, dev = self.ctx._fns, self.ctx.device
+        fns, dev = self.ctx.device.fns, self.ctx.device.handle
         with self._lock:
             for pool in self._pools:
                 fns.vkDestroyCommandPool(dev, pool.handle, ffi.NULL)
@@ -232,45 +226,6 @@ class Submitter:
             self._in_flight.clear()
             self.semaphore = None
             self.live_command_buffers = 0
-
-
-def timeline_functions(ctx):
-    """(vkGetSemaphoreCounterValue, vkWaitSemaphores) when the host enabled
-    timeline semaphores, else None."""
-    if not ctx.caps.timeline_semaphores:
-        return None
-    fns = ctx._fns
-    for suffix in ("", "KHR"):
-        get = getattr(fns, "vkGetSemaphoreCounterValue" + suffix, None)
-        if get is not None:
-            return get, getattr(fns, "vkWaitSemaphores" + suffix, None)
-    return None
-
-
-def timeline_reached(ctx, semaphore):
-    """A poll function: has timeline ``semaphore=(sem, value)`` reached value?"""
-    if not (isinstance(semaphore, tuple) and len(semaphore) == 2):
-        raise InvalidArgumentError("semaphore= takes a (timeline VkSemaphore, value) pair")
-    found = timeline_functions(ctx)
-    if found is None:
-        raise UnsupportedError("retire_when(semaphore=) needs timeline semaphores enabled by the host "
-                               "(Vulkan 1.2 or VK_KHR_timeline_semaphore, feature timelineSemaphore)")
-    get = found[0]
-    sem = _host.as_handle(semaphore[0], "VkSemaphore", "semaphore")
-    value = _as_value(semaphore[1], "semaphore value")
-    out = ffi.new("uint64_t *")
-    dev = ctx.device
-
-    def reached() -> bool:
-        check("vkGetSemaphoreCounterValue", get(dev, sem, out))
-        return out[0] >= value
-    return reached
-
-
-def _as_value(v, what):
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 64:
-        raise InvalidArgumentError(f"{what} must be a non-negative int, got {v!r}")
-    return v
 
 
 def _as_stages(stages) -> int:
@@ -289,7 +244,7 @@ def _parse_waits(wait):
         if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
             raise InvalidArgumentError("wait= takes (semaphore, value or None, stages) tuples")
         sem = _host.as_handle(item[0], "VkSemaphore", "wait semaphore")
-        value = None if item[1] is None else _as_value(item[1], "wait value")
+        value = None if item[1] is None else semaphore_value(item[1], "wait value")
         out.append((sem, value, _as_stages(item[2] if len(item) == 3 else None)))
     return out
 
@@ -304,7 +259,7 @@ def _parse_signals(signal):
         else:
             sem, value = item, None
         sem = _host.as_handle(sem, "VkSemaphore", "signal semaphore")
-        out.append((sem, None if value is None else _as_value(value, "signal value")))
+        out.append((sem, None if value is None else semaphore_value(value, "signal value")))
     return out
 
 
@@ -323,7 +278,7 @@ def ownership_barrier(ctx, cmd, tensors, *, src_family: int, dst_family: int, sr
         new("VkBufferMemoryBarrier", srcAccessMask=src_access, dstAccessMask=dst_access,
             srcQueueFamilyIndex=src_family, dstQueueFamilyIndex=dst_family, buffer=b.handle,
             offset=0, size=b.size) for b in bufs.values()])
-    ctx._fns.vkCmdPipelineBarrier(cmd, src_stages, dst_stages, 0, 0, ffi.NULL, len(bufs), bars, 0, ffi.NULL)
+    ctx.device.fns.vkCmdPipelineBarrier(cmd, src_stages, dst_stages, 0, 0, ffi.NULL, len(bufs), bars, 0, ffi.NULL)
 
 
 def _host_side(t) -> tuple:
@@ -365,7 +320,7 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
     vkQueueSubmit (default: the lock given to adopt). The work belongs to
     the current epoch; retire it with ``ctx.retire_when(submission=s)``.
     """
-    ctx._check_open()
+    ctx.device.check_open()
     if not callable(fn):
         raise InvalidArgumentError(f"ctx.submit needs a callable fn(rec), got {type(fn).__name__}")
     family = ctx.queue_family_index if queue_family_index is None else queue_family_index
@@ -379,7 +334,7 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
         queue = ctx.queue
     queue = _host.as_handle(queue, "VkQueue", "queue")
     waits, signals = _parse_waits(wait), _parse_signals(signal)
-    owner = Submitter.of(ctx)
+    owner = ctx.submitter
     if any(v is not None for _, v, _ in waits) or any(v is not None for _, v in signals):
         if not owner.timeline:
             raise UnsupportedError("timeline semaphore values need timeline semaphores enabled by the host; "
@@ -390,10 +345,10 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
         shared = [check_tensor(ctx, t, "shared tensor") for t in shared]
     owner.poll()
 
-    fns = ctx._fns
+    fns = ctx.device.fns
     pool = owner._pool(family)
     cmd = owner._command_buffer(pool)
-    epoch = ctx._epoch
+    epoch = ctx.device.epochs.current
     try:
         begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
         check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
@@ -411,7 +366,7 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
         check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
     except BaseException:
         # A half-recorded buffer cannot be begun again: free it.
-        fns.vkFreeCommandBuffers(ctx.device, pool.handle, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
+        fns.vkFreeCommandBuffers(ctx.device.handle, pool.handle, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
         with owner._lock:
             owner.live_command_buffers -= 1
         raise
@@ -427,7 +382,7 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
     sig_sems = [g[0] for g in signals]
     sig_vals = [g[1] or 0 for g in signals]
     cmds = ffi.new("VkCommandBuffer[1]", [cmd])
-    lock = queue_lock or ctx._queue_lock
+    lock = queue_lock or ctx.device.queue_lock
     with owner._lock, lock:
         # The guest timeline's values must rise in submission order: take the
         # next value and submit under one lock.

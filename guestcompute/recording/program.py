@@ -64,36 +64,37 @@ class ProgramPool:
     def __init__(self, ctx):
         self.ctx = ctx
         self.lock = threading.RLock()
-        self.pool = create_command_pool(ctx._fns, ctx.device, ctx.queue_family_index)
+        self._pool = None              # made by the first program
+        self.destroyed = False         # the context was closed
         self.live_command_buffers = 0
         self.stats = {"programs_recorded": 0, "program_rerecords": 0, "program_replays": 0}
 
-    @classmethod
-    def of(cls, ctx) -> "ProgramPool":
-        with ctx._lock:
-            if ctx._programs is None:
-                ctx._programs = cls(ctx)
-            return ctx._programs
-
     def allocate(self):
-        cmd = allocate_command_buffer(self.ctx._fns, self.ctx.device, self.pool, secondary=True)
+        """A fresh secondary command buffer (the caller holds ``lock``)."""
+        if self.destroyed:
+            raise ContextClosedError("the context was closed")
+        dev = self.ctx.device
+        if self._pool is None:
+            self._pool = create_command_pool(dev.fns, dev.handle, dev.queue_family_index)
+        cmd = allocate_command_buffer(dev.fns, dev.handle, self._pool, secondary=True)
         self.live_command_buffers += 1
         return cmd
 
     def free(self, cmd) -> None:
         with self.lock:
-            if self.pool is None:
+            if self._pool is None:
                 return          # destroyed with the context: the pool freed it
             arr = ffi.new("VkCommandBuffer[1]", [cmd])
-            self.ctx._fns.vkFreeCommandBuffers(self.ctx.device, self.pool, 1, arr)
+            self.ctx.device.fns.vkFreeCommandBuffers(self.ctx.device.handle, self._pool, 1, arr)
             self.live_command_buffers -= 1
 
     def destroy(self) -> None:
         with self.lock:
-            if self.pool is not None:
-                self.ctx._fns.vkDestroyCommandPool(self.ctx.device, self.pool, ffi.NULL)
-                self.pool = None
-                self.live_command_buffers = 0
+            self.destroyed = True
+            if self._pool is not None:
+                self.ctx.device.fns.vkDestroyCommandPool(self.ctx.device.handle, self._pool, ffi.NULL)
+                self._pool = None
+            self.live_command_buffers = 0
 
 
 class Params:
@@ -283,7 +284,7 @@ class Program:
         _check_arity(fn, with_params=params is not None)
         self._ctx = ctx
         self._fn = fn
-        self._pool = ProgramPool.of(ctx)
+        self._pool = ctx.program_pool
         self.params = Params(ctx, params) if params is not None else None
         self._recording: Recording = None
         self._invalid = False
@@ -325,10 +326,8 @@ class Program:
     # -- recording -------------------------------------------------------------
     def _record(self) -> Recording:
         ctx, pool = self._ctx, self._pool
-        fns = ctx._fns
+        fns = ctx.device.fns
         with pool.lock:
-            if pool.pool is None:
-                raise ContextClosedError("the context was closed")
             cmd = pool.allocate()
             try:
                 inherit = new("VkCommandBufferInheritanceInfo", subpass=0, occlusionQueryEnable=vk.VK_FALSE)
@@ -397,9 +396,9 @@ class Program:
         if self.params is not None and self.params.buffer.last_epoch < epoch:
             self.params.buffer.last_epoch = epoch
         ctx, pool, cmd = self._ctx, self._pool, r.cmd
-        if ctx.closed or pool.pool is None:
+        if ctx.closed or pool.destroyed:
             return
-        ctx._retire_later(epoch, lambda: pool.free(cmd))
+        ctx.device.epochs.retire_later(epoch, lambda: pool.free(cmd))
 
     def release(self) -> None:
         """Give the program's command buffer back (after its last replay's
@@ -432,7 +431,7 @@ class Program:
                 raise InvalidArgumentError("this program declared no params; pass params={...} to ctx.program")
             packed = self.params.pack(params)
         r = self._current()         # host-side only: nothing recorded in rec's buffer yet
-        fns, cmd = ctx._fns, rec.command_buffer
+        fns, cmd = ctx.device.fns, rec.command_buffer
         if packed is not None:
             # The previous replay (this frame or an earlier one) may still read
             # the block: the barrier before the update orders it after them.
@@ -446,6 +445,6 @@ class Program:
         fns.vkCmdExecuteCommands(cmd, 1, r.pcmd)
         rec.forget_bound_state()
         rec.after_work(r.reads, r.writes, r.stages, r.write_access, r.wrote_mapped)
-        self._last_epoch = ctx._epoch
+        self._last_epoch = ctx.device.epochs.current
         self.stats["replays"] += 1
         self._pool.stats["program_replays"] += 1

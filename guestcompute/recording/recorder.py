@@ -51,7 +51,7 @@ from ..tensor import Tensor
 from ..vk import sync
 from .dispatch_plan import plan_for
 from .op_methods import OpMethods, close_matches
-from .timing import DEFAULT_COLOR, RecorderTiming, label, labels_of
+from .timing import DEFAULT_COLOR, RecorderTiming, label
 
 _BIND = vk.VK_PIPELINE_BIND_POINT_COMPUTE
 _PUSH_STAGE = vk.VK_SHADER_STAGE_COMPUTE_BIT
@@ -106,9 +106,11 @@ class Recorder(OpMethods):
         self.target = target
         self._cmd_key = int(ffi.cast("uintptr_t", cmd))   # the handle's value: one open recorder per buffer
         self._used = False             # entered once already: a recorder is single-use
-        self._fns = ctx._fns
-        self._push_desc = ctx._descriptors.push
-        self._count_hit = ctx._pipelines.count_hit
+        device = self._device = ctx.device
+        self._fns = device.fns
+        self._epochs = device.epochs
+        self._push_desc = device.descriptors.push
+        self._count_hit = device.pipelines.count_hit
         self._active = False
         self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host)
         self._capture = target.capture
@@ -119,7 +121,7 @@ class Recorder(OpMethods):
         self.dispatches = 0
         self.barriers = 0
         self._timing = None           # timing.RecorderTiming, made by the first rec.timing()
-        self._op_labels = labels_of(ctx) if ctx.op_labels and labels_of(ctx).enabled else None
+        self._op_labels = ctx.debug_labels if ctx.op_labels and ctx.debug_labels.enabled else None
 
     # -- scope -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -131,7 +133,7 @@ class Recorder(OpMethods):
                                  "since; make a new one with ctx.record(cmd) for each recording")
         # Raises ContextClosedError once close() began, RecordingError when
         # another recorder is open on this command buffer.
-        self.ctx._recorder_opened(self._cmd_key)
+        self._device.recorder_opened(self._cmd_key)
         self._used = True
         self._active = True
         return self
@@ -146,7 +148,7 @@ class Recorder(OpMethods):
                 self.emit_barrier(*masks)
         finally:
             self._active = False
-            self.ctx._recorder_closed(self._cmd_key)
+            self._device.recorder_closed(self._cmd_key)
         return False
 
     @property
@@ -174,7 +176,7 @@ class Recorder(OpMethods):
     def record_op(self, name: str, planner, args: tuple, kwargs: dict):
         """Plan op ``name`` with ``planner(ctx, *args, **kwargs)`` and record
         its dispatches; returns the op's value. Every op method calls this."""
-        if not self._active or self.ctx.closed:
+        if not self._active or self._device.closed:
             self.check_active()
         try:
             result = planner(self.ctx, *args, **kwargs)
@@ -235,8 +237,8 @@ class Recorder(OpMethods):
             # uploads) is ordered before this recording's first dispatch.
             src_stage, src_access = sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES
             state.entered = True
-            self.ctx._flush_pending_uploads(self)
-        epoch = self.ctx._epoch
+            self._device.transfers.flush_pending_uploads(self)
+        epoch = self._epochs.current
         for b in plan.buffers:
             b.last_epoch = epoch
         if plan.writes_mapped:
@@ -403,7 +405,7 @@ class Recorder(OpMethods):
         if not state.entered:
             src_stage, src_access = sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES
             state.entered = True
-            self.ctx._flush_pending_uploads(self)
+            self._device.transfers.flush_pending_uploads(self)
         for b, w in shared:
             stage, access = state.host_sources(b, w)
             src_stage |= stage
@@ -421,7 +423,7 @@ class Recorder(OpMethods):
         if self._capture is not None:
             self._capture.work(reads, writes, stages, write_access, buffers)
         self.state.after_work(reads, writes, stages, write_access, wrote_mapped)
-        epoch = self.ctx._epoch
+        epoch = self._epochs.current
         for b in buffers:
             b.last_epoch = epoch
 

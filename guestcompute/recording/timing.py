@@ -82,7 +82,7 @@ class Timestamps:
             if block is None:
                 info = new("VkQueryPoolCreateInfo", queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=BLOCK)
                 out = ffi.new("VkQueryPool *")
-                check("vkCreateQueryPool", self._ctx._fns.vkCreateQueryPool(self._ctx.device, info, ffi.NULL, out))
+                check("vkCreateQueryPool", self._ctx.device.fns.vkCreateQueryPool(self._ctx.device.handle, info, ffi.NULL, out))
                 block = _Block(out[0])
                 self._all.append(block)
             block.used = 0
@@ -100,7 +100,7 @@ class Timestamps:
             return []
         data = ffi.new("uint64_t[]", 2 * n)
         flags = vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WITH_AVAILABILITY_BIT
-        res = self._ctx._fns.vkGetQueryPoolResults(self._ctx.device, block.pool, 0, n, 16 * n, data, 16, flags)
+        res = self._ctx.device.fns.vkGetQueryPoolResults(self._ctx.device.handle, block.pool, 0, n, 16 * n, data, 16, flags)
         if res == _NOT_READY:
             return None
         check("vkGetQueryPoolResults", res)
@@ -131,7 +131,7 @@ class Timestamps:
 
     def destroy(self) -> None:
         for block in self._all:
-            self._ctx._fns.vkDestroyQueryPool(self._ctx.device, block.pool, ffi.NULL)
+            self._ctx.device.fns.vkDestroyQueryPool(self._ctx.device.handle, block.pool, ffi.NULL)
         self._all.clear()
         self._free.clear()
         self._pending.clear()
@@ -145,22 +145,12 @@ def queue_timestamp_bits(physical_device, family: int) -> int:
     return props[family].timestampValidBits if family < count[0] else 0
 
 
-def timestamps_of(ctx) -> Timestamps:
-    ts = ctx.__dict__.get("_timestamps")
-    if ts is None:
-        with ctx._lock:
-            ts = ctx.__dict__.get("_timestamps")
-            if ts is None:
-                ts = ctx._timestamps = Timestamps(ctx)
-    return ts
-
-
 class RecorderTiming:
     """The scopes one Recorder wrote: (name, block, begin query, end query)."""
 
     def __init__(self, rec):
         self._rec = rec
-        self._ts = timestamps_of(rec.ctx)
+        self._ts = rec.ctx.timestamps
         if not self._ts.supported:
             raise UnsupportedError("this queue family writes no timestamps (timestampValidBits is 0); "
                                    "rec.timing() needs a queue that supports them")
@@ -173,7 +163,7 @@ class RecorderTiming:
         block = self._block
         if block is None or block.used == BLOCK:
             block = self._block = self._ts.acquire(self)
-            self._rec.ctx._fns.vkCmdResetQueryPool(self._rec.command_buffer, block.pool, 0, BLOCK)
+            self._rec.ctx.device.fns.vkCmdResetQueryPool(self._rec.command_buffer, block.pool, 0, BLOCK)
         block.epoch = max(block.epoch, epoch)
         q = block.used
         block.used += 1
@@ -183,8 +173,8 @@ class RecorderTiming:
     def scope(self, name: str):
         rec = self._rec
         rec.check_active()
-        fns, cmd = rec.ctx._fns, rec.command_buffer
-        block, q0 = self._query(rec.ctx._epoch)
+        fns, cmd = rec.ctx.device.fns, rec.command_buffer
+        block, q0 = self._query(rec.ctx.device.epochs.current)
         fns.vkCmdWriteTimestamp(cmd, _STAGE, block.pool, q0)
         entry = [str(name), block, q0, None, None]
         self._scopes.append(entry)
@@ -193,7 +183,7 @@ class RecorderTiming:
             yield
         finally:
             if rec.active:
-                end_block, q1 = self._query(rec.ctx._epoch)
+                end_block, q1 = self._query(rec.ctx.device.epochs.current)
                 fns.vkCmdWriteTimestamp(cmd, _STAGE, end_block.pool, q1)
                 entry[3], entry[4] = end_block, q1
 
@@ -257,13 +247,6 @@ class DebugLabels:
         return info
 
 
-def labels_of(ctx) -> DebugLabels:
-    labels = ctx.__dict__.get("_debug_labels")
-    if labels is None:
-        labels = ctx.__dict__.setdefault("_debug_labels", DebugLabels(ctx))
-    return labels
-
-
 DEFAULT_COLOR = (0.2, 0.6, 1.0, 1.0)
 
 
@@ -271,7 +254,7 @@ DEFAULT_COLOR = (0.2, 0.6, 1.0, 1.0)
 def label(rec, name: str, color=DEFAULT_COLOR):
     """Bracket the work recorded inside with a debug label (no-op without
     VK_EXT_debug_utils)."""
-    labels = labels_of(rec.ctx)
+    labels = rec.ctx.debug_labels
     if not labels.enabled:
         yield
         return

@@ -1,4 +1,8 @@
-"""Shader modules, layouts and compute pipelines, each created once.
+"""The one way from a kernel spec to a compute pipeline, and every limit a
+kernel is checked against on that way: storage-buffer bindings per kernel,
+push-constant bytes, and (for SPIR-V a caller brings) capabilities, shared
+memory and validity. Shader modules, layouts and pipelines are each created
+once.
 
 Keys (Kompute re-created pipelines for every new buffer set; here new
 buffers or new sizes never create anything):
@@ -24,8 +28,14 @@ import time
 import vulkan as vk
 from vulkan import ffi
 
-from ..errors import UnsupportedError, check
+from ..cache.spirv import is_spirv, validate
+from ..errors import KernelError, UnsupportedError, check
+from ..kernels.capabilities import check_capabilities, check_shared_memory
+from ..kernels.reflect import reflect, workgroup_memory_size
 from ..vk.structs import new
+
+# Push descriptors are further capped by maxPushDescriptors (32 guaranteed).
+MAX_PUSH_DESCRIPTORS = 32
 
 
 class _Pending:
@@ -71,14 +81,25 @@ class Pipeline:
         self.bindings = bindings   # tuple of (reads, writes) per binding
 
 
-class PipelineCache:
-    def __init__(self, device, fns, push_descriptors: bool, vk_pipeline_cache=None,
-                 max_push_constants: int = 128):
+class Pipelines:
+    """A device's pipelines: :meth:`resolve` turns a Dispatch's spec into its
+    pipeline, creating it (and its module and layouts) on first use.
+
+    ``spirv_source``: where built-in kernels' SPIR-V comes from (the SPIR-V
+    cache: baked, on disk, or compiled). ``caps`` / ``limits``: what the host
+    enabled and what the device allows."""
+
+    def __init__(self, device, fns, push_descriptors: bool, vk_pipeline_cache, limits, caps, spirv_source):
         self.device = device
         self.fns = fns
         self.push_descriptors = push_descriptors
         self.vk_cache = vk_pipeline_cache if vk_pipeline_cache is not None else ffi.NULL
-        self.max_push = max_push_constants
+        self.limits = limits
+        self.caps = caps
+        self.spirv_source = spirv_source
+        self.max_push = limits.max_push_constants
+        self.max_bindings = (min(limits.max_storage_buffers, MAX_PUSH_DESCRIPTORS) if push_descriptors
+                             else limits.max_storage_buffers)
         self._lock = threading.RLock()
         self._stats_lock = threading.Lock()
         self._hit_cell = threading.local()   # .n: this thread's [hit count]
@@ -92,6 +113,60 @@ class PipelineCache:
         self.stats = {"pipelines_created": 0, "pipeline_hits": 0, "modules_created": 0,
                       "module_hits": 0, "layouts_created": 0, "set_layouts_created": 0,
                       "pipeline_create_seconds": 0.0}
+
+    # -- spec -> pipeline ------------------------------------------------
+    def resolve(self, spec, spirv: bytes = None, spec_constants: tuple = ()) -> "Pipeline":
+        """The pipeline of ``spec`` (a Dispatch's), created on first use.
+        ``spirv``: the code a user kernel brings (checked before the driver
+        sees it); None renders the built-in spec through the SPIR-V cache."""
+        pipe = self._by_spec.get(spec)
+        if pipe is not None:
+            self.count_hit()
+            return pipe
+        self.check_limits(f"kernel {spec.family!r}", len(spec.bindings), spec.push_size)
+        if spirv is not None:
+            self.check_brought_spirv(spirv, spec.family, dict(enumerate(spec.workgroup)) | dict(spec_constants))
+        else:
+            spirv = self.spirv_source.get(spec.render(), spec.target_env)
+        bindings = tuple((b.reads, b.writes) for b in spec.bindings)
+        return self.get(spec, spirv, bindings, spec.push_size, spec_constants=spec_constants)
+
+    def check_limits(self, what: str, n_bindings: int, push_size: int) -> None:
+        """UnsupportedError when a kernel binds more storage buffers or
+        declares more push-constant bytes than this device allows."""
+        if n_bindings > self.max_bindings:
+            raise UnsupportedError(f"{what} has {n_bindings} storage-buffer bindings; this device allows "
+                                   f"{self.max_bindings} per kernel: split it, or pack buffers together "
+                                   "(split it into several kernels that each bind fewer buffers)")
+        if push_size > self.max_push:
+            raise UnsupportedError(f"{what} needs {push_size} bytes of push constants; this device allows "
+                                   f"{self.max_push}: pass the rest in a small tensor")
+
+    def check_brought_spirv(self, code, family: str, spec_values: dict) -> None:
+        """SPIR-V brought by the caller never reaches the driver unread
+        (drivers may crash on garbage): anything malformed is a KernelError;
+        a capability the host did not enable, or more shared memory than the
+        device has (with ``spec_values`` {SpecId: value} applied), an
+        UnsupportedError."""
+        if not isinstance(code, (bytes, bytearray)) or not is_spirv(bytes(code)):
+            raise KernelError("the kernel's SPIR-V is not a SPIR-V module (bad magic or length); "
+                              "pass the bytes glslc or another SPIR-V compiler wrote")
+        code = bytes(code)
+        try:
+            reflection = reflect(code)
+            shared = workgroup_memory_size(code, spec_values)
+        except KernelError as e:    # SpirvError: say what to do about it
+            raise type(e)(f"the kernel's SPIR-V is malformed ({e}); recompile it, and check it "
+                          "with spirv-val") from None
+        check_capabilities(self.caps, reflection.capabilities, f"kernel {family!r}")
+        check_shared_memory(self.limits, shared, f"kernel {family!r}")
+        validate(code, self.target_env)
+
+    @property
+    def target_env(self) -> str:
+        """The SPIR-V target environment of this device as the host declared it."""
+        api = min(self.caps.api_version, self.limits.api_version, (1, 3))
+        return f"vulkan{api[0]}.{api[1]}"
 
     # -- modules ---------------------------------------------------------
     def module(self, spirv: bytes):
@@ -134,9 +209,6 @@ class PipelineCache:
             pl = self._layouts.get(key)
             if pl is not None:
                 return pl
-            if push_size > self.max_push:
-                raise UnsupportedError(f"kernel needs {push_size} bytes of push constants; the device "
-                                       f"allows {self.max_push}")
             sl = ffi.new("VkDescriptorSetLayout[]", [self.set_layout(n_bindings)])
             ranges = [dict(stageFlags=COMPUTE, offset=0, size=push_size)] if push_size else []
             info = new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sl,

@@ -1,0 +1,127 @@
+"""Every fact guestcompute uses about a device, queried once when a context
+adopts (or creates) it: limits, identity, subgroup support, cooperative
+matrix shapes. Nothing else queries the physical device for these.
+
+Facts that depend on what the host enabled (cooperative matrices, subgroup
+operations through Vulkan 1.1) take the host's declared caps into account:
+a fact is only true when the guest may use it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import vulkan as vk
+from vulkan import ffi, lib
+
+from ..host import version_tuple
+from ..vk.functions import instance_function
+from ..vk.structs import chain, new
+
+
+@dataclass(frozen=True)
+class CoopShape:
+    """One cooperative-matrix shape the device supports for fp16 A/B."""
+    m: int
+    n: int
+    k: int
+    acc: str        # "float32" or "float16" accumulator (C/D type)
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    device_name: str
+    device_type: int
+    vendor_id: int
+    device_id: int
+    driver_version: int
+    pipeline_cache_uuid: bytes
+    api_version: tuple
+    max_workgroup_count: tuple
+    max_workgroup_size: tuple
+    max_workgroup_invocations: int
+    max_storage_buffer_range: int
+    max_push_constants: int
+    max_shared_memory: int
+    min_storage_offset_alignment: int
+    subgroup_size: int
+    timestamp_period: float
+    # Storage buffers one kernel may bind (per-stage and per-set limits).
+    max_storage_buffers: int = 4
+    # Subgroup arithmetic (subgroupAdd, subgroupExclusiveAdd) in compute
+    # shaders: a Vulkan 1.1 device, as the host declared it, whose driver
+    # reports arithmetic operations in the compute stage.
+    subgroup_arithmetic: bool = False
+    # Cooperative-matrix fragment shapes usable for fp16 A/B, best first;
+    # () unless the host enabled cooperative matrices.
+    coopmat_shapes: tuple = ()
+
+
+def query_limits(instance, pd, caps) -> DeviceLimits:
+    """The device's facts, for a host that enabled ``caps`` (a HostCaps)."""
+    api = min(caps.api_version, (1, 3))
+    props = new("VkPhysicalDeviceProperties")
+    lib.vkGetPhysicalDeviceProperties(pd, props)
+    lim = props.limits
+    device_api = version_tuple(props.apiVersion)
+    subgroup, arithmetic = 1, False
+    if api >= (1, 1):
+        sub = new("VkPhysicalDeviceSubgroupProperties")
+        p2 = new("VkPhysicalDeviceProperties2")
+        chain(p2, sub)
+        lib.vkGetPhysicalDeviceProperties2(pd, p2)
+        subgroup = sub.subgroupSize
+        arithmetic = (device_api >= (1, 1)
+                      and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
+                      and bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT))
+    return DeviceLimits(
+        device_name=ffi.string(props.deviceName).decode(), device_type=props.deviceType,
+        vendor_id=props.vendorID, device_id=props.deviceID, driver_version=props.driverVersion,
+        pipeline_cache_uuid=bytes(ffi.buffer(props.pipelineCacheUUID, 16)),
+        api_version=device_api,
+        max_workgroup_count=tuple(lim.maxComputeWorkGroupCount[i] for i in range(3)),
+        max_workgroup_size=tuple(lim.maxComputeWorkGroupSize[i] for i in range(3)),
+        max_workgroup_invocations=lim.maxComputeWorkGroupInvocations,
+        max_storage_buffer_range=lim.maxStorageBufferRange,
+        max_push_constants=lim.maxPushConstantsSize,
+        max_shared_memory=lim.maxComputeSharedMemorySize,
+        min_storage_offset_alignment=lim.minStorageBufferOffsetAlignment,
+        subgroup_size=subgroup, timestamp_period=lim.timestampPeriod,
+        max_storage_buffers=min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers),
+        subgroup_arithmetic=arithmetic,
+        coopmat_shapes=coopmat_shapes(instance, pd, caps))
+
+
+# The NV names alias these KHR values (the NV query reports the same enums).
+_FP16, _FP32 = vk.VK_COMPONENT_TYPE_FLOAT16_KHR, vk.VK_COMPONENT_TYPE_FLOAT32_KHR
+_SCOPE_SUBGROUP = vk.VK_SCOPE_SUBGROUP_KHR
+_FALLBACK = (CoopShape(16, 16, 16, "float16"),)
+
+
+def coopmat_shapes(instance, pd, caps) -> tuple:
+    """Fragment shapes usable by the coopmat kernel, best first; () unless
+    the host enabled VK_NV_cooperative_matrix with cooperativeMatrix,
+    shaderFloat16 and vulkanMemoryModel (glslang's NV route needs the
+    Vulkan memory model). Without the NV query entry point: 16x16x16 fp16."""
+    if not caps.cooperative_matrix:
+        return ()
+    fn = instance_function(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV")
+    if fn is None:
+        return _FALLBACK
+    count = ffi.new("uint32_t *")
+    if fn(pd, count, ffi.NULL) < 0 or count[0] == 0:
+        return _FALLBACK
+    props = ffi.new("VkCooperativeMatrixPropertiesNV[]", count[0])
+    stype = new("VkCooperativeMatrixPropertiesNV").sType
+    for i in range(count[0]):
+        props[i].sType = stype
+    if fn(pd, count, props) < 0:
+        return _FALLBACK
+    found = []
+    for i in range(count[0]):
+        p = props[i]
+        if (p.AType, p.BType, p.scope) != (_FP16, _FP16, _SCOPE_SUBGROUP) or p.CType != p.DType:
+            continue
+        acc = {_FP16: "float16", _FP32: "float32"}.get(p.CType)
+        if acc is not None:
+            found.append(CoopShape(p.MSize, p.NSize, p.KSize, acc))
+    return tuple(found)

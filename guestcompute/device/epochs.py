@@ -1,0 +1,190 @@
+"""Epochs: when guest memory that the GPU may still use can be freed.
+
+Every recording belongs to the context's current epoch. The host closes an
+epoch (``advance_epoch``, typically once per frame) and later retires it —
+by value once it knows the GPU finished (``retire``), or by handing a fence,
+a timeline value or a hand-off submission the context polls
+(``retire_when``). Guest objects released meanwhile (dropped tensors,
+staging buffers, old program command buffers) wait in a graveyard tagged
+with the epoch of their last use and are destroyed only after it retired.
+
+Other services hear about epochs through two lists: ``on_advance``
+callables run after every :meth:`Epochs.advance` (the hand-off submitter
+polls its fences there) and ``on_retire(retired)`` callables after every
+retirement (timestamp queries are read there, before their pools are
+reused).
+
+Only closed epochs can be retired: an epoch number is an integer (numpy
+integers too, never bools or floats) below the current epoch. Retiring the
+current or a future epoch would free memory that command buffers still being
+recorded use, so ``retire`` and ``retire_when`` reject it.
+"""
+from __future__ import annotations
+
+import collections
+import numbers
+import threading
+
+import vulkan as vk
+from vulkan import ffi
+
+from .. import host as _host
+from ..errors import InvalidArgumentError, UnsupportedError, check
+
+
+class Epochs:
+    """The epoch counter, the graveyard and the retirement polls of one device.
+
+    ``destroy_buffer(alloc, uid)``: frees a guest buffer's memory and its
+    descriptors once its epoch retired."""
+
+    def __init__(self, fns, device_handle, caps, destroy_buffer):
+        self.current = 1
+        self.retired = 0
+        self._fns, self._device, self._caps = fns, device_handle, caps
+        self._destroy_buffer = destroy_buffer
+        self._lock = threading.RLock()
+        self.graveyard = collections.deque()    # (epoch, Allocation or destroy(), uid or None)
+        self.retire_waits = collections.deque()  # (epoch, done()) from retire_when, in order
+        self.on_advance: list = []
+        self.on_retire: list = []
+
+    def advance(self) -> int:
+        """Close the current epoch and return its number (see Context.advance_epoch)."""
+        with self._lock:
+            closed = self.current
+            self.current += 1
+        self._poll_retire_waits()
+        for listener in self.on_advance:
+            listener()
+        return closed
+
+    def retire(self, epoch: int = None) -> None:
+        """Everything recorded in epochs <= ``epoch`` (default: all) finished
+        on the GPU; destroy what waited for that (see Context.retire)."""
+        with self._lock:
+            upto = self.current if epoch is None else self.closed_epoch(epoch, "retire")
+            self.retired = max(self.retired, upto)
+        self.collect()
+        for listener in self.on_retire:
+            listener(self.retired)
+
+    def retire_all(self) -> None:
+        """Teardown: every epoch counts as retired, the polls are dropped."""
+        self.retired = self.current + 1
+        self.collect()
+        self.retire_waits.clear()
+
+    def retire_when(self, *, fence=None, semaphore=None, submission=None, epoch: int = None) -> int:
+        """See Context.retire_when."""
+        if epoch is not None:
+            epoch = self.closed_epoch(epoch, "retire_when")
+        given = [x is not None for x in (fence, semaphore, submission)]
+        if sum(given) != 1:
+            raise InvalidArgumentError("retire_when takes exactly one of fence=, semaphore=, submission=")
+        if submission is not None:
+            if not callable(getattr(submission, "done", None)):
+                raise InvalidArgumentError("submission= takes what ctx.submit returned")
+            done = submission.done
+        elif fence is not None:
+            handle = _host.as_handle(fence, "VkFence", "fence")
+            fns, dev = self._fns, self._device
+
+            def done():
+                return fns.vkGetFenceStatus(dev, handle) == vk.VK_SUCCESS
+        else:
+            done = timeline_reached(self._fns, self._device, self._caps, semaphore)
+        if epoch is None:
+            epoch = self.advance()
+        with self._lock:
+            self.retire_waits.append((epoch, done))
+        return epoch
+
+    def closed_epoch(self, epoch, what: str) -> int:
+        """``epoch`` as an int, if it names an epoch that was closed."""
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+            raise InvalidArgumentError(f"{what}: epoch must be an integer epoch number (what advance_epoch "
+                                       f"returned), got {type(epoch).__name__} {epoch!r}")
+        epoch = int(epoch)
+        if epoch < 0:
+            raise InvalidArgumentError(f"{what}: epoch {epoch} is negative; epochs count up from 1")
+        current = self.current
+        if epoch >= current:
+            raise InvalidArgumentError(f"{what}: epoch {epoch} is not closed yet (the current epoch is "
+                                       f"{current}, still being recorded); retire only epochs that "
+                                       "advance_epoch() returned, once the GPU finished them")
+        return epoch
+
+    def _poll_retire_waits(self):
+        # In order: retiring epoch e promises every epoch before it finished
+        # too, which a later fence on another queue would not prove.
+        last = None
+        with self._lock:
+            waits = self.retire_waits
+            while waits and waits[0][1]():
+                last = waits.popleft()[0]
+        if last is not None:
+            self.retire(last)
+
+    def retire_later(self, epoch: int, destroy) -> None:
+        """Call ``destroy()`` once ``epoch`` retired (guest objects other than
+        buffers: program command buffers, staging buffers, ...)."""
+        self.graveyard.append((epoch, destroy, None))
+
+    def release(self, alloc, uid, last_epoch) -> None:
+        """A guest buffer was dropped; free it once ``last_epoch`` retired.
+        May run from a finalizer on any thread: only enqueue."""
+        self.graveyard.append((last_epoch, alloc, uid))
+
+    def collect(self) -> None:
+        """Destroy everything in the graveyard whose epoch retired."""
+        keep = collections.deque()
+        while self.graveyard:
+            item = self.graveyard.popleft()
+            epoch, alloc, uid = item
+            if epoch <= self.retired:
+                if uid is None:
+                    alloc()         # from retire_later
+                else:
+                    self._destroy_buffer(alloc, uid)
+            else:
+                keep.append(item)
+        self.graveyard.extend(keep)
+
+
+def timeline_functions(fns, caps):
+    """(vkGetSemaphoreCounterValue, vkWaitSemaphores) when the host enabled
+    timeline semaphores, else None."""
+    if not caps.timeline_semaphores:
+        return None
+    for suffix in ("", "KHR"):
+        get = getattr(fns, "vkGetSemaphoreCounterValue" + suffix, None)
+        if get is not None:
+            return get, getattr(fns, "vkWaitSemaphores" + suffix, None)
+    return None
+
+
+def timeline_reached(fns, device_handle, caps, semaphore):
+    """A poll function: has timeline ``semaphore=(sem, value)`` reached value?"""
+    if not (isinstance(semaphore, tuple) and len(semaphore) == 2):
+        raise InvalidArgumentError("semaphore= takes a (timeline VkSemaphore, value) pair")
+    found = timeline_functions(fns, caps)
+    if found is None:
+        raise UnsupportedError("retire_when(semaphore=) needs timeline semaphores enabled by the host "
+                               "(Vulkan 1.2 or VK_KHR_timeline_semaphore, feature timelineSemaphore)")
+    get = found[0]
+    sem = _host.as_handle(semaphore[0], "VkSemaphore", "semaphore")
+    value = semaphore_value(semaphore[1], "semaphore value")
+    out = ffi.new("uint64_t *")
+
+    def reached() -> bool:
+        check("vkGetSemaphoreCounterValue", get(device_handle, sem, out))
+        return out[0] >= value
+    return reached
+
+
+def semaphore_value(v, what):
+    """A timeline semaphore value: an int in 0 .. 2**64-1."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 64:
+        raise InvalidArgumentError(f"{what} must be a non-negative int, got {v!r}")
+    return v

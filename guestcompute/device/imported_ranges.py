@@ -1,0 +1,46 @@
+"""Hazard keys for imports of a host's VkBuffers.
+
+Two imports of overlapping byte ranges of one VkBuffer are the same memory,
+so the hazard tracker must see them as such; imports of disjoint ranges
+(one vertex buffer shared out in pieces) are not, and need no barrier
+between them.
+"""
+from __future__ import annotations
+
+import threading
+
+from vulkan import ffi
+
+from ..vk.memory import next_uid
+
+
+class ImportedRanges:
+    """Every imported byte range per VkBuffer handle value, with its key."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._ranges: dict = {}    # VkBuffer handle value -> [(start, end, hazard key)]
+
+    def hazard_keys(self, handle, start: int, end: int) -> tuple:
+        """Hazard keys of an import of bytes [start, end) of VkBuffer ``handle``:
+        the key of that range (the same for every import of exactly that
+        range), then the keys of earlier imports whose ranges overlap it.
+
+        Only the later of two overlapping imports lists the other, and its
+        ops both check and mark those keys: whichever of the two is written
+        first, the other's access then meets a key the tracker saw, so the
+        barrier is never missed. Keys are never reused, so a range stays
+        known for the context's life; a handle value the host reuses for a
+        new buffer can only add barriers."""
+        with self._lock:
+            ranges = self._ranges.setdefault(int(ffi.cast("uintptr_t", handle)), [])
+            own, overlapping = None, []
+            for lo, hi, key in ranges:
+                if (lo, hi) == (start, end):
+                    own = key
+                elif lo < end and start < hi:
+                    overlapping.append(key)
+            if own is None:
+                own = next_uid()
+                ranges.append((start, end, own))
+            return (own, *overlapping)

@@ -1,0 +1,189 @@
+"""Moving bytes between host memory and guest buffers.
+
+Host-visible memory (lavapipe, integrated GPUs, resizable BAR) is a plain
+memcpy. Otherwise a staging buffer is copied on the context's queue in a
+one-time command buffer — only from ``ctx.tensor`` / ``t.numpy()`` /
+``ctx.run``, never from ``record`` — or, for an adopted context without a
+queue, the copy is recorded at the start of the host's next recording.
+
+Host buffers (``ctx.import_buffer``) are read back with vkCmdCopyBuffer only
+when the host declared TRANSFER_SRC in their ``usage``; otherwise a compute
+copy moves the view into a guest tensor first, since STORAGE_BUFFER is the
+one usage every imported buffer has. They are never written from host
+memory: the host owns their contents (it writes its own buffer, or records
+``rec.copy(guest_tensor, out=view)``), so TRANSFER_DST is never needed.
+"""
+from __future__ import annotations
+
+import threading
+
+import vulkan as vk
+from vulkan import ffi
+
+from ..errors import UnsupportedError, check
+from ..vk import sync
+from ..vk.commands import allocate_command_buffer, create_command_pool
+from ..vk.memory import STAGING_USAGE
+from ..vk.structs import new
+
+
+class Transfers:
+    """Byte moves between host memory and one device's buffers, and the
+    one-time submissions they (and ``ctx.run``) use.
+
+    ``compute_copy(buffer, offset, size)``: reads bytes of an imported
+    buffer without TRANSFER_SRC through a compute copy (recorded by the
+    context, the layer that has the ops).
+    """
+
+    def __init__(self, device, compute_copy):
+        self.device = device
+        self.compute_copy = compute_copy
+        self._lock = threading.RLock()          # the pending list and the pool's allocations
+        self.submit_lock = threading.RLock()    # one submission at a time; close() waits on it
+        self._depth = 0
+        self._pool = None
+        self.pending_uploads: list = []         # (staging, Buffer, offset, size) for the next recording
+
+    # -- host -> device ------------------------------------------------------------
+    def write(self, buf, offset: int, data: bytes) -> None:
+        dev = self.device
+        if buf.alloc is None:
+            raise UnsupportedError("write() into an imported buffer: the host owns its contents; write "
+                                   "your buffer yourself, or record rec.copy(guest_tensor, out=view)")
+        if buf.alloc.mapped is not None:
+            buf.alloc.mapped[offset:offset + len(data)] = data
+            dev.memory.flush(buf.alloc)
+            return
+        staging = dev.memory.create(len(data), STAGING_USAGE, host_visible=True)
+        staging.mapped[0:len(data)] = data
+        if dev.queue is None:
+            # No queue to submit on: the copy is recorded at the start of the
+            # next recording, and the staging buffer retires with that epoch.
+            with self._lock:            # flush_pending_uploads swaps the list under it
+                self.pending_uploads.append((staging, buf, offset, len(data)))
+            return
+        region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=len(data))
+
+        def body(cmd):
+            self._barrier(cmd, sync.EARLIER_GUEST_STAGES, sync.SHADER_RW, sync.TRANSFER, sync.TRANSFER_WRITE)
+            dev.fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
+        try:
+            self.submit_and_wait(body)
+        finally:
+            dev.memory.destroy(staging)
+
+    def flush_pending_uploads(self, rec) -> None:
+        """Record the uploads waiting for a recording (no queue) at the start of ``rec``."""
+        if not self.pending_uploads:
+            return
+        with self._lock:
+            uploads, self.pending_uploads = self.pending_uploads, []
+        dev = self.device
+        cmd = rec.command_buffer
+        rec.emit_barrier(sync.EARLIER_GUEST_STAGES, sync.SHADER_WRITE, sync.TRANSFER, sync.TRANSFER_WRITE)
+        for staging, buf, offset, size in uploads:
+            region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=size)
+            dev.fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
+            dev.epochs.retire_later(dev.epochs.current, lambda staging=staging: dev.memory.destroy(staging))
+
+    def drop_pending_uploads(self) -> None:
+        """Teardown: free the staging buffers of uploads never recorded."""
+        for staging, *_ in self.pending_uploads:
+            self.device.memory.destroy(staging)
+        self.pending_uploads.clear()
+
+    # -- device -> host ------------------------------------------------------------
+    def read(self, buf, offset: int, size: int) -> bytes:
+        dev = self.device
+        if size <= 0:
+            return b""
+        if buf.alloc is not None and buf.alloc.mapped is not None:
+            dev.memory.invalidate(buf.alloc)
+            return bytes(buf.alloc.mapped[offset:offset + size])
+        if dev.queue is None:
+            raise UnsupportedError("reading this tensor needs a staging copy: pass queue= to Context.adopt")
+        if buf.alloc is None and not (buf.usage or 0) & vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT:
+            return self.compute_copy(buf, offset, size)
+        staging = dev.memory.create(size, STAGING_USAGE, host_visible=True)
+        region = new("VkBufferCopy", srcOffset=offset, dstOffset=0, size=size)
+        src_stages = sync.EARLIER_GUEST_STAGES
+        if buf.host_access is not None:
+            src_stages |= buf.host_access.stages
+
+        def body(cmd):
+            self._barrier(cmd, src_stages, sync.GUEST_WRITES, sync.TRANSFER, sync.TRANSFER_READ)
+            dev.fns.vkCmdCopyBuffer(cmd, buf.handle, staging.buffer, 1, region)
+            self._barrier(cmd, sync.TRANSFER, sync.TRANSFER_WRITE, sync.HOST, sync.HOST_READ)
+        try:
+            self.submit_and_wait(body)
+            dev.memory.invalidate(staging)
+            return bytes(staging.mapped[0:size])
+        finally:
+            dev.memory.destroy(staging)
+
+    # -- one-time submissions ------------------------------------------------------
+    def _barrier(self, cmd, src_stage, src_access, dst_stage, dst_access) -> None:
+        bar = new("VkMemoryBarrier", srcAccessMask=src_access, dstAccessMask=dst_access)
+        self.device.fns.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
+
+    def _command_pool(self):
+        if self._pool is None:
+            dev = self.device
+            self._pool = create_command_pool(dev.fns, dev.handle, dev.queue_family_index,
+                                             vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT)
+        return self._pool
+
+    def submit_and_wait(self, body) -> None:
+        """Record ``body(cmd)`` into a one-time command buffer, submit, wait.
+
+        One at a time: the transient pool is externally synchronized (uploads
+        made inside ``body`` re-enter). Only a standalone context retires its
+        epoch here, and only at the outermost level: an adopted context's
+        epochs belong to the host, whose own frames may still be in flight."""
+        dev = self.device
+        if dev.queue is None:
+            raise UnsupportedError("this context has no queue; pass queue= to Context.adopt, or record "
+                                   "into your own command buffer with ctx.record(cmd)")
+        with self.submit_lock:
+            self._depth += 1
+            try:
+                self._submit_once(body)
+            finally:
+                self._depth -= 1
+            if dev.standalone and self._depth == 0:
+                dev.epochs.retire(dev.epochs.advance())
+
+    def _submit_once(self, body) -> None:
+        dev = self.device
+        fns, handle = dev.fns, dev.handle
+        with self._lock:
+            cmd = allocate_command_buffer(fns, handle, self._command_pool())
+        fence = ffi.new("VkFence *")
+        try:
+            begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+            check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
+            body(cmd)
+            check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
+            check("vkCreateFence", fns.vkCreateFence(handle, new("VkFenceCreateInfo"), ffi.NULL, fence))
+            cmds = ffi.new("VkCommandBuffer[1]", [cmd])
+            submit = new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds)
+            with dev.queue_lock:
+                check("vkQueueSubmit", fns.vkQueueSubmit(dev.queue, 1, submit, fence[0]))
+            res = fns.vkWaitForFences(handle, 1, fence, vk.VK_TRUE, 2**63 - 1)
+            if res != vk.VK_SUCCESS:
+                # Never free a command buffer or fence the GPU may still use:
+                # drain the queue first (it returns at once on a lost device).
+                with dev.queue_lock:
+                    fns.vkQueueWaitIdle(dev.queue)
+                check("vkWaitForFences", res)
+        finally:
+            if fence[0] != ffi.NULL:
+                fns.vkDestroyFence(handle, fence[0], ffi.NULL)
+            with self._lock:
+                fns.vkFreeCommandBuffers(handle, self._pool, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
+
+    def destroy(self) -> None:
+        if self._pool is not None:
+            self.device.fns.vkDestroyCommandPool(self.device.handle, self._pool, ffi.NULL)
+            self._pool = None
