@@ -7,7 +7,7 @@ say what to install — on a machine where that fails.
 """
 import importlib
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _EXPORTS = {
     "Context": "context", "DeviceLimits": "context",

@@ -14,7 +14,8 @@ import vulkan as vk
 from vulkan import ffi, lib
 
 from .errors import InvalidArgumentError, UnsupportedError
-from .vk.structs import new
+from .vk.functions import instance_function
+from .vk.structs import chain, new, structure_type
 
 # Device extensions guestcompute uses when the host enabled them. None is
 # required: a bare Vulkan 1.0 device without extensions works.
@@ -463,10 +464,9 @@ def features_from_chain(pnext) -> dict:
         if pnext.pEnabledFeatures != ffi.NULL:
             _read_flags(pnext.pEnabledFeatures, "VkPhysicalDeviceFeatures", found)
         pnext = pnext.pNext
-    from .vk.structs import _stype
     names = set(FEATURE_STRUCTS.values()) | {s for s in _CHAIN_STRUCTS if hasattr(vk, s)}
-    by_stype = {_stype(s): s for s in names}
-    features2 = _stype("VkPhysicalDeviceFeatures2")
+    by_stype = {structure_type(s): s for s in names}
+    features2 = structure_type("VkPhysicalDeviceFeatures2")
     node = ffi.cast("VkBaseInStructure *", pnext) if pnext != ffi.NULL else None
     while node is not None and node != ffi.NULL:
         if node.sType == features2:
@@ -515,7 +515,6 @@ class Requirements:
     def feature_chain(self):
         """A ready ``VkPhysicalDeviceFeatures2``-free pNext chain enabling
         ``features``; put it in VkDeviceCreateInfo.pNext (keep it alive)."""
-        from .vk.structs import chain
         groups: dict = {}
         for feat in self.features:
             groups.setdefault(FEATURE_STRUCTS[feat], {})[feat] = vk.VK_TRUE
@@ -644,7 +643,6 @@ def _features2_function(api: tuple, on_instance: frozenset, instance):
         raise InvalidArgumentError(
             f"requirements(): with {GET_PROPERTIES2} on a Vulkan 1.0 instance, pass instance= too "
             "(its vkGetPhysicalDeviceFeatures2KHR reads the device's features)")
-    from .vk.functions import instance_function
     fn = instance_function(as_handle(instance, "VkInstance", "instance"), "vkGetPhysicalDeviceFeatures2KHR")
     if fn is None:
         raise UnsupportedError(f"the instance does not expose vkGetPhysicalDeviceFeatures2KHR: "
@@ -672,7 +670,6 @@ def query_features(pd, api: tuple, extensions, read_features) -> dict:
     supports, among those ``extensions`` (the ones to be enabled) and the
     API version make available. ``read_features``: the legal
     vkGetPhysicalDeviceFeatures2 entry point, or None (nothing is read)."""
-    from .vk.structs import chain
     structs = {}
     for feat, struct in FEATURE_STRUCTS.items():
         if _feature_struct_usable(feat, api, extensions):

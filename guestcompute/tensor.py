@@ -75,9 +75,9 @@ def _slice_indices(index: slice, n: int) -> tuple:
 class Tensor:
     """A strided view of a :class:`Buffer`.
 
-    ``offset`` and ``strides`` are in elements. ``generation`` changes when
-    the tensor's memory is reallocated (:meth:`resize`), which invalidates
-    programs that captured it.
+    ``offset`` and ``strides`` are in elements. ``buffer`` (and its ``uid``)
+    changes when the tensor's memory is reallocated (:meth:`resize`), which
+    invalidates programs that captured it.
 
     Thread-safety: a tensor may be read by many recording threads; resizing
     it while another thread records with it is a race the caller must avoid.
@@ -116,10 +116,6 @@ class Tensor:
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.size
-
-    @property
-    def generation(self) -> int:
-        return self._buffer.uid
 
     @property
     def is_contiguous(self) -> bool:
@@ -287,7 +283,7 @@ class Tensor:
         return self._view(tuple(shape), tuple(strides), offset)
 
     # Counts buffer swaps across all tensors: a program compares it with the
-    # value it saw at recording, and checks each captured tensor's generation
+    # value it saw at recording, and checks each captured tensor's buffer uid
     # only when it changed. Code that swaps a tensor's memory must go through
     # _swap_buffer.
     swaps = 0
@@ -298,7 +294,7 @@ class Tensor:
 
     def resize(self, shape) -> None:
         """Reallocate this tensor with a new shape (contents are undefined).
-        Bumps ``generation``; programs that captured it re-record lazily.
+        Gives it a new Buffer (a new ``buffer.uid``); programs that captured it re-record lazily.
 
         Thread-safety: not while another thread records with this tensor."""
         ctx = self.ctx

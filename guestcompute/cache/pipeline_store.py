@@ -37,6 +37,7 @@ from vulkan import ffi
 
 from ..errors import GuestComputeError, check
 from ..log import log
+from ..version import __version__
 from ..vk.structs import new
 from .paths import CacheFileRefused, atomic_write, cache_root, read_cache_file
 
@@ -58,7 +59,6 @@ class RejectedFile(GuestComputeError):
 
 
 def library_version() -> str:
-    from .. import __version__   # late: this module is imported while the package initialises
     return __version__
 
 

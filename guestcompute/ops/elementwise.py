@@ -42,7 +42,8 @@ def compute_vec(d: DType, width: int) -> str:
     return {"float": "vec", "int": "ivec", "uint": "uvec"}[d.kind] + str(width)
 
 
-def _extensions(dtypes) -> tuple:
+def storage_extensions(dtypes) -> tuple:
+    """GLSL extensions a kernel on tensors of ``dtypes`` needs (16/8-bit storage)."""
     exts = []
     if any(d.name == "float16" for d in dtypes):
         exts += F16_EXTENSIONS
@@ -51,7 +52,8 @@ def _extensions(dtypes) -> tuple:
     return tuple(dict.fromkeys(exts))
 
 
-def _features(dtypes) -> tuple:
+def storage_features(dtypes) -> tuple:
+    """Host features a kernel on tensors of ``dtypes`` needs (a KernelSpec's ``features``)."""
     return tuple(sorted({d.feature for d in dtypes if d.feature}))
 
 
@@ -135,7 +137,7 @@ def _build_map_spec(expr, in_types, out_type, mode, width, rank, scalar, helpers
     if nscalars != 1:       # only when used, so the foundation's specs keep their keys
         params.append(("nscalars", nscalars))
     return KernelSpec("map", bindings, tuple(push), tuple(params), (WORKGROUP, 1, 1),
-                      _extensions(all_types), _features(all_types))
+                      storage_extensions(all_types), storage_features(all_types))
 
 
 def _vec_width(n: int, offsets) -> int:
@@ -186,7 +188,7 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
     return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), spec.pack(values), groups)
 
 
-def _scalar_for(dtype: DType, value, what: str):
+def scalar_for(dtype: DType, value, what: str):
     """A Python number operand as (value, compute type) for the push
     constants. Like numpy 2 with a Python scalar, it takes the tensor's
     dtype; a value that dtype cannot hold raises (see host_scalar)."""
@@ -195,7 +197,7 @@ def _scalar_for(dtype: DType, value, what: str):
     return host_scalar(value, dtype, what), COMPUTE_TYPE[dtype.kind]
 
 
-def _output(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True):
+def output_tensor(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True):
     """Validate ``out=`` (or allocate it). An output may be exactly one of
     the inputs (in place) but must not partially overlap any of them."""
     if out is None:
@@ -242,13 +244,13 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
     shape = broadcast_shapes(*(t.shape for t in inputs))
     scalar_value = scalar_type = None
     if isinstance(scalar, tuple):
-        pair = [_scalar_for(dtype or out_dtype, v, f"{name} scalar") for v in scalar]
+        pair = [scalar_for(dtype or out_dtype, v, f"{name} scalar") for v in scalar]
         scalar_value, scalar_type = (pair[0][0], pair[1][0]), pair[0][1]
     elif scalar is not None:
-        scalar_value, scalar_type = _scalar_for(dtype or out_dtype, scalar, f"{name} scalar")
+        scalar_value, scalar_type = scalar_for(dtype or out_dtype, scalar, f"{name} scalar")
     if out is None and not inputs:
         raise InvalidArgumentError(f"{name} needs out=")
-    out = _output(ctx, out, out.shape if (out is not None and not inputs) else shape, out_dtype, inputs)
+    out = output_tensor(ctx, out, out.shape if (out is not None and not inputs) else shape, out_dtype, inputs)
     if out.size == 0:
         dispatches = []
     else:

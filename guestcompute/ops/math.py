@@ -66,7 +66,7 @@ from ..errors import DTypeError, InvalidArgumentError
 from ..kernels.catalogue import variants
 from ..tensor import Tensor
 from .base import OpResult, broadcast_shapes, check_dtype, check_tensor, op, same_dtype
-from .elementwise import (COMPUTE_TYPE, NUMERIC, _output, _scalar_for, elementwise, map_variants,
+from .elementwise import (COMPUTE_TYPE, NUMERIC, output_tensor, scalar_for, elementwise, map_variants,
                           plan_map)
 
 NAN = "uintBitsToFloat(0x7fc00000u)"
@@ -406,13 +406,13 @@ def where(ctx, cond, a, b, *, out=None):
     operands, uniform = ["x0"], ()
     if len(values) == 1:
         which = 1 if not isinstance(a, Tensor) else 2
-        scalar, scalar_type = _scalar_for(dtype, a if which == 1 else b, "where scalar")
+        scalar, scalar_type = scalar_for(dtype, a if which == 1 else b, "where scalar")
         operands = ["x0", "s", "x1"] if which == 1 else ["x0", "x1", "s"]
         uniform = (which,)
     else:
         operands = ["x0", "x1", "x2"]
     inputs = [cond] + values
-    out = _output(ctx, out, shape, dtype, inputs)
+    out = output_tensor(ctx, out, shape, dtype, inputs)
     if out.size == 0:
         return OpResult(out, [])
     helper = _select(cond.dtype, dtype)

@@ -34,7 +34,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
 from .base import Dispatch, OpResult, check_dtype, check_tensor, normalize_axis, op, same_dtype
-from .elementwise import _extensions, _features, _output
+from .elementwise import output_tensor, storage_extensions, storage_features
 from .rows import GROUP_INDEX, glsl_element_offset, glsl_row_bases, glsl_tree, rows_push, split_rows
 
 WORKGROUP = 128
@@ -156,7 +156,7 @@ def softmax_spec(dtype, log: bool, vec: int = 1, slots: int = 0) -> KernelSpec:
     params = (("dtype", dtype.name), ("log", log)) + ((("vec", vec),) if vec != 1 else ())
     params += (("slots", slots),) if slots else ()
     return KernelSpec("softmax", bindings, tuple(rows_push(2, 2, 1)), params, (WORKGROUP, 1, 1),
-                      _extensions([dtype]), _features([dtype]))
+                      storage_extensions([dtype]), storage_features([dtype]))
 
 
 @family("norm")
@@ -200,7 +200,7 @@ def norm_spec(dtype, kind: str, weight: bool, bias: bool) -> KernelSpec:
     bindings.append(Binding("out0", dtype.glsl, WRITE))
     params = (("dtype", dtype.name), ("kind", kind), ("weight", weight), ("bias", bias))
     return KernelSpec("norm", tuple(bindings), tuple(push), params, (WORKGROUP, 1, 1),
-                      _extensions([dtype]), _features([dtype]))
+                      storage_extensions([dtype]), storage_features([dtype]))
 
 
 # -- ops ---------------------------------------------------------------------
@@ -220,7 +220,7 @@ def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
     if x.ndim == 0:
         raise ShapeError(f"{name} needs at least one axis")
     axis = normalize_axis(axis, x.ndim, name)
-    out = _output(ctx, out, x.shape, x.dtype, [x])
+    out = output_tensor(ctx, out, x.shape, x.dtype, [x])
     if out.size == 0:
         return OpResult(out, [])
     L = split_rows(x.shape, (axis,), [x.strides, out.strides], name)
@@ -267,7 +267,7 @@ def _norm(ctx, kind: str, x, weight, bias, eps, out) -> OpResult:
     bias = _vector(ctx, bias, x, f"{name} bias")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
         raise InvalidArgumentError(f"{name} eps must be a non-negative number, got {eps!r}")
-    out = _output(ctx, out, x.shape, x.dtype, [t for t in (x, weight, bias) if t is not None])
+    out = output_tensor(ctx, out, x.shape, x.dtype, [t for t in (x, weight, bias) if t is not None])
     if out.size == 0:
         return OpResult(out, [])
     spec = norm_spec(x.dtype, kind, weight is not None, bias is not None)

@@ -47,7 +47,7 @@ from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, group
 from ..tensor import contiguous_strides
 from .base import (Dispatch, OpResult, check_dtype, check_tensor, normalize_axes, normalize_axis,
                    op)
-from .elementwise import COMPUTE_TYPE, NUMERIC, _extensions, _features, _output
+from .elementwise import COMPUTE_TYPE, NUMERIC, output_tensor, storage_extensions, storage_features
 from .rows import GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, rows_push, split_rows
 
 WORKGROUP = 128        # a power of two: the tree halves it
@@ -173,7 +173,7 @@ def reduce_spec(name: str, dtype, out, mode: str, rrank: int, stage: str = "sing
               ("rrank", rrank), ("stage", stage)) + ((("vec", vec),) if vec != 1 else ())
     types = (dtype, out)
     return KernelSpec("reduce", bindings, tuple(push), params, (WORKGROUP, 1, 1),
-                      _extensions(types), _features(types))
+                      storage_extensions(types), storage_features(types))
 
 
 # -- choosing a kernel -----------------------------------------------------------
@@ -278,7 +278,7 @@ def _reduce(ctx, name: str, x, axis, keepdims: bool, out, mean: bool = False) ->
         else tuple(x.shape[d] for d in kept)
     out_dtype = uint32 if arg else x.dtype
     if out is not None:
-        out = _output(ctx, out, out_shape, out_dtype, [x], allow_alias_exact=False)
+        out = output_tensor(ctx, out, out_shape, out_dtype, [x], allow_alias_exact=False)
     out_strides = out.strides if out is not None else contiguous_strides(out_shape)
     if keepdims:
         aligned = tuple(0 if d in axes else out_strides[d] for d in range(x.ndim))

@@ -60,3 +60,56 @@ OpMethods = type("OpMethods", (), {
     "__slots__": (),
     **{name: _method(name, fn) for name, fn in OPS.items()},
 })
+
+
+# -- the checked-in stub ----------------------------------------------------------
+
+STUB_HEADER = '''"""Every op method of the Recorder, for grep, IDEs and type checkers.
+
+Generated from the op registry by ``python -m guestcompute.recording.op_methods``;
+tests/test_op_surface.py keeps it equal to what op_methods.py builds at import.
+"""
+from typing import Any
+
+
+class OpMethods:
+'''
+
+
+def _stub_parameters(planner) -> str:
+    """The planner's parameters as stub source: names, kinds and whether
+    each has a default (``= ...``), without annotations."""
+    out, star_done = ["self"], False
+    for p in list(inspect.signature(planner).parameters.values())[1:]:
+        if p.kind is p.VAR_POSITIONAL:
+            out.append(f"*{p.name}")
+            star_done = True
+            continue
+        if p.kind is p.VAR_KEYWORD:
+            out.append(f"**{p.name}")
+            continue
+        if p.kind is p.KEYWORD_ONLY and not star_done:
+            out.append("*")
+            star_done = True
+        out.append(p.name if p.default is p.empty else f"{p.name}=...")
+    return ", ".join(out)
+
+
+def _stub_docstring(doc: str) -> str:
+    lines = inspect.cleandoc(doc).splitlines() or [""]
+    body = "\n".join(("        " + line).rstrip() for line in lines)
+    return f'        """\n{body}\n        """'
+
+
+def stub_source() -> str:
+    """The text of ``op_methods.pyi`` for the ops registered now."""
+    parts = [STUB_HEADER]
+    for name, planner in OPS.items():
+        parts.append(f"    def {name}({_stub_parameters(planner)}) -> Any:\n"
+                     f"{_stub_docstring(OpMethods.__dict__[name].__doc__)}\n")
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+    Path(__file__).with_suffix(".pyi").write_text(stub_source())

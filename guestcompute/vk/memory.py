@@ -1,7 +1,7 @@
 """Buffers and their memory: one dedicated allocation per guest buffer.
 
 Dedicated allocations keep the code obvious and make "reallocated" a
-precise event (a new VkBuffer, a new generation). Device-local memory is
+precise event (a new VkBuffer with a new uid). Device-local memory is
 preferred; where the device-local heap is also host-visible (integrated
 GPUs, lavapipe, resizable BAR) uploads and downloads are plain memcpy.
 """

@@ -24,7 +24,7 @@ _children: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @lru_cache(maxsize=None)
-def _stype(ctype: str):
+def structure_type(ctype: str):
     """sType of a struct, taken from the ``vulkan`` package's own constructor
     default, so the mapping from struct name to enum is never written by us."""
     ctor = getattr(_vk, ctype, None)
@@ -82,7 +82,7 @@ def new(ctype: str, **fields):
     types = _field_types(ctype)
     keep: list = []
     init = {}
-    stype = _stype(ctype)
+    stype = structure_type(ctype)
     if stype is not None and "sType" in types:
         init["sType"] = stype
     for name, value in fields.items():

@@ -1,0 +1,472 @@
+"""Every op method of the Recorder, for grep, IDEs and type checkers.
+
+Generated from the op registry by ``python -m guestcompute.recording.op_methods``;
+tests/test_op_surface.py keeps it equal to what op_methods.py builds at import.
+"""
+from typing import Any
+
+
+class OpMethods:
+
+    def abs(self, x, *, out=...) -> Any:
+        """
+        Elementwise |x|. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def add(self, a, b, *, out=...) -> Any:
+        """
+        ``out = a + b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def argmax(self, x, axis=..., *, keepdims=..., out=...) -> Any:
+        """
+        uint32 index of the first maximum along ``axis`` (int, or None = flat index). ``keepdims`` keeps reduced axes as size 1. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def argmin(self, x, axis=..., *, keepdims=..., out=...) -> Any:
+        """
+        uint32 index of the first minimum along ``axis`` (int, or None = flat index). ``keepdims`` keeps reduced axes as size 1. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def argsort(self, keys, out=..., *, key_bits=...) -> Any:
+        """
+        Indices that stably sort 1-D ``keys`` (uint32, int32 or float32):
+        numpy's ``np.argsort(keys, kind="stable")`` as uint32 (``out`` may be
+        uint32 or int32).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def cast(self, x, dtype, *, out=...) -> Any:
+        """
+        Convert to ``dtype`` like numpy's ``astype`` (see the module notes).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def clamp(self, x, lo=..., hi=..., *, out=...) -> Any:
+        """
+        ``min(max(x, lo), hi)`` with Python-number bounds, like ``np.clip``
+        (either bound may be None; when ``lo > hi`` every element becomes ``hi``;
+        NaN in ``x`` or a NaN bound gives NaN).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def concat(self, tensors, axis=..., *, out=...) -> Any:
+        """
+        Join tensors along ``axis`` (all other dims equal, one dtype).
+        Views are read in place. ``out`` must not overlap an input.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def contiguous(self, x, *, out=...) -> Any:
+        """
+        A fresh contiguous copy of the view ``x`` (or into ``out``).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def conv2d(self, img, kernel, out=...) -> Any:
+        """
+        2-D filter of every channel of ``img`` with a small ``kernel`` (a
+        numpy array or a float32 tensor, at most 7x7), borders clamped:
+        ``out[y, x] = sum k[i, j] * img[y + i - kh//2, x + j - kw//2]`` — a
+        correlation, as in most deep-learning libraries (flip the kernel for a
+        mathematical convolution). ``out`` must not overlap ``img``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def copy(self, src, *, out=...) -> Any:
+        """
+        Copy (and broadcast) ``src`` into ``out``; views of any strides.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def cos(self, x, *, out=...) -> Any:
+        """
+        Elementwise cosine. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def cumsum(self, x, axis=..., exclusive=..., out=...) -> Any:
+        """
+        Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
+
+        Inclusive by default (numpy's ``np.cumsum``); ``exclusive=True`` puts
+        the sum of the *preceding* elements at each position (0 first).
+        Integers wrap on overflow and keep their dtype, as
+        ``np.cumsum(x, dtype=x.dtype)``. ``out`` may be ``x`` itself (in place)
+        but must not partially overlap it. Float sums are tree-shaped, so they
+        differ from numpy's sequential ones by rounding only.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def dispatch_count(self, count, fn, *args, **kwargs) -> Any:
+        """
+        Record op ``fn`` over (about) the first ``count[0]`` items only, with a
+        grid sized on the GPU from ``count`` (a 1-element uint32/int32 tensor an
+        earlier op wrote): ``groups_from_count`` + ``dispatch_indirect`` with the
+        op kernel's items per workgroup. For single-dispatch ops whose kernels
+        index items linearly (elementwise ops).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def dispatch_indirect(self, groups, fn, *args, **kwargs) -> Any:
+        """
+        Record op ``fn`` (a name such as ``"add"`` or an op function) with
+        ``*args, **kwargs``, taking every one of its dispatches' workgroup
+        counts from ``groups`` (uint32 ``(x, y, z)``, e.g. from
+        ``rec.groups_from_count``). Returns what the op returns.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def div(self, a, b, *, out=...) -> Any:
+        """
+        true division ``a / b`` (float dtypes only), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def exp(self, x, *, out=...) -> Any:
+        """
+        Elementwise e**x. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def fill(self, out, value) -> Any:
+        """
+        Set every element of ``out`` (any view) to ``value``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def floordiv(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``a // b`` for int32/uint32 (``x // 0 == 0``), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def gather(self, x, indices, axis=..., *, out=..., mode=...) -> Any:
+        """
+        ``numpy.take_along_axis(x, indices, axis)``: ``indices`` has x's
+        number of dims; along ``axis`` it picks positions, the other dims
+        broadcast against x's. Negative and out-of-range indices as in
+        :func:`index_select`.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def gaussian_blur(self, img, sigma, out=..., *, radius=...) -> Any:
+        """
+        Gaussian blur of an image (see the module for layouts), separable:
+        a horizontal pass into a float32 scratch image, then a vertical pass
+        into ``out``. ``radius`` defaults to ``ceil(3 * sigma)``; borders clamp
+        to the edge. ``out`` (same shape and dtype) may be ``img`` itself.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def gelu(self, x, *, approximate=..., out=...) -> Any:
+        """
+        GELU, ``x * Phi(x)``. ``approximate="none"`` (default) is the erf form
+        (|error| < 1e-6 against the exact value); ``"tanh"`` is
+        ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def groups_from_count(self, count, items_per_group, *, out=...) -> Any:
+        """
+        Workgroup counts ``(x, y, z)`` (a uint32 tensor of shape (3,)) of a
+        dispatch covering ``count[0]`` items at ``items_per_group`` items per
+        workgroup, computed on the GPU; feed it to ``rec.dispatch_indirect``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def histogram(self, x, bins=..., range=..., out=..., *, per_channel=..., packed=..., accumulate=...) -> Any:
+        """
+        Counts of ``x``'s values in ``bins`` equal bins over ``range = (lo,
+        hi)``, as ``np.histogram(x, bins, range)[0]`` in uint32: the last bin
+        includes ``hi``; values outside the range and NaN are not counted.
+
+        ``x`` is float32, int32, uint32 or uint8 of any shape, or with
+        ``packed=True`` a uint32 tensor of packed RGBA8 words (each word gives
+        its four bytes). ``per_channel=False`` pools every value into
+        ``(bins,)`` counts; ``per_channel=True`` counts RGBA channels apart into
+        ``(4, bins)``: channel ``c`` of an unpacked ``(..., 4)`` tensor is the
+        last index, of a packed word its byte ``c``. ``range`` defaults to
+        ``(0, 256)`` for uint8 and packed input and is required otherwise. Bin
+        positions are computed in float32 (exact for integers below 2**24).
+        ``accumulate=True`` adds to ``out`` instead of overwriting it.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def index_select(self, x, indices, axis=..., *, out=..., mode=...) -> Any:
+        """
+        ``numpy.take(x, indices, axis)``: the result has shape
+        ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. ``indices`` is an
+        int32 or uint32 tensor of any shape (or host data: a list or integer
+        ndarray, checked here); negative indices count from the end. An index
+        outside ``[-n, n)`` gives 0 (``mode="zero"``; host data raises
+        :class:`IndexOutOfRangeError` instead), or follows numpy's
+        ``mode="wrap"`` / ``mode="clip"``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def layer_norm(self, x, weight=..., bias=..., *, eps=..., out=...) -> Any:
+        """
+        ``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis
+        (biased variance, as in torch). ``weight``/``bias``: shape ``(x.shape[-1],)``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def log(self, x, *, out=...) -> Any:
+        """
+        Elementwise natural log (NaN below 0, -inf at 0). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def log_softmax(self, x, axis=..., *, out=...) -> Any:
+        """
+        ``(x - max) - log(sum(exp(x - max)))`` along ``axis``. ``out`` may be ``x``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def matmul(self, a, b, *, out=..., kernel=..., accumulate=...) -> Any:
+        """
+        ``out = a @ b`` with numpy.matmul semantics: the last two dims are
+        matrices, leading (batch) dims broadcast, a 1-D ``a`` is a row vector
+        and a 1-D ``b`` a column vector (that dim is dropped from the result).
+        float32 or float16 (stored as fp16, accumulated in fp32 — in the
+        device's accumulator type on the cooperative-matrix path). Operands may
+        be any views (transposes, slices): they are read in place. ``out`` must
+        not overlap ``a`` or ``b``. Allocates ``out`` when omitted. ``kernel``
+        forces one of :data:`CANDIDATES` by name (benchmarks, tests).
+        ``accumulate="float16"`` lets float16 products accumulate in fp16 where
+        that is faster (the cooperative-matrix kernel: about 1.7× on an H200,
+        with about 10× the rounding error); the default keeps fp32 accumulators.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def max(self, x, axis=..., *, keepdims=..., out=...) -> Any:
+        """
+        Maximum over ``axis`` (int, tuple or None = all); NaN propagates. ``keepdims`` keeps reduced axes as size 1. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def maximum(self, a, b, *, out=...) -> Any:
+        """
+        elementwise maximum, NaN-propagating like numpy, with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def mean(self, x, axis=..., *, keepdims=..., out=...) -> Any:
+        """
+        Mean over ``axis`` (int, tuple or None = all); float dtypes only. ``keepdims`` keeps reduced axes as size 1. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def min(self, x, axis=..., *, keepdims=..., out=...) -> Any:
+        """
+        Minimum over ``axis`` (int, tuple or None = all); NaN propagates. ``keepdims`` keeps reduced axes as size 1. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def minimum(self, a, b, *, out=...) -> Any:
+        """
+        elementwise minimum, NaN-propagating like numpy, with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def mul(self, a, b, *, out=...) -> Any:
+        """
+        ``out = a * b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def neg(self, x, *, out=...) -> Any:
+        """
+        Elementwise -x (uints wrap, as in numpy). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def permute(self, x, axes, *, out=...) -> Any:
+        """
+        ``x`` with its axes reordered, materialised (``x.permute`` is the view).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def pow(self, a, b, *, out=...) -> Any:
+        """
+        ``a ** b`` (numpy's rules for negative bases; ints wrap), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def relu(self, x, *, out=...) -> Any:
+        """
+        Elementwise max(x, 0) (NaN stays NaN). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def rms_norm(self, x, weight=..., *, eps=..., out=...) -> Any:
+        """
+        ``x / sqrt(mean(x²) + eps) * weight`` over the last axis.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def rsqrt(self, x, *, out=...) -> Any:
+        """
+        Elementwise 1 / sqrt(x) (NaN below 0, ±inf at ±0). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def run_kernel(self, kernel, buffers=..., *, push=..., groups=...) -> Any:
+        """
+        Record a user kernel (from ``ctx.kernel``): ``buffers`` is one tensor
+        per storage-buffer binding, in binding order; ``push`` the push
+        constants (bytes, numpy data, or a dict with the kernel's
+        ``push_layout``), exactly the reflected size; ``groups`` the workgroup
+        counts (x[, y[, z]]).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def scale(self, x, factor, *, out=...) -> Any:
+        """
+        ``out = factor * x`` for a Python number ``factor``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def sigmoid(self, x, *, out=...) -> Any:
+        """
+        Elementwise 1 / (1 + e**-x). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def silu(self, x, *, out=...) -> Any:
+        """
+        Elementwise x * sigmoid(x). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def sin(self, x, *, out=...) -> Any:
+        """
+        Elementwise sine. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def slice(self, x, index, *, out=...) -> Any:
+        """
+        ``x[index]`` (basic indexing: ints, slices with steps, None,
+        Ellipsis) materialised as a contiguous tensor.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def softmax(self, x, axis=..., *, out=...) -> Any:
+        """
+        ``exp(x - max) / sum(exp(x - max))`` along ``axis``. ``out`` may be ``x``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def sort(self, keys, values=..., out_keys=..., out_values=..., *, key_bits=...) -> Any:
+        """
+        Stable sort of 1-D ``keys`` (uint32, int32 or float32), carrying the
+        optional 1-D payload ``values`` (any 4-byte dtype) along.
+
+        Returns ``sorted_keys``, or ``(sorted_keys, permuted_values)`` with a
+        payload; the payload order is numpy's ``values[np.argsort(keys,
+        kind="stable")]``. ``key_bits`` < 32 sorts uint32 keys known to be
+        below ``2**key_bits`` in fewer passes (higher bits are ignored).
+        Outputs may be the inputs themselves (in place). Float keys sort as in
+        numpy: -0.0 and +0.0 compare equal (input order kept) and every NaN
+        comes last (see the module notes).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def sqrt(self, x, *, out=...) -> Any:
+        """
+        Elementwise square root (NaN below 0). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def sub(self, a, b, *, out=...) -> Any:
+        """
+        ``out = a - b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def sum(self, x, axis=..., *, keepdims=..., out=...) -> Any:
+        """
+        Sum over ``axis`` (int, tuple or None = all); ints wrap, float16 accumulates in fp32. ``keepdims`` keeps reduced axes as size 1. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def tanh(self, x, *, out=...) -> Any:
+        """
+        Elementwise hyperbolic tangent. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def transpose(self, x, axis0=..., axis1=..., *, out=...) -> Any:
+        """
+        ``x`` with two axes swapped, materialised (``x.transpose`` is the view).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def where(self, cond, a, b, *, out=...) -> Any:
+        """
+        ``cond ? a : b`` elementwise with numpy broadcasting over all three.
+        ``cond`` is any dtype (nonzero is true, NaN included); ``a`` and ``b``
+        share a dtype and one of them may be a Python number.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """

@@ -1,0 +1,210 @@
+"""Counts what keeps the package layered (docs/architecture.md): import
+loops, imports that run up a layer, function-level imports and reads of
+another module's private names.
+
+    python tests/layering.py [guestcompute] [-v]
+
+It reads the source with ``ast`` and imports nothing. An import edge is a
+module-level ``import``/``from ... import`` of a package module (importing
+``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``). A private read is
+``x._name`` or ``from m import _name`` where ``_name`` (not a dunder) is
+not defined in the reading module itself.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The layers, lowest first: a module may import its own layer and the ones
+# below it. A package's modules share its layer.
+LAYERS = (
+    ("errors", "dtypes", "paths", "log", "version"),
+    ("vk",),
+    ("host",),
+    ("spirv",),
+    ("kernels",),
+    ("device",),
+    ("tensor",),
+    ("ops",),
+    ("recording",),
+    ("warmup", "context"),
+    ("testing", "bake", "cli", "__main__", ""),
+)
+
+# Function-level imports that are part of the design, not loop dodges: the
+# lazy public face (importing the ``vulkan`` package loads the Vulkan
+# loader, and ``guestcompute doctor`` must run without one) and the CLI,
+# which imports a command's implementation only when that command runs.
+LAZY_MODULES = ("guestcompute", "guestcompute.cli")
+
+
+@dataclass
+class Report:
+    modules: dict = field(default_factory=dict)       # dotted name -> path
+    edges: dict = field(default_factory=dict)         # dotted name -> set of dotted names
+    loops: list = field(default_factory=list)
+    upward: list = field(default_factory=list)        # (module, imported)
+    function_imports: list = field(default_factory=list)   # (module, line, imported)
+    private_reads: list = field(default_factory=list)      # (module, name, line)
+
+
+def layer_of(module: str, top: str):
+    parts = module.split(".")
+    first = parts[1] if len(parts) > 1 else ""
+    for i, names in enumerate(LAYERS):
+        if first in names:
+            return i
+    return None
+
+
+def _modules(pkg: Path) -> dict:
+    out = {}
+    for path in sorted(pkg.rglob("*.py")):
+        parts = list(path.relative_to(pkg.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        out[".".join(parts)] = (path, is_pkg)
+    return out
+
+
+def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_pkg:
+        base = base[:-1]
+    if node.level > 1:
+        base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _defined_names(tree: ast.AST) -> set:
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            names.update(a.arg for a in n.args.args + n.args.kwonlyargs) if not isinstance(n, ast.ClassDef) else None
+        targets = []
+        if isinstance(n, ast.Assign):
+            targets = n.targets
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign)):
+            targets = [n.target]
+        for t in targets:
+            for x in ast.walk(t):
+                if isinstance(x, ast.Attribute):
+                    names.add(x.attr)
+                elif isinstance(x, ast.Name):
+                    names.add(x.id)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier():
+            names.add(n.value)      # __slots__ entries
+    return names
+
+
+def analyse(pkg_dir) -> Report:
+    pkg = Path(pkg_dir)
+    top = pkg.name
+    report = Report()
+    mods = _modules(pkg)
+    report.modules = {m: p for m, (p, _) in mods.items()}
+    report.edges = {m: set() for m in mods}
+    for module, (path, is_pkg) in mods.items():
+        tree = ast.parse(path.read_text(), str(path))
+        defined = _defined_names(tree)
+
+        def visit(node, in_function: bool):
+            for child in ast.iter_child_nodes(node):
+                inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    targets = []
+                    if isinstance(child, ast.ImportFrom):
+                        base = _resolve(module, is_pkg, child)
+                        for alias in child.names:
+                            full = f"{base}.{alias.name}"
+                            targets.append(full if full in mods else base)
+                            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                                report.private_reads.append((module, alias.name, child.lineno))
+                    else:
+                        targets = [a.name for a in child.names]
+                    targets = [t for t in targets if t.split(".")[0] == top]
+                    if targets and in_function:
+                        report.function_imports.append((module, child.lineno, tuple(targets)))
+                    elif not in_function:
+                        report.edges[module].update(t for t in targets if t in mods and t != module)
+                visit(child, inner)
+        visit(tree, False)
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+                    and n.attr not in defined):
+                report.private_reads.append((module, n.attr, n.lineno))
+    for module in list(report.edges):
+        for target in list(report.edges[module]):
+            parts = target.split(".")
+            for i in range(2, len(parts)):
+                parent = ".".join(parts[:i])
+                if parent in mods and parent != module and not module.startswith(parent + "."):
+                    report.edges[module].add(parent)
+    report.loops = _strongly_connected(report.edges)
+    for module, targets in report.edges.items():
+        mine = layer_of(module, top)
+        for target in targets:
+            theirs = layer_of(target, top)
+            if mine is not None and theirs is not None and theirs > mine:
+                report.upward.append((module, target))
+            elif module != top and (mine is None or theirs is None) and target != top:
+                report.upward.append((module, target))      # a module no layer names
+    report.function_imports = [f for f in report.function_imports if f[0] not in LAZY_MODULES]
+    return report
+
+
+def _strongly_connected(edges: dict) -> list:
+    """Tarjan's algorithm: every cycle of imports, as a sorted list of modules."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    counter = [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            strong(v)
+    return found
+
+
+def main(argv) -> int:
+    args = [a for a in argv if not a.startswith("-")]
+    report = analyse(args[0] if args else Path(__file__).resolve().parents[1] / "guestcompute")
+    verbose = "-v" in argv
+    for title, items in (("import loops", report.loops), ("upward imports", report.upward),
+                         ("function-level imports", report.function_imports),
+                         ("cross-module private reads", report.private_reads)):
+        print(f"{title}: {len(items)}")
+        if verbose:
+            for item in items:
+                print("   ", item)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
