@@ -275,7 +275,7 @@ def cmd_bake(args) -> int:
 
 def cmd_cache_stats(args) -> int:
     from .cache.paths import read_cache_file
-    from .cache.pipeline_store import MAX_FILE_BYTES, describe
+    from .device.pipeline_store import MAX_FILE_BYTES, describe
     data = _cache_locations(args.cache_dir)
     pipes = Path(data["pipelines"]["path"])
     entries = []

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from guestcompute.cache import paths
-from guestcompute.cache import pipeline_store as ps
+from guestcompute.device import pipeline_store as ps
 from guestcompute.cache import spirv as spirv_cache
 
 KERNEL = """#version 450

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from guestcompute import cli
-from guestcompute.cache import pipeline_store as ps
+from guestcompute.device import pipeline_store as ps
 from guestcompute.kernels import bake
 from guestcompute.kernels.catalogue import all_specs
 

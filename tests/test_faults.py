@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import guestcompute as gc
-from guestcompute.cache import pipeline_store as ps
+from guestcompute.device import pipeline_store as ps
 from guestcompute.cache import spirv as spirv_cache
 from guestcompute.cache.spirv import source_key, unseal
 from guestcompute.ops.elementwise import elementwise

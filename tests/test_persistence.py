@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from vulkan import ffi
 
-from guestcompute.cache import pipeline_store as ps
+from guestcompute.device import pipeline_store as ps
 from guestcompute.errors import InvalidArgumentError, UnsupportedError
 from guestcompute.ops.base import registered_ops
 from guestcompute.vk.structs import new

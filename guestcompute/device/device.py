@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 
-from ..cache.pipeline_store import ContextPipelineCache
+from .pipeline_store import ContextPipelineCache
 from ..cache.spirv import SpirvCache
 from ..errors import ContextClosedError, RecordingError, UnsupportedError
 from ..vk.descriptors import Descriptors
