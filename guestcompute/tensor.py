@@ -84,7 +84,9 @@ class Tensor:
     """
 
     def __init__(self, buffer: Buffer, shape, dtype, strides=None, offset: int = 0, base=None):
-        self._buffer = buffer
+        # A plain attribute, read on every op: the Buffer this tensor views
+        # (replaced only by resize(), through _swap_buffer).
+        self.buffer = buffer
         self.shape = tuple(int(s) for s in shape)
         self.dtype: DType = as_dtype(dtype)
         self.strides = tuple(strides) if strides is not None else contiguous_strides(self.shape)
@@ -93,12 +95,8 @@ class Tensor:
 
     # -- facts -------------------------------------------------------------
     @property
-    def buffer(self) -> Buffer:
-        return self._buffer
-
-    @property
     def ctx(self):
-        return self._buffer.ctx
+        return self.buffer.ctx
 
     @property
     def base(self):
@@ -132,7 +130,7 @@ class Tensor:
         return (lo, hi)
 
     def __repr__(self):
-        kind = "imported" if self._buffer.imported else "owned"
+        kind = "imported" if self.buffer.imported else "owned"
         return f"<Tensor {self.shape} {self.dtype} {kind}>"
 
     def __len__(self):
@@ -149,7 +147,7 @@ class Tensor:
         ctx = self.ctx
         ctx.device.check_open()
         lo, hi = self.span
-        raw = ctx.device.transfers.read(self._buffer, lo * self.dtype.size, (hi - lo) * self.dtype.size)
+        raw = ctx.device.transfers.read(self.buffer, lo * self.dtype.size, (hi - lo) * self.dtype.size)
         flat = np.frombuffer(raw, dtype=self.dtype.numpy)
         if self.size == 0:
             return np.zeros(self.shape, self.dtype.numpy)
@@ -174,11 +172,11 @@ class Tensor:
                              "reshape the data (or pass a single value to fill it)")
         if not self.is_contiguous:
             raise InvalidArgumentError("write() needs a contiguous tensor; write the base tensor instead")
-        ctx.device.transfers.write(self._buffer, self.offset * self.dtype.size, arr.tobytes())
+        ctx.device.transfers.write(self.buffer, self.offset * self.dtype.size, arr.tobytes())
 
     # -- views -----------------------------------------------------------------
     def _view(self, shape, strides, offset) -> "Tensor":
-        return Tensor(self._buffer, shape, self.dtype, strides, offset, base=self._base if self._base is not None else self)
+        return Tensor(self.buffer, shape, self.dtype, strides, offset, base=self._base if self._base is not None else self)
 
     def reshape(self, *shape) -> "Tensor":
         """A view with another shape (contiguous tensors only); one
@@ -289,7 +287,7 @@ class Tensor:
     swaps = 0
 
     def _swap_buffer(self, buffer: Buffer) -> None:
-        self._buffer = buffer
+        self.buffer = buffer
         Tensor.swaps += 1
 
     def resize(self, shape) -> None:
@@ -302,7 +300,7 @@ class Tensor:
         if self._base is not None:
             raise InvalidArgumentError("resize() a base tensor, not a view")
         new = ctx.empty(shape, self.dtype)
-        self._swap_buffer(new._buffer)
+        self._swap_buffer(new.buffer)
         self.shape = new.shape
         self.strides = new.strides
         self.offset = 0

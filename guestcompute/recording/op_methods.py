@@ -12,18 +12,12 @@ import inspect
 from .. import ops  # noqa: F401  (importing the package registers every op)
 from ..ops.base import registered_ops
 
-_THREADS = "\n\n    Thread-safety: the recorder's own thread only; tensors may be shared between threads."
+THREADS_NOTE = "\n\n    Thread-safety: the recorder's own thread only; tensors may be shared between threads."
 
 
-def _method(name: str, planner):
-    def method(self, *args, **kwargs):
-        return self.record_op(name, planner, args, kwargs)
-    method.__name__ = name
-    method.__qualname__ = f"Recorder.{name}"
-    method.__doc__ = (planner.__doc__ or "").rstrip() + _THREADS
-    method.__signature__ = op_signature(planner)
-    method.__wrapped_planner__ = planner
-    return method
+def op_docstring(planner) -> str:
+    """The docstring of an op's method: the planner's, plus the thread rule."""
+    return (planner.__doc__ or "").rstrip() + THREADS_NOTE
 
 
 def op_signature(planner) -> inspect.Signature:
@@ -55,11 +49,12 @@ def edit_distance(a: str, b: str) -> int:
 
 OPS: dict = dict(sorted(registered_ops().items()))
 
-OpMethods = type("OpMethods", (), {
-    "__doc__": "Every registered operation as a method (see op_methods.pyi).",
-    "__slots__": (),
-    **{name: _method(name, fn) for name, fn in OPS.items()},
-})
+
+
+class OpMethods:
+    """Every registered operation as a Recorder method: added by recorder.py
+    at import, typed in op_methods.pyi."""
+    __slots__ = ()
 
 
 # -- the checked-in stub ----------------------------------------------------------
@@ -106,7 +101,7 @@ def stub_source() -> str:
     parts = [STUB_HEADER]
     for name, planner in OPS.items():
         parts.append(f"    def {name}({_stub_parameters(planner)}) -> Any:\n"
-                     f"{_stub_docstring(OpMethods.__dict__[name].__doc__)}\n")
+                     f"{_stub_docstring(op_docstring(planner))}\n")
     return "\n".join(parts)
 
 

@@ -50,7 +50,7 @@ from ..ops.base import Dispatch, check_tensor
 from ..tensor import Tensor
 from ..vk import sync
 from .dispatch_plan import plan_for
-from .op_methods import OpMethods, close_matches
+from .op_methods import OPS, OpMethods, close_matches, op_docstring, op_signature
 from .timing import DEFAULT_COLOR, RecorderTiming, label
 
 _BIND = vk.VK_PIPELINE_BIND_POINT_COMPUTE
@@ -175,27 +175,9 @@ class Recorder(OpMethods):
     # -- ops -------------------------------------------------------------------
     def record_op(self, name: str, planner, args: tuple, kwargs: dict):
         """Plan op ``name`` with ``planner(ctx, *args, **kwargs)`` and record
-        its dispatches; returns the op's value. Every op method calls this."""
-        if not self._active or self._device.closed:
-            self.check_active()
-        try:
-            result = planner(self.ctx, *args, **kwargs)
-        except TypeError:
-            _check_call(name, planner, self.ctx, args, kwargs)
-            raise
-        if result.dispatches:
-            labels = self._op_labels
-            if labels is None:
-                self._record_all(result.dispatches)
-            else:
-                labels.begin(self.command_buffer, labels.info(name, DEFAULT_COLOR))
-                try:
-                    self._record_all(result.dispatches)
-                finally:
-                    labels.end(self.command_buffer)
-        if self._capture is not None:
-            self._capture.values(args, kwargs, result.value)
-        return result.value
+        its dispatches; returns the op's value. What every op method does
+        (a planner of your own can be recorded the same way)."""
+        return _op_method(name, planner)(self, *args, **kwargs)
 
     def dispatch(self, dispatches) -> None:
         """Record already-planned :class:`Dispatch` objects (ops use this).
@@ -259,7 +241,9 @@ class Recorder(OpMethods):
             src_access |= sync.SHADER_WRITE | hz.access
         if src_stage:
             self.emit_barrier(src_stage, src_access, sync.GUEST_STAGES, sync.GUEST_ACCESS)
-            state.barrier_recorded(src_stage, src_access)
+            state.covered_stages |= src_stage       # BarrierState.barrier_recorded, inlined
+            state.covered_access |= src_access
+            hz.after_barrier()
         hz.touch(reads, writes)
         if self._capture is not None:
             self._capture.dispatch(d, plan)
@@ -439,6 +423,43 @@ class Recorder(OpMethods):
         self._fns.vkCmdPipelineBarrier(self.command_buffer, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
                                        0, ffi.NULL)
         self.barriers += 1
+
+
+def _op_method(name: str, planner):
+    """Recorder.<name>: plan with ``planner``, then record its dispatches;
+    with the planner's signature and docstring. One closure per op, so the
+    hot path makes no extra call on the way to the planner."""
+    def method(self, *args, **kwargs):
+        if not self._active or self._device.closed:
+            self.check_active()
+        try:
+            result = planner(self.ctx, *args, **kwargs)
+        except TypeError:
+            _check_call(name, planner, self.ctx, args, kwargs)
+            raise
+        if result.dispatches:
+            labels = self._op_labels
+            if labels is None:
+                self._record_all(result.dispatches)
+            else:
+                labels.begin(self.command_buffer, labels.info(name, DEFAULT_COLOR))
+                try:
+                    self._record_all(result.dispatches)
+                finally:
+                    labels.end(self.command_buffer)
+        if self._capture is not None:
+            self._capture.values(args, kwargs, result.value)
+        return result.value
+    method.__name__ = name
+    method.__qualname__ = f"Recorder.{name}"
+    method.__doc__ = op_docstring(planner)
+    method.__signature__ = op_signature(planner)
+    return method
+
+
+for _name, _planner in OPS.items():
+    setattr(Recorder, _name, _op_method(_name, _planner))
+del _name, _planner
 
 
 def _check_call(name, fn, ctx, args, kwargs) -> None:
