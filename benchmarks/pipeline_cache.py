@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def child(phase: str, threads: int) -> dict:
     import guestcompute as gc
-    from guestcompute.cache.warmup import resolve
+    from guestcompute.warmup import resolve
 
     t0 = time.perf_counter()
     ctx = gc.Context.create()

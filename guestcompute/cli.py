@@ -43,9 +43,9 @@ def _emit(args, data: dict, text: str) -> None:
 
 
 def _cache_locations(cache_dir=None) -> dict:
-    from .cache.paths import cache_root
-    from .cache.spirv import BAKED_DIR
-    from .kernels.bake import read_index
+    from .paths import cache_root
+    from .spirv.cache import BAKED_DIR
+    from .bake import read_index
     root = cache_root(cache_dir)
     baked = _dir_usage(BAKED_DIR, "*.spv")
     baked["index_kernels"] = len(read_index().get("kernels", {}))
@@ -164,7 +164,7 @@ def _doctor_checks(cache_dir=None) -> list:
                              "apt-get install vulkan-validationlayers"))
     glslc = shutil.which("glslc")
     if glslc:
-        from .kernels.bake import glslc_version
+        from .bake import glslc_version
         checks.append(_check("glslc", "ok", f"{glslc} ({glslc_version()})"))
     else:
         checks.append(_check("glslc", "warn", "not installed: built-in kernels need none, user GLSL "
@@ -177,7 +177,7 @@ def _doctor_checks(cache_dir=None) -> list:
 
 
 def _baked_check(glslc) -> dict:
-    from .kernels.bake import stale
+    from .bake import stale
     try:
         s = stale()
     except Exception as e:   # noqa: BLE001  (a broken kernel module is worth reporting, not a crash)
@@ -194,7 +194,7 @@ def _baked_check(glslc) -> dict:
 
 
 def _cache_dir_check(cache_dir) -> dict:
-    from .cache.paths import cache_root
+    from .paths import cache_root
     root = cache_root(cache_dir)
     fix = ("make the directory writable, or point GUESTCOMPUTE_CACHE_DIR at a writable one; "
            "without it each process compiles its pipelines again")
@@ -245,7 +245,7 @@ def cmd_doctor(args) -> int:
 
 def cmd_bake(args) -> int:
     from .errors import GuestComputeError
-    from .kernels import bake
+    from . import bake
     if args.check:
         s = bake.stale(args.out)
         ok = not s["missing"] and not s["unused"]
@@ -274,7 +274,7 @@ def cmd_bake(args) -> int:
 # -- cache -------------------------------------------------------------------------------
 
 def cmd_cache_stats(args) -> int:
-    from .cache.paths import read_cache_file
+    from .paths import read_cache_file
     from .device.pipeline_store import MAX_FILE_BYTES, describe
     data = _cache_locations(args.cache_dir)
     pipes = Path(data["pipelines"]["path"])
@@ -297,7 +297,7 @@ def cmd_cache_stats(args) -> int:
 
 
 def cmd_cache_clear(args) -> int:
-    from .cache.paths import cache_root
+    from .paths import cache_root
     root = cache_root(args.cache_dir)
     both = not (args.spirv or args.pipelines)
     # Only our own file patterns: the directory may be shared with other things.

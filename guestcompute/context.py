@@ -17,12 +17,12 @@ import vulkan as vk
 from vulkan import ffi, lib
 
 from . import host as _host
-from .cache.warmup import warm
+from .warmup import warm
 from .device.caps import DeviceLimits
 from .device.device import Device
 from .dtypes import DType, as_dtype, host_array, uint8, uint32
 from .errors import BufferRangeError, InvalidArgumentError, ShapeError, UnsupportedError
-from .kernels.user import build as build_user_kernel
+from .ops.user_kernel import build as build_user_kernel
 from .ops.memo import PlanMemo
 from .recording.handoff import Submitter, submit
 from .recording.program import Program, ProgramPool
@@ -314,7 +314,7 @@ class Context:
         declared with ``local_size_*_id``; ``push_layout=[(name, type), ...]``
         lets ``push=`` be a dict. Record it with ``rec.run_kernel(k,
         [tensors], push=..., groups=...)`` or ``k(rec, *tensors, ...)``.
-        See :mod:`guestcompute.kernels.user` for what a kernel may declare.
+        See :mod:`guestcompute.ops.user_kernel` for what a kernel may declare.
 
         Thread-safety: any thread, also while other threads record."""
         return build_user_kernel(self, source, entry=entry, workgroup=workgroup, name=name,
@@ -343,7 +343,7 @@ class Context:
         ``specs()`` method (a program). ``progress(done, total)`` is called
         on this thread; ``threads`` creates pipelines in parallel (default:
         one per CPU, at most 8). Saves the persisted pipeline cache after.
-        Returns a :class:`~guestcompute.cache.warmup.WarmupReport`.
+        Returns a :class:`~guestcompute.warmup.WarmupReport`.
 
         Thread-safety: may run while other threads record with this context.
         """

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import guestcompute as gc
-from guestcompute.kernels.catalogue import all_specs
+from guestcompute.ops import all_specs
 
 
 def _raises(error, hint, fn):

@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
-from guestcompute.cache.spirv import BAKED_DIR, compile_glsl, glslc_path, source_key
+from guestcompute.spirv.cache import BAKED_DIR
+from guestcompute.spirv.compiler import compile_glsl, glslc_path, source_key
 from guestcompute.errors import CompilerNotFoundError
-from guestcompute.kernels import bake
-from guestcompute.kernels.catalogue import all_specs
+from guestcompute import bake
+from guestcompute.ops import all_specs
 
 STALE = "the baked SPIR-V is stale: run `make bake` (or `guestcompute bake`)"
 

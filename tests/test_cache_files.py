@@ -14,9 +14,9 @@ import threading
 import numpy as np
 import pytest
 
-from guestcompute.cache import paths
+from guestcompute import paths
 from guestcompute.device import pipeline_store as ps
-from guestcompute.cache import spirv as spirv_cache
+from guestcompute.spirv import cache as spirv_cache
 
 KERNEL = """#version 450
 layout(local_size_x = 64) in;

@@ -11,8 +11,8 @@ import numpy as np
 
 from guestcompute import cli
 from guestcompute.device import pipeline_store as ps
-from guestcompute.kernels import bake
-from guestcompute.kernels.catalogue import all_specs
+from guestcompute import bake
+from guestcompute.ops import all_specs
 
 ROOT = Path(__file__).resolve().parent.parent
 

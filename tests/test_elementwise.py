@@ -406,7 +406,7 @@ def test_random_shapes_broadcasts_and_views(host, ctx, data):
 def test_planned_specs_are_in_the_bake_catalogue(modern_ctx):
     """Every kernel these ops can pick is enumerated for baking (vec widths,
     strided ranks 4 and 6, scalar operands, where/cast dtype pairs)."""
-    from guestcompute.kernels.catalogue import all_specs
+    from guestcompute.ops import all_specs
     ctx, ops, catalogue = modern_ctx, registered_ops(), set(all_specs())
     planned = []
 

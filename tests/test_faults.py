@@ -19,8 +19,9 @@ import pytest
 
 import guestcompute as gc
 from guestcompute.device import pipeline_store as ps
-from guestcompute.cache import spirv as spirv_cache
-from guestcompute.cache.spirv import source_key, unseal
+from guestcompute.spirv import cache as spirv_cache
+from guestcompute.spirv.cache import unseal
+from guestcompute.spirv.compiler import source_key
 from guestcompute.ops.elementwise import elementwise
 from guestcompute.testing import HeadlessHost
 
@@ -106,8 +107,9 @@ def test_damaged_spirv_cache_file_is_recompiled_with_a_warning(bare_host, tmp_pa
 
 SPIRV_WRITER = r"""
 import json, sys
-from guestcompute.cache.paths import atomic_write
-from guestcompute.cache.spirv import SpirvCache, seal, source_key
+from guestcompute.paths import atomic_write
+from guestcompute.spirv.cache import SpirvCache, seal
+from guestcompute.spirv.compiler import source_key
 glsl_file, env, cache_dir, rounds = sys.argv[1:5]
 glsl = open(glsl_file).read()
 cache = SpirvCache(cache_dir)

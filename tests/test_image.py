@@ -308,7 +308,7 @@ def test_typed_errors(host, ctx):
 
 
 def test_planned_kernels_are_in_the_bake_catalogue(host, ctx):
-    from guestcompute.kernels.catalogue import all_specs
+    from guestcompute.ops import all_specs
     catalogue = set(all_specs())
     ops = registered_ops()
     images = [ctx.empty((6, 8, 4)), ctx.empty((6, 8, 4))[:, :, ::-1], ctx.empty((6, 8)),

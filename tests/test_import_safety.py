@@ -21,7 +21,7 @@ APPLICATION = r"""
 import json, os, pathlib
 import numpy as np
 import guestcompute as gc
-from guestcompute.kernels.catalogue import all_specs
+from guestcompute.ops import all_specs
 
 with gc.Context.create(validation=True) as ctx:
     a = ctx.tensor(np.arange(8, dtype=np.float32))

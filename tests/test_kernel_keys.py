@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 
-from guestcompute.kernels.catalogue import all_specs
+from guestcompute.ops import all_specs
 from guestcompute.ops.elementwise import map_spec
 from guestcompute.dtypes import float32, int32
 

@@ -350,7 +350,7 @@ def test_coopmat_selected_end_to_end_when_device_claims_it(monkeypatch, modern_h
 @pytest.mark.skipif(shutil.which("glslc") is None or shutil.which("spirv-val") is None,
                     reason="needs glslc and spirv-val")
 def test_coopmat_glsl_compiles_and_validates(tmp_path):
-    from guestcompute.cache.spirv import compile_glsl
+    from guestcompute.spirv.compiler import compile_glsl
     specs = list(mk._coopmat_variants())
     assert len(specs) == len(mk.COOPMAT_TILINGS) * len(mk.COOPMAT_SHAPES) * 2 * 2 * 2 * 2 \
         + len(mk.COOPMAT_SWEEP) * 2
@@ -367,7 +367,7 @@ def test_coopmat_glsl_compiles_and_validates(tmp_path):
 
 
 def test_every_selected_spec_is_in_the_catalogue(modern_ctx):
-    from guestcompute.kernels.catalogue import all_specs
+    from guestcompute.ops import all_specs
     catalogue = set(all_specs())
     for sa, sb, dtype in [((256, 128), (128, 256), "float16"), ((64, 33), (33, 64), "float32"),
                           ((1, 64), (64, 300), "float32"), ((300, 64), (64, 1), "float16"),

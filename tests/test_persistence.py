@@ -408,7 +408,7 @@ def test_warmup_rejects_bad_arguments(bare_host):
             ctx.warmup([1, 2])
         with pytest.raises(InvalidArgumentError):
             ctx.warmup([], threads=0)
-        from guestcompute.kernels.catalogue import all_specs
+        from guestcompute.ops import all_specs
         f16 = next(s for s in all_specs() if "float16" in s.features)
         with pytest.raises(UnsupportedError):         # a bare 1.0 host enabled no float16
             ctx.warmup([f16])
@@ -418,7 +418,7 @@ def test_warmup_rejects_bad_arguments(bare_host):
 
 
 def test_warmup_by_family_name(bare_host):
-    from guestcompute.kernels.catalogue import all_specs
+    from guestcompute.ops import all_specs
     sizes = {}
     for s in all_specs():
         sizes[s.family] = sizes.get(s.family, 0) + 1

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guestcompute.errors import KernelError
-from guestcompute.kernels.reflect import (
+from guestcompute.spirv.reflect import (
     MAGIC,
     ReflectedBinding,
     SpirvError,

@@ -247,7 +247,7 @@ def test_typed_errors(host, ctx):
 
 
 def test_every_spec_is_in_the_catalogue():
-    from guestcompute.kernels.catalogue import all_specs
+    from guestcompute.ops import all_specs
     catalogue = set(all_specs())
     for count in range(1, sh.CONCAT_GROUP + 1):
         assert sh.concat_spec("float32", count) in catalogue

@@ -170,7 +170,7 @@ def test_typed_errors(host, ctx):
 
 
 def test_planned_kernels_are_in_the_bake_catalogue(host, ctx):
-    from guestcompute.kernels.catalogue import all_specs
+    from guestcompute.ops import all_specs
     from guestcompute.ops.base import registered_ops
     catalogue = set(all_specs())
     ops = registered_ops()

@@ -9,10 +9,10 @@ import pytest
 import vulkan as vk
 
 import guestcompute as gc
-from guestcompute.cache.spirv import compile_glsl
+from guestcompute.spirv.compiler import compile_glsl
 from guestcompute.host import HostCaps, features_from_chain
-from guestcompute.kernels.capabilities import check_capabilities
-from guestcompute.kernels.reflect import reflect, workgroup_memory_size
+from guestcompute.spirv.capabilities import check_capabilities
+from guestcompute.spirv.reflect import reflect, workgroup_memory_size
 from guestcompute.kernels.spec import READWRITE, Binding, KernelSpec, family
 from guestcompute.ops.base import Dispatch
 from guestcompute.vk.structs import chain, new

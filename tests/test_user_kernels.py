@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import guestcompute as gc
-from guestcompute.cache.spirv import compile_glsl
+from guestcompute.spirv.compiler import compile_glsl
 
 pytestmark = pytest.mark.skipif(shutil.which("glslc") is None, reason="needs glslc")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 from .pipeline_store import ContextPipelineCache
-from ..cache.spirv import SpirvCache
+from ..spirv.cache import SpirvCache
 from ..errors import ContextClosedError, RecordingError, UnsupportedError
 from ..vk.descriptors import Descriptors
 from ..vk.functions import DeviceFunctions, optional_names

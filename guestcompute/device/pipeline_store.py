@@ -39,7 +39,7 @@ from ..errors import GuestComputeError, check
 from ..log import log
 from ..version import __version__
 from ..vk.structs import new
-from ..cache.paths import CacheFileRefused, atomic_write, cache_root, read_cache_file
+from ..paths import CacheFileRefused, atomic_write, cache_root, read_cache_file
 
 MAGIC = b"GCPIPEC\x00"
 FORMAT_VERSION = 1

@@ -28,10 +28,10 @@ import time
 import vulkan as vk
 from vulkan import ffi
 
-from ..cache.spirv import is_spirv, validate
+from ..spirv.compiler import is_spirv, validate
 from ..errors import KernelError, UnsupportedError, check
-from ..kernels.capabilities import check_capabilities, check_shared_memory
-from ..kernels.reflect import reflect, workgroup_memory_size
+from ..spirv.capabilities import check_capabilities, check_shared_memory
+from ..spirv.reflect import reflect, workgroup_memory_size
 from ..vk.structs import new
 
 # Push descriptors are further capped by maxPushDescriptors (32 guaranteed).

@@ -1,4 +1,5 @@
-"""Operations. Importing this package registers every op on the Recorder."""
+"""Operations. Importing this package registers every op on the op registry
+and every built-in kernel variant on the kernel catalogue."""
 from . import elementwise  # noqa: F401
 from . import math  # noqa: F401
 from . import reduce  # noqa: F401
@@ -9,4 +10,11 @@ from . import matmul  # noqa: F401
 from . import image  # noqa: F401
 from . import indirect  # noqa: F401
 from . import shape  # noqa: F401
-from ..kernels import user  # noqa: F401  (rec.run_kernel)
+from . import user_kernel  # noqa: F401  (rec.run_kernel)
+from ..kernels.catalogue import registered_specs
+
+
+def all_specs():
+    """Every built-in kernel spec (what ``guestcompute bake`` compiles and
+    ``ctx.warmup("all")`` creates), each once."""
+    return registered_specs()

@@ -2,7 +2,7 @@
 
 ``ctx.kernel(source)`` compiles GLSL through the content-addressed SPIR-V
 cache (glslc runs once per distinct source) or takes SPIR-V bytes, reflects
-its bindings, access and push-constant size (:func:`.reflect.reflect`),
+its bindings, access and push-constant size (:func:`guestcompute.spirv.reflect.reflect`),
 checks them against what guestcompute can bind, and creates the pipeline
 right away — so recording never compiles. The kernel's spec is keyed by the
 SHA-256 of its SPIR-V, entry point and workgroup size: the same code gives
@@ -22,7 +22,7 @@ memory up to ``maxComputeSharedMemorySize`` (counted for the chosen
 workgroup size), and only SPIR-V capabilities whose features and extensions
 the host enabled and declared at adoption (``int64_t`` needs
 ``shaderInt64``, ``float16_t`` storage needs 16-bit storage...; see
-:mod:`.capabilities`: the message names what to enable).
+:mod:`guestcompute.spirv.capabilities`: the message names what to enable).
 
 ``push_layout=[(name, type[, count]), ...]`` names the push-constant
 fields so that ``push=`` may be a dict. Types are numpy names ``uint32``,
@@ -44,11 +44,11 @@ import numpy as np
 
 from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutOfMemoryError,
                       UnsupportedError, VulkanError, WrongContextError)
-from ..ops.base import Dispatch, OpResult, check_tensor, op
-from ..cache.spirv import validate
-from .capabilities import check_capabilities, check_shared_memory
-from .reflect import reflect, workgroup_memory_size
-from .spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
+from .base import Dispatch, OpResult, check_tensor, op
+from ..spirv.capabilities import check_capabilities, check_shared_memory
+from ..spirv.compiler import validate
+from ..spirv.reflect import reflect, workgroup_memory_size
+from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 
 _MAGIC = 0x07230203
 

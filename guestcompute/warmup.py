@@ -4,7 +4,7 @@ A renderer that creates a pipeline while recording frame 1 hitches for the
 length of a driver compile (milliseconds per pipeline on real drivers), so
 ``ctx.warmup()`` does them all up front. vkCreateComputePipelines releases
 the GIL and may run on several threads with one VkPipelineCache, so a few
-worker threads overlap the driver's work (see cache/pipelines.py for the
+worker threads overlap the driver's work (see device/pipelines.py for the
 per-key de-duplication that makes this safe). They are plain threads, not a
 concurrent.futures pool: that module imports ``logging``, which an
 application's own logging.py may shadow (see guestcompute/log.py).
@@ -17,8 +17,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-from ..errors import InvalidArgumentError, UnsupportedError
-from ..kernels.spec import KernelSpec
+from .errors import InvalidArgumentError, UnsupportedError
+from .kernels.spec import KernelSpec
+from .ops import all_specs
 
 
 @dataclass
@@ -57,7 +58,6 @@ def supported(ctx, spec: KernelSpec) -> bool:
 def resolve(ctx, specs) -> tuple:
     """(specs to create, number of built-ins skipped as unsupported)."""
     if specs is None or (isinstance(specs, str) and specs == "all"):
-        from ..kernels.catalogue import all_specs
         every = list(all_specs())
         runnable = [s for s in every if supported(ctx, s)]
         return runnable, len(every) - len(runnable)
@@ -94,7 +94,6 @@ def resolve(ctx, specs) -> tuple:
 
 
 def _family_specs(name: str) -> list:
-    from ..kernels.catalogue import all_specs
     found = [s for s in all_specs() if s.family == name]
     if not found:
         raise InvalidArgumentError(f"warmup(): no built-in kernel family {name!r}")

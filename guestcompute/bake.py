@@ -1,6 +1,6 @@
 """Bake: compile every built-in kernel variant to SPIR-V shipped in the package.
 
-Files are named by :func:`~guestcompute.cache.spirv.source_key` of the
+Files are named by :func:`~guestcompute.spirv.compiler.source_key` of the
 rendered GLSL (and target environment), exactly the key the runtime looks up
 first, so a kernel whose source changed simply has no baked file until the
 next bake — it can never load stale code. ``index.json`` maps each spec's
@@ -19,9 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..cache.paths import atomic_write
-from ..cache.spirv import BAKED_DIR, compile_glsl, glslc_path, is_spirv, source_key
-from ..errors import KernelError
+from .paths import atomic_write
+from .spirv.cache import BAKED_DIR
+from .spirv.compiler import compile_glsl, glslc_path, is_spirv, source_key
+from .errors import KernelError
+from .ops import all_specs
 
 INDEX_NAME = "index.json"
 INDEX_FORMAT = 1
@@ -144,5 +146,4 @@ def _valid(path: Path) -> bool:
 
 
 def _catalogue():
-    from .catalogue import all_specs
     return all_specs()

@@ -1,0 +1,61 @@
+"""The package stays layered (docs/architecture.md): imports only go down,
+no import loop, no function-level import outside the documented lazy
+modules, and no module reads another module's private names."""
+from pathlib import Path
+
+import pytest
+
+from layering import LAYERS, analyse, layer_of
+
+PACKAGE = Path(__file__).resolve().parents[1] / "guestcompute"
+REPORT = analyse(PACKAGE)
+
+
+def test_every_module_belongs_to_a_layer():
+    unplaced = [m for m in REPORT.modules if layer_of(m, "guestcompute") is None]
+    assert not unplaced, f"add these modules to a layer in tests/layering.py LAYERS: {unplaced}"
+
+
+def test_imports_form_no_loop():
+    assert REPORT.loops == []
+
+
+def test_imports_only_go_down():
+    assert REPORT.upward == []
+
+
+def test_no_function_level_imports():
+    assert REPORT.function_imports == []
+
+
+def test_no_module_reads_another_modules_private_names():
+    assert REPORT.private_reads == []
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("import guestcompute.ops\n", {"loops": 1}),
+    ("def f():\n    from . import ops\n", {"function_imports": 1}),
+    ("def f(x):\n    return x._hidden\n", {"private_reads": 1}),
+])
+def test_the_counter_sees_each_kind_of_breach(tmp_path, source, expected):
+    """A tiny package with one breach of each rule: the counter must see it
+    (so the zero counts above are not a counter that sees nothing)."""
+    pkg = tmp_path / "guestcompute"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("")
+    (pkg / "ops" / "__init__.py").write_text("from .. import errors\n")
+    target = pkg / "ops" / "plan.py"
+    target.write_text("from ..errors import *\n")
+    if "loops" in expected:
+        (pkg / "errors.py").write_text(source)       # errors -> ops -> errors
+    else:
+        target.write_text(source)
+    report = analyse(pkg)
+    counts = {"loops": len(report.loops), "function_imports": len(report.function_imports),
+              "private_reads": len(report.private_reads)}
+    for key, value in expected.items():
+        assert counts[key] == value, (key, report)
+    if "loops" in expected:
+        assert ("guestcompute.errors", "guestcompute.ops") in report.upward
+    assert LAYERS[0][0] == "errors"
