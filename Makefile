@@ -27,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 	$(MAKE) deps
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,demos]'
 	touch $@
 
 venv: deps $(VENV)/.installed

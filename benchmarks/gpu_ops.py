@@ -70,7 +70,7 @@ def copy_seconds(ctx, timer: Timer, nbytes: int) -> float:
     fns = ctx.device.fns
 
     def body(rec):
-        cmd = rec._cmd
+        cmd = rec.command_buffer
         fns.vkCmdPipelineBarrier(cmd, _TRANSFER | _COMPUTE, _TRANSFER, 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
         fns.vkCmdCopyBuffer(cmd, src.buffer.handle, dst.buffer.handle, 1, region)
     t = timer.gpu_seconds(body)

@@ -30,6 +30,15 @@ import numpy as np
 import vulkan as vk
 from vulkan import ffi
 
+from vulkan import lib
+
+from guestcompute import host as gchost
+from guestcompute.testing import HeadlessHost
+from guestcompute.vk import bootstrap
+from guestcompute.vk.functions import DeviceFunctions
+from guestcompute.vk.memory import MemoryManager
+from guestcompute.vk.structs import new
+
 from .results import Result, standalone_main
 
 N = 1 << 16
@@ -75,25 +84,12 @@ class HandoffBench:
         self.fns.vkCmdCopyBuffer(cmd, self.dst, self.src, 1, region)
 
     def _submit(self, cmd, wait=(), signal=(), fence=False, timeline=False):
-        new, fns = self.new, self.fns
-        assert fns.vkEndCommandBuffer(cmd) == vk.VK_SUCCESS
-        arr = ffi.new("VkCommandBuffer[1]", [cmd])
-        pnext = ffi.NULL
-        if timeline:
-            pnext = new("VkTimelineSemaphoreSubmitInfo", waitSemaphoreValueCount=len(wait),
-                        pWaitSemaphoreValues=[v for _, v in wait] or ffi.NULL,
-                        signalSemaphoreValueCount=len(signal),
-                        pSignalSemaphoreValues=[v for _, v in signal] or ffi.NULL)
-        info = new("VkSubmitInfo", pNext=pnext, commandBufferCount=1, pCommandBuffers=arr,
-                   waitSemaphoreCount=len(wait), pWaitSemaphores=[s for s, _ in wait] or ffi.NULL,
-                   pWaitDstStageMask=[_TRANSFER] * len(wait) or ffi.NULL,
-                   signalSemaphoreCount=len(signal), pSignalSemaphores=[s for s, _ in signal] or ffi.NULL)
-        if fence:
-            fns.vkResetFences(self.host.device, 1, self.host._fence)
-        assert fns.vkQueueSubmit(self.host.queue, 1, info, self.host._fence[0] if fence else ffi.NULL) == 0
+        # wait/signal: (semaphore, value or None); the host waits in its transfer stage.
+        self.host.submit(cmd, wait_for=[(sem, value, _TRANSFER) for sem, value in wait], signal=signal,
+                         fence=fence, block=False, free=False)
 
     def _wait(self):
-        self.fns.vkWaitForFences(self.host.device, 1, self.host._fence, vk.VK_TRUE, 2 ** 63 - 1)
+        self.host.wait()
 
     def injected(self) -> float:
         t0 = time.perf_counter()
@@ -137,17 +133,12 @@ class HandoffBench:
         fns.vkFreeCommandBuffers(dev, self.host.command_pool, len(self.cmds), ffi.new("VkCommandBuffer[]", self.cmds))
 
 
-class AsyncFamilyHost:
+class AsyncFamilyHost(HeadlessHost):
     """A host whose device has two queue families in use: the host's own
     (graphics + compute) and a compute-only one it lends the guest."""
 
-    def __init__(self, device=None):
-        from guestcompute import host as gchost
-        from guestcompute.vk import bootstrap
-        from guestcompute.vk.functions import DeviceFunctions
-        from guestcompute.vk.memory import MemoryManager
-        from guestcompute.vk.structs import new
-        from vulkan import lib
+    def __init__(self, device=None):   # noqa: super().__init__ would make a one-family device
+        self.profile = "modern"
         self.instance, self.messenger, api = bootstrap.create_instance((1, 3), False, app_name="handoff-bench")
         self.device = None
         pd = self.physical_device = bootstrap.pick_physical_device(self.instance, device)
@@ -164,6 +155,7 @@ class AsyncFamilyHost:
             lib.vkDestroyInstance(self.instance, ffi.NULL)
             raise LookupError("the device has no compute-only queue family")
         self.main_family, self.side_family = main, side
+        self.queue_family_index = main
         req = gchost.requirements(pd, api)
         self.api_version, self.extensions = min(req.api_version, api), list(req.device_extensions)
         self.features = {f: True for f in req.features}
@@ -192,59 +184,6 @@ class AsyncFamilyHost:
         self._fence = ffi.new("VkFence *")
         self.fns.vkCreateFence(self.device, new("VkFenceCreateInfo"), ffi.NULL, self._fence)
 
-    def adopt(self):
-        from guestcompute import Context
-        return Context.adopt(instance=self.instance, physical_device=self.physical_device, device=self.device,
-                             queue_family_index=self.main_family, queue=self.queue, api_version=self.api_version,
-                             enabled_extensions=self.extensions, features=self.features)
-
-    # the HeadlessHost methods the bench uses
-    def create_buffer(self, size):
-        usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-                 | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
-        a = self._memory.create(size, usage, host_visible=True)
-        self._buffers.append(a)
-        return a.buffer
-
-    def _alloc_of(self, buffer):
-        return next(a for a in self._buffers if a.buffer == buffer)
-
-    def write_buffer(self, buffer, data):
-        raw = np.ascontiguousarray(data).tobytes()
-        self._alloc_of(buffer).mapped[0:len(raw)] = raw
-
-    def read_buffer(self, buffer, dtype, count):
-        n = np.dtype(dtype).itemsize * count
-        return np.frombuffer(bytes(self._alloc_of(buffer).mapped[0:n]), dtype=dtype).copy()
-
-    def allocate(self):
-        from guestcompute.vk.structs import new
-        out = ffi.new("VkCommandBuffer *")
-        self.fns.vkAllocateCommandBuffers(self.device, new("VkCommandBufferAllocateInfo", commandPool=self.command_pool,
-                                          level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1), out)
-        return out[0]
-
-    def begin(self, cmd):
-        from guestcompute.vk.structs import new
-        self.fns.vkBeginCommandBuffer(cmd, new("VkCommandBufferBeginInfo",
-                                               flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
-        return cmd
-
-    def fill_buffer(self, cmd, buffer, value, size, offset=0):
-        self.fns.vkCmdFillBuffer(cmd, buffer, offset, size, value)
-
-    def close(self):
-        from vulkan import lib
-        if self.device is None:
-            return
-        self.fns.vkDeviceWaitIdle(self.device)
-        for a in self._buffers:
-            self._memory.destroy(a)
-        self.fns.vkDestroyFence(self.device, self._fence[0], ffi.NULL)
-        self.fns.vkDestroyCommandPool(self.device, self.command_pool, ffi.NULL)
-        lib.vkDestroyDevice(self.device, ffi.NULL)
-        self.device = None
-        lib.vkDestroyInstance(self.instance, ffi.NULL)
 
 
 class AsyncBench(HandoffBench):

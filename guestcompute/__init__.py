@@ -6,13 +6,34 @@ loads the Vulkan loader, and ``guestcompute doctor`` must still run — and
 say what to install — on a machine where that fails.
 """
 import importlib
+from typing import TYPE_CHECKING
 
 from .version import __version__
+
+if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
+    from . import testing
+    from .context import Context, DeviceLimits
+    from .dtypes import float16, float32, int32, uint8, uint32
+    from .errors import (BufferRangeError, CompilerNotFoundError, ContextClosedError, DeviceLostError,
+                         DTypeError, GuestComputeError, IndexOutOfRangeError, InvalidArgumentError,
+                         KernelError, OutOfMemoryError, RecordingError, ShapeError,
+                         UnknownOperationError, UnsupportedError, VulkanError, WrongContextError)
+    from .host import HostAccess, Requirements, requirements
+    from .kernels.spec import KernelSpec
+    from .ops.user_kernel import UserKernel
+    from .recording.handoff import Submission
+    from .recording.program import Params, Program
+    from .recording.recorder import Recorder
+    from .tensor import Tensor
+    from .warmup import WarmupReport
 
 _EXPORTS = {
     "Context": "context", "DeviceLimits": "context",
     "HostAccess": "host", "Requirements": "host", "requirements": "host",
     "Recorder": "recording.recorder", "Tensor": "tensor",
+    "Program": "recording.program", "Params": "recording.program",
+    "Submission": "recording.handoff", "UserKernel": "ops.user_kernel",
+    "KernelSpec": "kernels.spec", "WarmupReport": "warmup",
     **{name: "dtypes" for name in ("float16", "float32", "int32", "uint8", "uint32")},
     **{name: "errors" for name in (
         "BufferRangeError", "CompilerNotFoundError", "ContextClosedError", "DeviceLostError",

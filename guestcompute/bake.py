@@ -81,7 +81,7 @@ def stale(out_dir=None, specs=None) -> dict:
     """What a bake would change, without compiling: {"missing": [spec keys],
     "unused": [file names]}. Empty lists mean the bake is up to date."""
     out = Path(out_dir or BAKED_DIR)
-    sources = plan(_catalogue() if specs is None else specs)
+    sources = plan(catalogue() if specs is None else specs)
     missing = sorted(s.key for key, (_, _, ss) in sources.items()
                      if not (out / f"{key}.spv").is_file() for s in ss)
     present = {p.stem for p in out.glob("*.spv")} if out.is_dir() else set()
@@ -94,7 +94,7 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
     ``progress(done, total)`` follows the compiles. Needs glslc."""
     t0 = time.perf_counter()
     out = Path(out_dir or BAKED_DIR)
-    specs = list(_catalogue() if specs is None else specs)
+    specs = list(catalogue() if specs is None else specs)
     sources = plan(specs)
     compiler = glslc_version()          # also fails early, naming the package, without glslc
     todo = [k for k in sources if force or not _valid(out / f"{k}.spv")]
@@ -145,5 +145,6 @@ def _valid(path: Path) -> bool:
         return False
 
 
-def _catalogue():
+def catalogue():
+    """The specs a full bake compiles (every built-in; a seam tests narrow)."""
     return all_specs()

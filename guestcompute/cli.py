@@ -8,11 +8,10 @@ without the benchmark suite).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -170,7 +169,7 @@ def _doctor_checks(cache_dir=None) -> list:
         checks.append(_check("glslc", "warn", "not installed: built-in kernels need none, user GLSL "
                              "kernels cannot compile", "apt-get install glslc"))
     checks.append(_baked_check(glslc))
-    checks.append(_cache_dir_check(cache_dir))
+    checks.append(cache_dir_check(cache_dir))
     if devices:
         checks.append(_compute_check(cache_dir))
     return checks
@@ -193,7 +192,7 @@ def _baked_check(glslc) -> dict:
                   "run `guestcompute bake` where glslc is installed, or apt-get install glslc")
 
 
-def _cache_dir_check(cache_dir) -> dict:
+def cache_dir_check(cache_dir) -> dict:
     from .paths import cache_root
     root = cache_root(cache_dir)
     fix = ("make the directory writable, or point GUESTCOMPUTE_CACHE_DIR at a writable one; "
@@ -328,25 +327,25 @@ def cmd_cache_clear(args) -> int:
 
 # -- bench -------------------------------------------------------------------------------
 
-def _find_benchmarks():
-    """The benchmark suite's runner (benchmarks/run.py of a source checkout)."""
-    try:
-        if importlib.util.find_spec("benchmarks.run") is not None:
-            return importlib.import_module("benchmarks.run")
-    except ImportError:
-        pass
-    cwd = os.getcwd()
-    if (Path(cwd) / "benchmarks" / "run.py").is_file() and cwd not in sys.path:
-        sys.path.insert(0, cwd)
-        importlib.invalidate_caches()
-        return importlib.import_module("benchmarks.run")
+def find_benchmark_suite(start=None):
+    """The source checkout that holds the benchmark suite (``benchmarks/run.py``),
+    searched from ``start`` (default: the working directory) upwards, or None.
+
+    The suite is not part of the installed package: it compares against
+    torch and raw Vulkan loops a library user does not need. ``bench`` runs
+    it as its own process (``python -m benchmarks.run`` in that checkout),
+    so the package never imports from the source tree."""
+    here = Path(start or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "benchmarks" / "run.py").is_file():
+            return folder
     return None
 
 
 def cmd_bench(args) -> int:
-    runner = _find_benchmarks()
-    if runner is None or not hasattr(runner, "main"):
-        msg = ("the benchmark suite is not available: run `guestcompute bench` from a source "
+    root = find_benchmark_suite()
+    if root is None:
+        msg = ("the benchmark suite is not available: run `guestcompute bench` inside a source "
                "checkout (it needs benchmarks/run.py)")
         if args.json:
             print(json.dumps({"ok": False, "error": msg}))
@@ -358,8 +357,7 @@ def cmd_bench(args) -> int:
         argv = argv[1:]
     if args.json and "--json" not in argv:
         argv.append("--json")
-    result = runner.main(argv)
-    return int(result or 0)
+    return subprocess.run([sys.executable, "-m", "benchmarks.run", *argv], cwd=root).returncode
 
 
 # -- entry point ---------------------------------------------------------------------------

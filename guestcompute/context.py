@@ -17,14 +17,14 @@ import vulkan as vk
 from vulkan import ffi, lib
 
 from . import host as _host
-from .warmup import warm
+from .warmup import WarmupReport, warm
 from .device.caps import DeviceLimits
 from .device.device import Device
 from .dtypes import DType, as_dtype, host_array, uint8, uint32
 from .errors import BufferRangeError, InvalidArgumentError, ShapeError, UnsupportedError
-from .ops.user_kernel import build as build_user_kernel
+from .ops.user_kernel import UserKernel, build as build_user_kernel
 from .ops.memo import PlanMemo
-from .recording.handoff import Submitter, submit
+from .recording.handoff import Submission, Submitter, submit
 from .recording.program import Program, ProgramPool
 from .recording.recorder import Recorder
 from .recording.timing import DebugLabels, Timestamps
@@ -292,7 +292,7 @@ class Context:
         self.device.transfers.submit_and_wait(body)
         return result[0]
 
-    def program(self, fn, params: dict = None):
+    def program(self, fn, params: dict = None) -> Program:
         """Record ``fn(rec)`` once into a guest-owned secondary command buffer;
         ``rec.execute(prog)`` replays it in any host command buffer. With
         ``params={"dt": "float32", ...}``, ``fn(rec, params)`` gets 1-element
@@ -306,7 +306,7 @@ class Context:
         return Program(self, fn, params)
 
     def kernel(self, source, *, entry: str = "main", workgroup=None, name: str = None,
-               push_layout=None):
+               push_layout=None) -> UserKernel:
         """A user kernel from GLSL text (compiled once through the SPIR-V
         cache; needs glslc) or SPIR-V bytes. Bindings, their access and the
         push-constant size are reflected; its pipeline is created now, so
@@ -321,7 +321,7 @@ class Context:
                      push_layout=push_layout)
 
     def submit(self, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None,
-               shared=(), queue_lock=None):
+               shared=(), queue_lock=None) -> Submission:
         """Semaphore hand-off mode: record ``fn(rec)`` into a guest-owned
         command buffer and submit it to ``queue`` (default: the adopted one)
         after ``wait`` [(semaphore, value or None, stages)], signalling
@@ -335,7 +335,7 @@ class Context:
         return submit(self, fn, queue=queue, wait=wait, signal=signal,
                       queue_family_index=queue_family_index, shared=shared, queue_lock=queue_lock)
 
-    def warmup(self, specs=None, *, progress=None, threads=None):
+    def warmup(self, specs=None, *, progress=None, threads=None) -> WarmupReport:
         """Create pipelines now, ahead of the first frame, instead of while
         recording. ``specs``: None or ``"all"`` (every built-in kernel this
         context can run), a list of KernelSpecs and/or kernel family names
@@ -439,6 +439,8 @@ class Context:
         found = self.device.live_objects()
         found["command_buffers"] = (self.program_pool.live_command_buffers
                                     + self.submitter.live_command_buffers)
+        found["query_pools"] = self.timestamps.query_pools
+        found["fences"] = self.submitter.fence_count
         return found
 
     # -- teardown -------------------------------------------------------------------

@@ -79,6 +79,11 @@ class DeviceLostError(VulkanError):
     """VK_ERROR_DEVICE_LOST: the device must be recreated by its owner."""
 
 
+# The `vulkan` package defines VK_ERROR_OUT_OF_POOL_MEMORY as +1000069000 (the
+# sign is lost from the extension enum); the spec's value is negative.
+VK_ERROR_OUT_OF_POOL_MEMORY = -1000069000
+VK_ERROR_FRAGMENTED_POOL = -12
+
 _RESULT_NAMES = {
     1: "VK_NOT_READY", 2: "VK_TIMEOUT", 3: "VK_EVENT_SET", 4: "VK_EVENT_RESET", 5: "VK_INCOMPLETE",
     -1: "VK_ERROR_OUT_OF_HOST_MEMORY", -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY",

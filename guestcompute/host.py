@@ -66,7 +66,7 @@ _DEPENDENCIES = {
 # fp16 arithmetic, subgroup control or cooperative matrices are SPIR-V 1.3,
 # which only a Vulkan 1.1 device runs (see KernelSpec.target_env and HostCaps).
 _SPIRV_1_3 = ((1, 1), "guestcompute's kernels that use it are SPIR-V 1.3")
-_USED_SINCE = {
+USED_SINCE = {
     "VK_KHR_16bit_storage": _SPIRV_1_3, "VK_KHR_8bit_storage": _SPIRV_1_3,
     "VK_KHR_shader_float16_int8": _SPIRV_1_3, "VK_EXT_subgroup_size_control": _SPIRV_1_3,
     "VK_NV_cooperative_matrix": _SPIRV_1_3, "VK_KHR_vulkan_memory_model": _SPIRV_1_3,
@@ -596,7 +596,7 @@ def _choose_extensions(api: tuple, on_instance: frozenset, supported: frozenset)
     for ext in OPTIONAL_EXTENSIONS:
         if ext not in supported:
             continue
-        used_since, why = _USED_SINCE.get(ext, ((1, 0), ""))
+        used_since, why = USED_SINCE.get(ext, ((1, 0), ""))
         blocker = _spec_blocker(ext, api, on_instance, supported)
         if api < used_since:
             held_back[ext] = f"{_version_text(used_since)} ({why})"

@@ -89,17 +89,77 @@ class HeadlessHost:
         check("vkBeginCommandBuffer", self.fns.vkBeginCommandBuffer(cmd, begin))
         return cmd
 
-    def submit_and_wait(self, cmd, free: bool = True) -> None:
-        """End, submit and wait for ``cmd``."""
+    def submit(self, cmds, *, end: bool = True, wait_for=(), signal=(), fence: bool = True,
+               block: bool = True, free: bool = None) -> None:
+        """Submit one command buffer or a list of them, in order, one
+        vkQueueSubmit each (so a list is frames in flight, not one batch).
+
+        ``end``: call vkEndCommandBuffer first (False to resubmit a buffer
+        that was ended before). ``wait_for``: [(semaphore, value or None,
+        stage mask or None)] the first submission waits on (None stage: all
+        commands); ``signal``: [(semaphore, value or None)] the last one
+        signals (a value makes it a timeline semaphore). With ``fence`` the
+        last submission signals :attr:`fence` (an earlier submission that
+        signals it must have been waited for). ``block``: wait for it before
+        returning. ``free``: free the command buffers afterwards (default:
+        when blocking); without blocking, call :meth:`wait` and then :meth:`free`."""
+        cmds = list(cmds) if isinstance(cmds, (list, tuple)) else [cmds]
+        free = block if free is None else free
+        if free and not block:
+            raise ValueError("free=True needs block=True: the buffers are still executing")
+        if block and not fence:
+            raise ValueError("block=True waits on the fence: pass fence=True")
         fns = self.fns
-        check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
-        cmds = ffi.new("VkCommandBuffer[1]", [cmd])
-        submit = new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds)
-        check("vkResetFences", fns.vkResetFences(self.device, 1, self._fence))
-        check("vkQueueSubmit", fns.vkQueueSubmit(self.queue, 1, submit, self._fence[0]))
-        check("vkWaitForFences", fns.vkWaitForFences(self.device, 1, self._fence, vk.VK_TRUE, 2**63 - 1))
+        if fence:
+            check("vkResetFences", fns.vkResetFences(self.device, 1, self._fence))
+        for i, cmd in enumerate(cmds):
+            if end:
+                check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
+            first, last = i == 0, i == len(cmds) - 1
+            info = self._submit_info(cmd, list(wait_for) if first else [], list(signal) if last else [])
+            signalled = self.fence if (last and fence) else ffi.NULL
+            check("vkQueueSubmit", fns.vkQueueSubmit(self.queue, 1, info, signalled))
+        if block:
+            self.wait()
         if free:
-            fns.vkFreeCommandBuffers(self.device, self.command_pool, 1, cmds)
+            self.free(cmds)
+
+    @staticmethod
+    def _submit_info(cmd, wait_for: list, signal: list):
+        everything = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+        pnext = ffi.NULL
+        if any(v is not None for _, v, *_ in wait_for) or any(v is not None for _, v in signal):
+            pnext = new("VkTimelineSemaphoreSubmitInfo", waitSemaphoreValueCount=len(wait_for),
+                        pWaitSemaphoreValues=[w[1] or 0 for w in wait_for] or ffi.NULL,
+                        signalSemaphoreValueCount=len(signal),
+                        pSignalSemaphoreValues=[v or 0 for _, v in signal] or ffi.NULL)
+        # Lists, not ready cdata: new() keeps the arrays it makes alive with the struct.
+        return new("VkSubmitInfo", pNext=pnext, commandBufferCount=1, pCommandBuffers=[cmd],
+                   waitSemaphoreCount=len(wait_for),
+                   pWaitSemaphores=[w[0] for w in wait_for] or ffi.NULL,
+                   pWaitDstStageMask=[(w[2] if len(w) > 2 and w[2] is not None else everything)
+                                      for w in wait_for] or ffi.NULL,
+                   signalSemaphoreCount=len(signal),
+                   pSignalSemaphores=[sem for sem, _ in signal] or ffi.NULL)
+
+    @property
+    def fence(self):
+        """The VkFence the last :meth:`submit` signals (for ``ctx.retire_when(fence=...)``)."""
+        return self._fence[0]
+
+    def wait(self) -> None:
+        """Wait for the last :meth:`submit` to finish."""
+        check("vkWaitForFences", self.fns.vkWaitForFences(self.device, 1, self._fence, vk.VK_TRUE, 2**63 - 1))
+
+    def free(self, cmds) -> None:
+        """Free command buffers of this host's pool (after they finished)."""
+        cmds = list(cmds) if isinstance(cmds, (list, tuple)) else [cmds]
+        self.fns.vkFreeCommandBuffers(self.device, self.command_pool, len(cmds),
+                                      ffi.new("VkCommandBuffer[]", cmds))
+
+    def submit_and_wait(self, cmd, free: bool = True) -> None:
+        """End, submit and wait for ``cmd`` (:meth:`submit` with its defaults)."""
+        self.submit(cmd, free=free)
 
     def run(self, ctx, fn):
         """Record ``fn(rec)`` into a fresh command buffer of this host,

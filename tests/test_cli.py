@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from guestcompute import cli
 from guestcompute.device import pipeline_store as ps
@@ -68,7 +69,7 @@ def test_doctor_fails_with_a_fix_hint_when_no_driver(tmp_path):
 
 def test_doctor_warns_about_an_unwritable_cache_dir(tmp_path):
     (tmp_path / "file").write_bytes(b"")
-    check = cli._cache_dir_check(tmp_path / "file" / "cache")
+    check = cli.cache_dir_check(tmp_path / "file" / "cache")
     assert check["status"] == "warn" and "GUESTCOMPUTE_CACHE_DIR" in check["fix"]
 
 
@@ -103,7 +104,7 @@ def test_cache_stats_and_clear(modern_host, tmp_path, capsys):
 
 def test_bake_command(tmp_path, monkeypatch, capsys):
     few = list(all_specs())[:2]
-    monkeypatch.setattr(bake, "_catalogue", lambda: iter(few))
+    monkeypatch.setattr(bake, "catalogue", lambda: iter(few))
     out = tmp_path / "baked"
     assert cli.main(["bake", "--out", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -121,26 +122,38 @@ def test_bake_command(tmp_path, monkeypatch, capsys):
     assert "apt-get install glslc" in capsys.readouterr().err
 
 
-def test_bench_without_the_suite_says_so(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_find_benchmarks", lambda: None)
+def test_bench_without_the_suite_says_so(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)              # no benchmarks/run.py here or above
+    if cli.find_benchmark_suite() is not None:
+        pytest.skip("a benchmark suite lies above the temporary directory")
     assert cli.main(["bench"]) == 2
     assert "benchmark suite is not available" in capsys.readouterr().err
     assert cli.main(["bench", "--json"]) == 2
     assert json.loads(capsys.readouterr().out)["ok"] is False
 
 
-def test_bench_delegates_to_the_runner(monkeypatch):
-    seen = []
-
-    class Runner:
-        @staticmethod
-        def main(argv):
-            seen.append(argv)
-            return 0
-    monkeypatch.setattr(cli, "_find_benchmarks", lambda: Runner)
+def test_bench_runs_the_checkouts_suite_as_its_own_process(monkeypatch, tmp_path):
+    """The suite runs as ``python -m benchmarks.run`` in the checkout found
+    from the working directory upwards; the package imports none of it."""
+    suite = tmp_path / "benchmarks"
+    suite.mkdir()
+    (suite / "__init__.py").write_text("")
+    (suite / "run.py").write_text(
+        "import json, pathlib, sys\n"
+        "log = pathlib.Path(__file__).with_name('seen.jsonl')\n"
+        "with log.open('a') as f:\n"
+        "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "sys.exit(3 if 'fail' in sys.argv else 0)\n")
+    inner = tmp_path / "somewhere" / "deeper"
+    inner.mkdir(parents=True)
+    monkeypatch.chdir(inner)
+    assert cli.find_benchmark_suite() == tmp_path.resolve()
     assert cli.main(["bench", "--", "--only", "add"]) == 0
     assert cli.main(["--json", "bench", "quick"]) == 0
-    assert seen == [["--only", "add"], ["quick", "--json"]]
+    assert cli.main(["bench", "fail"]) == 3
+    seen = [json.loads(line) for line in (suite / "seen.jsonl").read_text().splitlines()]
+    assert seen == [["--only", "add"], ["quick", "--json"], ["fail"]]
+    assert "benchmarks.run" not in sys.modules
 
 
 def test_no_command_prints_usage(capsys):

@@ -160,9 +160,9 @@ def _internal_sizes(ctx) -> dict:
     """Every guest-side collection that could grow frame after frame."""
     sub = ctx.submitter
     return {"graveyard": len(ctx.device.epochs.graveyard), "waits": len(ctx.device.epochs.retire_waits),
-            "descriptor_entries": len(ctx.device.descriptors._entries),
+            "descriptor_entries": ctx.device.descriptors.cached_entries,
             "pending_uploads": len(ctx.device.transfers.pending_uploads),
-            "fences": len(sub._all_fences) if sub else 0, "in_flight": len(sub._in_flight) if sub else 0}
+            "fences": sub.fence_count if sub else 0, "in_flight": sub.in_flight_count if sub else 0}
 
 
 def test_memory_stays_bounded_over_10000_frames(host):

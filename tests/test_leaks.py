@@ -26,8 +26,8 @@ def _bookkeeping(ctx) -> dict:
     """Everything that would grow with the frame count if something leaked."""
     state = dict(ctx.live_objects())
     state.update(live_buffers=ctx.memory.live_buffers, live_bytes=ctx.memory.live_bytes,
-                 descriptor_entries=len(ctx.device.descriptors._entries),
-                 descriptor_buffers=len(ctx.device.descriptors._by_uid),
+                 descriptor_entries=ctx.device.descriptors.cached_entries,
+                 descriptor_buffers=ctx.device.descriptors.referenced_buffers,
                  plans=len(ctx.plan_memo), pending_uploads=len(ctx.device.transfers.pending_uploads))
     return state
 

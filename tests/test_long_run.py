@@ -32,7 +32,7 @@ def _run_watched(monkeypatch, argv):
                 if frame in (WARM, frames - 1):
                     state = dict(self.ctx.live_objects())
                     state.update(live_bytes=self.ctx.memory.live_bytes,
-                                 descriptor_entries=len(self.ctx.device.descriptors._entries))
+                                 descriptor_entries=self.ctx.device.descriptors.cached_entries)
                     snapshots[frame] = state
             return super().run(frames, watched, after_pass, status)
 

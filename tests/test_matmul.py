@@ -242,7 +242,7 @@ def test_coopmat_tilings_fit_and_divide():
         assert t.warp_tile[0] % 16 == 0 and t.warp_tile[1] % 16 == 0 and t.bk % 16 == 0, t
     # the first tiling is the one selected; a device with less shared memory
     # gets the first that fits
-    assert mm._coopmat_tiling(NV) == mk.COOPMAT_TILINGS[0]
+    assert mm.coopmat_tiling(NV) == mk.COOPMAT_TILINGS[0]
 
 
 @pytest.mark.parametrize("why,problem,device,expect", [
@@ -351,7 +351,7 @@ def test_coopmat_selected_end_to_end_when_device_claims_it(monkeypatch, modern_h
                     reason="needs glslc and spirv-val")
 def test_coopmat_glsl_compiles_and_validates(tmp_path):
     from guestcompute.spirv.compiler import compile_glsl
-    specs = list(mk._coopmat_variants())
+    specs = list(mk.coopmat_variants())
     assert len(specs) == len(mk.COOPMAT_TILINGS) * len(mk.COOPMAT_SHAPES) * 2 * 2 * 2 * 2 \
         + len(mk.COOPMAT_SWEEP) * 2
     assert {s.param("stages") for s in specs} == {1, 2} and {s.param("vec") for s in specs} == {4, 8}

@@ -3,7 +3,6 @@ with one vkCmdExecuteCommands; per-frame params; invalidation."""
 import numpy as np
 import pytest
 import vulkan as vk
-from vulkan import ffi
 
 import guestcompute as gc
 from guestcompute.vk.structs import new
@@ -12,17 +11,7 @@ from guestcompute.vk.structs import new
 def _submit_all(host, cmds):
     """End and submit ``cmds`` one after another without waiting in between
     (frames in flight), then wait for the last."""
-    fns = host.fns
-    for i, cmd in enumerate(cmds):
-        assert fns.vkEndCommandBuffer(cmd) == vk.VK_SUCCESS
-        arr = ffi.new("VkCommandBuffer[1]", [cmd])
-        fence = host._fence[0] if i == len(cmds) - 1 else ffi.NULL
-        if i == len(cmds) - 1:
-            fns.vkResetFences(host.device, 1, host._fence)
-        assert fns.vkQueueSubmit(host.queue, 1, new("VkSubmitInfo", commandBufferCount=1,
-                                                    pCommandBuffers=arr), fence) == vk.VK_SUCCESS
-    fns.vkWaitForFences(host.device, 1, host._fence, vk.VK_TRUE, 2 ** 63 - 1)
-    fns.vkFreeCommandBuffers(host.device, host.command_pool, len(cmds), ffi.new("VkCommandBuffer[]", cmds))
+    host.submit(cmds)
 
 
 def test_program_replays_like_direct_recording(host, ctx):
@@ -166,13 +155,9 @@ def test_prerecorded_host_buffer_replays_each_submit(host, ctx):
     with ctx.record(cmd) as rec:
         rec.execute(prog)
     assert host.fns.vkEndCommandBuffer(cmd) == vk.VK_SUCCESS
-    arr = ffi.new("VkCommandBuffer[1]", [cmd])
     for _ in range(3):
-        host.fns.vkResetFences(host.device, 1, host._fence)
-        host.fns.vkQueueSubmit(host.queue, 1, new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=arr),
-                               host._fence[0])
-        host.fns.vkWaitForFences(host.device, 1, host._fence, vk.VK_TRUE, 2 ** 63 - 1)
-    host.fns.vkFreeCommandBuffers(host.device, host.command_pool, 1, arr)
+        host.submit(cmd, end=False, free=False)
+    host.free(cmd)
     np.testing.assert_array_equal(x.numpy(), np.full(64, 3.0))
 
 

@@ -35,13 +35,13 @@ def test_retire_rejects_epochs_that_are_not_closed(host, ctx):
         with pytest.raises(gc.InvalidArgumentError, match="not closed yet"):
             ctx.retire(future)
         with pytest.raises(gc.InvalidArgumentError, match="not closed yet"):
-            ctx.retire_when(fence=host._fence[0], epoch=future)
+            ctx.retire_when(fence=host.fence, epoch=future)
     assert ctx.live_objects() == live      # nothing freed, nothing queued
     host.submit_and_wait(cmd)
     np.testing.assert_array_equal(out.numpy(), np.arange(N) * 3)
     closed = ctx.advance_epoch()
     # numpy integers are epoch numbers too
-    assert ctx.retire_when(fence=host._fence[0], epoch=np.int64(closed)) == closed
+    assert ctx.retire_when(fence=host.fence, epoch=np.int64(closed)) == closed
     ctx.advance_epoch()                             # polls the signalled fence: retires `closed`
     assert ctx.live_objects()["buffers"] == live["buffers"] - 1
 
@@ -53,7 +53,7 @@ def test_retire_rejects_values_that_are_not_epochs(host, ctx, bad):
         with pytest.raises(gc.InvalidArgumentError, match="epoch"):
             ctx.retire(bad)
     with pytest.raises(gc.InvalidArgumentError, match="epoch"):
-        ctx.retire_when(fence=host._fence[0], epoch=bad if bad is not None else 1.0)
+        ctx.retire_when(fence=host.fence, epoch=bad if bad is not None else 1.0)
     assert ctx.live_objects()["retire_waits"] == 0
     ctx.retire(np.uint32(1))                        # the epoch closed above
 

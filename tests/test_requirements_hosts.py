@@ -233,7 +233,7 @@ def test_properties2_on_a_1_0_instance_unlocks_push_descriptors_and_timelines():
 def test_storage_extensions_bring_their_device_dependency(monkeypatch):
     # Were the 16-bit storage kernels usable on 1.0, the storage-class
     # extension they depend on would be enabled with them.
-    monkeypatch.delitem(gc.host._USED_SINCE, "VK_KHR_16bit_storage")
+    monkeypatch.delitem(gc.host.USED_SINCE, "VK_KHR_16bit_storage")
     req = gc.requirements(None, (1, 0), [GPDP2])
     assert "VK_KHR_16bit_storage" in req.device_extensions
     assert "VK_KHR_storage_buffer_storage_class" in req.device_extensions

@@ -64,7 +64,7 @@ def test_concat_views_scratch_and_strided_out(host, ctx):
     x_np = _arr((3, 4, 2))
     x = ctx.tensor(x_np).permute(1, 0, 2)                      # (4, 3, 2): outer dims fine
     y = ctx.tensor(_arr((2, 3, 4))).permute(2, 1, 0)           # (4, 3, 2)
-    assert sh._as_3d(y[:, :, :], 2) is None                    # outer (4, 3) strides do not merge
+    assert sh.as_3d(y[:, :, :], 2) is None                    # outer (4, 3) strides do not merge
     yn = y.numpy()
     out = host.run(ctx, lambda rec: rec.concat([x, y], axis=2))
     np.testing.assert_array_equal(out.numpy(), np.concatenate([np.transpose(x_np, (1, 0, 2)), yn], axis=2))

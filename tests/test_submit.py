@@ -25,26 +25,12 @@ def _semaphore(host, timeline: bool):
     return out[0]
 
 
-def _host_submit(host, cmd, wait=(), signal=(), fence=None):
-    """The host's own vkQueueSubmit: wait/signal are (semaphore, value or None)."""
-    fns = host.fns
-    assert fns.vkEndCommandBuffer(cmd) == vk.VK_SUCCESS
-    arr = ffi.new("VkCommandBuffer[1]", [cmd])
-    timeline = any(v is not None for _, v in list(wait) + list(signal))
-    pnext = ffi.NULL
-    if timeline:
-        pnext = new("VkTimelineSemaphoreSubmitInfo", waitSemaphoreValueCount=len(wait),
-                    pWaitSemaphoreValues=[v or 0 for _, v in wait] or ffi.NULL,
-                    signalSemaphoreValueCount=len(signal),
-                    pSignalSemaphoreValues=[v or 0 for _, v in signal] or ffi.NULL)
-    info = new("VkSubmitInfo", pNext=pnext, commandBufferCount=1, pCommandBuffers=arr,
-               waitSemaphoreCount=len(wait), pWaitSemaphores=[s for s, _ in wait] or ffi.NULL,
-               pWaitDstStageMask=[_TRANSFER] * len(wait) or ffi.NULL,
-               signalSemaphoreCount=len(signal), pSignalSemaphores=[s for s, _ in signal] or ffi.NULL)
-    if fence is not None:
-        fns.vkResetFences(host.device, 1, host._fence)
-    assert fns.vkQueueSubmit(host.queue, 1, info, host._fence[0] if fence else ffi.NULL) == vk.VK_SUCCESS
-    return arr
+def _host_submit(host, cmd, wait=(), signal=(), fence=False):
+    """The host's own vkQueueSubmit, not waited for: wait/signal are
+    (semaphore, value or None); the host waits in the transfer stage."""
+    host.submit(cmd, wait_for=[(sem, value, _TRANSFER) for sem, value in wait], signal=signal,
+                fence=fence, block=False, free=False)
+    return cmd
 
 
 def _handoff_frame(host, ctx, fn, buf, n, timeline):
@@ -60,10 +46,9 @@ def _handoff_frame(host, ctx, fn, buf, n, timeline):
         cmd2 = host.begin()
         host.fill_buffer(cmd2, buf, 0, 4)                                # after the guest's writes
         b = _host_submit(host, cmd2, wait=[(s2, 2 if timeline else None)], fence=True)
-        host.fns.vkWaitForFences(host.device, 1, host._fence, vk.VK_TRUE, 2 ** 63 - 1)
+        host.wait()
         assert sub.wait(timeout=10)
-        host.fns.vkFreeCommandBuffers(host.device, host.command_pool, 1, a)
-        host.fns.vkFreeCommandBuffers(host.device, host.command_pool, 1, b)
+        host.free([a, b])
         return sub
     finally:
         host.fns.vkDestroySemaphore(host.device, s1, ffi.NULL)
@@ -97,9 +82,9 @@ def test_timeline_semaphore_handoff_and_guest_timeline(modern_host, modern_ctx):
     assert later.value == 2
     cmd = host.begin()
     host.fill_buffer(cmd, buf, 0, 4, offset=4)
-    arr = _host_submit(host, cmd, wait=[(later.semaphore, later.value)], fence=True)
-    host.fns.vkWaitForFences(host.device, 1, host._fence, vk.VK_TRUE, 2 ** 63 - 1)
-    host.fns.vkFreeCommandBuffers(host.device, host.command_pool, 1, arr)
+    _host_submit(host, cmd, wait=[(later.semaphore, later.value)], fence=True)
+    host.wait()
+    host.free(cmd)
     got = host.read_buffer(buf, np.float32, n)
     assert got[1] == 0.0 and got[2] == 3.5 and got[0] == 1.0
     assert later.wait()

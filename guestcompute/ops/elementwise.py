@@ -134,7 +134,7 @@ def _build_map_spec(expr, in_types, out_type, mode, width, rank, scalar, helpers
         params.append(("rank", rank))
     if helpers is not None:
         params.append(("helpers", helpers(width)))
-    if nscalars != 1:       # only when used, so the foundation's specs keep their keys
+    if nscalars != 1:       # only when used, so single-scalar specs keep their keys
         params.append(("nscalars", nscalars))
     return KernelSpec("map", bindings, tuple(push), tuple(params), (WORKGROUP, 1, 1),
                       storage_extensions(all_types), storage_features(all_types))
@@ -260,7 +260,7 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
     return OpResult(out, dispatches)
 
 
-# -- the foundation ops ------------------------------------------------------
+# -- arithmetic, copy and fill ------------------------------------------------
 
 NUMERIC = ("float32", "float16", "int32", "uint32")
 
@@ -316,18 +316,15 @@ def map_variants(expr: str, in_dtypes, out_dtype: DType, scalar: str = None, hel
         yield map_spec(expr, in_dtypes, out_dtype, "strided", 1, rank, scalar, helpers, nscalars)
 
 
-_SCALAR_KIND = {"float": "float", "int": "int", "uint": "uint"}
-
-
 @variants("map")
-def _foundation_variants():
+def _arithmetic_variants():
     for name in NUMERIC:
         d = as_dtype(name)
         for expr in BINARY.values():
             yield from map_variants(expr, [d, d], d)
-            yield from map_variants(expr.replace("x1", "s"), [d], d, _SCALAR_KIND[d.kind])
-        yield from map_variants("x0 * s", [d], d, _SCALAR_KIND[d.kind])
+            yield from map_variants(expr.replace("x1", "s"), [d], d, d.kind)
+        yield from map_variants("x0 * s", [d], d, d.kind)
     for name in NUMERIC + ("uint8",):
         d = as_dtype(name)
         yield from map_variants("x0", [d], d)
-        yield from map_variants("s", [], d, _SCALAR_KIND[d.kind])
+        yield from map_variants("s", [], d, d.kind)

@@ -46,7 +46,7 @@ from ..device.caps import CoopShape, DeviceLimits  # noqa: F401  (CoopShape: wha
 from ..errors import InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.spec import KernelSpec
 from ..tensor import Tensor
-from . import matmul_kernels as K_
+from . import matmul_kernels as kernels
 from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_tensor, coalesce, op,
                    overlaps, same_dtype)
 
@@ -162,11 +162,11 @@ def _pow2_floor(n: int) -> int:
 def _gemv_spec(p: Problem, d: MatmulDevice) -> KernelSpec:
     mat_rs, mat_ks, rows = _gemv_matrix(p)
     if mat_rs == 1 and mat_ks != 1 and rows >= 64:
-        return K_.gemv_spec(p.dtype, "cols", workgroup=64)
+        return kernels.gemv_spec(p.dtype, "cols", workgroup=64)
     # A workgroup of about four subgroups (64..256 threads) per output row.
     wg = min(256, max(64, 4 * d.subgroup_size), _pow2_floor(d.max_invocations))
     reduce = "subgroup" if d.subgroup_arithmetic and d.subgroup_size > 1 else "shared"
-    return K_.gemv_spec(p.dtype, "rows", reduce, wg)
+    return kernels.gemv_spec(p.dtype, "rows", reduce, wg)
 
 
 def _gemv_matrix(p: Problem) -> tuple:
@@ -184,17 +184,17 @@ def _gemv_why_not(p, d):
 def _pick_coopmat_shape(p: Problem, d: MatmulDevice):
     """The fragment shape to use: an fp32 accumulator unless the caller
     accepts fp16 (then fp16, the faster one, is preferred)."""
-    known = [s for s in d.coopmat_shapes if (s.m, s.n, s.k) in K_.COOPMAT_SHAPES
+    known = [s for s in d.coopmat_shapes if (s.m, s.n, s.k) in kernels.COOPMAT_SHAPES
              and (p.acc == "float16" or s.acc == "float32")]
-    known.sort(key=lambda s: (s.acc != p.acc, K_.COOPMAT_SHAPES.index((s.m, s.n, s.k))))
+    known.sort(key=lambda s: (s.acc != p.acc, kernels.COOPMAT_SHAPES.index((s.m, s.n, s.k))))
     return known[0] if known else None
 
 
-def _coopmat_tiling(d: MatmulDevice):
+def coopmat_tiling(d: MatmulDevice):
     """The first of the kernel's tilings (best first) the device can run."""
-    for t in K_.COOPMAT_TILINGS:
-        if (K_.coopmat_shared_bytes(t, "km", "kn") <= d.max_shared_memory
-                and K_.coopmat_shared_bytes(t, "mk", "nk") <= d.max_shared_memory
+    for t in kernels.COOPMAT_TILINGS:
+        if (kernels.coopmat_shared_bytes(t, "km", "kn") <= d.max_shared_memory
+                and kernels.coopmat_shared_bytes(t, "mk", "nk") <= d.max_shared_memory
                 and t.threads <= d.max_invocations):
             return t
     return None
@@ -215,17 +215,17 @@ def _coopmat_why_not(p, d):
         return f"the device reports no fp16 fragment shape this kernel knows with a {p.acc} accumulator"
     if a_layout(p) is None or b_layout(p) is None:
         return "A or B is not laid out for f16vec4 loads"
-    if d.subgroup_size != K_.COOPMAT_SUBGROUP:
-        return f"the kernel is laid out for {K_.COOPMAT_SUBGROUP}-wide subgroups"
-    if _coopmat_tiling(d) is None:
+    if d.subgroup_size != kernels.COOPMAT_SUBGROUP:
+        return f"the kernel is laid out for {kernels.COOPMAT_SUBGROUP}-wide subgroups"
+    if coopmat_tiling(d) is None:
         return "not enough shared memory or invocations for any of its tilings"
     return None
 
 
 def _coopmat_spec(p, d):
     s, vec = _pick_coopmat_shape(p, d), _coopmat_vec(p)
-    return K_.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p, vec), b_layout(p, vec),
-                           _coopmat_tiling(d), vec)
+    return kernels.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p, vec), b_layout(p, vec),
+                           coopmat_tiling(d), vec)
 
 
 def _vec4_why_not(tile: str):
@@ -234,10 +234,10 @@ def _vec4_why_not(tile: str):
             return "A is not contiguous along K or M with a multiple-of-4 size and aligned"
         if b_layout(p) is None:
             return "B is not contiguous along K or N with a multiple-of-4 size and aligned"
-        tx, ty = K_.vec4_threads(tile)
+        tx, ty = kernels.vec4_threads(tile)
         if tx * ty > d.max_invocations:
             return "workgroup exceeds maxComputeWorkGroupInvocations"
-        if K_.vec4_shared_bytes(tile) > d.max_shared_memory:
+        if kernels.vec4_shared_bytes(tile) > d.max_shared_memory:
             return "not enough shared memory"
         return None
     return why_not
@@ -266,7 +266,7 @@ def _coopmat_unwise(p, d):
 
 def _vec4_spec(tile: str):
     def spec(p, d):
-        return K_.vec4_spec(p.dtype, tile, a_layout(p), b_layout(p), c_vec4(p))
+        return kernels.vec4_spec(p.dtype, tile, a_layout(p), b_layout(p), c_vec4(p))
     return spec
 
 
@@ -281,9 +281,9 @@ CANDIDATES = (
     Candidate("coopmat", _coopmat_why_not, _coopmat_spec, _coopmat_unwise),
     Candidate("vec4_128", _vec4_why_not("128"), _vec4_spec("128"), _fewer_outputs_than(512 * 512)),
     Candidate("vec4_64", _vec4_why_not("64"), _vec4_spec("64")),
-    Candidate("tiled", _tiled_why_not(16), lambda p, d: K_.tiled_spec(p.dtype, 16)),
+    Candidate("tiled", _tiled_why_not(16), lambda p, d: kernels.tiled_spec(p.dtype, 16)),
     # Vulkan guarantees 128 invocations, so 8×8 always applies.
-    Candidate("tiled_8", lambda p, d: None, lambda p, d: K_.tiled_spec(p.dtype, 8)),
+    Candidate("tiled_8", lambda p, d: None, lambda p, d: kernels.tiled_spec(p.dtype, 8)),
 )
 
 
@@ -323,9 +323,9 @@ def _grid(spec: KernelSpec, p: Problem, nb: int) -> tuple:
         t = spec.param("tile")
         return (-(-p.N // t), -(-p.M // t), nb)
     if fam == "matmul_vec4":
-        bm, bn = K_.VEC4_TILES[spec.param("tile")][:2]
+        bm, bn = kernels.VEC4_TILES[spec.param("tile")][:2]
     else:
-        bm, bn = K_.coopmat_tiling(spec).block
+        bm, bn = kernels.coopmat_tiling(spec).block
     return (-(-p.N // bn), -(-p.M // bm), nb)
 
 

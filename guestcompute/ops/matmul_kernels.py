@@ -560,7 +560,7 @@ def _vec4_variants():
 
 
 @variants("matmul_coopmat")
-def _coopmat_variants():
+def coopmat_variants():
     # What the selector can produce: every tiling it may pick, for every
     # fragment shape, accumulator, layout and vector width.
     for t in COOPMAT_TILINGS:

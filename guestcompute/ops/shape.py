@@ -170,7 +170,7 @@ def _render_concat(spec: KernelSpec) -> str:
     return "\n".join(lines)
 
 
-def _as_3d(t: Tensor, axis: int):
+def as_3d(t: Tensor, axis: int):
     """(outer, axis, inner) element strides of ``t``, or None when its outer
     or inner dims do not merge into one stride."""
     def merged(dims):
@@ -215,13 +215,13 @@ def concat(ctx, tensors, axis: int = 0, *, out=None):
     for t in tensors:
         if t.size == 0:
             continue
-        if _as_3d(t, axis) is None:
+        if as_3d(t, axis) is None:
             scratch = ctx.empty(t.shape, dtype)
             dispatches.append(plan_map(ctx, "x0", [t], scratch, dtype))
             t = scratch
         parts.append(t)
-    target = out if _as_3d(out, axis) is not None else ctx.empty(shape, dtype)
-    soo, soa, soi = _as_3d(target, axis)
+    target = out if as_3d(out, axis) is not None else ctx.empty(shape, dtype)
+    soo, soa, soi = as_3d(target, axis)
     start = 0
     for g in range(0, len(parts), CONCAT_GROUP):
         group = parts[g:g + CONCAT_GROUP]
@@ -234,7 +234,7 @@ def concat(ctx, tensors, axis: int = 0, *, out=None):
                   "offo": target.offset + start * soa, "soo": soo, "soa": soa, "soi": soi,
                   "bounds": bounds}
         for q, t in enumerate(group):
-            so, sa, si = _as_3d(t, axis)
+            so, sa, si = as_3d(t, axis)
             values.update({f"off{q}": t.offset, f"so{q}": so, f"sa{q}": sa, f"si{q}": si})
         groups = groups_for(values["n"], WORKGROUP, ctx.limits.max_workgroup_count)
         dispatches.append(Dispatch(spec, tuple(t.buffer for t in group) + (target.buffer,),

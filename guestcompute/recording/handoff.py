@@ -136,6 +136,17 @@ class Submitter:
         self.stats = {"submissions": 0}
 
     # -- resources ----------------------------------------------------------
+
+    @property
+    def fence_count(self) -> int:
+        """Fences made so far (reused once their submission finished)."""
+        return len(self._all_fences)
+
+    @property
+    def in_flight_count(self) -> int:
+        """Submissions not yet seen finished."""
+        return len(self._in_flight)
+
     def _pool(self, family: int) -> _ThreadPool:
         pools = getattr(self._local, "pools", None)
         if pools is None:

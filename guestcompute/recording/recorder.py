@@ -39,6 +39,7 @@ record with the same context into different command buffers at once.
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 import vulkan as vk
 from vulkan import ffi
@@ -121,7 +122,9 @@ class Recorder(OpMethods):
         self.dispatches = 0
         self.barriers = 0
         self._timing = None           # timing.RecorderTiming, made by the first rec.timing()
-        self._op_labels = ctx.debug_labels if ctx.op_labels and ctx.debug_labels.enabled else None
+        # The debug-label writer when every op is labelled (ctx.op_labels and
+        # VK_EXT_debug_utils), else None.
+        self.op_labels = ctx.debug_labels if ctx.op_labels and ctx.debug_labels.enabled else None
 
     # -- scope -------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -164,13 +167,14 @@ class Recorder(OpMethods):
             raise ContextClosedError("the context was closed while recording; finish this recording "
                                      "with a new context")
 
-    def __getattr__(self, name):
-        # Only reached for names that are neither methods nor attributes.
-        hint = ""
-        if not name.startswith("_"):
-            near = close_matches(name)
-            hint = f"; did you mean {', '.join(near)}?" if near else "; dir(rec) lists the operations"
-        raise UnknownOperationError(f"Recorder has no operation {name!r}{hint}")
+    if not TYPE_CHECKING:   # hidden from type checkers, so that they report a misspelt op
+        def __getattr__(self, name):
+            # Only reached for names that are neither methods nor attributes.
+            hint = ""
+            if not name.startswith("_"):
+                near = close_matches(name)
+                hint = f"; did you mean {', '.join(near)}?" if near else "; dir(rec) lists the operations"
+            raise UnknownOperationError(f"Recorder has no operation {name!r}{hint}")
 
     # -- ops -------------------------------------------------------------------
     def record_op(self, name: str, planner, args: tuple, kwargs: dict):
@@ -438,7 +442,7 @@ def _op_method(name: str, planner):
             _check_call(name, planner, self.ctx, args, kwargs)
             raise
         if result.dispatches:
-            labels = self._op_labels
+            labels = self.op_labels
             if labels is None:
                 self._record_all(result.dispatches)
             else:

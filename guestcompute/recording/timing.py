@@ -76,6 +76,11 @@ class Timestamps:
     def supported(self) -> bool:
         return self.valid_bits > 0 and self.period_ns > 0
 
+    @property
+    def query_pools(self) -> int:
+        """Query pools made so far; they are recycled once their epoch retired."""
+        return len(self._all)
+
     def acquire(self, owner: "RecorderTiming") -> _Block:
         with self._lock:
             block = self._free.pop() if self._free else None

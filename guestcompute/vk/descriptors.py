@@ -21,7 +21,7 @@ import threading
 import vulkan as vk
 from vulkan import ffi
 
-from ..errors import check
+from ..errors import VK_ERROR_FRAGMENTED_POOL, VK_ERROR_OUT_OF_POOL_MEMORY, check
 from .structs import new
 
 _STORAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
@@ -71,13 +71,12 @@ class Descriptors:
         infos = ffi.new("VkDescriptorBufferInfo[]", max(n, 1))
         writes = ffi.new("VkWriteDescriptorSet[]", max(n, 1))
         dset = self._allocate_set(set_layout, n) if not self.push else None
-        stype = writes[0].sType = 35  # VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
         for i, b in enumerate(buffers):
             infos[i].buffer = b.handle
             infos[i].offset = 0
             infos[i].range = min(b.size, self.max_range)
             w = writes[i]
-            w.sType = stype
+            w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
             w.dstSet = dset if dset is not None else ffi.NULL
             w.dstBinding = i
             w.descriptorCount = 1
@@ -116,7 +115,7 @@ class Descriptors:
                    pSetLayouts=layouts)
         out = ffi.new("VkDescriptorSet *")
         res = self.fns.vkAllocateDescriptorSets(self.device, info, out)
-        if res in (-1000069000, -1000072003):   # OUT_OF_POOL_MEMORY, FRAGMENTED_POOL
+        if res in (VK_ERROR_OUT_OF_POOL_MEMORY, VK_ERROR_FRAGMENTED_POOL):   # try the next pool
             return None
         check("vkAllocateDescriptorSets", res)
         pool[1] += 1
@@ -145,6 +144,16 @@ class Descriptors:
 
     def live_sets(self) -> int:
         return self.sets_allocated
+
+    @property
+    def cached_entries(self) -> int:
+        """Prebuilt descriptor entries held (one per distinct buffer set)."""
+        return len(self._entries)
+
+    @property
+    def referenced_buffers(self) -> int:
+        """Buffers that some cached entry refers to."""
+        return len(self._by_uid)
 
     def destroy(self) -> None:
         for pool in self._pools:
