@@ -62,7 +62,7 @@ class OpMethods:
 STUB_HEADER = '''"""Every op method of the Recorder, for grep, IDEs and type checkers.
 
 Generated from the op registry by ``python -m guestcompute.recording.op_methods``;
-tests/test_op_surface.py keeps it equal to what op_methods.py builds at import.
+tests/recording/test_op_surface.py keeps it equal to what op_methods.py builds at import.
 """
 from typing import Any
 

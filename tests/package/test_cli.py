@@ -15,7 +15,7 @@ from guestcompute.device import pipeline_store as ps
 from guestcompute import bake
 from guestcompute.ops import all_specs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gc(args, cache_dir, extra_env=None, check=True):

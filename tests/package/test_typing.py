@@ -15,7 +15,7 @@ import guestcompute as gc
 
 mypy_api = pytest.importorskip("mypy.api", reason="mypy is part of the test extra")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = '''
 import numpy as np

@@ -7,7 +7,7 @@ import pytest
 
 from layering import LAYERS, analyse, layer_of
 
-PACKAGE = Path(__file__).resolve().parents[1] / "guestcompute"
+PACKAGE = Path(__file__).resolve().parents[2] / "guestcompute"
 REPORT = analyse(PACKAGE)
 
 

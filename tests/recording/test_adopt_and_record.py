@@ -1,4 +1,4 @@
-"""The foundation: adopt, tensors, import, cached pipelines, barriers, errors."""
+"""Adopt, tensors, import, cached pipelines, barriers, errors: one op from host to dispatch."""
 import numpy as np
 import pytest
 

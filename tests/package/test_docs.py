@@ -14,7 +14,7 @@ from vulkan import ffi
 
 from guestcompute.errors import check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the demo renderer's building blocks live in demos/
 
