@@ -4,6 +4,9 @@ another module's private names.
 
     python tests/layering.py [guestcompute] [-v]
 
+It also counts private reads of the package's names in tests/, benchmarks/
+and demos/, which must use public seams.
+
 It reads the source with ``ast`` and imports nothing. An import edge is a
 module-level ``import``/``from ... import`` of a package module (importing
 ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``). A private read is
@@ -159,6 +162,24 @@ def analyse(pkg_dir) -> Report:
     return report
 
 
+def private_reads_in(folder) -> list:
+    """(file, name, line) for every read of a private name of guestcompute
+    (``x._name`` not defined in the same file, ``from guestcompute... import
+    _name``) in the code that only uses the package: tests, benchmarks, demos."""
+    found = []
+    for path in sorted(Path(folder).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        defined = _defined_names(tree)
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+                    and n.attr not in defined):
+                found.append((str(path), n.attr, n.lineno))
+            elif isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith("guestcompute")):
+                found += [(str(path), a.name, n.lineno) for a in n.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
 def _strongly_connected(edges: dict) -> list:
     """Tarjan's algorithm: every cycle of imports, as a sorted list of modules."""
     index, low, stack, on_stack, found = {}, {}, [], set(), []
@@ -202,6 +223,13 @@ def main(argv) -> int:
         print(f"{title}: {len(items)}")
         if verbose:
             for item in items:
+                print("   ", item)
+    root = Path(__file__).resolve().parents[1]
+    for folder in ("tests", "benchmarks", "demos"):
+        reads = private_reads_in(root / folder)
+        print(f"private reads in {folder}/: {len(reads)}")
+        if verbose:
+            for item in reads:
                 print("   ", item)
     return 0
 

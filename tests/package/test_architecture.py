@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from layering import LAYERS, analyse, layer_of
+from layering import LAYERS, analyse, layer_of, private_reads_in
 
 PACKAGE = Path(__file__).resolve().parents[2] / "guestcompute"
 REPORT = analyse(PACKAGE)
@@ -30,6 +30,11 @@ def test_no_function_level_imports():
 
 def test_no_module_reads_another_modules_private_names():
     assert REPORT.private_reads == []
+
+
+@pytest.mark.parametrize("folder", ["tests", "benchmarks", "demos"])
+def test_code_outside_the_package_uses_public_seams(folder):
+    assert private_reads_in(PACKAGE.parent / folder) == []
 
 
 @pytest.mark.parametrize("source,expected", [
@@ -59,3 +64,9 @@ def test_the_counter_sees_each_kind_of_breach(tmp_path, source, expected):
     if "loops" in expected:
         assert ("guestcompute.errors", "guestcompute.ops") in report.upward
     assert LAYERS[0][0] == "errors"
+
+
+def test_the_outside_counter_sees_a_private_read(tmp_path):
+    (tmp_path / "test_x.py").write_text("from guestcompute.ops import _hidden\n\ndef f(ctx):\n"
+                                        "    return ctx._fns\n")
+    assert [(name, line) for _, name, line in private_reads_in(tmp_path)] == [("_hidden", 1), ("_fns", 4)]
