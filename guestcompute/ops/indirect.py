@@ -38,12 +38,6 @@ COUNT_DTYPES = ("uint32", "int32")
 _LINEAR = {"map": lambda spec: math.prod(spec.workgroup) * spec.param("width", 1)}
 
 
-def linear_family(name: str, items_per_group) -> None:
-    """Declare that kernel family ``name`` indexes items linearly;
-    ``items_per_group(spec)`` says how many items one workgroup covers."""
-    _LINEAR[name] = items_per_group
-
-
 @family("indirect_groups")
 def _render_groups(spec: KernelSpec) -> str:
     read = "cnt[pc.count_off]" if spec.param("count") == "uint32" else "uint(max(cnt[pc.count_off], 0))"

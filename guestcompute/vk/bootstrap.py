@@ -22,14 +22,6 @@ def available_layers() -> list:
     return [ffi.string(props[i].layerName).decode() for i in range(count[0])]
 
 
-def available_instance_extensions() -> list:
-    count = ffi.new("uint32_t *")
-    lib.vkEnumerateInstanceExtensionProperties(ffi.NULL, count, ffi.NULL)
-    props = ffi.new("VkExtensionProperties[]", count[0])
-    lib.vkEnumerateInstanceExtensionProperties(ffi.NULL, count, props)
-    return [ffi.string(props[i].extensionName).decode() for i in range(count[0])]
-
-
 def instance_api_version() -> tuple:
     fn = instance_function(ffi.NULL, "vkEnumerateInstanceVersion")
     if fn is None:
