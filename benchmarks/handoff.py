@@ -177,6 +177,7 @@ class AsyncFamilyHost(HeadlessHost):
         self.fns = DeviceFunctions(self.device)
         self._memory = MemoryManager(self.device, self.fns, pd)
         self._buffers = []
+        self._images = []
         pool = ffi.new("VkCommandPool *")
         self.fns.vkCreateCommandPool(self.device, new("VkCommandPoolCreateInfo", queueFamilyIndex=main,
                                      flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT), ffi.NULL, pool)

@@ -28,6 +28,7 @@ from .recording.handoff import Submission, Submitter, submit
 from .recording.program import Program, ProgramPool
 from .recording.recorder import Recorder
 from .recording.timing import DebugLabels, Timestamps
+from .image import Image, create_image, image_from, import_image
 from .tensor import Buffer, Tensor
 from .vk import bootstrap
 
@@ -259,6 +260,53 @@ class Context:
         keys = self.device.imported_ranges.hazard_keys(handle, offset, offset + nbytes)
         buffer = Buffer(self, handle, size, None, access, usage=usage_flags, hazard_keys=keys)
         return Tensor(buffer, shape, d, offset=offset // d.size)
+
+    # -- images ----------------------------------------------------------------------
+    def import_image(self, image, format, extent, *, layout, host_access=None, exit_layout=None,
+                     exit_access=None, mip_levels: int = 1, array_layers: int = 1, aspect: str = "color",
+                     usage=None, mutable_format: bool = False, samples: int = 1,
+                     image_type: str = "2d") -> Image:
+        """A host VkImage as a guest resource, zero-copy.
+
+        The host declares how it made the image — ``format`` (a name such as
+        ``"rgba8_unorm"`` / ``"bgra8_srgb"`` / ``"rgba16f"`` or a VkFormat),
+        ``extent`` (width, height), ``mip_levels``, ``array_layers``,
+        ``usage`` (VkImageUsageFlags or names like ``"sampled|storage"``;
+        default: what the format allows of SAMPLED and STORAGE),
+        ``mutable_format`` (created with MUTABLE_FORMAT: sRGB images may then
+        be written through a UNORM view) — and the contract of every
+        recording: ``layout`` it is in when guest work begins (a preset
+        name: ``"shader_read_only"``, ``"color_attachment"``,
+        ``"present_src"``, ``"general"``, ``"transfer_src"``, ``"undefined"``
+        (contents may be discarded)... or a VkImageLayout), ``host_access``
+        (default: the preset's; e.g. ``"fragment_read"``), and ``exit_layout``
+        / ``exit_access`` it wants back (default: as on entry).
+        ``rec.using(img, layout=...)`` overrides them for one recording.
+
+        Checked here (typed errors): the format's features for the declared
+        usage, extent and mip count, the aspect, 2-D single-sample images
+        only. Thread-safety: any thread; the host's image must outlive every
+        recording that uses it, and ``img.rebind(new_image)`` follows a
+        swapchain re-creation."""
+        return import_image(self, image, format, extent, layout=layout, host_access=host_access,
+                            exit_layout=exit_layout, exit_access=exit_access, mip_levels=mip_levels,
+                            array_layers=array_layers, aspect=aspect, usage=usage,
+                            mutable_format=mutable_format, samples=samples, image_type=image_type)
+
+    def image(self, extent, format="rgba8_unorm", *, mips: int = 1, layers: int = 1, usage=None) -> Image:
+        """A guest-owned 2-D image of ``extent`` (width, height), in GENERAL
+        layout from creation on, with SAMPLED, STORAGE (where the format
+        allows them) and TRANSFER usage. Read it with ``img.numpy()``, fill
+        it with ``img.write(array)``, or pass it (or ``img.level(mip)``) to
+        ops. Thread-safety: any thread."""
+        return create_image(self, extent, format, mips=mips, layers=layers, usage=usage)
+
+    def image_from(self, data, format="rgba8_unorm", *, mips: int = 1) -> Image:
+        """A guest image holding ``data``: shape (height, width) or (height,
+        width, channels), in the format's channel dtype and order (uint8 for
+        8-bit formats, float16 for 16-bit float ones...). Mip 0 is filled;
+        other levels are undefined until ``rec.generate_mips``."""
+        return image_from(self, data, format, mips=mips)
 
     # -- recording ------------------------------------------------------------------
     def record(self, command_buffer) -> Recorder:

@@ -55,6 +55,7 @@ class HeadlessHost:
         self.fns = DeviceFunctions(self.device)
         self._memory = MemoryManager(self.device, self.fns, self.physical_device)
         self._buffers = []
+        self._images = []
         self.command_pool = create_command_pool(self.fns, self.device, self.queue_family_index,
                                                 vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT)
         self._fence = ffi.new("VkFence *")
@@ -199,13 +200,46 @@ class HeadlessHost:
         """Host work of its own: vkCmdFillBuffer (transfer stage)."""
         self.fns.vkCmdFillBuffer(cmd, buffer, offset, size, value)
 
+    # -- host-owned images -----------------------------------------------------------
+    def create_image(self, width: int, height: int, vk_format: int, usage: int, *, mips: int = 1,
+                     layers: int = 1, flags: int = 0):
+        """A host-owned 2-D image (optimal tiling, device-local, layout
+        UNDEFINED) as a renderer makes its targets. Returns its VkImage."""
+        info = new("VkImageCreateInfo", flags=flags, imageType=vk.VK_IMAGE_TYPE_2D, format=vk_format,
+                   extent=dict(width=width, height=height, depth=1), mipLevels=mips, arrayLayers=layers,
+                   samples=vk.VK_SAMPLE_COUNT_1_BIT, tiling=vk.VK_IMAGE_TILING_OPTIMAL, usage=usage,
+                   sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE, initialLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED)
+        a = self._memory.create_image(info)
+        self._images.append(a)
+        return a.image
+
+    def transition_image(self, cmd, image, old_layout: int, new_layout: int, src_stage: int, src_access: int,
+                         dst_stage: int, dst_access: int, aspect: int = vk.VK_IMAGE_ASPECT_COLOR_BIT,
+                         mips: int = 1, layers: int = 1) -> None:
+        """Host work of its own: one image layout transition."""
+        bar = new("VkImageMemoryBarrier", srcAccessMask=src_access, dstAccessMask=dst_access,
+                  oldLayout=old_layout, newLayout=new_layout, srcQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                  dstQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED, image=image,
+                  subresourceRange=dict(aspectMask=aspect, baseMipLevel=0, levelCount=mips, baseArrayLayer=0,
+                                        layerCount=layers))
+        self.fns.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 0, ffi.NULL, 0, ffi.NULL, 1, bar)
+
+    def clear_image(self, cmd, image, rgba, layout: int = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL,
+                    mips: int = 1, layers: int = 1) -> None:
+        """Host work of its own: vkCmdClearColorImage (transfer stage) with a float colour."""
+        color = new("VkClearColorValue", float32=list(rgba))
+        rng = new("VkImageSubresourceRange", aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, baseMipLevel=0,
+                  levelCount=mips, baseArrayLayer=0, layerCount=layers)
+        self.fns.vkCmdClearColorImage(cmd, image, layout, color, 1, rng)
+
     def close(self) -> None:
         if self.device is None:
             return
         self.fns.vkDeviceWaitIdle(self.device)
-        for a in self._buffers:
+        for a in self._buffers + self._images:
             self._memory.destroy(a)
         self._buffers.clear()
+        self._images.clear()
         self.fns.vkDestroyFence(self.device, self._fence[0], ffi.NULL)
         self.fns.vkDestroyCommandPool(self.device, self.command_pool, ffi.NULL)
         lib.vkDestroyDevice(self.device, ffi.NULL)

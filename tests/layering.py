@@ -25,11 +25,11 @@ from pathlib import Path
 LAYERS = (
     ("errors", "dtypes", "paths", "log", "version"),
     ("vk",),
-    ("host",),
+    ("host", "host_images"),
     ("spirv",),
     ("kernels",),
     ("device",),
-    ("tensor",),
+    ("tensor", "image"),
     ("ops",),
     ("recording",),
     ("warmup", "context"),

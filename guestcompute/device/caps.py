@@ -14,6 +14,7 @@ import vulkan as vk
 from vulkan import ffi, lib
 
 from ..host import version_tuple
+from ..vk.formats import FORMATS, format_features
 from ..vk.functions import instance_function
 from ..vk.structs import chain, new
 
@@ -125,3 +126,9 @@ def coopmat_shapes(instance, pd, caps) -> tuple:
         if acc is not None:
             found.append(CoopShape(p.MSize, p.NSize, p.KSize, acc))
     return tuple(found)
+
+
+def query_format_features(pd) -> dict:
+    """Format name -> optimal-tiling VkFormatFeatureFlags, for every format
+    guestcompute knows (vk/formats.py)."""
+    return {name: format_features(pd, fmt) for name, fmt in FORMATS.items()}

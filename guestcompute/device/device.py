@@ -20,8 +20,9 @@ from ..errors import ContextClosedError, RecordingError, UnsupportedError
 from ..vk.descriptors import Descriptors
 from ..vk.functions import DeviceFunctions, optional_names
 from ..vk.memory import MemoryManager
-from .caps import query_limits
+from .caps import query_format_features, query_limits
 from .epochs import Epochs
+from .image_views import ImageViews
 from .imported_ranges import ImportedRanges
 from .pipelines import Pipelines
 from .transfers import Transfers
@@ -67,6 +68,7 @@ class Device:
         # ContextClosedError (the one check the recording hot path makes).
         self.closed = False
         self.limits = query_limits(instance, physical_device, caps)
+        self.format_features = query_format_features(physical_device)
         self.fns = DeviceFunctions(handle, wanted_functions(caps))
         self.memory = MemoryManager(handle, self.fns, physical_device)
         push = caps.push_descriptors and self.fns.has("vkCmdPushDescriptorSetKHR")
@@ -80,6 +82,7 @@ class Device:
         self.epochs = Epochs(self.fns, handle, caps, self._destroy_buffer)
         self.transfers = Transfers(self, compute_copy)
         self.imported_ranges = ImportedRanges()
+        self.image_views = ImageViews(handle, self.fns)
         # Open recorders: command-buffer handle value -> thread recording it.
         # stop_recording() waits on the condition for this to empty.
         self._open_recorders: dict = {}
@@ -134,11 +137,28 @@ class Device:
 
     # -- memory -----------------------------------------------------------------------
     def _destroy_buffer(self, alloc, uid) -> None:
+        # Guest buffers and guest images alike (their uids never collide).
         self.descriptors.forget_buffer(uid)
+        self.image_views.forget_image(uid)
         self.memory.destroy(alloc)
 
+    def forget_image(self, uid: int) -> None:
+        """The views and descriptor entries of image ``uid`` go now."""
+        self.descriptors.forget_buffer(uid)
+        self.image_views.forget_image(uid)
+
+    def retire_image(self, uid: int, last_epoch: int) -> None:
+        """An imported image was dropped or rebound: its views and
+        descriptors go once ``last_epoch`` (its last use) retired."""
+        if last_epoch == 0:
+            self.forget_image(uid)
+        else:
+            self.epochs.retire_later(last_epoch, lambda: self.forget_image(uid))
+
     def live_objects(self) -> dict:
-        return {"buffers": self.memory.live_buffers, "pipeline_objects": self.pipelines.live_objects(),
+        return {"buffers": self.memory.live_buffers, "images": self.memory.live_images,
+                "image_views": self.image_views.live_views, "samplers": self.image_views.live_samplers,
+                "pipeline_objects": self.pipelines.live_objects(),
                 "descriptor_sets": self.descriptors.live_sets(), "pending_free": len(self.epochs.graveyard),
                 "retire_waits": len(self.epochs.retire_waits)}
 
@@ -166,6 +186,7 @@ class Device:
         for destroy in before_memory:
             destroy()
         self.transfers.drop_pending_uploads()
+        self.image_views.destroy()      # views go before the images they view
         self.memory.destroy_all()       # tensors the caller still holds die with the context
         self.descriptors.destroy()
         self.pipeline_cache.save()      # never raises: a failed save is only a warning

@@ -8,7 +8,9 @@ Keys (Kompute re-created pipelines for every new buffer set; here new
 buffers or new sizes never create anything):
 
 - shader module     ← SHA-256 of the SPIR-V
-- set layout        ← (number of storage-buffer bindings, push-descriptor flag)
+- set layout        ← the descriptor kind of each binding (storage buffer,
+                      storage image, sampled image); the push-descriptor flag
+                      is the device's
 - pipeline layout   ← (set layout key, push-constant size)
 - pipeline          ← (module, entry point, specialization constants, layout)
 
@@ -32,6 +34,7 @@ from ..spirv.compiler import is_spirv, validate
 from ..errors import KernelError, UnsupportedError, check
 from ..spirv.capabilities import check_capabilities, check_shared_memory
 from ..spirv.reflect import reflect, workgroup_memory_size
+from ..vk.descriptors import DESCRIPTOR_TYPES
 from ..vk.structs import new
 
 # Push descriptors are further capped by maxPushDescriptors (32 guaranteed).
@@ -129,7 +132,8 @@ class Pipelines:
         else:
             spirv = self.spirv_source.get(spec.render(), spec.target_env)
         bindings = tuple((b.reads, b.writes) for b in spec.bindings)
-        return self.get(spec, spirv, bindings, spec.push_size, spec_constants=spec_constants)
+        return self.get(spec, spirv, bindings, spec.push_size, spec_constants=spec_constants,
+                        kinds=tuple(b.kind for b in spec.bindings))
 
     def check_limits(self, what: str, n_bindings: int, push_size: int) -> None:
         """UnsupportedError when a kernel binds more storage buffers or
@@ -186,30 +190,32 @@ class Pipelines:
             return key, out[0]
 
     # -- layouts ---------------------------------------------------------
-    def set_layout(self, n_bindings: int):
+    def set_layout(self, kinds: tuple):
+        """The descriptor set layout of bindings of ``kinds`` ("buffer",
+        "storage" image, "sampled" image), one per binding, in order."""
         with self._lock:
-            sl = self._set_layouts.get(n_bindings)
+            sl = self._set_layouts.get(kinds)
             if sl is not None:
                 return sl
-            binds = [dict(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                          descriptorCount=1, stageFlags=COMPUTE) for i in range(n_bindings)]
+            binds = [dict(binding=i, descriptorType=DESCRIPTOR_TYPES[k], descriptorCount=1, stageFlags=COMPUTE)
+                     for i, k in enumerate(kinds)]
             flags = vk.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR if self.push_descriptors else 0
-            info = new("VkDescriptorSetLayoutCreateInfo", flags=flags, bindingCount=n_bindings,
+            info = new("VkDescriptorSetLayoutCreateInfo", flags=flags, bindingCount=len(kinds),
                        pBindings=binds if binds else ffi.NULL)
             out = ffi.new("VkDescriptorSetLayout *")
             check("vkCreateDescriptorSetLayout",
                   self.fns.vkCreateDescriptorSetLayout(self.device, info, ffi.NULL, out))
-            self._set_layouts[n_bindings] = out[0]
+            self._set_layouts[kinds] = out[0]
             self.stats["set_layouts_created"] += 1
             return out[0]
 
-    def pipeline_layout(self, n_bindings: int, push_size: int):
-        key = (n_bindings, push_size)
+    def pipeline_layout(self, kinds: tuple, push_size: int):
+        key = (kinds, push_size)
         with self._lock:
             pl = self._layouts.get(key)
             if pl is not None:
                 return pl
-            sl = ffi.new("VkDescriptorSetLayout[]", [self.set_layout(n_bindings)])
+            sl = ffi.new("VkDescriptorSetLayout[]", [self.set_layout(kinds)])
             ranges = [dict(stageFlags=COMPUTE, offset=0, size=push_size)] if push_size else []
             info = new("VkPipelineLayoutCreateInfo", setLayoutCount=1, pSetLayouts=sl,
                        pushConstantRangeCount=len(ranges), pPushConstantRanges=ranges or ffi.NULL)
@@ -240,20 +246,22 @@ class Pipelines:
         return self._by_spec.get(spec)
 
     def get(self, spec, spirv: bytes, bindings: tuple, push_size: int, entry: str = "main",
-            spec_constants: tuple = ()) -> Pipeline:
+            spec_constants: tuple = (), kinds: tuple = None) -> Pipeline:
         """Pipeline for ``spec`` whose code is ``spirv``. ``bindings`` is a
-        tuple of (reads, writes) per binding; ``spec_constants`` extra
-        (id, uint value) pairs after the workgroup size (ids 0..2)."""
+        tuple of (reads, writes) per binding, ``kinds`` their descriptor kinds
+        (default: all storage buffers); ``spec_constants`` extra (id, uint
+        value) pairs after the workgroup size (ids 0..2)."""
+        kinds = tuple(kinds) if kinds is not None else ("buffer",) * len(bindings)
         hit = self._by_spec.get(spec)
         if hit is not None:
             self.count_hit()
             return hit
         with self._lock:
             mod_key, module = self.module(spirv)
-            layout = self.pipeline_layout(len(bindings), push_size)
-            set_layout = self.set_layout(len(bindings))
+            layout = self.pipeline_layout(kinds, push_size)
+            set_layout = self.set_layout(kinds)
             consts = tuple((i, v) for i, v in enumerate(spec.workgroup)) + tuple(spec_constants)
-            key = (mod_key, entry, consts, len(bindings), push_size)
+            key = (mod_key, entry, consts, kinds, push_size)
             pipe = self._pipelines.get(key)
             if pipe is not None:
                 self.count_hit()

@@ -44,6 +44,7 @@ class Transfers:
         self._depth = 0
         self._pool = None
         self.pending_uploads: list = []         # (staging, Buffer, offset, size) for the next recording
+        self.pending_image_inits: list = []     # guest Images to move to GENERAL in the next recording
 
     # -- host -> device ------------------------------------------------------------
     def write(self, buf, offset: int, data: bytes) -> None:
@@ -74,7 +75,16 @@ class Transfers:
             dev.memory.destroy(staging)
 
     def flush_pending_uploads(self, rec) -> None:
-        """Record the uploads waiting for a recording (no queue) at the start of ``rec``."""
+        """Record the uploads and image initializations waiting for a
+        recording (no queue) at the start of ``rec``."""
+        if self.pending_image_inits:
+            with self._lock:
+                images, self.pending_image_inits = self.pending_image_inits, []
+            if images:
+                rec.emit_barrier(sync.TOP_OF_PIPE, 0, sync.GUEST_STAGES, sync.GUEST_ACCESS,
+                                 [_init_transition(img) for img in images])
+                for img in images:
+                    img.pending_init = False
         if not self.pending_uploads:
             return
         with self._lock:
@@ -86,6 +96,63 @@ class Transfers:
             region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=size)
             dev.fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
             dev.epochs.retire_later(dev.epochs.current, lambda staging=staging: dev.memory.destroy(staging))
+
+    # -- guest images ------------------------------------------------------------
+    def init_image(self, img) -> None:
+        """Move a new guest image from UNDEFINED to GENERAL, where it stays:
+        now on the context's queue, or at the start of the next recording."""
+        if self.device.queue is None:
+            img.pending_init = True
+            with self._lock:
+                self.pending_image_inits.append(img)
+            return
+        transition = sync.image_barriers([_init_transition(img)])
+        self.submit_and_wait(lambda cmd: self.device.fns.vkCmdPipelineBarrier(
+            cmd, sync.TOP_OF_PIPE, sync.GUEST_STAGES, 0, 0, ffi.NULL, 0, ffi.NULL, 1, transition))
+
+    def write_image(self, img, mip: int, layer: int, data: bytes) -> None:
+        """Copy ``data`` (tightly packed texels) into (mip, layer) of a guest image."""
+        dev = self.device
+        staging = dev.memory.create(len(data), STAGING_USAGE, host_visible=True)
+        staging.mapped[0:len(data)] = data
+        region = _image_region(img, mip, layer)
+
+        dst = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL       # the layout copies are fastest in
+
+        def body(cmd):
+            self._transition(cmd, img, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER,
+                             sync.TRANSFER_WRITE, sync.GUEST_LAYOUT, dst)
+            dev.fns.vkCmdCopyBufferToImage(cmd, staging.buffer, img.handle, dst, 1, region)
+            self._transition(cmd, img, sync.TRANSFER, sync.TRANSFER_WRITE, sync.GUEST_STAGES, sync.GUEST_ACCESS,
+                             dst, sync.GUEST_LAYOUT)
+        try:
+            self.submit_and_wait(body)
+        finally:
+            dev.memory.destroy(staging)
+
+    def read_image(self, img, mip: int, layer: int) -> bytes:
+        """The texels of (mip, layer) of a guest image, tightly packed."""
+        dev = self.device
+        w, h = img.mip_extent(mip)
+        size = w * h * img.format.texel_bytes
+        staging = dev.memory.create(size, STAGING_USAGE, host_visible=True)
+        region = _image_region(img, mip, layer)
+
+        src = vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL
+
+        def body(cmd):
+            self._transition(cmd, img, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER,
+                             sync.TRANSFER_READ, sync.GUEST_LAYOUT, src)
+            dev.fns.vkCmdCopyImageToBuffer(cmd, img.handle, src, staging.buffer, 1, region)
+            self._transition(cmd, img, sync.TRANSFER, 0, sync.GUEST_STAGES, sync.GUEST_ACCESS, src,
+                             sync.GUEST_LAYOUT)
+            self._barrier(cmd, sync.TRANSFER, sync.TRANSFER_WRITE, sync.HOST, sync.HOST_READ)
+        try:
+            self.submit_and_wait(body)
+            dev.memory.invalidate(staging)
+            return bytes(staging.mapped[0:size])
+        finally:
+            dev.memory.destroy(staging)
 
     def drop_pending_uploads(self) -> None:
         """Teardown: free the staging buffers of uploads never recorded."""
@@ -126,6 +193,10 @@ class Transfers:
     def _barrier(self, cmd, src_stage, src_access, dst_stage, dst_access) -> None:
         bar = new("VkMemoryBarrier", srcAccessMask=src_access, dstAccessMask=dst_access)
         self.device.fns.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
+
+    def _transition(self, cmd, img, src_stage, src_access, dst_stage, dst_access, old, new_layout) -> None:
+        t = sync.image_barriers([sync.whole_image_transition(img, old, new_layout, src_access, dst_access)])
+        self.device.fns.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 0, ffi.NULL, 0, ffi.NULL, 1, t)
 
     def _command_pool(self):
         if self._pool is None:
@@ -187,3 +258,15 @@ class Transfers:
         if self._pool is not None:
             self.device.fns.vkDestroyCommandPool(self.device.handle, self._pool, ffi.NULL)
             self._pool = None
+
+
+def _init_transition(img):
+    return sync.whole_image_transition(img, sync.UNDEFINED, sync.GUEST_LAYOUT, 0, sync.GUEST_ACCESS)
+
+
+def _image_region(img, mip: int, layer: int):
+    w, h = img.mip_extent(mip)
+    return new("VkBufferImageCopy", bufferOffset=0, bufferRowLength=0, bufferImageHeight=0,
+               imageSubresource=dict(aspectMask=img.format.aspect, mipLevel=mip, baseArrayLayer=layer,
+                                     layerCount=1),
+               imageOffset=dict(x=0, y=0, z=0), imageExtent=dict(width=w, height=h, depth=1))

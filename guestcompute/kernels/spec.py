@@ -37,10 +37,16 @@ def families() -> dict:
 
 @dataclass(frozen=True)
 class Binding:
-    """A storage buffer the kernel uses: ``type`` is its GLSL element type."""
+    """A resource the kernel binds. ``kind`` "buffer": a storage buffer of
+    GLSL element ``type``. ``kind`` "storage": a storage image of GLSL type
+    ``type`` (``image2D``/``uimage2D``) with format ``qualifier`` ("" for a
+    write-only image without one). ``kind`` "sampled": a combined image
+    sampler of ``type`` ``sampler2D``/``usampler2D``."""
     name: str
     type: str
     access: str = READ
+    kind: str = "buffer"
+    qualifier: str = ""
 
     @property
     def reads(self) -> bool:
@@ -148,8 +154,14 @@ class KernelSpec:
         lines.append("layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;")
         for i, b in enumerate(self.bindings):
             qual = {READ: "readonly ", WRITE: "writeonly ", READWRITE: ""}[b.access]
-            lines.append(f"layout(std430, set = 0, binding = {i}) {qual}buffer B{i} "
-                         f"{{ {b.type} {b.name}[]; }};")
+            if b.kind == "sampled":
+                lines.append(f"layout(set = 0, binding = {i}) uniform {b.type} {b.name};")
+            elif b.kind == "storage":
+                fmt = f", {b.qualifier}" if b.qualifier else ""
+                lines.append(f"layout(set = 0, binding = {i}{fmt}) uniform {qual}{b.type} {b.name};")
+            else:
+                lines.append(f"layout(std430, set = 0, binding = {i}) {qual}buffer B{i} "
+                             f"{{ {b.type} {b.name}[]; }};")
         if self.push:
             fields = " ".join(f"{f.type} {f.name}{f'[{f.count}]' if f.count > 1 else ''};"
                               for f in self.push)

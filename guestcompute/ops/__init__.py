@@ -8,6 +8,8 @@ from . import scan  # noqa: F401
 from . import sort  # noqa: F401
 from . import matmul  # noqa: F401
 from . import image  # noqa: F401
+from . import image_copy  # noqa: F401
+from . import copy  # noqa: F401  (rec.copy: tensors and images)
 from . import indirect  # noqa: F401
 from . import shape  # noqa: F401
 from . import user_kernel  # noqa: F401  (rec.run_kernel)

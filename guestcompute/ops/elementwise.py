@@ -290,9 +290,9 @@ def scale(ctx, x, factor, *, out=None):
     return elementwise(ctx, "x0 * s", [x], out, scalar=factor, allowed=NUMERIC, name="scale")
 
 
-@op("copy")
-def copy(ctx, src, *, out=None):
-    """Copy (and broadcast) ``src`` into ``out``; views of any strides."""
+def copy_tensor(ctx, src, *, out=None):
+    """Copy (and broadcast) tensor ``src`` into ``out``; views of any
+    strides (the tensor half of ``rec.copy``, see ops/copy.py)."""
     return elementwise(ctx, "x0", [src], out, name="copy")
 
 

@@ -1,20 +1,13 @@
-"""Image operations: ``gaussian_blur``, ``conv2d`` and ``histogram``.
+"""Image filters: ``gaussian_blur``, ``conv2d`` and ``histogram`` on
+pixels — a tensor in one of the pixel layouts or an image (an Image or
+``img.level(mip, layer)``); see ops/pixels.py for both.
 
-Images are tensors in one of these layouts (``y`` down, ``x`` right):
-
-==========================  ===============================================
-``float32 (H, W, 4)``       RGBA, any strides; vec4 loads when aligned
-``float32 (H, W)``          one channel
-``uint8 (H, W, 4)``         RGBA8; needs the host's 8-bit storage features
-``uint8 (H, W)``            one 8-bit channel; same features
-``uint32 (H, W)``           RGBA8 packed in one word, R in the low byte:
-                            the RGBA8 route on devices without 8-bit
-                            storage (e.g. a bare Vulkan 1.0 device)
-==========================  ===============================================
-
-Filters work in float32 on 8-bit values 0..255 and round half up, clamped
-to 0..255, when they store 8-bit results. Borders clamp to the edge. All
-channels, alpha included, are filtered alike.
+Filters work in float32. On 8-bit tensors values are 0..255 and stores
+round half up, clamped to 0..255; images hold what a shader sees (0..1 for
+UNORM, linear light for sRGB, floats) and the hardware converts on store.
+Borders clamp to the edge. All channels, alpha included, are filtered
+alike. An image's result is an image: ``out`` defaults to a new guest image
+of the input's format and extent.
 
 Filter weights are computed on the host and written into a small scratch
 tensor by ``put`` dispatches (a push-constant block copied by a tiny
@@ -34,106 +27,27 @@ from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import U8_EXTENSIONS
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 from ..tensor import Tensor
+from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps
 from .elementwise import map_variants, plan_map
 
-TILE = (16, 8, 1)            # threads per workgroup over (x, y)
+TILE = px.TILE
 MAX_KERNEL = 7               # conv2d kernels up to 7x7
 MAX_RADIUS = 4096
 PUT_VALUES = 30              # 32-bit values one put dispatch carries (2 + 30 words = 128 bytes)
 HIST_SHARED = 2048           # counters a histogram workgroup keeps in shared memory
 HIST_WG = 128
 HIST_RANK = 4
-
-# name: (binding type, load, store, needs 8-bit storage). In load/store
-# templates {b} is the buffer, {i} the element index, {c} the channel stride;
-# stores see the value ``v`` and, for 8-bit layouts, ``q`` (rounded 0..255).
-LAYOUTS = {
-    "rgba32f": ("vec4", "{b}[{i}]", "{b}[{i}] = v;", False),
-    "rgba32f_s": ("float", "vec4({b}[{i}], {b}[{i} + {c}], {b}[{i} + 2 * {c}], {b}[{i} + 3 * {c}])",
-                  "{b}[{i}] = v.x; {b}[{i} + {c}] = v.y; {b}[{i} + 2 * {c}] = v.z; {b}[{i} + 3 * {c}] = v.w;",
-                  False),
-    "r32f": ("float", "vec4({b}[{i}], 0.0, 0.0, 0.0)", "{b}[{i}] = v.x;", False),
-    "rgba8": ("u8vec4", "vec4({b}[{i}])", "{b}[{i}] = u8vec4(q);", True),
-    "rgba8_s": ("uint8_t", "vec4(float({b}[{i}]), float({b}[{i} + {c}]), float({b}[{i} + 2 * {c}]), "
-                "float({b}[{i} + 3 * {c}]))",
-                "{b}[{i}] = uint8_t(q.x); {b}[{i} + {c}] = uint8_t(q.y); {b}[{i} + 2 * {c}] = uint8_t(q.z); "
-                "{b}[{i} + 3 * {c}] = uint8_t(q.w);", True),
-    "r8": ("uint8_t", "vec4(float({b}[{i}]), 0.0, 0.0, 0.0)", "{b}[{i}] = uint8_t(q.x);", True),
-    "rgba8_packed": ("uint", "vec4((uvec4({b}[{i}]) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu)",
-                     "{b}[{i}] = q.x | (q.y << 8) | (q.z << 16) | (q.w << 24);", False),
-}
-# Layouts a float scratch (intermediate) image uses, by channel count.
-SCRATCH = {4: "rgba32f", 1: "r32f"}
-_KIND = {"rgba32f": "f4", "rgba32f_s": "f4", "r32f": "f1", "rgba8": "u4", "rgba8_s": "u4", "r8": "u1",
-         "rgba8_packed": "p4"}
+# Image layouts the bake catalogue covers: every format's read and write
+# (other qualifiers compile on first use).
+IMAGE_READS = ("tex",)
+IMAGE_WRITES = ("put:rgba8", "put:rgba16f", "put:rgba32f", "put:r32f", "put_srgb:rgba8")
 
 
-class Image:
-    """An image tensor resolved to a layout and its addressing in units of
-    the binding's element type."""
-
-    def __init__(self, t: Tensor, layout: str, off: int, sy: int, sx: int, sc: int):
-        self.tensor, self.layout = t, layout
-        self.off, self.sy, self.sx, self.sc = off, sy, sx, sc
-        self.h, self.w = t.shape[0], t.shape[1]
-
-    @property
-    def channels(self) -> int:
-        return 1 if self.layout in ("r32f", "r8") else 4
-
-    def push(self, name: str) -> dict:
-        return {f"{name}_off": self.off, f"{name}_sy": self.sy, f"{name}_sx": self.sx, f"{name}_sc": self.sc}
-
-
-def as_image(ctx, t, what: str) -> Image:
-    t = check_tensor(ctx, t, what)
-    kind = t.dtype.name
-    if kind == "uint32":
-        if t.ndim != 2:
-            raise ShapeError(f"{what}: a uint32 image is packed RGBA8 of shape (H, W), got {t.shape}")
-        return Image(t, "rgba8_packed", t.offset, t.strides[0], t.strides[1], 0)
-    if kind not in ("float32", "uint8"):
-        raise DTypeError(f"{what}: images are float32, uint8 or packed-RGBA8 uint32, got {t.dtype}")
-    if t.ndim == 2:
-        return Image(t, "r32f" if kind == "float32" else "r8", t.offset, t.strides[0], t.strides[1], 0)
-    if t.ndim != 3 or t.shape[2] != 4:
-        raise ShapeError(f"{what}: expected (H, W, 4) RGBA or (H, W) one channel, got {t.shape}")
-    sy, sx, sc = t.strides
-    base = "rgba32f" if kind == "float32" else "rgba8"
-    if sc == 1 and t.offset % 4 == 0 and sy % 4 == 0 and sx % 4 == 0:
-        return Image(t, base, t.offset // 4, sy // 4, sx // 4, 1)     # one vector per pixel
-    return Image(t, base + "_s", t.offset, sy, sx, sc)
-
-
-def _operand_push(name: str) -> tuple:
-    return (Push(f"{name}_off", "uint"), Push(f"{name}_sy", "int"), Push(f"{name}_sx", "int"),
-            Push(f"{name}_sc", "int"))
-
-
-def _loader(name: str, layout: str) -> str:
-    load = LAYOUTS[layout][1].format(b=name, i="i", c=f"pc.{name}_sc")
-    return (f"vec4 load_{name}(int y, int x) {{\n"
-            f"  int i = int(pc.{name}_off) + y * pc.{name}_sy + x * pc.{name}_sx;\n"
-            f"  return {load};\n}}")
-
-
-def _storer(name: str, layout: str) -> str:
-    store = LAYOUTS[layout][2].format(b=name, i="i", c=f"pc.{name}_sc")
-    eight_bit = _KIND[layout][0] in "up"
-    quant = "  uvec4 q = uvec4(clamp(floor(v + 0.5), 0.0, 255.0));\n" if eight_bit else ""
-    return (f"void store_{name}(int y, int x, vec4 v) {{\n"
-            f"  int i = int(pc.{name}_off) + y * pc.{name}_sy + x * pc.{name}_sx;\n"
-            f"{quant}  {store}\n}}")
-
-
-def _needs_u8(*layouts) -> bool:
-    return any(LAYOUTS[lay][3] for lay in layouts)
-
-
-def _image_spec(family_name: str, src: str, dst: str, extra_bindings: tuple, push: tuple, params: tuple):
-    bindings = (Binding("src", LAYOUTS[src][0], READ), Binding("dst", LAYOUTS[dst][0], WRITE)) + extra_bindings
-    u8 = _needs_u8(src, dst)
+def image_spec(family_name: str, src: str, dst: str, extra_bindings: tuple, push: tuple, params: tuple):
+    """A filter's spec: ``src`` read, ``dst`` written, then ``extra_bindings``."""
+    bindings = (px.binding("src", src, READ), px.binding("dst", dst, WRITE)) + extra_bindings
+    u8 = px.needs_u8(src, dst)
     return KernelSpec(family_name, bindings, push, (("src", src), ("dst", dst)) + params, TILE,
                       U8_EXTENSIONS if u8 else (), ("int8",) if u8 else ())
 
@@ -141,6 +55,30 @@ def _image_spec(family_name: str, src: str, dst: str, extra_bindings: tuple, pus
 _PIXEL = """  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
   int W = int(pc.W), H = int(pc.H);
   if (x >= W || y >= H) return;"""
+
+
+def pixels_out(ctx, out, src: px.Pixels, what: str) -> px.Pixels:
+    """``out`` as a writable operand of ``src``'s size and pixel kind, or a new one like ``src``."""
+    if out is None:
+        return px.new_like(ctx, src, what)
+    o = px.write_pixels(ctx, out, what)
+    if (o.h, o.w) != (src.h, src.w):
+        raise ShapeError(f"{what} is {o.h}x{o.w} pixels; the input is {src.h}x{src.w}")
+    if not src.is_image and not o.is_image:
+        if o.value.shape != src.value.shape or o.value.dtype != src.value.dtype:
+            raise ShapeError(f"{what} is {o.value.dtype} {o.value.shape}; the result is "
+                             f"{src.value.dtype} {src.value.shape}")
+    elif any(k[0] in "up" for k in (o.kind, src.kind)):
+        raise DTypeError(f"{what}: 8-bit tensors hold 0..255 and images 0..1 or floats; filter between a "
+                         "float32 tensor and an image, or copy first (rec.copy scales 8-bit values)")
+    return o
+
+
+def _same_memory(a: px.Pixels, b: px.Pixels) -> bool:
+    if a.is_image or b.is_image:
+        return (a.is_image and b.is_image and a.value.image is b.value.image and a.value.mip == b.value.mip
+                and a.value.layer == b.value.layer)
+    return overlaps(a.value, b.value)
 
 
 # -- put: small host data into a buffer, inside the command stream -----------
@@ -182,8 +120,8 @@ def _render_sep(spec: KernelSpec) -> str:
         lo, hi = "load_src(y, max(x - i, 0))", "load_src(y, min(x + i, W - 1))"
     else:
         lo, hi = "load_src(max(y - i, 0), x)", "load_src(min(y + i, H - 1), x)"
-    return f"""{_loader("src", spec.param("src"))}
-{_storer("dst", spec.param("dst"))}
+    return f"""{px.loader("src", spec.param("src"))}
+{px.storer("dst", spec.param("dst"))}
 void main() {{
 {_PIXEL}
   vec4 acc = weights[0] * load_src(y, x);
@@ -196,8 +134,8 @@ _SEP_PUSH = (Push("H", "uint"), Push("W", "uint"), Push("radius", "uint"))
 
 
 def sep_spec(src: str, dst: str, axis: str) -> KernelSpec:
-    return _image_spec("image_sep", src, dst, (Binding("weights", "float", READ),),
-                       _SEP_PUSH + _operand_push("src") + _operand_push("dst"), (("axis", axis),))
+    return image_spec("image_sep", src, dst, (Binding("weights", "float", READ),),
+                      _SEP_PUSH + px.operand_push("src") + px.operand_push("dst"), (("axis", axis),))
 
 
 def gaussian_weights(sigma: float, radius: int) -> np.ndarray:
@@ -207,25 +145,6 @@ def gaussian_weights(sigma: float, radius: int) -> np.ndarray:
     i = np.arange(-radius, radius + 1, dtype=np.float64)
     w = np.exp(-0.5 * (i / sigma) ** 2)
     return (w / w.sum())[radius:].astype(np.float32)
-
-
-def _image_groups(ctx, img: Image) -> tuple:
-    gx, gy = -(-img.w // TILE[0]), -(-img.h // TILE[1])
-    mx = ctx.limits.max_workgroup_count
-    if gx > mx[0] or gy > mx[1]:
-        raise UnsupportedError(f"a {img.h}x{img.w} image needs {gx}x{gy} workgroups, more than the "
-                               f"device's maxComputeWorkGroupCount {mx[:2]}")
-    return (gx, gy, 1)
-
-
-def _image_out(ctx, out, img: Image, what: str) -> Image:
-    t = img.tensor
-    if out is None:
-        return as_image(ctx, ctx.empty(t.shape, t.dtype), what)
-    o = as_image(ctx, out, what)
-    if o.tensor.shape != t.shape or o.tensor.dtype != t.dtype:
-        raise ShapeError(f"{what} is {o.tensor.dtype} {o.tensor.shape}; the result is {t.dtype} {t.shape}")
-    return o
 
 
 def _number(value, what: str) -> float:
@@ -239,11 +158,13 @@ def _number(value, what: str) -> float:
 
 @op("gaussian_blur")
 def gaussian_blur(ctx, img, sigma, out=None, *, radius=None):
-    """Gaussian blur of an image (see the module for layouts), separable:
-    a horizontal pass into a float32 scratch image, then a vertical pass
-    into ``out``. ``radius`` defaults to ``ceil(3 * sigma)``; borders clamp
-    to the edge. ``out`` (same shape and dtype) may be ``img`` itself."""
-    src = as_image(ctx, img, "gaussian_blur img")
+    """Gaussian blur of pixels (a tensor in a pixel layout, or an image /
+    ``img.level(mip)``; see ops/pixels.py), separable: a horizontal pass
+    into a float32 scratch, then a vertical pass into ``out``. ``radius``
+    defaults to ``ceil(3 * sigma)``; borders clamp to the edge. ``out``
+    (same size; a tensor of the same shape and dtype, or an image) may be
+    ``img`` itself; for an image input it defaults to a new guest image."""
+    src = px.read_pixels(ctx, img, "gaussian_blur img")
     sigma = _number(sigma, "gaussian_blur sigma")
     if sigma < 0:
         raise InvalidArgumentError(f"gaussian_blur sigma must be >= 0, got {sigma}")
@@ -253,28 +174,27 @@ def gaussian_blur(ctx, img, sigma, out=None, *, radius=None):
         raise InvalidArgumentError(f"gaussian_blur radius must be an int in 0..{MAX_RADIUS}, got {radius!r}")
     radius = int(radius)
     empty = src.h == 0 or src.w == 0
-    groups = None if empty else _image_groups(ctx, src)
-    dst = _image_out(ctx, out, src, "gaussian_blur out")
+    groups = None if empty else px.groups(ctx, src)
+    dst = pixels_out(ctx, out, src, "gaussian_blur out")
     if empty:
-        return OpResult(dst.tensor, [])
+        return OpResult(dst.value, [])
     weights, dispatches = plan_put(ctx, gaussian_weights(sigma, radius))
-    ch = src.channels
-    mid_t = ctx.empty((src.h, src.w, 4) if ch == 4 else (src.h, src.w), float32)
-    mid = Image(mid_t, SCRATCH[ch], 0, src.w, 1, 1) if ch == 4 else Image(mid_t, SCRATCH[ch], 0, src.w, 1, 0)
+    ch = 1 if src.channels == 1 else 4
+    mid = px.scratch_pixels(ctx, src.h, src.w, ch)
     size = {"H": src.h, "W": src.w, "radius": radius}
     for axis, a, b in (("x", src, mid), ("y", mid, dst)):
         spec = sep_spec(a.layout, b.layout, axis)
-        dispatches.append(Dispatch(spec, (a.tensor.buffer, b.tensor.buffer, weights.buffer),
+        dispatches.append(Dispatch(spec, (a.resource, b.resource, weights.buffer),
                                    spec.pack(dict(size, **a.push("src"), **b.push("dst"))), groups))
-    return OpResult(dst.tensor, dispatches)
+    return OpResult(dst.value, dispatches)
 
 
 # -- small 2-D convolution ----------------------------------------------------------
 
 @family("image_conv")
 def _render_conv(spec: KernelSpec) -> str:
-    return f"""{_loader("src", spec.param("src"))}
-{_storer("dst", spec.param("dst"))}
+    return f"""{px.loader("src", spec.param("src"))}
+{px.storer("dst", spec.param("dst"))}
 void main() {{
 {_PIXEL}
   int kh = int(pc.kh), kw = int(pc.kw);
@@ -293,8 +213,8 @@ void main() {{
 def conv_spec(src: str, dst: str) -> KernelSpec:
     push = (Push("H", "uint"), Push("W", "uint"), Push("kh", "uint"), Push("kw", "uint"),
             Push("k_off", "uint"), Push("k_sy", "int"), Push("k_sx", "int"))
-    return _image_spec("image_conv", src, dst, (Binding("kern", "float", READ),),
-                       push + _operand_push("src") + _operand_push("dst"), ())
+    return image_spec("image_conv", src, dst, (Binding("kern", "float", READ),),
+                      push + px.operand_push("src") + px.operand_push("dst"), ())
 
 
 @op("conv2d")
@@ -304,7 +224,7 @@ def conv2d(ctx, img, kernel, out=None):
     ``out[y, x] = sum k[i, j] * img[y + i - kh//2, x + j - kw//2]`` — a
     correlation, as in most deep-learning libraries (flip the kernel for a
     mathematical convolution). ``out`` must not overlap ``img``."""
-    src = as_image(ctx, img, "conv2d img")
+    src = px.read_pixels(ctx, img, "conv2d img")
     if isinstance(kernel, Tensor):
         k = check_tensor(ctx, kernel, "conv2d kernel")
         if k.dtype != float32:
@@ -319,17 +239,15 @@ def conv2d(ctx, img, kernel, out=None):
         kshape = k_np.shape
     if len(kshape) != 2 or not (1 <= kshape[0] <= MAX_KERNEL and 1 <= kshape[1] <= MAX_KERNEL):
         raise ShapeError(f"conv2d kernel must be 2-D, at most {MAX_KERNEL}x{MAX_KERNEL}, got shape {kshape}")
-    if out is not None:
-        o = check_tensor(ctx, out, "conv2d out")
-        if overlaps(o, src.tensor):
-            raise InvalidArgumentError("conv2d out must not overlap img (each pixel reads its neighbours)")
+    if out is not None and _same_memory(src, px.write_pixels(ctx, out, "conv2d out")):
+        raise InvalidArgumentError("conv2d out must not overlap img (each pixel reads its neighbours)")
     if not isinstance(kernel, Tensor) and not np.all(np.isfinite(k_np)):
         raise InvalidArgumentError("conv2d kernel has values that are not finite in float32")
     empty = src.h == 0 or src.w == 0
-    groups = None if empty else _image_groups(ctx, src)
-    dst = _image_out(ctx, out, src, "conv2d out")
+    groups = None if empty else px.groups(ctx, src)
+    dst = pixels_out(ctx, out, src, "conv2d out")
     if empty:
-        return OpResult(dst.tensor, [])
+        return OpResult(dst.value, [])
     if isinstance(kernel, Tensor):
         dispatches, kbuf = [], k.buffer
         k_off, k_sy, k_sx = k.offset, k.strides[0], k.strides[1]
@@ -339,8 +257,8 @@ def conv2d(ctx, img, kernel, out=None):
     spec = conv_spec(src.layout, dst.layout)
     values = {"H": src.h, "W": src.w, "kh": kshape[0], "kw": kshape[1], "k_off": k_off, "k_sy": k_sy,
               "k_sx": k_sx, **src.push("src"), **dst.push("dst")}
-    dispatches.append(Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer, kbuf), spec.pack(values), groups))
-    return OpResult(dst.tensor, dispatches)
+    dispatches.append(Dispatch(spec, (src.resource, dst.resource, kbuf), spec.pack(values), groups))
+    return OpResult(dst.value, dispatches)
 
 
 # -- histogram ------------------------------------------------------------------------
@@ -477,11 +395,19 @@ def histogram(ctx, x, bins: int = 256, range=None, out=None, *, per_channel: boo
 # -- the bake catalogue ----------------------------------------------------------------
 
 def _conv_pairs():
-    """(src, dst) layouts conv2d can meet: same pixel format, any alignment."""
-    for src in LAYOUTS:
-        for dst in LAYOUTS:
-            if _KIND[src] == _KIND[dst]:
+    """(src, dst) layouts conv2d can meet: same pixel format, any alignment;
+    images with float tensors and with each other."""
+    for src in px.LAYOUTS:
+        for dst in px.LAYOUTS:
+            if px.KIND[src] == px.KIND[dst]:
                 yield src, dst
+    floats = ("rgba32f", "rgba32f_s", "r32f")
+    for read in IMAGE_READS:
+        for write in IMAGE_WRITES + floats:
+            yield read, write
+    for lay in floats:
+        for write in IMAGE_WRITES:
+            yield lay, write
 
 
 @variants("put")
@@ -491,10 +417,16 @@ def _put_variants():
 
 @variants("image_sep")
 def _sep_variants():
-    for lay in LAYOUTS:
-        mid = SCRATCH[1 if _KIND[lay].endswith("1") else 4]
+    for lay in px.LAYOUTS:
+        mid = px.SCRATCH[1 if px.KIND[lay].endswith("1") else 4]
         yield sep_spec(lay, mid, "x")
         yield sep_spec(mid, lay, "y")
+    for read in IMAGE_READS:
+        for mid in px.SCRATCH.values():
+            yield sep_spec(read, mid, "x")
+    for write in IMAGE_WRITES:
+        for mid in px.SCRATCH.values():
+            yield sep_spec(mid, write, "y")
 
 
 @variants("image_conv")

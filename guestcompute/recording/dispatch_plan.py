@@ -9,15 +9,31 @@ again (a memoized plan, see ``ops/memo.py``) records with no lookups.
 """
 from __future__ import annotations
 
+from ..errors import RecordingError
+from ..image import ImageBinding
+
+
+def resolve_image_binding(ctx, b: ImageBinding) -> None:
+    """Fill in the view (and sampler) an image binding's descriptor needs."""
+    if not b.still_current:
+        raise RecordingError("an image was rebound after this dispatch was planned; plan the op again "
+                             "(programs that captured the image re-record by themselves)")
+    views = ctx.device.image_views
+    if b.view is None:
+        b.view = views.view(b.image, b.vk_format, b.mip, b.layer)
+    if b.kind == "sampled" and b.sampler_handle is None:
+        b.sampler_handle = views.sampler(b.sampler)
+
 
 class DispatchPlan:
     __slots__ = ("ctx", "spec", "buffer_tuple", "indirect", "pipe", "reads", "writes", "buffers", "imports",
-                 "writes_mapped", "desc")
+                 "writes_mapped", "desc", "images", "image_bindings")
 
     def __init__(self, ctx, d):
         pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
-        reads, writes, imports = [], [], []
+        reads, writes, imports, images, image_bindings = [], [], [], {}, []
         writes_mapped = False
+        buffers = []
         for b, (r, w) in zip(d.buffers, pipe.bindings):
             if r:
                 reads.extend(b.hazard_keys)
@@ -27,7 +43,14 @@ class DispatchPlan:
                     writes_mapped = True
             if b.host_access is not None:
                 imports.append((b, w))
-        buffers = list(d.buffers)
+            if isinstance(b, ImageBinding):
+                resolve_image_binding(ctx, b)
+                image_bindings.append(b)
+                img = b.image
+                images[img.uid] = (img, w or images.get(img.uid, (img, False))[1])
+                buffers.append(img)
+            else:
+                buffers.append(b)
         if d.indirect is not None:
             reads.extend(d.indirect[0].hazard_keys)
             buffers.append(d.indirect[0])
@@ -40,14 +63,20 @@ class DispatchPlan:
         self.writes = tuple(writes)
         self.buffers = tuple(buffers)
         self.imports = tuple(imports)
+        # (Image, written) of images that need entry work: imported ones
+        # (their layout) and guest ones still waiting for their first layout.
+        self.images = tuple(v for v in images.values() if v[0].imported or v[0].pending_init)
+        self.image_bindings = tuple(image_bindings)
         self.writes_mapped = writes_mapped
         self.desc = ctx.device.descriptors.get(pipe.set_layout, d.buffers)
 
     def still_fits(self, ctx, d) -> bool:
         """Valid while the Dispatch still names the same spec and buffers (its
-        Buffers are alive, so their uids and descriptors are too)."""
+        Buffers are alive, so their uids and descriptors are too) and none of
+        its images was rebound."""
         return (self.ctx is ctx and self.spec is d.spec and self.buffer_tuple is d.buffers
-                and self.indirect is d.indirect)
+                and self.indirect is d.indirect
+                and all(b.still_current for b in self.image_bindings))
 
 
 def plan_for(ctx, d) -> DispatchPlan:

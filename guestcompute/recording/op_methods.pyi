@@ -89,7 +89,11 @@ class OpMethods:
 
     def copy(self, src, *, out=...) -> Any:
         """
-        Copy (and broadcast) ``src`` into ``out``; views of any strides.
+        Copy ``src`` into ``out``. Tensors: broadcast and any strides.
+        Images (an Image or ``img.level(mip, layer)``) to images or tensors and
+        back: see ops/image_copy.py for values and channels (uint8 tensors hold
+        0..255, float32 tensors 0..1 for UNORM). Allocates ``out`` when omitted
+        (for an image source: a float32 tensor).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -176,10 +180,12 @@ class OpMethods:
 
     def gaussian_blur(self, img, sigma, out=..., *, radius=...) -> Any:
         """
-        Gaussian blur of an image (see the module for layouts), separable:
-        a horizontal pass into a float32 scratch image, then a vertical pass
-        into ``out``. ``radius`` defaults to ``ceil(3 * sigma)``; borders clamp
-        to the edge. ``out`` (same shape and dtype) may be ``img`` itself.
+        Gaussian blur of pixels (a tensor in a pixel layout, or an image /
+        ``img.level(mip)``; see ops/pixels.py), separable: a horizontal pass
+        into a float32 scratch, then a vertical pass into ``out``. ``radius``
+        defaults to ``ceil(3 * sigma)``; borders clamp to the edge. ``out``
+        (same size; a tensor of the same shape and dtype, or an image) may be
+        ``img`` itself; for an image input it defaults to a new guest image.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -189,6 +195,17 @@ class OpMethods:
         GELU, ``x * Phi(x)``. ``approximate="none"`` (default) is the erf form
         (|error| < 1e-6 against the exact value); ``"tanh"`` is
         ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def generate_mips(self, img, *, base=..., layer=...) -> Any:
+        """
+        Fill mip levels ``base + 1 ..`` of ``img`` from level ``base``: each
+        level is the 2x2 box mean of the one above it (odd sizes average the
+        texels each output pixel covers, as ``resize(filter="box")``). One
+        dispatch per level; each reads the level its predecessor wrote, and
+        the recorder orders them (the image stays in GENERAL throughout).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -339,6 +356,19 @@ class OpMethods:
     def relu(self, x, *, out=...) -> Any:
         """
         Elementwise max(x, 0) (NaN stays NaN). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def resize(self, img, out=..., *, size=..., filter=...) -> Any:
+        """
+        Resample image ``img`` (an Image or ``img.level(mip)``) to ``out``'s
+        extent, or to ``size`` = (width, height) in a new guest image of the same
+        format. ``filter``: ``"linear"`` (bilinear through a sampler, texel
+        centres aligned, edges clamped; the format must support linear
+        filtering) or ``"box"`` (the mean of the source texels whose centres
+        fall inside each output pixel: exact area averaging for integer
+        downscales). ``out`` may also be a float32 tensor.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

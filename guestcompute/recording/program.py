@@ -9,9 +9,10 @@ body the same way).
 - Values that change per frame live in a small parameter buffer the program
   reads; ``rec.execute(prog, params=...)`` rewrites it with vkCmdUpdateBuffer
   in the host's buffer just before the replay, so nothing is re-recorded.
-- A program remembers every tensor it captured (the arguments and results
-  of the ops ``fn`` recorded, and the bases of views) and the buffer it
-  had (its Buffer's uid). When one was reallocated (``Tensor.resize``) the program is
+- A program remembers every tensor and image it captured (the arguments
+  and results of the ops ``fn`` recorded, and the bases of views) and the
+  uid it had (a tensor's Buffer's, an image's). When one was reallocated
+  (``Tensor.resize``) or rebound (``Image.rebind``) the program is
   re-recorded at its next execute, into a *fresh* secondary: the old one may
   still be pending, so it is freed only once the epoch of its last replay
   retired. (Pre-planned ``rec.dispatch(...)`` calls name buffers, not
@@ -42,6 +43,7 @@ from vulkan import ffi
 from ..dtypes import as_dtype, host_scalar
 from ..errors import (ContextClosedError, DTypeError, InvalidArgumentError, UnsupportedError,
                       WrongContextError, check)
+from ..image import Image, ImageLevel
 from ..tensor import Buffer, Tensor
 from ..vk import sync
 from ..vk.commands import allocate_command_buffer, create_command_pool
@@ -187,7 +189,7 @@ def _check_arity(fn, with_params: bool) -> None:
 class Recording:
     """One recording of a program: the secondary command buffer and what the
     replaying recorder needs to put barriers around it."""
-    __slots__ = ("cmd", "pcmd", "buffers", "reads", "writes", "imports", "stages", "access",
+    __slots__ = ("cmd", "pcmd", "buffers", "reads", "writes", "imports", "images", "stages", "access",
                  "write_access", "wrote_mapped", "captured", "swaps", "value", "dispatches", "barriers", "specs")
 
 
@@ -255,8 +257,18 @@ class ProgramCapture(Target):
         self.stages |= stages
 
 
+def _current_uid(obj) -> int:
+    """The uid a captured tensor's buffer or a captured image has now."""
+    return obj.uid if isinstance(obj, Image) else obj.buffer.uid
+
+
 def _collect_tensors(v, out: dict, depth: int) -> None:
-    if isinstance(v, Tensor):
+    if isinstance(v, ImageLevel):
+        v = v.image
+    if isinstance(v, Image):
+        if id(v) not in out:
+            out[id(v)] = (v, v.uid)
+    elif isinstance(v, Tensor):
         for t in (v, v.base):
             if t is not None and id(t) not in out:
                 out[id(t)] = (t, t.buffer.uid)
@@ -306,10 +318,10 @@ class Program:
         r = self._recording
         if self._invalid or r is None:
             return True
-        now = Tensor.swaps
+        now = (Tensor.swaps, Image.rebinds)
         if r.swaps == now:
             return False
-        if any(t.buffer.uid != gen for t, gen in r.captured):
+        if any(_current_uid(t) != gen for t, gen in r.captured):
             return True
         r.swaps = now               # other tensors were swapped: skip this loop next time
         return False
@@ -335,7 +347,7 @@ class Program:
                             pInheritanceInfo=inherit)
                 check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
                 capture = ProgramCapture()
-                swaps = Tensor.swaps
+                swaps = (Tensor.swaps, Image.rebinds)
                 with Recorder(ctx, cmd, capture) as rec:
                     value = self._fn(rec, self.params) if self.params is not None else self._fn(rec)
                 check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
@@ -350,6 +362,7 @@ class Program:
         r.reads = frozenset(capture.reads)
         r.writes = frozenset(capture.writes)
         r.imports = tuple((b, w) for b, w in state.imports.values())
+        r.images = tuple((img, w) for img, w in state.images.values())
         r.stages = capture.stages
         r.access = capture.access
         r.write_access = capture.write_access or sync.SHADER_WRITE
@@ -441,7 +454,7 @@ class Program:
             fns.vkCmdUpdateBuffer(cmd, p.buffer.handle, 0, size, data)
             rec.after_work(_EMPTY, p.uids, sync.TRANSFER, sync.TRANSFER_WRITE)
             p.values_written(values)
-        rec.sync_before_work(r.reads, r.writes, r.imports, r.stages, r.access)
+        rec.sync_before_work(r.reads, r.writes, r.imports, r.stages, r.access, images=r.images)
         fns.vkCmdExecuteCommands(cmd, 1, r.pcmd)
         rec.forget_bound_state()
         rec.after_work(r.reads, r.writes, r.stages, r.write_access, r.wrote_mapped)

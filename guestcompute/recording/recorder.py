@@ -47,6 +47,7 @@ from vulkan import ffi
 from ..errors import (ContextClosedError, InvalidArgumentError, RecordingError, UnknownOperationError,
                       UnsupportedError)
 from ..host import as_host_access
+from ..image import image_states_for
 from ..ops.base import Dispatch, check_tensor
 from ..tensor import Tensor
 from ..vk import sync
@@ -203,8 +204,9 @@ class Recorder(OpMethods):
             d = dispatches[0]
             plan = d.resolved
             if (plan is None or plan.ctx is not ctx or plan.spec is not d.spec
-                    or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect):
-                plan = plan_for(ctx, d)
+                    or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect
+                    or plan.image_bindings):
+                plan = plan_for(ctx, d)     # (checks that no image was rebound since)
             else:
                 self._count_hit()
             self._record(d, plan)
@@ -237,6 +239,9 @@ class Recorder(OpMethods):
                 stage, access = state.host_sources(b, w)
                 src_stage |= stage
                 src_access |= access
+        transitions = None
+        if plan.images:
+            src_stage, src_access, transitions = self._image_entry(plan.images, src_stage, src_access)
         reads, writes = plan.reads, plan.writes
         hz = state.hazards
         if hz.needs_barrier(reads, writes):
@@ -244,7 +249,7 @@ class Recorder(OpMethods):
             src_stage |= sync.COMPUTE | hz.stages
             src_access |= sync.SHADER_WRITE | hz.access
         if src_stage:
-            self.emit_barrier(src_stage, src_access, sync.GUEST_STAGES, sync.GUEST_ACCESS)
+            self.emit_barrier(src_stage, src_access, sync.GUEST_STAGES, sync.GUEST_ACCESS, transitions)
             state.covered_stages |= src_stage       # BarrierState.barrier_recorded, inlined
             state.covered_access |= src_access
             hz.after_barrier()
@@ -273,6 +278,42 @@ class Recorder(OpMethods):
             gx, gy, gz = d.groups
             fns.vkCmdDispatch(cmd, gx, gy, gz)
         self.dispatches += 1
+
+    def _image_entry(self, images, src_stage: int, src_access: int) -> tuple:
+        """The entry part of a dispatch's images: guest images created since
+        the recording began get their first layout; imported ones their move
+        from the host's layout on first use (see BarrierState.host_image_sources)."""
+        state, transitions = self.state, []
+        for img, w in images:
+            if img.pending_init:
+                if not self.target.enters:
+                    raise RecordingError("a guest image made without a queue is first used inside a program: "
+                                         "its first layout would be set on every replay; use it in a "
+                                         "direct recording first, or adopt with queue=")
+                self._device.transfers.flush_pending_uploads(self)
+            if img.entry is None:
+                continue
+            stage, access, t = state.host_image_sources(img, w)
+            src_stage |= stage
+            src_access |= access
+            if t is not None:
+                transitions.append(t)
+        return src_stage, src_access, transitions
+
+    def using(self, image, *, layout=None, exit_layout=None, host_access=None, exit_access=None) -> None:
+        """Declare, for this recording only, the layout (and host accesses)
+        an imported image is in now and the one to leave it in — for hosts
+        whose layout changes from frame to frame. Call it before the
+        recording's first use of the image; what is not given keeps the
+        import's declaration (``exit_layout`` defaults to ``layout``)."""
+        self.check_active()
+        entry, exit_state = image_states_for(image, layout, exit_layout, host_access, exit_access, "rec.using")
+        if image.ctx is not self.ctx:
+            raise InvalidArgumentError("rec.using: the image belongs to another context")
+        if image.uid in self.state.images:
+            raise RecordingError("rec.using: this recording already used the image; declare its layouts "
+                                 "before the first op that touches it")
+        self.state.image_states[image.uid] = (entry, exit_state)
 
     # -- GPU timestamps and debug labels ---------------------------------------------
     def timing(self, name: str):
@@ -380,12 +421,13 @@ class Recorder(OpMethods):
                                 tuple(rbufs.values()) + tuple(wbufs.values()))
 
     # -- barriers around guest work that is not a dispatch ------------------------
-    def sync_before_work(self, reads, writes, shared, dst_stage, dst_access, force=False) -> None:
+    def sync_before_work(self, reads, writes, shared, dst_stage, dst_access, force=False, images=()) -> None:
         """The barrier before guest work that is not a dispatch (a program
         replay, a parameter update, a host hook) reading ``reads`` and writing
         ``writes`` (sets of ``Buffer.hazard_keys``) in ``dst_stage``. ``shared``:
-        (Buffer, written) pairs of host-shared buffers among them. ``force``:
-        order everything recorded so far before it."""
+        (Buffer, written) pairs of host-shared buffers among them; ``images``:
+        (Image, written) pairs of the images it uses. ``force``: order
+        everything recorded so far before it."""
         state = self.state
         if self._capture is not None:
             self._capture.sync(dst_stage, dst_access)
@@ -398,12 +440,15 @@ class Recorder(OpMethods):
             stage, access = state.host_sources(b, w)
             src_stage |= stage
             src_access |= access
+        transitions = None
+        if images:
+            src_stage, src_access, transitions = self._image_entry(images, src_stage, src_access)
         stage, access = state.sources_before(reads, writes, force, bool(self.dispatches))
         src_stage |= stage
         src_access |= access
         if src_stage:
             self.emit_barrier(src_stage, src_access, dst_stage | sync.GUEST_STAGES,
-                              dst_access | sync.GUEST_ACCESS)
+                              dst_access | sync.GUEST_ACCESS, transitions)
             state.barrier_recorded(src_stage, src_access)
 
     def after_work(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()) -> None:
@@ -419,13 +464,20 @@ class Recorder(OpMethods):
         """Something else bound compute state (a hook, a replay): rebind before the next dispatch."""
         self._bound_pipeline = self._bound_desc = self._bound_layout = None
 
-    def emit_barrier(self, src_stage, src_access, dst_stage, dst_access) -> None:
-        """Record one global memory barrier into this recorder's command buffer."""
+    def emit_barrier(self, src_stage, src_access, dst_stage, dst_access, transitions=None) -> None:
+        """Record one global memory barrier into this recorder's command
+        buffer, with the image layout ``transitions`` (vk/sync.ImageTransition)
+        in the same vkCmdPipelineBarrier."""
         bar = self._barrier
         bar.srcAccessMask = src_access
         bar.dstAccessMask = dst_access
-        self._fns.vkCmdPipelineBarrier(self.command_buffer, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
-                                       0, ffi.NULL)
+        if transitions:
+            images = sync.image_barriers(transitions)
+            self._fns.vkCmdPipelineBarrier(self.command_buffer, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
+                                           len(transitions), images)
+        else:
+            self._fns.vkCmdPipelineBarrier(self.command_buffer, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
+                                           0, ffi.NULL)
         self.barriers += 1
 
 

@@ -11,7 +11,11 @@ descriptors change (VkFFT #155/#185). Sets are freed only together with a
 buffer they reference, which happens only after that buffer's last epoch
 retired.
 
-Keys use buffer uids, never VkBuffer handle values.
+A binding is a buffer (a Buffer: STORAGE_BUFFER) or one subresource of an
+image (an ImageBinding with a resolved view: STORAGE_IMAGE, or
+COMBINED_IMAGE_SAMPLER for sampled reads), always in GENERAL layout.
+
+Keys use buffer and image uids, never VkBuffer/VkImageView handle values.
 Thread-safety: internally locked; entries are immutable once built.
 """
 from __future__ import annotations
@@ -25,15 +29,26 @@ from ..errors import VK_ERROR_FRAGMENTED_POOL, VK_ERROR_OUT_OF_POOL_MEMORY, chec
 from .structs import new
 
 _STORAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+STORAGE_IMAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE
+SAMPLED_IMAGE = vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER
+# The descriptor type of a binding, from its kind (kernels/spec.Binding.kind).
+DESCRIPTOR_TYPES = {"buffer": _STORAGE, "storage": STORAGE_IMAGE, "sampled": SAMPLED_IMAGE}
+_GENERAL = vk.VK_IMAGE_LAYOUT_GENERAL
+
+
+def _owner(resource_key) -> int:
+    """The uid whose retirement drops an entry holding ``resource_key``."""
+    return resource_key[0] if isinstance(resource_key, tuple) else resource_key
 _POOL_SETS = 256
 
 
 class DescriptorEntry:
-    __slots__ = ("writes", "infos", "count", "set", "pset")
+    __slots__ = ("writes", "infos", "images", "count", "set", "pset")
 
-    def __init__(self, writes, infos, count, dset=None):
+    def __init__(self, writes, infos, images, count, dset=None):
         self.writes = writes
         self.infos = infos
+        self.images = images
         self.count = count
         self.set = dset
         self.pset = ffi.new("VkDescriptorSet[1]", [dset]) if dset is not None else None
@@ -53,6 +68,7 @@ class Descriptors:
         self.sets_allocated = 0
 
     def get(self, set_layout, buffers) -> DescriptorEntry:
+        """The entry binding ``buffers`` (Buffers and ImageBindings) in order."""
         key = (len(buffers),) + tuple(b.uid for b in buffers)
         entry = self._entries.get(key)
         if entry is not None:
@@ -62,39 +78,48 @@ class Descriptors:
             if entry is None:
                 entry = self._build(set_layout, buffers)
                 self._entries[key] = entry
-                for b in buffers:
-                    self._by_uid.setdefault(b.uid, set()).add(key)
+                for k in key[1:]:
+                    self._by_uid.setdefault(_owner(k), set()).add(key)
             return entry
 
     def _build(self, set_layout, buffers) -> DescriptorEntry:
         n = len(buffers)
         infos = ffi.new("VkDescriptorBufferInfo[]", max(n, 1))
+        images = ffi.new("VkDescriptorImageInfo[]", max(n, 1))
         writes = ffi.new("VkWriteDescriptorSet[]", max(n, 1))
         dset = self._allocate_set(set_layout, n) if not self.push else None
         for i, b in enumerate(buffers):
-            infos[i].buffer = b.handle
-            infos[i].offset = 0
-            infos[i].range = min(b.size, self.max_range)
             w = writes[i]
             w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
             w.dstSet = dset if dset is not None else ffi.NULL
             w.dstBinding = i
             w.descriptorCount = 1
-            w.descriptorType = _STORAGE
-            w.pBufferInfo = infos + i
+            kind = getattr(b, "kind", None)
+            if kind is None:                   # a Buffer
+                infos[i].buffer = b.handle
+                infos[i].offset = 0
+                infos[i].range = min(b.size, self.max_range)
+                w.descriptorType = _STORAGE
+                w.pBufferInfo = infos + i
+            else:                              # an ImageBinding, its view resolved
+                images[i].imageView = b.view
+                images[i].imageLayout = _GENERAL
+                images[i].sampler = b.sampler_handle if kind == "sampled" else ffi.NULL
+                w.descriptorType = DESCRIPTOR_TYPES[kind]
+                w.pImageInfo = images + i
         if dset is not None and n:
             self.fns.vkUpdateDescriptorSets(self.device, n, writes, 0, ffi.NULL)
-        return DescriptorEntry(writes, infos, n, dset)
+        return DescriptorEntry(writes, infos, images, n, dset)
 
     def _allocate_set(self, set_layout, n: int):
         for pool in self._pools:
             dset = self._try_allocate(pool, set_layout, n)
             if dset is not None:
                 return dset
-        sizes = new("VkDescriptorPoolSize", type=_STORAGE, descriptorCount=_POOL_SETS * 8)
+        sizes = [dict(type=t, descriptorCount=_POOL_SETS * 8) for t in (_STORAGE, STORAGE_IMAGE, SAMPLED_IMAGE)]
         info = new("VkDescriptorPoolCreateInfo",
                    flags=vk.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
-                   maxSets=_POOL_SETS, poolSizeCount=1, pPoolSizes=sizes)
+                   maxSets=_POOL_SETS, poolSizeCount=len(sizes), pPoolSizes=sizes)
         out = ffi.new("VkDescriptorPool *")
         check("vkCreateDescriptorPool", self.fns.vkCreateDescriptorPool(self.device, info, ffi.NULL, out))
         pool = [out[0], 0, 0]
@@ -133,8 +158,9 @@ class Descriptors:
                 if entry is None:
                     continue
                 for other in key[1:]:
-                    if other != uid and other in self._by_uid:
-                        self._by_uid[other].discard(key)
+                    owner = _owner(other)
+                    if owner != uid and owner in self._by_uid:
+                        self._by_uid[owner].discard(key)
                 if entry.set is not None:
                     pool = self._set_pool.pop(int(ffi.cast("uintptr_t", entry.set)))
                     self.fns.vkFreeDescriptorSets(self.device, pool[0], 1, entry.pset)

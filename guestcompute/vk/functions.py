@@ -31,6 +31,9 @@ _CORE = (
     "vkQueueWaitIdle", "vkDeviceWaitIdle", "vkCreateFence", "vkDestroyFence", "vkWaitForFences",
     "vkResetFences", "vkGetFenceStatus", "vkCreateSemaphore", "vkDestroySemaphore",
     "vkCreateQueryPool", "vkDestroyQueryPool", "vkGetQueryPoolResults",
+    "vkCreateImage", "vkDestroyImage", "vkGetImageMemoryRequirements", "vkBindImageMemory",
+    "vkCreateImageView", "vkDestroyImageView", "vkCreateSampler", "vkDestroySampler",
+    "vkCmdCopyBufferToImage", "vkCmdCopyImageToBuffer", "vkCmdClearColorImage",
 )
 
 # name -> extension (or core version) that provides it; resolved only when declared.

@@ -1,4 +1,5 @@
-"""Buffers and their memory: one dedicated allocation per guest buffer.
+"""Buffers, images and their memory: one dedicated allocation per guest
+buffer or image.
 
 Dedicated allocations keep the code obvious and make "reallocated" a
 precise event (a new VkBuffer with a new uid). Device-local memory is
@@ -48,6 +49,16 @@ class Allocation:
         self.device_local = bool(flags & _DEVICE_LOCAL)
 
 
+class ImageAllocation:
+    """A VkImage (optimal tiling) bound to its own device-local VkDeviceMemory."""
+    __slots__ = ("image", "memory", "size")
+
+    def __init__(self, image, memory, size):
+        self.image = image
+        self.memory = memory
+        self.size = size
+
+
 class MemoryManager:
     """Creates and destroys buffers; counts what is alive (for leak tests).
 
@@ -66,6 +77,7 @@ class MemoryManager:
         self._lock = threading.Lock()
         self._live: dict = {}       # id(Allocation) -> Allocation, for close()
         self.live_buffers = 0
+        self.live_images = 0
         self.live_bytes = 0
         self.peak_bytes = 0
 
@@ -133,10 +145,53 @@ class MemoryManager:
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         return a
 
-    def destroy(self, a: Allocation) -> None:
+    def create_image(self, info) -> ImageAllocation:
+        """A VkImage from ``info`` (a VkImageCreateInfo pointer) with its own
+        device-local memory. Images count in ``live_images``."""
+        out = ffi.new("VkImage *")
+        check("vkCreateImage", self.fns.vkCreateImage(self.device, info, ffi.NULL, out))
+        image = out[0]
+        try:
+            reqs = new("VkMemoryRequirements")
+            self.fns.vkGetImageMemoryRequirements(self.device, image, reqs)
+            type_index = self._pick_type(reqs.memoryTypeBits, (_DEVICE_LOCAL, 0))
+            heap = self.heap_sizes[self.types[type_index][1]]
+            if reqs.size > heap:
+                raise OutOfMemoryError("vkAllocateMemory", -2, f"an image of {reqs.size} bytes does not fit "
+                                       f"the memory heap ({heap} bytes)")
+            alloc = new("VkMemoryAllocateInfo", allocationSize=reqs.size, memoryTypeIndex=type_index)
+            mem = ffi.new("VkDeviceMemory *")
+            check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem),
+                  f"an image of {reqs.size} bytes")
+        except BaseException:
+            self.fns.vkDestroyImage(self.device, image, ffi.NULL)
+            raise
+        try:
+            check("vkBindImageMemory", self.fns.vkBindImageMemory(self.device, image, mem[0], 0))
+        except BaseException:
+            self.fns.vkDestroyImage(self.device, image, ffi.NULL)
+            self.fns.vkFreeMemory(self.device, mem[0], ffi.NULL)
+            raise
+        a = ImageAllocation(image, mem[0], reqs.size)
+        with self._lock:
+            self._live[id(a)] = a
+            self.live_images += 1
+            self.live_bytes += a.size
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        return a
+
+    def destroy(self, a) -> None:
+        """Destroy a buffer's or an image's Allocation (once; later calls do nothing)."""
         with self._lock:
             if self._live.pop(id(a), None) is None:
                 return          # already destroyed (e.g. by destroy_all at close)
+        if isinstance(a, ImageAllocation):
+            self.fns.vkDestroyImage(self.device, a.image, ffi.NULL)
+            self.fns.vkFreeMemory(self.device, a.memory, ffi.NULL)
+            with self._lock:
+                self.live_images -= 1
+                self.live_bytes -= a.size
+            return
         if a.mapped is not None:
             self.fns.vkUnmapMemory(self.device, a.memory)
         self.fns.vkDestroyBuffer(self.device, a.buffer, ffi.NULL)
@@ -146,7 +201,7 @@ class MemoryManager:
             self.live_bytes -= a.size
 
     def destroy_all(self) -> None:
-        """Destroy every buffer still alive (context teardown)."""
+        """Destroy every buffer and image still alive (context teardown)."""
         for a in list(self._live.values()):
             self.destroy(a)
 

@@ -24,7 +24,12 @@ barrier each step needs.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import vulkan as vk
+from vulkan import ffi
+
+from .structs import array
 
 # -- pipeline stages -----------------------------------------------------------
 COMPUTE = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
@@ -63,6 +68,47 @@ EARLIER_GUEST_STAGES = COMPUTE | TRANSFER
 EARLIER_GUEST_WRITES = SHADER_WRITE | TRANSFER_WRITE
 
 ALL_BITS = 0xFFFFFFFF
+
+# -- image layouts ---------------------------------------------------------------
+# Guest work uses every image in GENERAL: storage writes need it and sampled
+# reads are legal in it, so dispatches that read one mip and write the next
+# (generate_mips, bloom chains) need barriers for memory only, never layout
+# transitions. An imported image is transitioned once on entry (host layout
+# -> GENERAL) and once on exit (GENERAL -> the host's exit layout).
+UNDEFINED = vk.VK_IMAGE_LAYOUT_UNDEFINED
+GENERAL = vk.VK_IMAGE_LAYOUT_GENERAL
+GUEST_LAYOUT = GENERAL
+TRANSFER_DST_LAYOUT = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL
+# Writing a layout transition is a write: its source scope must include the
+# last accesses of the old layout, and what follows must wait for it.
+IMAGE_GUEST_ACCESS = SHADER_RW | TRANSFER_READ | TRANSFER_WRITE
+
+
+class ImageTransition(NamedTuple):
+    """One VkImageMemoryBarrier over every mip and layer of an image."""
+    handle: object
+    aspect: int
+    mip_levels: int
+    array_layers: int
+    old_layout: int
+    new_layout: int
+    src_access: int
+    dst_access: int
+
+
+def image_barriers(transitions):
+    """A VkImageMemoryBarrier[] for ``transitions`` (queue family ignored)."""
+    return array("VkImageMemoryBarrier", [dict(
+        sType=vk.VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER, srcAccessMask=t.src_access, dstAccessMask=t.dst_access,
+        oldLayout=t.old_layout, newLayout=t.new_layout, srcQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+        dstQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED, image=t.handle,
+        subresourceRange=dict(aspectMask=t.aspect, baseMipLevel=0, levelCount=t.mip_levels, baseArrayLayer=0,
+                              layerCount=t.array_layers)) for t in transitions])
+
+
+def whole_image_transition(img, old_layout: int, new_layout: int, src_access: int, dst_access: int):
+    return ImageTransition(img.handle, img.format.aspect, img.mip_levels, img.array_layers, old_layout,
+                           new_layout, src_access, dst_access)
 
 
 class HazardTracker:
@@ -104,18 +150,47 @@ class BarrierState:
     declares its own host access. ``wrote_mapped``: a write to host-mapped
     guest memory (the exit barrier makes it visible to the host).
     ``extra_stages`` / ``extra_access``: non-dispatch guest work since entry.
+    ``images``: uid -> [Image, written] per imported image met, and
+    ``image_states`` the (entry, exit) layouts a recording declared for some
+    of them (``rec.using``); the exit barrier moves each back to its exit layout.
     """
     __slots__ = ("hazards", "entered", "covered_stages", "covered_access", "imports", "wrote_mapped",
-                 "extra_stages", "extra_access")
+                 "extra_stages", "extra_access", "waits_for_host", "images", "image_states")
 
     def __init__(self, *, entered: bool = False, waits_for_host: bool = True):
         self.hazards = HazardTracker()
         self.entered = entered
+        self.waits_for_host = waits_for_host
         self.covered_stages = self.covered_access = 0 if waits_for_host else ALL_BITS
         self.imports: dict = {}
+        self.images: dict = {}          # uid -> [Image, written] per imported image met
+        self.image_states: dict = {}    # uid -> (entry, exit) HostImageStates a recording overrides
         self.wrote_mapped = False
         self.extra_stages = 0
         self.extra_access = 0
+
+    def host_image_sources(self, img, written: bool) -> tuple:
+        """Register imported image ``img``; returns (stages, access,
+        transition or None) the entry barrier must still include: on the
+        image's first use, the host's declared stages and accesses and the
+        move from its declared layout to GENERAL. A recording that does not
+        wait for the host (a program capture) transitions nothing: the
+        recorder replaying it does."""
+        seen = self.images.get(img.uid)
+        if seen is not None:
+            if written:
+                seen[1] = True
+            return 0, 0, None
+        self.images[img.uid] = [img, written]
+        if not self.waits_for_host:
+            return 0, 0, None
+        entry = self.image_states.get(img.uid, (img.entry, img.exit))[0]
+        ha = entry.access
+        transition = None
+        if entry.layout != GUEST_LAYOUT:
+            transition = whole_image_transition(img, entry.layout, GUEST_LAYOUT, ha.access & WRITE_ACCESS,
+                                                IMAGE_GUEST_ACCESS)
+        return ha.stages, ha.access, transition
 
     def host_sources(self, b, written: bool) -> tuple:
         """Register host-shared buffer ``b``; returns the (stages, access)
@@ -168,12 +243,23 @@ class BarrierState:
         needed. Resets the state for a next entry."""
         extra_stages, extra_access = self.extra_stages, self.extra_access
         src_access = dst_stage = dst_access = 0
+        transitions = []
         if to_host_accesses:
             for b, written in self.imports.values():
                 dst_stage |= b.host_access.stages
                 dst_access |= b.host_access.access
                 if written:
                     src_access = SHADER_WRITE | extra_access
+            for img, written in self.images.values():
+                exit_state = self.image_states.get(img.uid, (img.entry, img.exit))[1]
+                ha = exit_state.access
+                dst_stage |= ha.stages
+                dst_access |= ha.access
+                wrote = (SHADER_WRITE | extra_access) if written else 0
+                src_access |= wrote
+                if exit_state.layout != GUEST_LAYOUT:
+                    transitions.append(whole_image_transition(img, GUEST_LAYOUT, exit_state.layout, wrote,
+                                                              ha.access))
         if self.wrote_mapped:
             src_access = SHADER_WRITE | extra_access
             dst_stage |= HOST
@@ -181,6 +267,9 @@ class BarrierState:
         needed = bool(dst_stage)
         self.extra_stages = self.extra_access = 0
         self.imports.clear()
+        if to_host_accesses:
+            self.images.clear()
+            self.image_states.clear()
         self.wrote_mapped = False
         self.entered = False
         if to_host_accesses:
@@ -188,4 +277,4 @@ class BarrierState:
         self.hazards.after_barrier()
         if not needed:
             return None
-        return COMPUTE | extra_stages, src_access, dst_stage, dst_access
+        return COMPUTE | extra_stages, src_access, dst_stage, dst_access, transitions

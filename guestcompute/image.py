@@ -1,0 +1,381 @@
+"""Images: a second resource kind beside tensors — the host's render
+targets, swapchain images and textures (imported), and images the guest
+owns (``ctx.image``).
+
+An :class:`Image` is one VkImage: format, extent, mip levels, array layers
+and the usage it was created with. Kernels never see a whole image: an op
+binds one 2-D subresource, an :class:`ImageBinding` — (mip level, array
+layer), read *sampled* (``texelFetch``/``texture`` through a sampler2D,
+which decodes sRGB and swizzles BGRA) or written as a *storage* image.
+
+Hazards are tracked per mip level of each image (``hazard_key``), in the
+same tracker as buffers. Imported images carry the host's declared layout
+and accesses (``entry`` / ``exit``); guest work uses them in GENERAL, so
+the recorder transitions an imported image once on entry and once on exit
+(see vk/sync.py). Guest-owned images live in GENERAL from creation on.
+
+``uid`` changes whenever the VkImage changes (``rebind`` after a
+swapchain resize), so programs that captured the image re-record and
+cached views and descriptors can never point at a dead image.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import vulkan as vk
+
+from .errors import InvalidArgumentError, ShapeError, UnsupportedError
+from .host import as_handle
+from .host_images import HostImageState, as_host_image_state, as_image_usage, usage_names
+from .vk import formats
+from .vk.memory import next_uid
+from .vk.structs import new
+
+IMAGE_HAZARD = "image"
+
+
+def check_extent(extent, mip_levels: int = 1) -> tuple:
+    """(width, height) from a pair of positive ints; the mip chain must fit."""
+    try:
+        w, h = extent
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"image extent must be (width, height), got {extent!r}") from None
+    for v in (w, h):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+            raise InvalidArgumentError(f"image extent must be two positive ints, got {extent!r}")
+    w, h = int(w), int(h)
+    if isinstance(mip_levels, bool) or not isinstance(mip_levels, (int, np.integer)) or mip_levels < 1:
+        raise InvalidArgumentError(f"mip levels must be an int >= 1, got {mip_levels!r}")
+    full = max(w, h).bit_length()
+    if mip_levels > full:
+        raise InvalidArgumentError(f"a {w}x{h} image has at most {full} mip levels, got {mip_levels}")
+    return w, h
+
+
+def image_states_for(image, layout, exit_layout, host_access, exit_access, what: str) -> tuple:
+    """(entry, exit) HostImageStates for an imported image: given values
+    override the import's declaration; ``exit_layout`` defaults to
+    ``layout`` when that is given, ``exit_access`` to the exit preset's."""
+    if not isinstance(image, Image) or not image.imported:
+        raise InvalidArgumentError(f"{what} takes an image from ctx.import_image, got {image!r}")
+    entry = image.entry if layout is None and host_access is None else \
+        as_host_image_state(image.entry if layout is None else layout, host_access)
+    if exit_layout is None and exit_access is None:
+        exit_state = image.exit if layout is None and host_access is None else entry
+    else:
+        exit_state = as_host_image_state(image.exit if exit_layout is None else exit_layout, exit_access,
+                                         "exit_layout")
+    if exit_state.layout == 0:      # VK_IMAGE_LAYOUT_UNDEFINED
+        raise InvalidArgumentError(f"{what}: an image cannot be handed back in layout 'undefined'; name the "
+                                   "layout the host uses it in next")
+    return entry, exit_state
+
+
+class Image:
+    """One VkImage as the guest sees it (see the module notes).
+
+    Attributes: ``ctx``, ``handle``, ``format`` (a vk/formats.Format),
+    ``width``, ``height``, ``mip_levels``, ``array_layers``, ``usage``
+    (VkImageUsageFlags), ``mutable_format`` (created with
+    MUTABLE_FORMAT: a UNORM storage view of an sRGB image is legal),
+    ``imported`` with ``entry`` / ``exit`` (:class:`HostImageState`) for
+    host images, ``uid``, ``last_epoch``.
+
+    Thread-safety: like a tensor — shared by recording threads; ``rebind``
+    while another thread records with the image is the caller's race.
+    """
+
+    def __init__(self, ctx, handle, fmt, extent, *, mip_levels=1, array_layers=1, usage=0,
+                 mutable_format=False, alloc=None, entry: HostImageState = None, exit: HostImageState = None):
+        self.ctx = ctx
+        self.handle = handle
+        self.format = fmt
+        self.width, self.height = int(extent[0]), int(extent[1])
+        self.mip_levels = int(mip_levels)
+        self.array_layers = int(array_layers)
+        self.usage = int(usage)
+        self.mutable_format = bool(mutable_format)
+        self.alloc = alloc
+        self.entry = entry
+        self.exit = exit
+        self.uid = next_uid()
+        self.last_epoch = 0
+        # A guest image created without a queue: its first recording moves it
+        # from UNDEFINED to GENERAL (see Transfers.flush_pending_uploads).
+        self.pending_init = False
+
+    # -- facts -----------------------------------------------------------------
+    @property
+    def imported(self) -> bool:
+        return self.entry is not None
+
+    @property
+    def extent(self) -> tuple:
+        return (self.width, self.height)
+
+    def mip_extent(self, mip: int) -> tuple:
+        """(width, height) of mip level ``mip``."""
+        return (max(1, self.width >> mip), max(1, self.height >> mip))
+
+    def host_shape(self, mip: int = 0) -> tuple:
+        """Shape of the numpy array that holds mip ``mip`` of one layer:
+        (height, width) plus (channels,) for multi-channel, unpacked formats."""
+        w, h = self.mip_extent(mip)
+        return (h, w) + self.format.host_shape_tail
+
+    def hazard_key(self, mip: int) -> tuple:
+        return (IMAGE_HAZARD, self.uid, mip)
+
+    def __repr__(self):
+        kind = "imported" if self.imported else "guest"
+        return (f"<Image {kind} {self.format.name} {self.width}x{self.height} mips={self.mip_levels} "
+                f"layers={self.array_layers} usage={usage_names(self.usage)}>")
+
+    # -- subresources ------------------------------------------------------------
+    def check_subresource(self, mip, layer, what: str) -> tuple:
+        for name, value, count in (("mip", mip, self.mip_levels), ("layer", layer, self.array_layers)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < count:
+                raise InvalidArgumentError(f"{what}: {name} {value!r} is outside this image's 0..{count - 1}")
+        return int(mip), int(layer)
+
+    def level(self, mip: int = 0, layer: int = 0) -> "ImageLevel":
+        """One 2-D subresource (mip level, array layer) to pass to ops."""
+        mip, layer = self.check_subresource(mip, layer, "Image.level")
+        return ImageLevel(self, mip, layer)
+
+    # -- host data (guest images) ---------------------------------------------------
+    def numpy(self, mip: int = 0, layer: int = 0) -> np.ndarray:
+        """The texels of (mip, layer) as a numpy array of :meth:`host_shape`
+        in the format's own bytes and channel order (BGRA stays BGRA; packed
+        formats give their 32-bit words). Guest images only: read an
+        imported image with ``rec.copy(img, out=tensor)``."""
+        if self.imported:
+            raise UnsupportedError("numpy() of an imported image: its contents and layout are the host's; "
+                                   "record rec.copy(image, out=tensor) and read the tensor")
+        mip, layer = self.check_subresource(mip, layer, "Image.numpy")
+        raw = self.ctx.device.transfers.read_image(self, mip, layer)
+        return np.frombuffer(raw, dtype=self.format.dtype).reshape(self.host_shape(mip)).copy()
+
+    def write(self, data, mip: int = 0, layer: int = 0) -> None:
+        """Upload ``data`` (shape :meth:`host_shape`, any dtype that converts
+        exactly to the format's channel dtype) into (mip, layer)."""
+        if self.imported:
+            raise UnsupportedError("write() into an imported image: the host owns its contents; record "
+                                   "rec.copy(tensor, out=image) instead")
+        mip, layer = self.check_subresource(mip, layer, "Image.write")
+        arr = np.asarray(data)
+        shape = self.host_shape(mip)
+        if arr.shape != shape:
+            raise ShapeError(f"Image.write: {self.format.name} mip {mip} takes an array of shape {shape}, "
+                             f"got {arr.shape}")
+        want = np.dtype(self.format.dtype)
+        if arr.dtype != want:
+            if not np.can_cast(arr.dtype, want, "same_kind") or not np.array_equal(arr.astype(want), arr):
+                raise InvalidArgumentError(f"Image.write: {self.format.name} holds {want} channels; "
+                                           f"{arr.dtype} data does not convert exactly")
+            arr = arr.astype(want)
+        self.ctx.device.transfers.write_image(self, mip, layer, np.ascontiguousarray(arr).tobytes())
+
+    # -- host images -------------------------------------------------------------------
+    def rebind(self, handle, extent=None) -> None:
+        """The host re-created its image (a swapchain resize): point this
+        import at ``handle`` (same format, mips, layers and usage; ``extent``
+        if it changed). The uid changes, so programs that captured the image
+        re-record at their next execute; views of the old VkImage retire with
+        the epoch of its last use."""
+        if not self.imported:
+            raise UnsupportedError("rebind() is for imported images; make a new guest image instead")
+        self.ctx.device.check_open()
+        old_uid, last = self.uid, self.last_epoch
+        self.handle = as_handle(handle, "VkImage", "Image.rebind image")
+        if extent is not None:
+            self.width, self.height = check_extent(extent, self.mip_levels)
+        self.uid = next_uid()
+        self.last_epoch = 0
+        Image.rebinds += 1
+        self.ctx.device.retire_image(old_uid, last)
+
+    rebinds = 0     # class-wide count: programs skip their staleness scan while it is unchanged
+
+    def __del__(self):
+        ctx = self.ctx
+        if ctx is None or ctx.closed:
+            return
+        if self.alloc is not None:
+            ctx.device.epochs.release(self.alloc, self.uid, self.last_epoch)
+        else:
+            ctx.device.retire_image(self.uid, self.last_epoch)
+
+
+class ImageLevel:
+    """One 2-D subresource of an image: ``image``, ``mip``, ``layer``."""
+    __slots__ = ("image", "mip", "layer")
+
+    def __init__(self, image: Image, mip: int, layer: int):
+        self.image, self.mip, self.layer = image, mip, layer
+
+    @property
+    def ctx(self):
+        return self.image.ctx
+
+    @property
+    def extent(self) -> tuple:
+        return self.image.mip_extent(self.mip)
+
+    @property
+    def width(self) -> int:
+        return self.extent[0]
+
+    @property
+    def height(self) -> int:
+        return self.extent[1]
+
+    def numpy(self) -> np.ndarray:
+        """This level's texels (see Image.numpy)."""
+        return self.image.numpy(self.mip, self.layer)
+
+    def write(self, data) -> None:
+        """Upload into this level (see Image.write)."""
+        self.image.write(data, self.mip, self.layer)
+
+    def __repr__(self):
+        return f"<ImageLevel mip={self.mip} layer={self.layer} of {self.image!r}>"
+
+
+SAMPLED, STORAGE = "sampled", "storage"
+
+
+class ImageBinding:
+    """What one kernel binding sees of an image: one (mip, layer), read
+    sampled or written/read as a storage image, through a view of
+    ``vk_format`` (the image's own, or the UNORM twin of an sRGB format),
+    with ``sampler`` ("nearest"/"linear") for sampled bindings.
+
+    ``view`` / ``sampler_handle`` are filled in when the recorder resolves
+    the dispatch (device/image_views.py). ``uid`` names the descriptor it
+    needs; ``owner_uid`` the image whose retirement drops it."""
+    __slots__ = ("image", "mip", "layer", "kind", "vk_format", "sampler", "uid", "owner_uid",
+                 "hazard_keys", "view", "sampler_handle", "alloc", "host_access", "last_epoch")
+
+    def __init__(self, image: Image, mip: int, layer: int, kind: str, vk_format: int = None,
+                 sampler: str = "nearest"):
+        self.image, self.mip, self.layer, self.kind = image, mip, layer, kind
+        self.vk_format = image.format.vk_format if vk_format is None else vk_format
+        self.sampler = sampler
+        self.uid = (image.uid, mip, layer, kind, self.vk_format, sampler)
+        self.owner_uid = image.uid
+        self.hazard_keys = (image.hazard_key(mip),)
+        self.view = self.sampler_handle = None
+        self.alloc = None           # buffer facts the dispatch plan asks every binding
+        self.host_access = None
+        self.last_epoch = 0
+
+    @property
+    def still_current(self) -> bool:
+        """False once the image was rebound (a new VkImage)."""
+        return self.owner_uid == self.image.uid
+
+
+# -- making images -------------------------------------------------------------------
+
+_SAMPLED_USAGE = 0x4        # VK_IMAGE_USAGE_SAMPLED_BIT
+_STORAGE_USAGE = 0x8        # VK_IMAGE_USAGE_STORAGE_BIT
+_TRANSFER_USAGE = 0x1 | 0x2  # TRANSFER_SRC | TRANSFER_DST
+_MUTABLE_FORMAT = 0x8       # VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT
+
+
+def as_format(value, what: str = "format"):
+    fmt = formats.find(value)
+    if fmt is None:
+        raise UnsupportedError(f"{what} {value!r} is not a format guestcompute knows; use one of "
+                               f"{formats.format_names()} (or their VkFormat values)")
+    return fmt
+
+
+def check_format_usage(ctx, fmt, usage: int, what: str) -> None:
+    """The format must have, on this device, the features the usage needs."""
+    have = ctx.device.format_features[fmt.name]
+    for bit, feature in ((_SAMPLED_USAGE, formats.SAMPLED), (_STORAGE_USAGE, formats.STORAGE)):
+        if usage & bit and not have & feature:
+            raise UnsupportedError(f"{what}: {fmt.name} has no {formats.FEATURE_NAMES[feature]} feature on this "
+                                   f"device, so an image of it cannot have {usage_names(bit)} usage")
+
+
+def import_image(ctx, vk_image, fmt, extent, *, layout, host_access=None, exit_layout=None, exit_access=None,
+                 mip_levels=1, array_layers=1, aspect="color", usage=None, mutable_format=False,
+                 samples=1, image_type="2d") -> Image:
+    """See Context.import_image."""
+    ctx.device.check_open()
+    handle = as_handle(vk_image, "VkImage", "import_image image")
+    fmt = as_format(fmt)
+    if image_type != "2d":
+        raise UnsupportedError(f"import_image: {image_type!r} images are not supported; guest ops work on "
+                               "2-D images (array layers are fine)")
+    if samples != 1:
+        raise UnsupportedError(f"import_image: multisampled images ({samples} samples) cannot be read by "
+                               "compute here; resolve them first (vkCmdResolveImage or a resolve attachment)")
+    want_aspect = "depth" if fmt.kind == "depth" else "color"
+    if aspect != want_aspect:
+        raise InvalidArgumentError(f"import_image: a {fmt.name} image has the {want_aspect!r} aspect, got "
+                                   f"{aspect!r}")
+    w, h = check_extent(extent, mip_levels)
+    if isinstance(array_layers, bool) or not isinstance(array_layers, (int, np.integer)) or array_layers < 1:
+        raise InvalidArgumentError(f"array_layers must be an int >= 1, got {array_layers!r}")
+    if usage is None:       # not said: whatever of SAMPLED and STORAGE the format allows
+        have = ctx.device.format_features[fmt.name]
+        usage = (_SAMPLED_USAGE if have & formats.SAMPLED else 0) | (_STORAGE_USAGE if have & formats.STORAGE else 0)
+    else:
+        usage = as_image_usage(usage)
+    if not usage & (_SAMPLED_USAGE | _STORAGE_USAGE):
+        raise InvalidArgumentError(f"import_image: usage {usage_names(usage)} has neither SAMPLED nor STORAGE; "
+                                   "guest ops read images sampled and write them as storage images")
+    check_format_usage(ctx, fmt, usage, "import_image")
+    img = Image(ctx, handle, fmt, (w, h), mip_levels=mip_levels, array_layers=array_layers, usage=usage,
+                mutable_format=mutable_format)
+    img.entry = as_host_image_state(layout, host_access)
+    img.exit = img.entry
+    img.entry, img.exit = image_states_for(img, None, exit_layout, None, exit_access, "import_image")
+    return img
+
+
+def create_image(ctx, extent, fmt, *, mips=1, layers=1, usage=None) -> Image:
+    """See Context.image."""
+    ctx.device.check_open()
+    fmt = as_format(fmt)
+    w, h = check_extent(extent, mips)
+    if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)) or layers < 1:
+        raise InvalidArgumentError(f"layers must be an int >= 1, got {layers!r}")
+    have = ctx.device.format_features[fmt.name]
+    if usage is None:
+        usage = _TRANSFER_USAGE
+        usage |= _SAMPLED_USAGE if have & formats.SAMPLED else 0
+        usage |= _STORAGE_USAGE if have & formats.STORAGE else 0
+    else:
+        usage = as_image_usage(usage) | _TRANSFER_USAGE
+    check_format_usage(ctx, fmt, usage, "ctx.image")
+    # sRGB images get a UNORM storage view through MUTABLE_FORMAT (sRGB
+    # formats are never storage formats).
+    flags = _MUTABLE_FORMAT if fmt.unorm else 0
+    info = new("VkImageCreateInfo", flags=flags, imageType=vk.VK_IMAGE_TYPE_2D, format=fmt.vk_format,
+               extent=dict(width=w, height=h, depth=1), mipLevels=int(mips), arrayLayers=int(layers),
+               samples=vk.VK_SAMPLE_COUNT_1_BIT, tiling=vk.VK_IMAGE_TILING_OPTIMAL, usage=usage,
+               sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE, initialLayout=vk.VK_IMAGE_LAYOUT_UNDEFINED)
+    ctx.device.epochs.collect()
+    alloc = ctx.device.memory.create_image(info)
+    img = Image(ctx, alloc.image, fmt, (w, h), mip_levels=mips, array_layers=layers, usage=usage,
+                mutable_format=bool(flags), alloc=alloc)
+    ctx.device.transfers.init_image(img)
+    return img
+
+
+def image_from(ctx, data, fmt, *, mips=1) -> Image:
+    """See Context.image_from."""
+    fmt = as_format(fmt)
+    arr = np.asarray(data)
+    tail = fmt.host_shape_tail
+    if arr.ndim != 2 + len(tail) or arr.shape[2:] != tail:
+        raise ShapeError(f"image_from: a {fmt.name} image takes an array of shape (height, width)"
+                         f"{' + ' + str(tail) if tail else ''}, got {arr.shape}")
+    img = create_image(ctx, (arr.shape[1], arr.shape[0]), fmt, mips=mips)
+    img.write(arr)
+    return img

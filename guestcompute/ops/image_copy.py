@@ -1,0 +1,217 @@
+"""Moving pixels between images and tensors, and resampling images:
+``rec.copy`` (its image half), ``rec.resize`` and ``rec.generate_mips``.
+
+Values: a shader sees UNORM texels as 0..1, sRGB texels as linear 0..1
+(decoded on read, encoded on write), float texels as they are. 8-bit
+tensors hold 0..255, so a copy between an image and a uint8 tensor scales
+by 255 (exact both ways for 8-bit UNORM images); float32 tensors take the
+values unchanged. A tensor has the image's channel count: (H, W) for one
+channel, (H, W, C) otherwise, in logical RGBA order (a BGRA image's first
+tensor channel is red).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import float32
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
+from ..image import Image, ImageLevel
+from ..kernels.catalogue import variants
+from ..kernels.spec import READ, WRITE, KernelSpec, Push, family
+from ..tensor import Tensor
+from . import pixels as px
+from .base import Dispatch, OpResult, op
+from .image import IMAGE_READS, IMAGE_WRITES, image_spec
+
+_SIZE_PUSH = (Push("H", "uint"), Push("W", "uint"))
+
+
+def is_pixels_image(x) -> bool:
+    return isinstance(x, (Image, ImageLevel))
+
+
+# -- copy ------------------------------------------------------------------------------
+
+@family("pixel_copy")
+def _render_copy(spec: KernelSpec) -> str:
+    return f"""{px.loader("src", spec.param("src"))}
+{px.storer("dst", spec.param("dst"))}
+void main() {{
+  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
+  if (x >= int(pc.W) || y >= int(pc.H)) return;
+  vec4 v = load_src(y, x) * pc.scale;
+  {"v.a = 1.0;  // the tensor has no alpha channel" if spec.param("alpha_one") else ""}
+  store_dst(y, x, v);
+}}"""
+
+
+def copy_spec(src: str, dst: str, alpha_one: bool = False) -> KernelSpec:
+    return image_spec("pixel_copy", src, dst, (),
+                      _SIZE_PUSH + (Push("scale", "float"),) + px.operand_push("src") + px.operand_push("dst"),
+                      (("alpha_one", alpha_one),))
+
+
+def _tensor_for(ctx, level: ImageLevel, dtype) -> Tensor:
+    fmt = level.image.format
+    w, h = level.extent
+    return ctx.empty((h, w) if fmt.channels == 1 else (h, w, fmt.channels), dtype)
+
+
+def copy_pixels(ctx, src, out=None) -> OpResult:
+    """The image half of ``rec.copy`` (see the module notes): image -> image,
+    image -> tensor (default: a new float32 tensor), tensor -> image."""
+    if out is None:
+        if not is_pixels_image(src):
+            raise InvalidArgumentError("rec.copy(tensor, out=image): name the image to write")
+        out = _tensor_for(ctx, px.as_level(ctx, src, "copy src"), float32)
+    a = px.read_pixels(ctx, src, "copy src", any_channels=True)
+    b = px.write_pixels(ctx, out, "copy out", any_channels=True)
+    if (a.h, a.w) != (b.h, b.w):
+        raise ShapeError(f"copy: the source is {a.h}x{a.w} pixels, out is {b.h}x{b.w}; use rec.resize to "
+                         "change the size")
+    for p, q in ((a, b), (b, a)):
+        if not p.is_image and q.is_image and p.channels != q.channels:
+            raise ShapeError(f"copy: the image has {q.channels} channel(s) ({q.value.image.format.name}); the "
+                             f"tensor must have the same number, got {p.value.shape}")
+    scale = 1.0
+    eight_bit = [p for p in (a, b) if not p.is_image and p.kind[0] in "up"]
+    if eight_bit and not (a.is_image or b.is_image):
+        raise DTypeError("copy between two tensors is rec.copy's tensor form; this path is for images")
+    if eight_bit:
+        img = (b if a is eight_bit[0] else a).value.image
+        if img.format.kind not in ("unorm",):
+            raise DTypeError(f"copy: uint8 tensors pair with 8-bit UNORM images; {img.format.name} values are "
+                             "not 0..255 steps: copy into a float32 tensor")
+        scale = 255.0 if b is eight_bit[0] else 1.0 / 255.0
+    if b.is_image and a.is_image and b.value.image is a.value.image and b.value.mip == a.value.mip \
+            and b.value.layer == a.value.layer:
+        raise InvalidArgumentError("copy: src and out are the same image level")
+    if a.h == 0 or a.w == 0:
+        return OpResult(b.value, [])
+    spec = copy_spec(a.layout, b.layout, alpha_one=not a.is_image and a.channels < 4 and b.is_image)
+    values = {"H": a.h, "W": a.w, "scale": scale, **a.push("src"), **b.push("dst")}
+    return OpResult(b.value, [Dispatch(spec, (a.resource, b.resource), spec.pack(values), px.groups(ctx, b))])
+
+
+# -- resize ------------------------------------------------------------------------------
+
+@family("pixel_resize")
+def _render_resize(spec: KernelSpec) -> str:
+    if spec.param("filter") == "linear":
+        body = """  vec2 uv = (vec2(x, y) + 0.5) / vec2(pc.W, pc.H);
+  vec4 v = textureLod(src, uv, 0.0);"""
+        load = ""
+    else:   # box: the mean of the source texels whose centres fall in this pixel's footprint
+        body = """  vec2 f = vec2(pc.SW, pc.SH) / vec2(pc.W, pc.H);
+  ivec2 lo = ivec2(floor(vec2(x, y) * f + 0.5 - 1e-4)), hi = ivec2(ceil((vec2(x, y) + 1.0) * f - 0.5 + 1e-4)) - 1;
+  lo = clamp(lo, ivec2(0), ivec2(pc.SW - 1, pc.SH - 1));
+  hi = clamp(max(hi, lo), ivec2(0), ivec2(pc.SW - 1, pc.SH - 1));
+  vec4 v = vec4(0.0);
+  for (int j = lo.y; j <= hi.y; ++j)
+    for (int i = lo.x; i <= hi.x; ++i) v += load_src(j, i);
+  v /= float((hi.x - lo.x + 1) * (hi.y - lo.y + 1));"""
+        load = px.loader("src", spec.param("src"))
+    return f"""{load}
+{px.storer("dst", spec.param("dst"))}
+void main() {{
+  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
+  if (x >= int(pc.W) || y >= int(pc.H)) return;
+{body}
+  store_dst(y, x, v);
+}}"""
+
+
+def resize_spec(src: str, dst: str, filter: str) -> KernelSpec:
+    push = _SIZE_PUSH + (Push("SH", "uint"), Push("SW", "uint")) + px.operand_push("src") + px.operand_push("dst")
+    return image_spec("pixel_resize", src, dst, (), push, (("filter", filter),))
+
+
+def box_footprint(n_src: int, n_dst: int, i: int) -> tuple:
+    """The source texel range [lo, hi] a box resize averages for output ``i``
+    (texel centres inside the output pixel; at least the nearest one) — the
+    numpy reference of the kernel's loop."""
+    f = n_src / n_dst
+    lo = int(np.floor(i * f + 0.5 - 1e-4))
+    hi = int(np.ceil((i + 1) * f - 0.5 + 1e-4)) - 1
+    lo = min(max(lo, 0), n_src - 1)
+    hi = min(max(hi, lo), n_src - 1)
+    return lo, hi
+
+
+@op("resize")
+def resize(ctx, img, out=None, *, size=None, filter: str = "linear"):
+    """Resample image ``img`` (an Image or ``img.level(mip)``) to ``out``'s
+    extent, or to ``size`` = (width, height) in a new guest image of the same
+    format. ``filter``: ``"linear"`` (bilinear through a sampler, texel
+    centres aligned, edges clamped; the format must support linear
+    filtering) or ``"box"`` (the mean of the source texels whose centres
+    fall inside each output pixel: exact area averaging for integer
+    downscales). ``out`` may also be a float32 tensor."""
+    if filter not in ("linear", "box"):
+        raise InvalidArgumentError(f"resize filter must be 'linear' or 'box', got {filter!r}")
+    if not is_pixels_image(img):
+        raise InvalidArgumentError(f"resize reads an image (Image or img.level(mip)), got {type(img).__name__}")
+    src = px.read_pixels(ctx, img, "resize img", sampler="linear" if filter == "linear" else "nearest")
+    if filter == "linear" and src.layout != "tex":
+        raise UnsupportedError("resize filter='linear' samples the image: it needs SAMPLED usage")
+    if out is None:
+        if size is None:
+            raise InvalidArgumentError("resize needs out= or size=(width, height)")
+        fmt = src.value.image.format
+        try:
+            w, h = (int(v) for v in size)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"resize size must be (width, height), got {size!r}") from None
+        out = ctx.image((w, h), "r32f" if fmt.kind == "depth" else fmt.name)
+    elif size is not None:
+        raise InvalidArgumentError("resize takes out= or size=, not both")
+    dst = px.write_pixels(ctx, out, "resize out")
+    if dst.kind[0] in "up":
+        raise DTypeError("resize writes an image or a float32 tensor")
+    if dst.is_image and dst.value.image is src.value.image and dst.value.mip == src.value.mip \
+            and dst.value.layer == src.value.layer:
+        raise InvalidArgumentError("resize: img and out are the same image level")
+    spec = resize_spec(src.layout, dst.layout, filter)
+    values = {"H": dst.h, "W": dst.w, "SH": src.h, "SW": src.w, **src.push("src"), **dst.push("dst")}
+    return OpResult(dst.value, [Dispatch(spec, (src.resource, dst.resource), spec.pack(values),
+                                         px.groups(ctx, dst))])
+
+
+@op("generate_mips")
+def generate_mips(ctx, img, *, base: int = 0, layer: int = 0):
+    """Fill mip levels ``base + 1 ..`` of ``img`` from level ``base``: each
+    level is the 2x2 box mean of the one above it (odd sizes average the
+    texels each output pixel covers, as ``resize(filter="box")``). One
+    dispatch per level; each reads the level its predecessor wrote, and
+    the recorder orders them (the image stays in GENERAL throughout)."""
+    if not isinstance(img, Image):
+        raise InvalidArgumentError(f"generate_mips takes an Image, got {type(img).__name__}")
+    base, layer = img.check_subresource(base, layer, "generate_mips")
+    dispatches = []
+    for mip in range(base + 1, img.mip_levels):
+        src = px.read_pixels(ctx, img.level(mip - 1, layer), "generate_mips")
+        dst = px.write_pixels(ctx, img.level(mip, layer), "generate_mips")
+        spec = resize_spec(src.layout, dst.layout, "box")
+        values = {"H": dst.h, "W": dst.w, "SH": src.h, "SW": src.w, **src.push("src"), **dst.push("dst")}
+        dispatches.append(Dispatch(spec, (src.resource, dst.resource), spec.pack(values), px.groups(ctx, dst)))
+    return OpResult(img, dispatches)
+
+
+# -- the bake catalogue --------------------------------------------------------------------
+
+@variants("pixel_copy")
+def _copy_variants():
+    tensors = ("rgba32f", "rgba32f_s", "r32f", "rg32f_s", "rgb32f_s", "rgba8_s", "r8")
+    for read in IMAGE_READS:
+        for write in IMAGE_WRITES + tensors:
+            yield copy_spec(read, write)
+    for lay in tensors:
+        for write in IMAGE_WRITES:
+            yield copy_spec(lay, write, alpha_one=px.KIND[lay] not in ("f4", "u4"))
+
+
+@variants("pixel_resize")
+def _resize_variants():
+    for write in IMAGE_WRITES:
+        for filter in ("linear", "box"):
+            yield resize_spec("tex", write, filter)
