@@ -105,7 +105,8 @@ class Context:
             qf = bootstrap.compute_queue_family(pd)
             features = req.feature_chain()
             exts = req.device_extensions
-            dev = bootstrap.create_device(pd, qf, exts, features)
+            core = req.core_feature_struct()
+            dev = bootstrap.create_device(pd, qf, exts, features, core)
         except BaseException:
             if messenger:
                 messenger.close()
@@ -113,7 +114,7 @@ class Context:
             raise
         queue = ffi.new("VkQueue *")
         lib.vkGetDeviceQueue(dev, qf, 0, queue)
-        caps = _host.HostCaps(api, frozenset(exts), {f: True for f in req.features})
+        caps = _host.HostCaps(api, frozenset(exts), {f: True for f in req.features + req.core_features})
         ctx = cls(instance=instance, physical_device=pd, device=dev, queue_family_index=qf, caps=caps,
                   queue=queue[0], owned=(messenger,), cache_dir=cache_dir, debug_utils=validation)
         return ctx

@@ -74,6 +74,11 @@ USED_SINCE = {
     "VK_KHR_storage_buffer_storage_class": ((1, 1), "guestcompute needs it only for 16/8-bit storage"),
 }
 
+# Vulkan 1.0 core features guestcompute uses when enabled: storage writes
+# to images whose format GLSL cannot name (BGRA swapchain images), and reads
+# of them as storage images.
+CORE_FEATURES = ("shaderStorageImageWriteWithoutFormat", "shaderStorageImageReadWithoutFormat")
+
 # Feature name → the struct that holds it, for the pNext chain a host builds.
 FEATURE_STRUCTS = {
     "storageBuffer16BitAccess": "VkPhysicalDevice16BitStorageFeatures",
@@ -511,6 +516,16 @@ class Requirements:
     min_api_version: tuple = (1, 0)
     instance_extensions: list = field(default_factory=list)
     held_back: dict = field(default_factory=dict)
+    # Vulkan 1.0 core features (VkPhysicalDeviceFeatures members) to switch
+    # on through pEnabledFeatures (see :meth:`core_feature_struct`); declare
+    # them to Context.adopt in ``features`` like the others.
+    core_features: list = field(default_factory=list)
+
+    def core_feature_struct(self):
+        """A VkPhysicalDeviceFeatures with ``core_features`` on, for
+        VkDeviceCreateInfo.pEnabledFeatures, or None when there are none."""
+        return new("VkPhysicalDeviceFeatures", **{f: vk.VK_TRUE for f in self.core_features}) \
+            if self.core_features else None
 
     def feature_chain(self):
         """A ready ``VkPhysicalDeviceFeatures2``-free pNext chain enabling
@@ -554,7 +569,13 @@ def requirements(physical_device=None, instance_api_version=None, instance_exten
     else:
         read_features = _features2_function(api, enabled_on_instance, instance)
         feats = [f for f, on in query_features(pd, api, exts, read_features).items() if on]
+    core = []
+    if physical_device is not None:
+        have = new("VkPhysicalDeviceFeatures")
+        lib.vkGetPhysicalDeviceFeatures(pd, have)
+        core = [f for f in CORE_FEATURES if getattr(have, f)]
     return Requirements(required_extensions=[], device_extensions=exts, features=feats, api_version=api,
+                        core_features=core,
                         instance_extensions=_unlocking_instance_extensions(api, enabled_on_instance,
                                                                            supported, held_back),
                         held_back=held_back)

@@ -255,14 +255,15 @@ class ImageBinding:
     the dispatch (device/image_views.py). ``uid`` names the descriptor it
     needs; ``owner_uid`` the image whose retirement drops it."""
     __slots__ = ("image", "mip", "layer", "kind", "vk_format", "sampler", "uid", "owner_uid",
-                 "hazard_keys", "view", "sampler_handle", "alloc", "host_access", "last_epoch")
+                 "hazard_keys", "view", "sampler_handle", "alloc", "host_access", "last_epoch", "view_usage")
 
     def __init__(self, image: Image, mip: int, layer: int, kind: str, vk_format: int = None,
-                 sampler: str = "nearest"):
+                 sampler: str = "nearest", view_usage: int = 0):
         self.image, self.mip, self.layer, self.kind = image, mip, layer, kind
         self.vk_format = image.format.vk_format if vk_format is None else vk_format
         self.sampler = sampler
-        self.uid = (image.uid, mip, layer, kind, self.vk_format, sampler)
+        self.view_usage = view_usage        # 0: the image's usage
+        self.uid = (image.uid, mip, layer, kind, self.vk_format, sampler, view_usage)
         self.owner_uid = image.uid
         self.hazard_keys = (image.hazard_key(mip),)
         self.view = self.sampler_handle = None
@@ -282,6 +283,7 @@ _SAMPLED_USAGE = 0x4        # VK_IMAGE_USAGE_SAMPLED_BIT
 _STORAGE_USAGE = 0x8        # VK_IMAGE_USAGE_STORAGE_BIT
 _TRANSFER_USAGE = 0x1 | 0x2  # TRANSFER_SRC | TRANSFER_DST
 _MUTABLE_FORMAT = 0x8       # VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT
+_EXTENDED_USAGE = 0x100     # VK_IMAGE_CREATE_EXTENDED_USAGE_BIT (Vulkan 1.1)
 
 
 def as_format(value, what: str = "format"):
@@ -346,16 +348,19 @@ def create_image(ctx, extent, fmt, *, mips=1, layers=1, usage=None) -> Image:
     if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)) or layers < 1:
         raise InvalidArgumentError(f"layers must be an int >= 1, got {layers!r}")
     have = ctx.device.format_features[fmt.name]
+    # An sRGB image is written through a UNORM view (sRGB formats are never
+    # storage formats): MUTABLE_FORMAT, and EXTENDED_USAGE (Vulkan 1.1) so
+    # STORAGE usage is checked against the view's format, not the image's.
+    srgb_storage = bool(fmt.unorm) and ctx.caps.api_version >= (1, 1) and \
+        bool(ctx.device.format_features[fmt.unorm] & formats.STORAGE)
     if usage is None:
         usage = _TRANSFER_USAGE
         usage |= _SAMPLED_USAGE if have & formats.SAMPLED else 0
-        usage |= _STORAGE_USAGE if have & formats.STORAGE else 0
+        usage |= _STORAGE_USAGE if have & formats.STORAGE or srgb_storage else 0
     else:
         usage = as_image_usage(usage) | _TRANSFER_USAGE
-    check_format_usage(ctx, fmt, usage, "ctx.image")
-    # sRGB images get a UNORM storage view through MUTABLE_FORMAT (sRGB
-    # formats are never storage formats).
-    flags = _MUTABLE_FORMAT if fmt.unorm else 0
+    check_format_usage(ctx, fmt, usage & ~(_STORAGE_USAGE if srgb_storage else 0), "ctx.image")
+    flags = (_MUTABLE_FORMAT | _EXTENDED_USAGE) if srgb_storage else 0
     info = new("VkImageCreateInfo", flags=flags, imageType=vk.VK_IMAGE_TYPE_2D, format=fmt.vk_format,
                extent=dict(width=w, height=h, depth=1), mipLevels=int(mips), arrayLayers=int(layers),
                samples=vk.VK_SAMPLE_COUNT_1_BIT, tiling=vk.VK_IMAGE_TILING_OPTIMAL, usage=usage,

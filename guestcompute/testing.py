@@ -39,16 +39,17 @@ class HeadlessHost:
         self.physical_device = bootstrap.pick_physical_device(self.instance, device)
         self.queue_family_index = bootstrap.compute_queue_family(self.physical_device, need_graphics=True)
         if profile == "bare":
-            self.api_version, self.extensions, self.features, chain = (1, 0), [], {}, None
+            self.api_version, self.extensions, self.features, chain, core = (1, 0), [], {}, None, None
         else:
             req = _host.requirements(self.physical_device, inst_api)
             self.api_version = min(req.api_version, inst_api)
             self.extensions = list(req.device_extensions)
-            self.features = {f: True for f in req.features}
+            self.features = {f: True for f in req.features + req.core_features}
             chain = req.feature_chain()
+            core = req.core_feature_struct()
         self._feature_chain = chain
         self.device = bootstrap.create_device(self.physical_device, self.queue_family_index,
-                                              self.extensions, chain)
+                                              self.extensions, chain, core)
         q = ffi.new("VkQueue *")
         lib.vkGetDeviceQueue(self.device, self.queue_family_index, 0, q)
         self.queue = q[0]

@@ -33,13 +33,15 @@ class ImageViews:
         self.device = device
         self.fns = fns
         self._lock = threading.Lock()
-        self._views: dict = {}          # (uid, vk format, mip, layer) -> VkImageView
+        self._views: dict = {}          # (uid, vk format, mip, layer, usage) -> VkImageView
         self._by_image: dict = {}       # uid -> set of view keys
         self._samplers: dict = {}       # (filter, address) -> VkSampler
 
-    def view(self, image, vk_format: int, mip: int, layer: int):
-        """The 2-D view of ``image``'s (mip, layer) in ``vk_format``."""
-        key = (image.uid, vk_format, mip, layer)
+    def view(self, image, vk_format: int, mip: int, layer: int, usage: int = 0):
+        """The 2-D view of ``image``'s (mip, layer) in ``vk_format``.
+        ``usage``: narrower usage for the view (VkImageViewUsageCreateInfo,
+        Vulkan 1.1), e.g. an sRGB view of a storage image used for sampling."""
+        key = (image.uid, vk_format, mip, layer, usage)
         found = self._views.get(key)
         if found is not None:
             return found
@@ -48,8 +50,9 @@ class ImageViews:
             if found is None:
                 rng = dict(aspectMask=image.format.aspect, baseMipLevel=mip, levelCount=1,
                            baseArrayLayer=layer, layerCount=1)
+                narrow = new("VkImageViewUsageCreateInfo", usage=usage) if usage else None
                 info = new("VkImageViewCreateInfo", image=image.handle, viewType=vk.VK_IMAGE_VIEW_TYPE_2D,
-                           format=vk_format, subresourceRange=rng)
+                           format=vk_format, subresourceRange=rng, pNext=narrow if narrow is not None else ffi.NULL)
                 out = ffi.new("VkImageView *")
                 check("vkCreateImageView", self.fns.vkCreateImageView(self.device, info, ffi.NULL, out))
                 found = self._views[key] = out[0]

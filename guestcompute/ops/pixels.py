@@ -228,7 +228,11 @@ def read_pixels(ctx, x, what: str, sampler: str = "nearest", any_channels: bool 
         if sampler == "linear" and not have & formats.LINEAR_FILTER:
             raise UnsupportedError(f"{what}: {fmt.name} has no SAMPLED_IMAGE_FILTER_LINEAR on this device; "
                                    "use the nearest or box filter")
-        res = ImageBinding(img, level.mip, level.layer, SAMPLED, sampler=sampler)
+        # A view inherits the image's usage; where the format cannot be a
+        # storage image (sRGB with a UNORM storage twin) the sampled view
+        # drops STORAGE (Vulkan 1.1 view usage).
+        narrow = img.usage & ~0x8 if img.usage & 0x8 and not have & formats.STORAGE else 0
+        res = ImageBinding(img, level.mip, level.layer, SAMPLED, sampler=sampler, view_usage=narrow)
         return Pixels(level, "tex", res, h, w, fmt.channels)
     if img.usage & 0x8 and fmt.qualifier:
         res = ImageBinding(img, level.mip, level.layer, STORAGE)

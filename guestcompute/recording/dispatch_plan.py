@@ -20,7 +20,7 @@ def resolve_image_binding(ctx, b: ImageBinding) -> None:
                              "(programs that captured the image re-record by themselves)")
     views = ctx.device.image_views
     if b.view is None:
-        b.view = views.view(b.image, b.vk_format, b.mip, b.layer)
+        b.view = views.view(b.image, b.vk_format, b.mip, b.layer, b.view_usage)
     if b.kind == "sampled" and b.sampler_handle is None:
         b.sampler_handle = views.sampler(b.sampler)
 

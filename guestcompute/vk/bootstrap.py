@@ -152,15 +152,17 @@ def compute_queue_family(pd, need_graphics=False) -> int:
     raise UnsupportedError("the device has no compute queue family")
 
 
-def create_device(pd, queue_family: int, extensions=(), feature_chain=None):
-    """Returns the VkDevice with one queue of ``queue_family``."""
+def create_device(pd, queue_family: int, extensions=(), feature_chain=None, core_features=None):
+    """Returns the VkDevice with one queue of ``queue_family``;
+    ``core_features``: a VkPhysicalDeviceFeatures for pEnabledFeatures."""
     prio = ffi.new("float[]", [1.0])
     qinfo = new("VkDeviceQueueCreateInfo", queueFamilyIndex=queue_family, queueCount=1,
                 pQueuePriorities=prio)
     exts = list(extensions)
     info = new("VkDeviceCreateInfo", pNext=feature_chain if feature_chain is not None else ffi.NULL,
                queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
-               enabledExtensionCount=len(exts), ppEnabledExtensionNames=exts or ffi.NULL)
+               enabledExtensionCount=len(exts), ppEnabledExtensionNames=exts or ffi.NULL,
+               pEnabledFeatures=core_features if core_features is not None else ffi.NULL)
     out = ffi.new("VkDevice *")
     check("vkCreateDevice", lib.vkCreateDevice(pd, info, ffi.NULL, out))
     return out[0]

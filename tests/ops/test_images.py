@@ -1,0 +1,298 @@
+"""Images as guest resources: guest images of every format round-trip,
+copies between images and tensors, filters, resize and mips against numpy,
+on both host profiles under synchronization validation (the fixtures fail a
+test on any validation message)."""
+import numpy as np
+import pytest
+import vulkan as vk
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import guestcompute as gc
+from guestcompute.ops.image_copy import box_footprint
+
+from test_image import ref_blur, ref_correlate
+
+HYP = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+EXTENTS = [(1, 1), (3, 7), (64, 33)]
+
+
+def random_texels(fmt: str, shape, rng) -> np.ndarray:
+    """Host data for ``fmt`` whose every value the format holds exactly."""
+    if fmt in ("rgba8_unorm", "bgra8_unorm", "rgba8_srgb", "bgra8_srgb", "r8_unorm"):
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+    if fmt in ("rgba16f", "rg16f"):
+        return rng.uniform(-4, 4, shape).astype(np.float16)
+    if fmt in ("rgba32f", "r32f"):
+        return rng.uniform(-4, 4, shape).astype(np.float32)
+    if fmt == "r32ui":
+        return rng.integers(0, 2 ** 32, shape, dtype=np.uint32)
+    if fmt in ("a2b10g10r10_unorm", "b10g11r11_ufloat"):
+        words = rng.integers(0, 2 ** 32, shape, dtype=np.uint32)
+        if fmt == "b10g11r11_ufloat":    # keep every field finite (exponent below all-ones)
+            words &= np.uint32(0b1011111111_10111111111_10111111111)
+        return words
+    raise AssertionError(fmt)
+
+
+def shader_values(fmt: str, texels: np.ndarray) -> np.ndarray:
+    """What a shader reads from ``texels`` (float64, logical RGBA order)."""
+    if fmt in ("rgba8_unorm", "r8_unorm"):
+        return texels / 255.0
+    if fmt == "bgra8_unorm":
+        return texels[..., [2, 1, 0, 3]] / 255.0
+    if fmt in ("rgba8_srgb", "bgra8_srgb"):
+        c = texels / 255.0
+        lin = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+        lin[..., 3] = c[..., 3]
+        return lin[..., [2, 1, 0, 3]] if fmt == "bgra8_srgb" else lin
+    return texels.astype(np.float64)
+
+
+# -- guest images --------------------------------------------------------------------
+
+GUEST_FORMATS = ["rgba8_unorm", "bgra8_unorm", "rgba8_srgb", "bgra8_srgb", "rgba16f", "rgba32f", "rg16f", "r32f",
+                 "r8_unorm", "r32ui", "a2b10g10r10_unorm", "b10g11r11_ufloat"]
+
+
+@pytest.mark.parametrize("fmt", GUEST_FORMATS)
+@pytest.mark.parametrize("extent", EXTENTS)
+def test_guest_image_round_trips_its_bytes(ctx, fmt, extent):
+    rng = np.random.default_rng(1)
+    img = ctx.image(extent, fmt)
+    data = random_texels(fmt, img.host_shape(), rng)
+    img.write(data)
+    np.testing.assert_array_equal(img.numpy(), data)
+    assert img.numpy().dtype == np.dtype(img.format.dtype)
+
+
+def test_mips_and_layers_are_separate_subresources(ctx):
+    rng = np.random.default_rng(2)
+    img = ctx.image((9, 5), "rgba8_unorm", mips=3, layers=2)
+    assert [img.host_shape(m) for m in range(3)] == [(5, 9, 4), (2, 4, 4), (1, 2, 4)]
+    data = {(m, l): random_texels("rgba8_unorm", img.host_shape(m), rng) for m in range(3) for l in range(2)}
+    for (m, l), d in data.items():
+        img.write(d, mip=m, layer=l)
+    for (m, l), d in data.items():
+        np.testing.assert_array_equal(img.numpy(m, l), d)
+
+
+@pytest.mark.parametrize("fmt", ["rgba8_unorm", "bgra8_unorm", "rgba8_srgb", "rgba16f", "rgba32f", "rg16f",
+                                 "r32f", "r8_unorm"])
+@pytest.mark.parametrize("extent", EXTENTS)
+def test_copy_image_to_float_tensor_gives_shader_values(host, ctx, fmt, extent):
+    rng = np.random.default_rng(3)
+    img = ctx.image(extent, fmt)
+    data = random_texels(fmt, img.host_shape(), rng)
+    img.write(data)
+    t = host.run(ctx, lambda rec: rec.copy(img))
+    assert t.dtype == gc.float32 and t.shape == img.host_shape()
+    # sRGB decoding is the device's (lavapipe's is within 1e-3 of the exact curve).
+    tol = 2e-3 if "srgb" in fmt else 2e-6
+    np.testing.assert_allclose(t.numpy(), shader_values(fmt, data), rtol=1e-6, atol=tol)
+
+
+@pytest.mark.parametrize("fmt", ["rgba8_unorm", "rgba16f", "rgba32f", "r32f", "rg16f", "r8_unorm"])
+def test_float_tensor_to_image_and_back_is_exact(host, ctx, fmt):
+    rng = np.random.default_rng(4)
+    src = ctx.image((13, 6), fmt)
+    data = random_texels(fmt, src.host_shape(), rng)
+    src.write(data)
+    dst = ctx.image((13, 6), fmt)
+
+    def frame(rec):
+        t = rec.copy(src)
+        rec.copy(t, out=dst)
+    host.run(ctx, frame)
+    np.testing.assert_array_equal(dst.numpy(), data)
+
+
+def test_uint8_tensors_pair_with_unorm_images_exactly(modern_host, modern_ctx):
+    ctx, rng = modern_ctx, np.random.default_rng(5)
+    img = ctx.image_from(random_texels("rgba8_unorm", (6, 11, 4), rng), "rgba8_unorm")
+    t = ctx.empty((6, 11, 4), "uint8")
+    back = ctx.image((11, 6), "rgba8_unorm")
+    modern_host.run(ctx, lambda rec: (rec.copy(img, out=t), rec.copy(t, out=back)))
+    np.testing.assert_array_equal(t.numpy(), img.numpy())
+    np.testing.assert_array_equal(back.numpy(), img.numpy())
+
+
+@pytest.mark.parametrize("fmt", ["rgba8_srgb", "bgra8_srgb"])
+def test_srgb_image_is_written_through_a_unorm_view(host, ctx, fmt):
+    rng = np.random.default_rng(6)
+    data = random_texels(fmt, (5, 8, 4), rng)
+    src = ctx.image_from(data, fmt)
+    dst = ctx.image((8, 5), fmt)
+    if host.profile == "bare":      # Vulkan 1.0: no EXTENDED_USAGE, so no storage view of an sRGB image
+        with pytest.raises(gc.UnsupportedError, match="STORAGE usage"):
+            host.run(ctx, lambda rec: rec.copy(src, out=dst))
+        return
+    host.run(ctx, lambda rec: rec.copy(src, out=dst))      # decode on read, encode on write
+    np.testing.assert_array_equal(dst.numpy(), data)
+
+
+def test_bgra_writes_need_write_without_format(host, ctx):
+    """GLSL has no BGRA storage format: writing a swapchain-style BGRA
+    image needs shaderStorageImageWriteWithoutFormat, which
+    gc.requirements() recommends and the bare host lacks."""
+    data = random_texels("bgra8_unorm", (3, 5, 4), np.random.default_rng(12))
+    src, dst = ctx.image_from(data, "bgra8_unorm"), ctx.image((5, 3), "bgra8_unorm")
+    if not ctx.caps.feature("shaderStorageImageWriteWithoutFormat"):
+        with pytest.raises(gc.UnsupportedError, match="shaderStorageImageWriteWithoutFormat"):
+            host.run(ctx, lambda rec: rec.copy(src, out=dst))
+        return
+    host.run(ctx, lambda rec: rec.copy(src, out=dst))
+    np.testing.assert_array_equal(dst.numpy(), data)
+
+
+# -- filters, resize, mips ------------------------------------------------------------------
+
+@given(w=st.integers(1, 40), h=st.integers(1, 40), sigma=st.one_of(st.just(0.0), st.floats(0.1, 3.0)))
+@HYP
+def test_blur_of_an_image_matches_numpy(host, ctx, w, h, sigma):
+    rng = np.random.default_rng(w * 100 + h)
+    data = random_texels("rgba32f", (h, w, 4), rng)
+    img = ctx.image_from(data, "rgba32f")
+    out = host.run(ctx, lambda rec: rec.gaussian_blur(img, sigma))
+    radius = int(np.ceil(3 * sigma))
+    np.testing.assert_allclose(out.numpy(), ref_blur(data, sigma, radius), rtol=1e-5, atol=1e-5)
+
+
+def test_blur_reads_an_image_and_writes_a_tensor_and_back(host, ctx):
+    rng = np.random.default_rng(7)
+    data = random_texels("rgba8_unorm", (17, 23, 4), rng)
+    img = ctx.image_from(data, "rgba8_unorm")
+    t = ctx.empty((17, 23, 4))
+    out = ctx.image((23, 17), "rgba8_unorm")
+    host.run(ctx, lambda rec: (rec.gaussian_blur(img, 1.5, out=t), rec.gaussian_blur(t, 0.0, out=out)))
+    want = ref_blur(data / 255.0, 1.5, 5)
+    np.testing.assert_allclose(t.numpy(), want, atol=1e-5)
+    np.testing.assert_allclose(out.numpy().astype(np.float64), np.round(want * 255), atol=1)
+
+
+def test_conv2d_on_images_matches_numpy(host, ctx):
+    rng = np.random.default_rng(8)
+    data = random_texels("rgba16f", (19, 12, 4), rng)
+    k = rng.standard_normal((3, 5)).astype(np.float32)
+    img = ctx.image_from(data, "rgba16f")
+    out = host.run(ctx, lambda rec: rec.conv2d(img, k))
+    np.testing.assert_allclose(out.numpy().astype(np.float64), ref_correlate(data, k), rtol=2e-3, atol=2e-2)
+
+
+def ref_box(img: np.ndarray, w: int, h: int) -> np.ndarray:
+    sh, sw = img.shape[:2]
+    out = np.zeros((h, w) + img.shape[2:])
+    for y in range(h):
+        y0, y1 = box_footprint(sh, h, y)
+        for x in range(w):
+            x0, x1 = box_footprint(sw, w, x)
+            out[y, x] = img[y0:y1 + 1, x0:x1 + 1].astype(np.float64).mean(axis=(0, 1))
+    return out
+
+
+def ref_bilinear(img: np.ndarray, w: int, h: int) -> np.ndarray:
+    sh, sw = img.shape[:2]
+    ys = np.clip((np.arange(h) + 0.5) * sh / h - 0.5, 0, sh - 1)
+    xs = np.clip((np.arange(w) + 0.5) * sw / w - 0.5, 0, sw - 1)
+    y0, x0 = np.floor(ys).astype(int), np.floor(xs).astype(int)
+    y1, x1 = np.minimum(y0 + 1, sh - 1), np.minimum(x0 + 1, sw - 1)
+    fy, fx = (ys - y0)[:, None, None], (xs - x0)[None, :, None]
+    a = img.astype(np.float64)
+    top = a[y0][:, x0] * (1 - fx) + a[y0][:, x1] * fx
+    bot = a[y1][:, x0] * (1 - fx) + a[y1][:, x1] * fx
+    return top * (1 - fy) + bot * fy
+
+
+@pytest.mark.parametrize("size", [(8, 6), (3, 2), (1, 1), (21, 13), (40, 25)])
+def test_resize_box_and_linear_match_numpy(host, ctx, size):
+    rng = np.random.default_rng(9)
+    data = random_texels("rgba32f", (12, 16, 4), rng)
+    img = ctx.image_from(data, "rgba32f")
+    box = host.run(ctx, lambda rec: rec.resize(img, size=size, filter="box"))
+    lin = host.run(ctx, lambda rec: rec.resize(img, size=size, filter="linear"))
+    w, h = size
+    np.testing.assert_allclose(box.numpy(), ref_box(data, w, h), rtol=1e-5, atol=1e-5)
+    # Hardware filtering may use reduced sub-texel precision (8 bits on many GPUs).
+    np.testing.assert_allclose(lin.numpy(), ref_bilinear(data, w, h), atol=4 * 8 / 256)
+
+
+@pytest.mark.parametrize("extent", [(16, 16), (13, 6), (1, 9)])
+def test_generate_mips_is_a_box_chain(host, ctx, extent):
+    rng = np.random.default_rng(10)
+    levels = max(extent).bit_length()
+    img = ctx.image(extent, "rgba32f", mips=levels)
+    base = random_texels("rgba32f", img.host_shape(0), rng)
+    img.write(base)
+    host.run(ctx, lambda rec: rec.generate_mips(img))
+    want = base.astype(np.float64)
+    for mip in range(1, levels):
+        w, h = img.mip_extent(mip)
+        want = ref_box(want, w, h)
+        np.testing.assert_allclose(img.numpy(mip), want, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_into_a_smaller_mip_of_the_same_image(host, ctx):
+    rng = np.random.default_rng(11)
+    img = ctx.image((8, 8), "rgba32f", mips=2)
+    base = random_texels("rgba32f", (8, 8, 4), rng)
+    img.write(base)
+    host.run(ctx, lambda rec: rec.resize(img.level(0), out=img.level(1), filter="box"))
+    np.testing.assert_allclose(img.numpy(1), ref_box(base, 4, 4), rtol=1e-5, atol=1e-6)
+
+
+# -- hostile inputs ------------------------------------------------------------------------
+
+def test_bad_image_arguments_raise_typed_errors_before_recording(host, ctx):
+    img = ctx.image((4, 4), "rgba8_unorm", mips=2)
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(gc.InvalidArgumentError, match="mip 2"):
+            rec.copy(img.level(2))
+        with pytest.raises(gc.ShapeError, match="resize"):
+            rec.copy(img, out=ctx.image((5, 4), "rgba8_unorm"))
+        with pytest.raises(gc.ShapeError, match="channel"):
+            rec.copy(img, out=ctx.empty((4, 4)))
+        with pytest.raises(gc.InvalidArgumentError, match="same image level"):
+            rec.copy(img, out=img)
+        with pytest.raises(gc.InvalidArgumentError, match="filter"):
+            rec.resize(img, size=(2, 2), filter="cubic")
+        assert rec.dispatches == 0 and rec.barriers == 0
+    host.submit_and_wait(cmd)
+    with pytest.raises(gc.UnsupportedError, match="not a format"):
+        ctx.image((4, 4), "rgb8")
+    with pytest.raises(gc.InvalidArgumentError, match="mip levels"):
+        ctx.image((4, 4), "rgba8_unorm", mips=4)
+    with pytest.raises(gc.InvalidArgumentError, match="extent"):
+        ctx.image((0, 4), "rgba8_unorm")
+    with pytest.raises(gc.ShapeError):
+        img.write(np.zeros((4, 4, 3), np.uint8))
+    with pytest.raises(gc.InvalidArgumentError, match="convert exactly"):
+        img.write(np.full((4, 4, 4), 0.5))
+
+
+def test_images_of_another_context_are_refused(host, ctx):
+    other = host.adopt()
+    try:
+        foreign = other.image((4, 4), "rgba8_unorm")
+        cmd = host.begin()
+        with ctx.record(cmd) as rec:
+            with pytest.raises(gc.InvalidArgumentError, match="another context"):
+                rec.copy(foreign)
+        host.submit_and_wait(cmd)
+    finally:
+        del foreign
+        other.close()
+
+
+def test_images_are_freed_and_views_do_not_pile_up(host, ctx):
+    before = ctx.live_objects()
+    for frame in range(30):
+        img = ctx.image((8, 8), "rgba8_unorm")
+        host.run(ctx, lambda rec: rec.gaussian_blur(img, 1.0, out=img))
+        del img
+        ctx.retire(ctx.advance_epoch())
+    after = ctx.live_objects()
+    assert after["images"] == before["images"]
+    assert after["image_views"] == before["image_views"]
+    assert after["samplers"] <= before["samplers"] + 1
+    assert ctx.device.descriptors.cached_entries <= 8      # scratch buffers' entries retire too
