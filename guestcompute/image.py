@@ -242,7 +242,23 @@ class ImageLevel:
         return f"<ImageLevel mip={self.mip} layer={self.layer} of {self.image!r}>"
 
 
-SAMPLED, STORAGE = "sampled", "storage"
+SAMPLED, STORAGE, TEXTURE = "sampled", "storage", "texture"
+
+
+class SamplerBinding:
+    """A GLSL ``sampler`` binding of a user kernel: ``filter`` "nearest" or
+    "linear", clamp to edge. Samplers live as long as the device."""
+    __slots__ = ("sampler", "uid", "kind", "sampler_handle", "hazard_keys", "alloc", "host_access",
+                 "last_epoch")
+
+    def __init__(self, sampler: str):
+        self.sampler = sampler
+        self.uid = ("sampler", sampler)
+        self.kind = "sampler"
+        self.sampler_handle = None
+        self.hazard_keys = ()
+        self.alloc = self.host_access = None
+        self.last_epoch = 0
 
 
 class ImageBinding:

@@ -16,17 +16,19 @@ class OffscreenTarget:
     FORMAT = vk.VK_FORMAT_R8G8B8A8_UNORM
     BYTES_PER_PIXEL = 4
 
-    def __init__(self, device, memory_properties, width: int, height: int, slots: int):
+    def __init__(self, device, memory_properties, width: int, height: int, slots: int, extra_usage: int = 0):
         self.device = device
         self.format = self.FORMAT
         self.extent = (width, height)
         self.frame_bytes = width * height * self.BYTES_PER_PIXEL
         # TRANSFER_SRC for the readback; TRANSFER_DST too so that code
-        # recording after the pass can copy a processed frame back in.
+        # recording after the pass can copy a processed frame back in;
+        # ``extra_usage`` for code that post-processes the image in place
+        # (e.g. SAMPLED | STORAGE for compute).
         self.images = [
             Image2D(device, memory_properties, width, height, self.FORMAT,
                     vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT
-                    | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT)
+                    | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT | extra_usage)
             for _ in range(slots)]
         self.transfer_usage = True
         self.readback = [

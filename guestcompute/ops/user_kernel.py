@@ -14,7 +14,9 @@ reflected access: a ``readonly`` binding only reads, a ``writeonly`` one
 only writes, anything else does both.
 
 What a kernel may declare (anything else is an UnsupportedError at
-``ctx.kernel``): storage buffers in set 0 at bindings 0..n-1, a push
+``ctx.kernel``): storage buffers, 2-D storage images (``image2D`` /
+``uimage2D``), sampled images (``sampler2D``, or ``texture2D`` with a
+separate ``sampler``) in set 0 at bindings 0..n-1, a push
 constant block up to the device's limit, a workgroup size that is literal
 or given by ``local_size_{x,y,z}_id`` = 0, 1, 2 (other specialization
 constants may not use ids 0-2, which carry the workgroup size), shared
@@ -44,6 +46,9 @@ import numpy as np
 
 from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutOfMemoryError,
                       UnsupportedError, VulkanError, WrongContextError)
+from ..image import SAMPLED, STORAGE, TEXTURE, Image, ImageBinding, ImageLevel, SamplerBinding
+from ..vk import formats
+from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, op
 from ..spirv.capabilities import check_capabilities, check_shared_memory
 from ..spirv.compiler import validate
@@ -133,14 +138,22 @@ class UserKernel:
         else:
             raise InvalidArgumentError(f"kernel {self.name!r}: buffers must be a list of tensors")
         if len(tensors) != len(self.bindings):
-            raise InvalidArgumentError(f"kernel {self.name!r} has {len(self.bindings)} storage-buffer "
-                                       f"bindings but got {len(tensors)} tensors")
-        tensors = [check_tensor(ctx, t, f"kernel {self.name!r} binding {i}") for i, t in enumerate(tensors)]
+            if all(b.kind == "buffer" for b in self.spec.bindings):
+                raise InvalidArgumentError(f"kernel {self.name!r} has {len(self.bindings)} storage-buffer "
+                                           f"bindings but got {len(tensors)} tensors; pass one per binding")
+            raise InvalidArgumentError(f"kernel {self.name!r} has {len(self.bindings)} bindings but got "
+                                       f"{len(tensors)} resources; pass one per binding, in binding order")
+        resources = []
+        for i, (arg, sb, rb) in enumerate(zip(tensors, self.spec.bindings, self.bindings)):
+            if sb.kind == "buffer":
+                resources.append(check_tensor(ctx, arg, f"kernel {self.name!r} binding {i}").buffer)
+            else:
+                resources.append(_image_resource(ctx, self, i, sb, rb, arg))
         data = self.push_bytes(push)
         grid = _grid(groups, ctx.limits.max_workgroup_count, self.name)
         if 0 in grid:
             return []
-        return [Dispatch(self.spec, tuple(t.buffer for t in tensors), data, grid, spirv=self.spirv)]
+        return [Dispatch(self.spec, tuple(resources), data, grid, spirv=self.spirv)]
 
 
 def _grid(groups, max_count, name) -> tuple:
@@ -212,11 +225,22 @@ def _workgroup(ctx, r, workgroup, name) -> tuple:
     return wg
 
 
+# Reflected binding kind -> (spec Binding kind, what run_kernel takes for it).
+_KINDS = {"storage_buffer": ("buffer", "a tensor"), "storage_image": ("storage", "an Image or img.level()"),
+          "combined_image_sampler": ("sampled", "an Image, img.level() or (image, 'linear')"),
+          "sampled_image": ("texture", "an Image or img.level()"),
+          "sampler": ("sampler", "'nearest' or 'linear'")}
+
+
 def _bindings(r, name) -> tuple:
     for i, b in enumerate(r.bindings):
-        if b.kind != "storage_buffer":
+        if b.kind not in _KINDS:
             raise UnsupportedError(f"kernel {name!r}: binding {b.binding} ({b.name or 'unnamed'}) is a "
-                                   f"{b.kind.replace('_', ' ')}; guestcompute binds storage buffers only")
+                                   f"{b.kind.replace('_', ' ')}; guestcompute binds storage buffers, storage "
+                                   "images, sampled images (combined or separate) and samplers")
+        if b.image is not None and not b.image.is_2d:
+            raise UnsupportedError(f"kernel {name!r}: binding {b.binding} is not a plain 2-D image (arrayed, "
+                                   "multisampled, 1-D, 3-D or cube); guest kernels see one 2-D level and layer")
         if b.set != 0:
             raise UnsupportedError(f"kernel {name!r}: binding {b.binding} is in set {b.set}; use set 0")
         if b.binding != i:
@@ -224,9 +248,59 @@ def _bindings(r, name) -> tuple:
                                    f"found {[x.binding for x in r.bindings]}")
     out = []
     for b in r.bindings:
-        access = READ if b.readonly else WRITE if b.writeonly else READWRITE
-        out.append(Binding(b.name or f"b{b.binding}", "uint", access))
+        kind = _KINDS[b.kind][0]
+        if kind in ("sampled", "texture", "sampler"):
+            access = READ
+        else:
+            access = READ if b.readonly else WRITE if b.writeonly else READWRITE
+        out.append(Binding(b.name or f"b{b.binding}", "uint", access, kind,
+                           b.image.format if b.image is not None else ""))
     return tuple(out)
+
+
+def _image_resource(ctx, kernel, i: int, spec_binding, reflected, arg):
+    """The resource bound at image or sampler binding ``i`` from run_kernel's ``arg``."""
+    what = f"kernel {kernel.name!r} binding {i}"
+    kind = spec_binding.kind
+    if kind == "sampler":
+        if arg not in ("nearest", "linear"):
+            raise InvalidArgumentError(f"{what} is a sampler: pass 'nearest' or 'linear', got {arg!r}")
+        return SamplerBinding(arg)
+    sampler = "nearest"
+    if kind == "sampled" and isinstance(arg, tuple) and len(arg) == 2 and arg[1] in ("nearest", "linear"):
+        arg, sampler = arg
+    if not isinstance(arg, (Image, ImageLevel)):
+        raise InvalidArgumentError(f"{what} takes {_KINDS[reflected.kind][1]}, got {type(arg).__name__}")
+    level = px.as_level(ctx, arg, what)
+    img, fmt = level.image, level.image.format
+    have = ctx.device.format_features[fmt.name]
+    if (reflected.image.component == "uint") != fmt.integer:
+        raise InvalidArgumentError(f"{what}: the kernel's image holds {reflected.image.component} values, "
+                                   f"a {fmt.name} image holds {'integers' if fmt.integer else 'floats'}")
+    if kind == "storage":
+        if not img.usage & _STORAGE_USAGE:
+            raise UnsupportedError(f"{what} is a storage image; the image has no STORAGE usage")
+        view = fmt
+        if fmt.unorm:
+            if not img.mutable_format:
+                raise UnsupportedError(f"{what}: an sRGB image is a storage image only through a UNORM view "
+                                       "(create it with MUTABLE_FORMAT)")
+            view = formats.FORMATS[fmt.unorm]
+        want = reflected.image.format
+        if want and want != view.qualifier:
+            raise InvalidArgumentError(f"{what} is declared layout({want}); the image's storage format is "
+                                       f"{view.qualifier or view.name}")
+        return ImageBinding(img, level.mip, level.layer, STORAGE, view.vk_format)
+    if not img.usage & _SAMPLED_USAGE:
+        raise UnsupportedError(f"{what} samples the image; the image has no SAMPLED usage")
+    if sampler == "linear" and not have & formats.LINEAR_FILTER:
+        raise UnsupportedError(f"{what}: {fmt.name} has no linear filtering on this device")
+    narrow = img.usage & ~_STORAGE_USAGE if img.usage & _STORAGE_USAGE and not have & formats.STORAGE else 0
+    return ImageBinding(img, level.mip, level.layer, SAMPLED if kind == "sampled" else TEXTURE,
+                        sampler=sampler, view_usage=narrow)
+
+
+_SAMPLED_USAGE, _STORAGE_USAGE = 0x4, 0x8
 
 
 # push_layout type names: numpy's scalar names, then the GLSL ones the
@@ -311,7 +385,8 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
     kernel = UserKernel(ctx, spirv, r, spec, name, fields)
     access = tuple((b.reads, b.writes) for b in bindings)
     try:
-        ctx.device.pipelines.get(spec, spirv, access, size, entry=r.entry_point)
+        ctx.device.pipelines.get(spec, spirv, access, size, entry=r.entry_point,
+                                 kinds=tuple(b.kind for b in bindings))
     except OutOfMemoryError:
         raise
     except VulkanError as e:
@@ -321,8 +396,11 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
 
 @op("run_kernel")
 def run_kernel(ctx, kernel, buffers=(), *, push=None, groups=(1, 1, 1)):
-    """Record a user kernel (from ``ctx.kernel``): ``buffers`` is one tensor
-    per storage-buffer binding, in binding order; ``push`` the push
+    """Record a user kernel (from ``ctx.kernel``): ``buffers`` is one
+    resource per binding, in binding order — a tensor for a storage buffer,
+    an Image or ``img.level(mip, layer)`` for an ``image2D`` or
+    ``texture2D``, the same or ``(image, "linear")`` for a ``sampler2D``,
+    ``"nearest"`` / ``"linear"`` for a ``sampler``; ``push`` the push
     constants (bytes, numpy data, or a dict with the kernel's
     ``push_layout``), exactly the reflected size; ``groups`` the workgroup
     counts (x[, y[, z]])."""

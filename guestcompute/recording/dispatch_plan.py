@@ -10,7 +10,7 @@ again (a memoized plan, see ``ops/memo.py``) records with no lookups.
 from __future__ import annotations
 
 from ..errors import RecordingError
-from ..image import ImageBinding
+from ..image import ImageBinding, SamplerBinding
 
 
 def resolve_image_binding(ctx, b: ImageBinding) -> None:
@@ -43,7 +43,11 @@ class DispatchPlan:
                     writes_mapped = True
             if b.host_access is not None:
                 imports.append((b, w))
-            if isinstance(b, ImageBinding):
+            if isinstance(b, SamplerBinding):
+                if b.sampler_handle is None:
+                    b.sampler_handle = ctx.device.image_views.sampler(b.sampler)
+                buffers.append(b)
+            elif isinstance(b, ImageBinding):
                 resolve_image_binding(ctx, b)
                 image_bindings.append(b)
                 img = b.image

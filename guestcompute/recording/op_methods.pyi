@@ -273,6 +273,16 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def luminance(self, img, out=..., *, key=...) -> Any:
+        """
+        The exposure that maps ``img``'s log-average luminance to ``key``
+        (middle grey): ``key / exp(mean(log(1e-4 + L)))``, into ``out`` (a
+        one-element float32 tensor; allocated when omitted) — for
+        ``rec.tonemap(img, exposure=out)`` in the same recording.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def matmul(self, a, b, *, out=..., kernel=..., accumulate=...) -> Any:
         """
         ``out = a @ b`` with numpy.matmul semantics: the last two dims are
@@ -389,8 +399,11 @@ class OpMethods:
 
     def run_kernel(self, kernel, buffers=..., *, push=..., groups=...) -> Any:
         """
-        Record a user kernel (from ``ctx.kernel``): ``buffers`` is one tensor
-        per storage-buffer binding, in binding order; ``push`` the push
+        Record a user kernel (from ``ctx.kernel``): ``buffers`` is one
+        resource per binding, in binding order — a tensor for a storage buffer,
+        an Image or ``img.level(mip, layer)`` for an ``image2D`` or
+        ``texture2D``, the same or ``(image, "linear")`` for a ``sampler2D``,
+        ``"nearest"`` / ``"linear"`` for a ``sampler``; ``push`` the push
         constants (bytes, numpy data, or a dict with the kernel's
         ``push_layout``), exactly the reflected size; ``groups`` the workgroup
         counts (x[, y[, z]]).
@@ -481,6 +494,19 @@ class OpMethods:
     def tanh(self, x, *, out=...) -> Any:
         """
         Elementwise hyperbolic tangent. Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def tonemap(self, img, out=..., *, exposure=..., curve=..., srgb=..., gamma=...) -> Any:
+        """
+        Tone-map HDR ``img`` (an image or a float32 pixel tensor, linear
+        light) into ``out`` (an image — sRGB formats encode themselves — or a
+        float32 tensor; default: a new rgba8_unorm image with ``srgb=True``
+        encoding). ``exposure``: a number or a one-element float32 tensor (e.g.
+        from ``rec.luminance``), multiplied in on the GPU. ``curve``: "aces",
+        "reinhard" or "none". ``srgb=True`` encodes sRGB in the shader for a
+        UNORM target; ``gamma=2.2`` applies a power curve instead.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ..errors import KernelError
 
-__all__ = ["SpirvError", "ReflectedBinding", "ReflectedShader", "reflect",
+__all__ = ["SpirvError", "ReflectedBinding", "ReflectedImage", "ReflectedShader", "reflect",
            "workgroup_memory_size"]
 
 
@@ -51,6 +51,23 @@ class ReflectedBinding:
     readonly: bool   # NonWritable on the variable or on every block member
     writeonly: bool  # NonReadable on the variable or on every block member
     name: str        # OpName of the variable, else of its block type, else ""
+    # Images (storage, sampled, combined with a sampler): the SPIR-V Dim
+    # (1 = 2D), Arrayed and MS operands, the format (GLSL qualifier name, ""
+    # for Unknown) and the sampled component type ("float", "int", "uint").
+    image: "ReflectedImage" = None
+
+
+@dataclass(frozen=True)
+class ReflectedImage:
+    dim: int
+    arrayed: bool
+    multisampled: bool
+    format: str
+    component: str
+
+    @property
+    def is_2d(self) -> bool:
+        return self.dim == 1 and not self.arrayed and not self.multisampled
 
 
 @dataclass(frozen=True)
@@ -173,6 +190,9 @@ _MODE_LOCAL_SIZE = 17
 _MODE_LOCAL_SIZE_ID = 38
 
 _DIM_BUFFER = 5
+# SPIR-V ImageFormat -> the GLSL layout qualifier (the ones guestcompute's formats use).
+_IMAGE_FORMATS = {0: "", 1: "rgba32f", 2: "rgba16f", 3: "r32f", 4: "rgba8", 7: "rg16f", 8: "r11f_g11f_b10f",
+                  11: "rgb10_a2", 15: "r8", 33: "r32ui"}
 _DIM_SUBPASS_DATA = 6
 
 
@@ -451,6 +471,16 @@ def _binding(module: _Module, var_id: int, ptr_type: int, storage: int) -> Refle
         elif op == _OP_TYPE_ACCELERATION_STRUCTURE:
             kind = "acceleration_structure"
 
+    image = None
+    if storage == _SC_UNIFORM_CONSTANT and op in (_OP_TYPE_IMAGE, _OP_TYPE_SAMPLED_IMAGE):
+        image_op, image_ops = (op, ops) if op == _OP_TYPE_IMAGE else module.type(ops[0])
+        if image_op == _OP_TYPE_IMAGE and len(image_ops) >= 7:
+            component = _scalar_name(module, image_ops[0])
+            image = ReflectedImage(dim=image_ops[1], arrayed=bool(image_ops[3]), multisampled=bool(image_ops[4]),
+                                   format=_IMAGE_FORMATS.get(image_ops[6], f"format{image_ops[6]}"),
+                                   component={"float": "float", "int": "int", "uint": "uint"}.get(component,
+                                                                                                  component))
+
     binding = module.deco(var_id, _DEC_BINDING)
     if binding is None:
         raise SpirvError(f"descriptor variable %{var_id} has no Binding decoration")
@@ -462,6 +492,7 @@ def _binding(module: _Module, var_id: int, ptr_type: int, storage: int) -> Refle
         readonly=readonly,
         writeonly=writeonly,
         name=module.names.get(var_id) or type_name,
+        image=image,
     )
 
 

@@ -31,8 +31,10 @@ from .structs import new
 _STORAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
 STORAGE_IMAGE = vk.VK_DESCRIPTOR_TYPE_STORAGE_IMAGE
 SAMPLED_IMAGE = vk.VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER
-# The descriptor type of a binding, from its kind (kernels/spec.Binding.kind).
-DESCRIPTOR_TYPES = {"buffer": _STORAGE, "storage": STORAGE_IMAGE, "sampled": SAMPLED_IMAGE}
+# The descriptor type of a binding, from its kind (kernels/spec.Binding.kind):
+# "texture" and "sampler" are GLSL's separate texture2D and sampler.
+DESCRIPTOR_TYPES = {"buffer": _STORAGE, "storage": STORAGE_IMAGE, "sampled": SAMPLED_IMAGE,
+                    "texture": vk.VK_DESCRIPTOR_TYPE_SAMPLED_IMAGE, "sampler": vk.VK_DESCRIPTOR_TYPE_SAMPLER}
 _GENERAL = vk.VK_IMAGE_LAYOUT_GENERAL
 
 
@@ -101,10 +103,10 @@ class Descriptors:
                 infos[i].range = min(b.size, self.max_range)
                 w.descriptorType = _STORAGE
                 w.pBufferInfo = infos + i
-            else:                              # an ImageBinding, its view resolved
-                images[i].imageView = b.view
+            else:                              # an ImageBinding (its view resolved) or a SamplerBinding
+                images[i].imageView = b.view if kind != "sampler" else ffi.NULL
                 images[i].imageLayout = _GENERAL
-                images[i].sampler = b.sampler_handle if kind == "sampled" else ffi.NULL
+                images[i].sampler = b.sampler_handle if kind in ("sampled", "sampler") else ffi.NULL
                 w.descriptorType = DESCRIPTOR_TYPES[kind]
                 w.pImageInfo = images + i
         if dset is not None and n:
@@ -116,7 +118,7 @@ class Descriptors:
             dset = self._try_allocate(pool, set_layout, n)
             if dset is not None:
                 return dset
-        sizes = [dict(type=t, descriptorCount=_POOL_SETS * 8) for t in (_STORAGE, STORAGE_IMAGE, SAMPLED_IMAGE)]
+        sizes = [dict(type=t, descriptorCount=_POOL_SETS * 8) for t in DESCRIPTOR_TYPES.values()]
         info = new("VkDescriptorPoolCreateInfo",
                    flags=vk.VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
                    maxSets=_POOL_SETS, poolSizeCount=len(sizes), pPoolSizes=sizes)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import guestcompute as gc
 from guestcompute.ops.image_copy import box_footprint
 
-from test_image import ref_blur, ref_correlate
+from image_refs import ref_blur, ref_correlate
 
 HYP = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 EXTENTS = [(1, 1), (3, 7), (64, 33)]
@@ -296,3 +296,120 @@ def test_images_are_freed_and_views_do_not_pile_up(host, ctx):
     assert after["image_views"] == before["image_views"]
     assert after["samplers"] <= before["samplers"] + 1
     assert ctx.device.descriptors.cached_entries <= 8      # scratch buffers' entries retire too
+
+
+# -- tonemapping and auto-exposure ----------------------------------------------------------
+
+def ref_tonemap(x: np.ndarray, exposure: float, curve: str, encode: str) -> np.ndarray:
+    c = np.maximum(x[..., :3].astype(np.float64) * exposure, 0)
+    c = {"none": c, "reinhard": c / (1 + c),
+         "aces": np.clip(c * (2.51 * c + 0.03) / (c * (2.43 * c + 0.59) + 0.14), 0, 1)}[curve]
+    c = np.clip(c, 0, 1)
+    if encode == "srgb":
+        c = np.where(c <= 0.0031308, c * 12.92, 1.055 * c ** (1 / 2.4) - 0.055)
+    return c
+
+
+@pytest.mark.parametrize("curve", ["none", "reinhard", "aces"])
+@pytest.mark.parametrize("target", ["rgba8_unorm+srgb", "rgba8_srgb", "rgba32f"])
+def test_tonemap_matches_numpy(host, ctx, curve, target):
+    rng = np.random.default_rng(13)
+    hdr = rng.uniform(0, 6, (7, 10, 4)).astype(np.float16)
+    img = ctx.image_from(hdr, "rgba16f")
+    fmt, _, encode = target.partition("+")
+    if fmt == "rgba8_srgb" and host.profile == "bare":
+        pytest.skip("sRGB storage views need Vulkan 1.1 (tested to raise in test_srgb_image_...)")
+    out = ctx.image((10, 7), fmt)
+    host.run(ctx, lambda rec: rec.tonemap(img, out, exposure=0.7, curve=curve, srgb=encode == "srgb"))
+    got = out.numpy()[..., :3].astype(np.float64)
+    if fmt != "rgba32f":
+        got /= 255.0
+    want = ref_tonemap(hdr, 0.7, curve, "srgb" if fmt == "rgba8_srgb" else encode)
+    np.testing.assert_allclose(got, want, atol=1.01 / 255 if fmt != "rgba32f" else 2e-6)
+
+
+def test_luminance_feeds_tonemap_on_the_gpu(host, ctx):
+    rng = np.random.default_rng(14)
+    hdr = rng.uniform(0, 20, (16, 9, 4)).astype(np.float32)
+    img = ctx.image_from(hdr, "rgba32f")
+    out = ctx.image((9, 16), "rgba32f")
+
+    def frame(rec):
+        exposure = rec.luminance(img, key=0.25)
+        rec.tonemap(img, out, exposure=exposure, curve="reinhard")
+        return exposure
+    exposure = host.run(ctx, frame)
+    lum = hdr[..., :3].astype(np.float64) @ [0.2126, 0.7152, 0.0722]
+    want = 0.25 / np.exp(np.mean(np.log(1e-4 + lum)))
+    np.testing.assert_allclose(exposure.numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(out.numpy()[..., :3], ref_tonemap(hdr, want, "reinhard", "none"), atol=1e-5)
+
+
+def test_tonemap_rejects_bad_arguments(host, ctx):
+    img = ctx.image((4, 4), "rgba16f")
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        for kwargs, err in ((dict(curve="filmic"), gc.InvalidArgumentError),
+                            (dict(exposure=-1.0), gc.InvalidArgumentError),
+                            (dict(exposure=ctx.empty((2,))), gc.ShapeError),
+                            (dict(srgb=True, gamma=2.2), gc.InvalidArgumentError)):
+            with pytest.raises(err):
+                rec.tonemap(img, **kwargs)
+        with pytest.raises(gc.ShapeError):
+            rec.tonemap(img, ctx.image((5, 4), "rgba8_unorm"))
+        with pytest.raises(gc.InvalidArgumentError):
+            rec.luminance(img, key=0)
+        assert rec.dispatches == rec.barriers == 0
+    host.submit_and_wait(cmd)
+
+
+# -- user kernels with images ---------------------------------------------------------------
+
+IMAGE_KERNEL = """#version 450
+layout(local_size_x = 8, local_size_y = 8) in;
+layout(set = 0, binding = 0) uniform sampler2D src;
+layout(set = 0, binding = 1, rgba32f) uniform writeonly image2D dst;
+layout(set = 0, binding = 2) uniform texture2D tex;
+layout(set = 0, binding = 3) uniform sampler smp;
+layout(std430, set = 0, binding = 4) writeonly buffer Out { float o[]; };
+layout(push_constant) uniform P { int w; int h; } pc;
+void main() {
+  ivec2 p = ivec2(gl_GlobalInvocationID.xy);
+  if (p.x >= pc.w || p.y >= pc.h) return;
+  imageStore(dst, p, texelFetch(src, p, 0) * 2.0);
+  o[p.y * pc.w + p.x] = texelFetch(sampler2D(tex, smp), p, 0).g;
+}"""
+
+
+@pytest.mark.skipif(__import__("shutil").which("glslc") is None, reason="needs glslc")
+def test_user_kernel_binds_images_textures_and_samplers(host, ctx):
+    k = ctx.kernel(IMAGE_KERNEL, push_layout=[("w", "int32"), ("h", "int32")])
+    assert [b.kind for b in k.bindings] == ["combined_image_sampler", "storage_image", "sampled_image", "sampler",
+                                            "storage_buffer"]
+    assert k.bindings[1].image.format == "rgba32f" and k.bindings[1].image.is_2d
+    data = random_texels("rgba32f", (5, 11, 4), np.random.default_rng(15))
+    src, dst, t = ctx.image_from(data, "rgba32f"), ctx.image((11, 5), "rgba32f"), ctx.empty((5, 11))
+    host.run(ctx, lambda rec: rec.run_kernel(k, [src, dst, src, "nearest", t], push={"w": 11, "h": 5},
+                                             groups=(2, 1)))
+    np.testing.assert_array_equal(dst.numpy(), data * 2)
+    np.testing.assert_array_equal(t.numpy(), data[..., 1])
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(gc.InvalidArgumentError, match="layout\\(rgba32f\\)"):
+            rec.run_kernel(k, [src, ctx.image((11, 5), "rgba8_unorm"), src, "nearest", t], push={"w": 1, "h": 1})
+        with pytest.raises(gc.InvalidArgumentError, match="sampler"):
+            rec.run_kernel(k, [src, dst, src, "bicubic", t], push={"w": 1, "h": 1})
+        with pytest.raises(gc.InvalidArgumentError, match="takes"):
+            rec.run_kernel(k, [t, dst, src, "nearest", t], push={"w": 1, "h": 1})
+        assert rec.dispatches == 0
+    host.submit_and_wait(cmd)
+
+
+@pytest.mark.skipif(__import__("shutil").which("glslc") is None, reason="needs glslc")
+def test_user_kernel_refuses_image_arrays_and_3d(ctx):
+    with pytest.raises(gc.UnsupportedError, match="2-D"):
+        ctx.kernel("""#version 450
+layout(local_size_x = 1) in;
+layout(set = 0, binding = 0, rgba8) uniform readonly image2DArray a;
+layout(std430, set = 0, binding = 1) writeonly buffer O { vec4 o[]; };
+void main() { o[0] = imageLoad(a, ivec3(0)); }""")

@@ -114,10 +114,11 @@ def test_user_kernel_and_builtins_mix(host, ctx):
     np.testing.assert_array_equal(out.numpy(), np.arange(16) * 3.0)
 
 
+# 2-D images are bound (tests/ops/test_images.py); 3-D ones are not.
 IMAGE = """#version 450
 layout(local_size_x = 1) in;
-layout(binding = 0, rgba8) uniform writeonly image2D img;
-void main() { imageStore(img, ivec2(0), vec4(1.0)); }
+layout(binding = 0, rgba8) uniform writeonly image3D img;
+void main() { imageStore(img, ivec3(0), vec4(1.0)); }
 """
 UNIFORM = """#version 450
 layout(local_size_x = 1) in;

@@ -20,6 +20,7 @@ if str(ROOT) not in sys.path:
 
 from demos.host.offscreen import OffscreenTarget  # noqa: E402
 from demos.host.pipeline import PointsPipeline, create_render_pass  # noqa: E402
+from image_refs import ref_blur  # noqa: E402
 
 GUIDE = ROOT / "docs" / "integration.md"
 BLOCK = re.compile(r"^```python test\n(.*?)^```", re.S | re.M)
@@ -46,7 +47,8 @@ class PointsHost:
         self.host = host
         self.count = count
         memory = vk.vkGetPhysicalDeviceMemoryProperties(host.physical_device)
-        self.target = OffscreenTarget(host.device, memory, self.SIZE, self.SIZE, slots=2)
+        self.target = OffscreenTarget(host.device, memory, self.SIZE, self.SIZE, slots=2,
+                                      extra_usage=vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT)
         self.render_pass = create_render_pass(host.device, self.target.format)
         self.target.build(self.render_pass)
         self.pipeline = PointsPipeline(host.device, self.render_pass)
@@ -76,7 +78,9 @@ class PointsHost:
                     enabled_extensions=list(h.extensions), features=dict(h.features), queue=h.queue,
                     vertex_buffer=self.vertex_buffer, count=self.count,
                     initial_velocities=self.velocities, command_buffers=self.command_buffers,
-                    begin=self.begin, record_draw=self.record_draw, end=self.end)
+                    begin=self.begin, record_draw=self.record_draw, end=self.end,
+                    target_images=[i.handle for i in self.target.images], width=self.SIZE,
+                    height=self.SIZE, record_finish=self.record_finish)
 
     # -- the host's own recording --------------------------------------------------
     def begin(self, cmd):
@@ -86,6 +90,11 @@ class PointsHost:
         check("vkBeginCommandBuffer", self.host.fns.vkBeginCommandBuffer(cmd, info))
 
     def record_draw(self, cmd):
+        """The render pass, then the copy into the readback buffer."""
+        self.record_pass(cmd)
+        self.record_finish(cmd)
+
+    def record_pass(self, cmd):
         slot = self.slot[int(ffi.cast("uintptr_t", cmd))]
         clear = vk.VkClearValue(color=vk.VkClearColorValue(float32=[0.0, 0.0, 0.0, 1.0]))
         vk.vkCmdBeginRenderPass(cmd, vk.VkRenderPassBeginInfo(
@@ -96,7 +105,11 @@ class PointsHost:
         self.pipeline.record_draw(cmd, (self.SIZE, self.SIZE), self.vertex_buffer, self.colour_buffer,
                                   self.count, 1.0)
         vk.vkCmdEndRenderPass(cmd)
-        self.target.record_finish(cmd, slot)       # copy to the readback buffer
+
+    def record_finish(self, cmd):
+        """Copy the frame into its readback buffer (the target is expected in
+        COLOR_ATTACHMENT_OPTIMAL; the validation layer checks)."""
+        self.target.record_finish(cmd, self.slot[int(ffi.cast("uintptr_t", cmd))])
 
     def end(self, cmd):
         check("vkEndCommandBuffer", self.host.fns.vkEndCommandBuffer(cmd))
@@ -145,5 +158,31 @@ def test_minimal_integration_runs(points_host):
         drawn = np.zeros_like(image, bool)
         drawn[px[:, 1], px[:, 0]] = True
         np.testing.assert_array_equal(image > 0, drawn)
+    finally:
+        ctx.close()
+
+
+def image_block():
+    blocks = [b for b in python_test_blocks() if "import_image" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one images example"
+    return blocks[0]
+
+
+def test_images_example_post_processes_the_render_target(points_host):
+    ns = points_host.namespace()
+    ns["record_draw"] = points_host.record_pass       # the images example copies out in record_finish
+    exec(compile(image_block(), str(GUIDE), "exec"), ns)
+    ctx = ns["ctx"]
+    try:
+        for slot in (0, 1):
+            points_host.submit_and_wait(points_host.command_buffers[slot])
+        # What the pass drew: the start positions as white points on black.
+        drawn = np.zeros((points_host.SIZE, points_host.SIZE, 4))
+        drawn[..., 3] = 1.0
+        px = ((points_host.start[:, :2] + 1) * 0.5 * points_host.SIZE).astype(int)
+        drawn[px[:, 1], px[:, 0], :3] = 1.0
+        want = np.round(ref_blur(drawn, 1.0, 3) * 255)
+        got = points_host.target.read(1).astype(np.float64)
+        np.testing.assert_allclose(got, want, atol=1.0)
     finally:
         ctx.close()

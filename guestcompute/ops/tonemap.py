@@ -1,0 +1,178 @@
+"""HDR to display: ``rec.tonemap`` and ``rec.luminance`` (auto-exposure).
+
+``tonemap`` reads an HDR image or float tensor (linear light), multiplies by
+the exposure, applies a curve — Reinhard ``c / (1 + c)``, the ACES filmic
+fit of Krzysztof Narkowicz (2016), or none (clamp) — and writes display
+values. An sRGB target (``rgba8_srgb``, ``bgra8_srgb``) is encoded by its
+UNORM view's storer; a UNORM target gets sRGB encoding in the shader with
+``srgb=True`` (the usual case of a BGRA8_UNORM swapchain), or ``gamma=``.
+
+``luminance`` computes the exposure a frame's average brightness asks for,
+``key / exp(mean(log(1e-4 + L)))`` with ``L`` the Rec. 709 luminance of
+each pixel (Reinhard 2002's log-average), into a one-element float32
+tensor that ``tonemap(exposure=that_tensor)`` reads on the GPU: no
+readback, so auto-exposure stays inside the host's command buffer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import float32
+from ..errors import DTypeError, InvalidArgumentError, ShapeError
+from ..kernels.catalogue import variants
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+from ..tensor import Tensor
+from . import pixels as px
+from .base import Dispatch, OpResult, check_tensor, op, registered_ops
+from .image import IMAGE_READS, IMAGE_WRITES, image_spec
+
+CURVES = {
+    "none": "c",
+    "reinhard": "c / (1.0 + c)",
+    "aces": "clamp((c * (2.51 * c + 0.03)) / (c * (2.43 * c + 0.59) + 0.14), 0.0, 1.0)",
+}
+LUMA = "vec3(0.2126, 0.7152, 0.0722)"
+
+
+@family("tonemap")
+def _render_tonemap(spec: KernelSpec) -> str:
+    exposure = "pc.exposure * exposure_in[pc.exp_off]" if spec.param("exposure_tensor") else "pc.exposure"
+    encode = {"srgb": "c = srgb_encode(c);", "gamma": "c = pow(clamp(c, 0.0, 1.0), vec3(1.0 / pc.gamma));",
+              "none": ""}[spec.param("encode")]
+    helpers = px.SRGB_ENCODE if spec.param("encode") == "srgb" and "srgb_encode" not in \
+        px.storer("dst", spec.param("dst")) else ""
+    return f"""{px.loader("src", spec.param("src"))}
+{px.storer("dst", spec.param("dst"))}
+{helpers}
+void main() {{
+  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
+  if (x >= int(pc.W) || y >= int(pc.H)) return;
+  vec4 v = load_src(y, x);
+  vec3 c = max(v.rgb * ({exposure}), vec3(0.0));
+  c = {CURVES[spec.param("curve")]};
+  {encode}
+  store_dst(y, x, vec4(clamp(c, 0.0, 1.0), clamp(v.a, 0.0, 1.0)));
+}}"""
+
+
+def tonemap_spec(src: str, dst: str, curve: str, encode: str, exposure_tensor: bool) -> KernelSpec:
+    extra = (Binding("exposure_in", "float", READ),) if exposure_tensor else ()
+    push = (Push("H", "uint"), Push("W", "uint"), Push("exposure", "float"), Push("gamma", "float"),
+            Push("exp_off", "uint")) + px.operand_push("src") + px.operand_push("dst")
+    return image_spec("tonemap", src, dst, extra, push,
+                      (("curve", curve), ("encode", encode), ("exposure_tensor", exposure_tensor)))
+
+
+def _exposure(ctx, exposure):
+    """(push value, tensor or None) for a number or a 1-element float32 tensor."""
+    if isinstance(exposure, Tensor):
+        t = check_tensor(ctx, exposure, "tonemap exposure")
+        if t.dtype != float32 or t.size != 1:
+            raise ShapeError(f"tonemap exposure tensor must be one float32 value, got {t.dtype} {t.shape}")
+        return 1.0, t
+    if isinstance(exposure, bool) or not isinstance(exposure, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(exposure) or exposure < 0:
+        raise InvalidArgumentError(f"tonemap exposure must be a finite number >= 0 or a float32 tensor, "
+                                   f"got {exposure!r}")
+    return float(exposure), None
+
+
+@op("tonemap")
+def tonemap(ctx, img, out=None, *, exposure=1.0, curve: str = "aces", srgb: bool = False, gamma=None):
+    """Tone-map HDR ``img`` (an image or a float32 pixel tensor, linear
+    light) into ``out`` (an image — sRGB formats encode themselves — or a
+    float32 tensor; default: a new rgba8_unorm image with ``srgb=True``
+    encoding). ``exposure``: a number or a one-element float32 tensor (e.g.
+    from ``rec.luminance``), multiplied in on the GPU. ``curve``: "aces",
+    "reinhard" or "none". ``srgb=True`` encodes sRGB in the shader for a
+    UNORM target; ``gamma=2.2`` applies a power curve instead."""
+    if curve not in CURVES:
+        raise InvalidArgumentError(f"tonemap curve must be one of {sorted(CURVES)}, got {curve!r}")
+    src = px.read_pixels(ctx, img, "tonemap img")
+    if src.kind[0] in "up":
+        raise DTypeError("tonemap reads linear light: an image or a float32 tensor, not 8-bit values")
+    value, exp_t = _exposure(ctx, exposure)
+    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or gamma <= 0):
+        raise InvalidArgumentError(f"tonemap gamma must be a positive number, got {gamma!r}")
+    if gamma is not None and srgb:
+        raise InvalidArgumentError("tonemap takes srgb=True or gamma=, not both")
+    if out is None:
+        out, srgb = ctx.image((src.w, src.h), "rgba8_unorm"), gamma is None
+    dst = px.write_pixels(ctx, out, "tonemap out")
+    if (dst.h, dst.w) != (src.h, src.w):
+        raise ShapeError(f"tonemap out is {dst.h}x{dst.w}; img is {src.h}x{src.w} (resize first)")
+    if dst.kind[0] in "up":
+        raise DTypeError("tonemap writes an image or a float32 tensor")
+    if srgb and dst.layout.startswith("put_srgb"):
+        raise InvalidArgumentError("tonemap srgb=True: the target is an sRGB image, which encodes itself")
+    encode = "srgb" if srgb else "gamma" if gamma is not None else "none"
+    spec = tonemap_spec(src.layout, dst.layout, curve, encode, exp_t is not None)
+    values = {"H": src.h, "W": src.w, "exposure": value, "gamma": float(gamma or 1.0),
+              "exp_off": exp_t.offset if exp_t is not None else 0, **src.push("src"), **dst.push("dst")}
+    buffers = (src.resource, dst.resource) + ((exp_t.buffer,) if exp_t is not None else ())
+    return OpResult(dst.value, [Dispatch(spec, buffers, spec.pack(values), px.groups(ctx, dst))])
+
+
+# -- auto-exposure ------------------------------------------------------------------------
+
+@family("log_luminance")
+def _render_log_luminance(spec: KernelSpec) -> str:
+    return f"""{px.loader("src", spec.param("src"))}
+void main() {{
+  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
+  if (x >= int(pc.W) || y >= int(pc.H)) return;
+  logl[y * int(pc.W) + x] = log(1e-4 + max(dot(load_src(y, x).rgb, {LUMA}), 0.0));
+}}"""
+
+
+def log_luminance_spec(src: str) -> KernelSpec:
+    return KernelSpec("log_luminance", (px.binding("src", src, READ), Binding("logl", "float", WRITE)),
+                      (Push("H", "uint"), Push("W", "uint")) + px.operand_push("src"), (("src", src),), px.TILE,
+                      (), ())
+
+
+@op("luminance")
+def luminance(ctx, img, out=None, *, key: float = 0.18):
+    """The exposure that maps ``img``'s log-average luminance to ``key``
+    (middle grey): ``key / exp(mean(log(1e-4 + L)))``, into ``out`` (a
+    one-element float32 tensor; allocated when omitted) — for
+    ``rec.tonemap(img, exposure=out)`` in the same recording."""
+    src = px.read_pixels(ctx, img, "luminance img")
+    if src.kind[0] in "up":
+        raise DTypeError("luminance reads linear light: an image or a float32 tensor")
+    if isinstance(key, bool) or not isinstance(key, (int, float)) or not key > 0:
+        raise InvalidArgumentError(f"luminance key must be a positive number, got {key!r}")
+    if out is not None:
+        out = check_tensor(ctx, out, "luminance out")
+        if out.dtype != float32 or out.size != 1:
+            raise ShapeError(f"luminance out must be one float32 value, got {out.dtype} {out.shape}")
+    logl = ctx.empty((src.h * src.w,), float32)
+    spec = log_luminance_spec(src.layout)
+    values = {"H": src.h, "W": src.w, **src.push("src")}
+    dispatches = [Dispatch(spec, (src.resource, logl.buffer), spec.pack(values), px.groups(ctx, src))]
+    ops = registered_ops()
+    for name, args in (("mean", ()), ("neg", ()), ("exp", ()), ("scale", (float(key),))):
+        r = ops[name](ctx, logl, *args) if name != "scale" else ops[name](ctx, logl, *args, out=out)
+        dispatches += r.dispatches
+        logl = r.value
+    return OpResult(logl.reshape(()) if out is None else out, dispatches)
+
+
+# -- the bake catalogue ---------------------------------------------------------------------
+
+@variants("tonemap")
+def _tonemap_variants():
+    for read in IMAGE_READS + ("rgba32f",):
+        for write in IMAGE_WRITES:
+            for curve in CURVES:
+                for encode in ("none", "srgb"):
+                    if encode == "srgb" and write.startswith("put_srgb"):
+                        continue
+                    for tensor in (False, True):
+                        yield tonemap_spec(read, write, curve, encode, tensor)
+
+
+@variants("log_luminance")
+def _log_luminance_variants():
+    for read in IMAGE_READS + ("rgba32f",):
+        yield log_luminance_spec(read)

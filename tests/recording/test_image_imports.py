@@ -1,0 +1,155 @@
+"""The host's images: the layout contract (entry transition from the
+declared layout, exit transition back, checked by the validation layer's
+layout tracking at submit and by the host's own use afterwards), per-
+recording overrides, rebinding after a swapchain re-creation, programs, and
+hostile declarations — on both host profiles under synchronization
+validation."""
+import numpy as np
+import pytest
+import vulkan as vk
+
+import guestcompute as gc
+
+W, H = 12, 7
+RGBA8 = vk.VK_FORMAT_R8G8B8A8_UNORM
+SAMPLED_STORAGE = (vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT
+                   | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT)
+TOP, TRANSFER, FRAGMENT = (vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                           vk.VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT)
+UNDEFINED, TRANSFER_DST, SHADER_READ = (vk.VK_IMAGE_LAYOUT_UNDEFINED, vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL,
+                                        vk.VK_IMAGE_LAYOUT_SHADER_READ_ONLY_OPTIMAL)
+WRITE, READ = vk.VK_ACCESS_TRANSFER_WRITE_BIT, vk.VK_ACCESS_SHADER_READ_BIT
+
+
+def host_image_cleared(host, rgba, final=SHADER_READ, usage=SAMPLED_STORAGE):
+    """A host image cleared to ``rgba`` and left in ``final`` layout, as a
+    renderer leaves a target its fragment shaders sample."""
+    img = host.create_image(W, H, RGBA8, usage)
+    cmd = host.begin()
+    host.transition_image(cmd, img, UNDEFINED, TRANSFER_DST, TOP, 0, TRANSFER, WRITE)
+    host.clear_image(cmd, img, rgba)
+    host.transition_image(cmd, img, TRANSFER_DST, final, TRANSFER, WRITE, FRAGMENT, READ)
+    host.submit_and_wait(cmd)
+    return img
+
+
+def host_reuses(host, cmd, img, layout):
+    """The host's next use of the image expects ``layout`` (the validation
+    layer checks the old layout of this transition at submit)."""
+    host.transition_image(cmd, img, layout, TRANSFER_DST, FRAGMENT | TRANSFER, 0, TRANSFER, WRITE)
+    host.clear_image(cmd, img, (0, 0, 0, 0))
+    host.transition_image(cmd, img, TRANSFER_DST, SHADER_READ, TRANSFER, WRITE, FRAGMENT, READ)
+
+
+def test_read_and_write_a_host_image_in_the_hosts_frame(host, ctx):
+    himg = host_image_cleared(host, (1.0, 0.5, 0.25, 1.0))
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", host_access="fragment_read")
+    t = ctx.empty((H, W, 4))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        rec.copy(img, out=t)
+        rec.scale(t, 0.5, out=t)
+        rec.copy(t, out=img)                  # back into the host's image
+        rec.copy(img, out=t)
+    host_reuses(host, cmd, himg, SHADER_READ)  # the image is back in its declared layout
+    host.submit_and_wait(cmd)
+    np.testing.assert_allclose(t.numpy()[..., :3], np.broadcast_to([0.5, 0.251, 0.125], (H, W, 3)), atol=3e-3)
+
+
+def test_a_wrong_declared_layout_is_reported(host, ctx):
+    """Control: the checks above can fail. The host left the image in
+    SHADER_READ_ONLY but declares GENERAL: the layer reports it."""
+    himg = host_image_cleared(host, (1, 1, 1, 1))
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="general")
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        rec.copy(img)
+    host.submit_and_wait(cmd)
+    assert any("layout" in m.lower() for m in host.messages), host.messages
+    host.messages.clear()
+
+
+def test_exit_layout_and_per_recording_override(host, ctx):
+    himg = host_image_cleared(host, (0.2, 0.4, 0.6, 0.8), final=TRANSFER_DST)
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="transfer_dst", exit_layout="shader_read_only")
+    out = ctx.empty((H, W, 4))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        rec.copy(img, out=out)
+    host_reuses(host, cmd, himg, SHADER_READ)          # exit layout, not the entry one
+    # Next frame the host hands it over in SHADER_READ_ONLY and wants it back so.
+    with ctx.record(cmd) as rec:
+        rec.using(img, layout="shader_read_only")
+        rec.gaussian_blur(img, 0.0, out=out)
+        with pytest.raises(gc.RecordingError, match="already used"):
+            rec.using(img, layout="general")
+    host_reuses(host, cmd, himg, SHADER_READ)
+    host.submit_and_wait(cmd)
+    assert np.all(out.numpy() == 0)                     # the host cleared it before the second frame
+
+
+def test_rebind_re_records_programs_and_stale_dispatches_refuse(host, ctx):
+    first = host_image_cleared(host, (1, 0, 0, 1))
+    second = host_image_cleared(host, (0, 1, 0, 1))
+    img = ctx.import_image(first, "rgba8_unorm", (W, H), layout="shader_read_only")
+    out = ctx.empty((H, W, 4))
+    prog = ctx.program(lambda rec: rec.copy(img, out=out))
+    for expected, version in (((1, 0, 0, 1), 0), ((0, 1, 0, 1), 1)):
+        cmd = host.begin()
+        with ctx.record(cmd) as rec:
+            rec.execute(prog)
+        host_reuses(host, cmd, second if version else first, SHADER_READ)
+        host.submit_and_wait(cmd)
+        np.testing.assert_allclose(out.numpy()[0, 0], expected)
+        assert prog.version == version
+        # refill both images for the next round (the host cleared them)
+        for h_img, colour in ((first, (1, 0, 0, 1)), (second, (0, 1, 0, 1))):
+            c = host.begin()
+            host.transition_image(c, h_img, SHADER_READ, TRANSFER_DST, FRAGMENT, 0, TRANSFER, WRITE)
+            host.clear_image(c, h_img, colour)
+            host.transition_image(c, h_img, TRANSFER_DST, SHADER_READ, TRANSFER, WRITE, FRAGMENT, READ)
+            host.submit_and_wait(c)
+        if version == 0:
+            img.rebind(second)             # the swapchain was re-created
+
+
+def test_hostile_image_declarations_raise_typed_errors(host, ctx):
+    himg = host_image_cleared(host, (1, 1, 1, 1))
+    with pytest.raises(gc.UnsupportedError, match="not a format"):
+        ctx.import_image(himg, "rgb9e5", (W, H), layout="shader_read_only")
+    with pytest.raises(gc.InvalidArgumentError, match="unknown image layout"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="color_attachment_optimal_please")
+    with pytest.raises(gc.InvalidArgumentError, match="undefined"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="undefined")
+    with pytest.raises(gc.UnsupportedError, match="multisampled"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", samples=4)
+    with pytest.raises(gc.UnsupportedError, match="3d"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", image_type="3d")
+    with pytest.raises(gc.InvalidArgumentError, match="aspect"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", aspect="depth")
+    with pytest.raises(gc.InvalidArgumentError, match="mip levels"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", mip_levels=9)
+    with pytest.raises(gc.UnsupportedError, match="STORAGE_IMAGE"):
+        ctx.import_image(himg, "rgba8_srgb", (W, H), layout="shader_read_only", usage="sampled|storage")
+    with pytest.raises(gc.InvalidArgumentError, match="neither SAMPLED nor STORAGE"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", usage="transfer_dst")
+    with pytest.raises(gc.InvalidArgumentError, match="VkImage"):
+        ctx.import_image(ctx.empty((4,)), "rgba8_unorm", (W, H), layout="shader_read_only")
+    read_only = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", usage="sampled")
+    depth = ctx.image((4, 4), "d32_sfloat")
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(gc.UnsupportedError, match="needs STORAGE usage"):
+            rec.copy(ctx.empty((H, W, 4)), out=read_only)
+        with pytest.raises(gc.UnsupportedError, match="depth images are read-only"):
+            rec.copy(ctx.empty((4, 4)), out=depth)
+        assert rec.dispatches == rec.barriers == 0       # nothing reached the host's buffer
+    host.submit_and_wait(cmd)
+
+
+def test_depth_images_are_read_sampled(host, ctx):
+    depth = ctx.image((5, 3), "d32_sfloat")
+    values = np.random.default_rng(0).random((3, 5), dtype=np.float32)
+    depth.write(values)
+    out = host.run(ctx, lambda rec: rec.copy(depth))
+    np.testing.assert_array_equal(out.numpy(), values)
