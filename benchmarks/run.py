@@ -32,6 +32,7 @@ SECTIONS = (
     ("pipeline-cache", integrations.pipeline_cache),
     ("handoff", integrations.handoff),
     ("gpu-ops", "benchmarks.gpu_ops"),
+    ("images", "benchmarks.images"),
 )
 
 

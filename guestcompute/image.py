@@ -126,6 +126,11 @@ class Image:
     def hazard_key(self, mip: int) -> tuple:
         return (IMAGE_HAZARD, self.uid, mip)
 
+    @property
+    def memo_identity(self) -> int:
+        """Plans made for this image hold while this is unchanged (ops/memo.py)."""
+        return self.uid
+
     def __repr__(self):
         kind = "imported" if self.imported else "guest"
         return (f"<Image {kind} {self.format.name} {self.width}x{self.height} mips={self.mip_levels} "
@@ -209,7 +214,7 @@ class Image:
 
 class ImageLevel:
     """One 2-D subresource of an image: ``image``, ``mip``, ``layer``."""
-    __slots__ = ("image", "mip", "layer")
+    __slots__ = ("image", "mip", "layer", "__weakref__")
 
     def __init__(self, image: Image, mip: int, layer: int):
         self.image, self.mip, self.layer = image, mip, layer
@@ -217,6 +222,10 @@ class ImageLevel:
     @property
     def ctx(self):
         return self.image.ctx
+
+    @property
+    def memo_identity(self) -> int:
+        return self.image.uid
 
     @property
     def extent(self) -> tuple:

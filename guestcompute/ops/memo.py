@@ -12,7 +12,8 @@ records with no lookups.
 Validation is not lost: a tensor's shape, strides, offset, dtype and context
 never change except through ``resize()``, which swaps its Buffer, and a hit
 requires every tensor to still have the Buffer it had when the plan was
-validated. Keys hold tensor ids, never the tensors: an entry is dropped by a
+validated (images: the same uid, which ``rebind`` changes). Keys hold
+tensor ids, never the tensors: an entry is dropped by a
 weakref callback the moment any of its tensors dies (so an id is never
 reused while its entry exists, and a plan never keeps memory alive past its
 tensors). The memo is bounded; the oldest entries go first.
@@ -37,12 +38,12 @@ class PlanMemo:
 
     def get(self, key, tensors):
         """The dispatches stored for ``key`` if every tensor still has the
-        Buffer it had then; else None."""
+        Buffer it had then (every image the uid); else None."""
         entry = self._entries.get(key)
         if entry is not None:
             buffers = entry[0]
             for i, t in enumerate(tensors):
-                if t.buffer is not buffers[i]:
+                if identity(t) != buffers[i]:
                     break
             else:
                 self.hits += 1
@@ -56,7 +57,7 @@ class PlanMemo:
         def drop(_ref, key=key):
             entries.pop(key, None)
         refs = tuple(weakref.ref(t, drop) for t in tensors)
-        entries[key] = (tuple(t.buffer for t in tensors), dispatches, refs)
+        entries[key] = (tuple(identity(t) for t in tensors), dispatches, refs)
         while len(entries) > self.limit:
             try:
                 del entries[next(iter(entries))]
@@ -65,6 +66,13 @@ class PlanMemo:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def identity(x):
+    """What must not have changed for a plan to hold: a tensor's Buffer (a
+    new one after ``resize``), an image's uid (a new one after ``rebind``)."""
+    b = getattr(x, "buffer", None)
+    return b if b is not None else x.memo_identity
 
 
 def scalar_key(scalar):

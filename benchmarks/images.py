@@ -1,0 +1,126 @@
+"""Images against the buffer path they replace, in one run.
+
+- Recording cost (host CPU): one image op (``rec.copy`` image -> image, 64
+  distinct pairs per frame) against the same op on tensors of the same
+  bytes; goal: at most 1.2x.
+- GPU: an rgba8 image copy and an rgba16f -> rgba8 tonemap in GB/s against
+  the tensor copy of the same bytes (goal: at least 80 %) and, on a GPU
+  with PyTorch, torch's copy; a 3840x2160 rgba16f gaussian blur read and
+  written in place against the buffer route it replaces (copy the image
+  into a float32 tensor, blur the tensor, copy back), goal: faster.
+
+Run: ``python -m benchmarks.images`` (or ``--only images`` in the suite).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import vulkan as vk
+
+from guestcompute.testing import HeadlessHost
+
+from .gpu_ops import Timer, torch_available, torch_copy_bandwidth
+from .results import Result, interleaved, standalone_main
+
+SECTION = "images"
+N_PAIRS = 64
+
+
+def record_cost(device, frames: int) -> Result:
+    """Host CPU per op: 64 image copies vs 64 tensor copies of the same bytes
+    per frame, each into a command buffer that is begun again every frame."""
+    host = HeadlessHost("modern", validation=False, device=device)
+    ctx = host.adopt()
+    try:
+        side = 64
+        images = [ctx.image((side, side), "rgba8_unorm") for _ in range(N_PAIRS + 1)]
+        tensors = [ctx.empty((side, side), "uint32") for _ in range(N_PAIRS + 1)]
+        cmd = host.allocate()
+
+        def frame(items):
+            def run():
+                host.begin(cmd)
+                with ctx.record(cmd) as rec:
+                    for i in range(N_PAIRS):
+                        rec.copy(items[i], out=items[i + 1])
+                host.fns.vkEndCommandBuffer(cmd)
+            return run
+        times = interleaved({"image": frame(images), "buffer": frame(tensors)}, repeat=frames, warmup=3)
+    finally:
+        ctx.close()
+        host.close()
+    return Result(SECTION, "record one image op (rec.copy image->image)", times["image"] / N_PAIRS * 1e6,
+                  "µs/op", "the same op on tensors of the same bytes", times["buffer"] / N_PAIRS * 1e6,
+                  "ratio<=1.2")
+
+
+def warm_up(ctx, seconds: float = 1.0) -> None:
+    """Keep the GPU busy for ``seconds`` first: an idle GPU clocks down, and
+    short timings taken right after read several times low."""
+    a, b = ctx.empty((1 << 24,)), ctx.empty((1 << 24,))
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        ctx.run(lambda rec: [rec.copy(a, out=b) for _ in range(50)])
+
+
+def gpu_results(ctx, timer: Timer, w: int, h: int, use_torch: bool) -> list:
+    rng = np.random.default_rng(0)
+    out = []
+    # copy: 4 bytes per texel read and written
+    a = ctx.image_from(rng.integers(0, 256, (h, w, 4), dtype=np.uint8), "rgba8_unorm")
+    b = ctx.image((w, h), "rgba8_unorm")
+    ta, tb = ctx.tensor(rng.integers(0, 2 ** 31, (h, w), dtype=np.int64).astype(np.uint32)), \
+        ctx.empty((h, w), "uint32")
+    nbytes = 2 * w * h * 4
+    img_s = timer.gpu_seconds(lambda rec: rec.copy(a, out=b))
+    buf_s = timer.gpu_seconds(lambda rec: rec.copy(ta, out=tb))
+    out.append(Result(SECTION, f"copy rgba8 image {w}x{h}", nbytes / img_s / 1e9, "GB/s",
+                      "tensor copy of the same bytes", nbytes / buf_s / 1e9, "ratio>=0.8"))
+    if use_torch:
+        torch_bw = torch_copy_bandwidth(w * h)
+        out.append(Result(SECTION, f"copy rgba8 image {w}x{h} vs torch", nbytes / img_s / 1e9, "GB/s",
+                          "torch dst.copy_(src), same bytes", torch_bw / 1e9, "ratio>=0.8"))
+    # tonemap: 8 bytes read, 4 written per texel
+    hdr = ctx.image_from(rng.uniform(0, 4, (h, w, 4)).astype(np.float16), "rgba16f")
+    tm_s = timer.gpu_seconds(lambda rec: rec.tonemap(hdr, b, exposure=0.8))
+    tm_bytes = w * h * 12
+    out.append(Result(SECTION, f"tonemap rgba16f->rgba8 {w}x{h}", tm_bytes / tm_s / 1e9, "GB/s",
+                      "tensor copy bandwidth (above)", nbytes / buf_s / 1e9, "ratio>=0.8"))
+    # blur in place vs the buffer route
+    mid = ctx.image((w, h), "rgba16f")
+    t = ctx.empty((h, w, 4))
+    image_s = timer.gpu_seconds(lambda rec: rec.gaussian_blur(hdr, 2.0, out=mid))
+
+    def buffer_route(rec):
+        rec.copy(hdr, out=t)
+        rec.gaussian_blur(t, 2.0, out=t)
+        rec.copy(t, out=mid)
+    route_s = timer.gpu_seconds(buffer_route)
+    out.append(Result(SECTION, f"gaussian_blur rgba16f {w}x{h} in place (ms)", image_s * 1e3, "ms",
+                      "copy out to float32, blur, copy back", route_s * 1e3, "ratio<=1.0"))
+    return out
+
+
+def run(env) -> list:
+    from guestcompute.context import Context
+    ctx = Context.create(env.device)
+    try:
+        on_cpu = ctx.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+        res = [record_cost(env.device, 10 if env.quick else 40)]
+        if on_cpu:
+            w, h, reps = (256, 144, 2) if env.quick else (640, 360, 3)
+        else:
+            w, h, reps = (1920, 1080, 10) if env.quick else (3840, 2160, 20)
+        timer = Timer(ctx, reps, rounds=3)
+        if not on_cpu:
+            warm_up(ctx)
+        res += gpu_results(ctx, timer, w, h, not on_cpu and torch_available())
+        return res
+    finally:
+        ctx.close()
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(standalone_main(__doc__.split("\n\n")[0], [run]))
