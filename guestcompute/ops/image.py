@@ -27,6 +27,7 @@ from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import U8_EXTENSIONS
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 from ..tensor import Tensor
+from ..vk import formats
 from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps
 from .elementwise import map_variants, plan_map
@@ -38,10 +39,14 @@ PUT_VALUES = 30              # 32-bit values one put dispatch carries (2 + 30 wo
 HIST_SHARED = 2048           # counters a histogram workgroup keeps in shared memory
 HIST_WG = 128
 HIST_RANK = 4
-# Image layouts the bake catalogue covers: every format's read and write
-# (other qualifiers compile on first use).
-IMAGE_READS = ("tex",)
-IMAGE_WRITES = ("put:rgba8", "put:rgba16f", "put:rgba32f", "put:r32f", "put_srgb:rgba8")
+# Every image layout an op can meet (ops/pixels.py), for the bake catalogue:
+# sampled reads, storage reads and writes in each GLSL format guestcompute's
+# colour formats have, writes without a format (BGRA), and sRGB encoding.
+_QUALIFIERS = sorted({f.qualifier for f in formats.FORMATS.values() if f.qualifier and not f.integer})
+IMAGE_READS = ("tex",) + tuple(f"img:{q}" for q in _QUALIFIERS)
+IMAGE_WRITES = tuple(f"put:{q}" for q in _QUALIFIERS) + ("put:", "put_srgb:rgba8", "put_srgb:")
+# Tensor layouts the filters take (two- and three-channel ones are for copies).
+FILTER_LAYOUTS = tuple(lay for lay in px.LAYOUTS if px.KIND[lay][1] in "14")
 
 
 def image_spec(family_name: str, src: str, dst: str, extra_bindings: tuple, push: tuple, params: tuple):
@@ -397,8 +402,8 @@ def histogram(ctx, x, bins: int = 256, range=None, out=None, *, per_channel: boo
 def _conv_pairs():
     """(src, dst) layouts conv2d can meet: same pixel format, any alignment;
     images with float tensors and with each other."""
-    for src in px.LAYOUTS:
-        for dst in px.LAYOUTS:
+    for src in FILTER_LAYOUTS:
+        for dst in FILTER_LAYOUTS:
             if px.KIND[src] == px.KIND[dst]:
                 yield src, dst
     floats = ("rgba32f", "rgba32f_s", "r32f")
@@ -417,7 +422,7 @@ def _put_variants():
 
 @variants("image_sep")
 def _sep_variants():
-    for lay in px.LAYOUTS:
+    for lay in FILTER_LAYOUTS:
         mid = px.SCRATCH[1 if px.KIND[lay].endswith("1") else 4]
         yield sep_spec(lay, mid, "x")
         yield sep_spec(mid, lay, "y")

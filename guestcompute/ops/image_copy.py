@@ -40,15 +40,15 @@ void main() {{
   int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
   if (x >= int(pc.W) || y >= int(pc.H)) return;
   vec4 v = load_src(y, x) * pc.scale;
-  {"v.a = 1.0;  // the tensor has no alpha channel" if spec.param("alpha_one") else ""}
+  if (pc.alpha_one != 0u) v.a = 1.0;     // a tensor without alpha into an image
   store_dst(y, x, v);
 }}"""
 
 
-def copy_spec(src: str, dst: str, alpha_one: bool = False) -> KernelSpec:
-    return image_spec("pixel_copy", src, dst, (),
-                      _SIZE_PUSH + (Push("scale", "float"),) + px.operand_push("src") + px.operand_push("dst"),
-                      (("alpha_one", alpha_one),))
+def copy_spec(src: str, dst: str) -> KernelSpec:
+    push = _SIZE_PUSH + (Push("scale", "float"), Push("alpha_one", "uint")) + px.operand_push("src") \
+        + px.operand_push("dst")
+    return image_spec("pixel_copy", src, dst, (), push, ())
 
 
 def _tensor_for(ctx, level: ImageLevel, dtype) -> Tensor:
@@ -107,8 +107,9 @@ def _plan_copy(ctx, src, out) -> OpResult:
         raise InvalidArgumentError("copy: src and out are the same image level")
     if a.h == 0 or a.w == 0:
         return OpResult(b.value, [])
-    spec = copy_spec(a.layout, b.layout, alpha_one=not a.is_image and a.channels < 4 and b.is_image)
-    values = {"H": a.h, "W": a.w, "scale": scale, **a.push("src"), **b.push("dst")}
+    spec = copy_spec(a.layout, b.layout)
+    values = {"H": a.h, "W": a.w, "scale": scale, "alpha_one": int(not a.is_image and a.channels < 4 and b.is_image),
+              **a.push("src"), **b.push("dst")}
     return OpResult(b.value, [Dispatch(spec, (a.resource, b.resource), spec.pack(values), px.groups(ctx, b))])
 
 
@@ -220,17 +221,18 @@ def generate_mips(ctx, img, *, base: int = 0, layer: int = 0):
 
 @variants("pixel_copy")
 def _copy_variants():
-    tensors = ("rgba32f", "rgba32f_s", "r32f", "rg32f_s", "rgb32f_s", "rgba8_s", "r8")
+    tensors = ("rgba32f", "rgba32f_s", "r32f", "rg32f_s", "rgb32f_s", "rgba8", "rgba8_s", "r8")
     for read in IMAGE_READS:
         for write in IMAGE_WRITES + tensors:
             yield copy_spec(read, write)
     for lay in tensors:
         for write in IMAGE_WRITES:
-            yield copy_spec(lay, write, alpha_one=px.KIND[lay] not in ("f4", "u4"))
+            yield copy_spec(lay, write)
 
 
 @variants("pixel_resize")
 def _resize_variants():
-    for write in IMAGE_WRITES:
-        for filter in ("linear", "box"):
-            yield resize_spec("tex", write, filter)
+    for write in IMAGE_WRITES + ("rgba32f", "rgba32f_s", "r32f"):
+        yield resize_spec("tex", write, "linear")
+        for read in IMAGE_READS:
+            yield resize_spec(read, write, "box")

@@ -34,13 +34,16 @@ CURVES = {
 LUMA = "vec3(0.2126, 0.7152, 0.0722)"
 
 
+CURVE_IDS = {"none": 0, "reinhard": 1, "aces": 2}
+ENCODE_IDS = {"none": 0, "srgb": 1, "gamma": 2}
+
+
 @family("tonemap")
 def _render_tonemap(spec: KernelSpec) -> str:
+    # The curve and the output encoding are push constants: a uniform branch
+    # costs nothing, and one pipeline per operand layout serves them all.
     exposure = "pc.exposure * exposure_in[pc.exp_off]" if spec.param("exposure_tensor") else "pc.exposure"
-    encode = {"srgb": "c = srgb_encode(c);", "gamma": "c = pow(clamp(c, 0.0, 1.0), vec3(1.0 / pc.gamma));",
-              "none": ""}[spec.param("encode")]
-    helpers = px.SRGB_ENCODE if spec.param("encode") == "srgb" and "srgb_encode" not in \
-        px.storer("dst", spec.param("dst")) else ""
+    helpers = "" if "srgb_encode" in px.storer("dst", spec.param("dst")) else px.SRGB_ENCODE
     return f"""{px.loader("src", spec.param("src"))}
 {px.storer("dst", spec.param("dst"))}
 {helpers}
@@ -49,18 +52,20 @@ void main() {{
   if (x >= int(pc.W) || y >= int(pc.H)) return;
   vec4 v = load_src(y, x);
   vec3 c = max(v.rgb * ({exposure}), vec3(0.0));
-  c = {CURVES[spec.param("curve")]};
-  {encode}
+  if (pc.curve == 1u) c = {CURVES["reinhard"]};
+  else if (pc.curve == 2u) c = {CURVES["aces"]};
+  if (pc.encode == 1u) c = srgb_encode(c);
+  else if (pc.encode == 2u) c = pow(clamp(c, 0.0, 1.0), vec3(1.0 / pc.gamma));
   store_dst(y, x, vec4(clamp(c, 0.0, 1.0), clamp(v.a, 0.0, 1.0)));
 }}"""
 
 
-def tonemap_spec(src: str, dst: str, curve: str, encode: str, exposure_tensor: bool) -> KernelSpec:
+def tonemap_spec(src: str, dst: str, exposure_tensor: bool) -> KernelSpec:
     extra = (Binding("exposure_in", "float", READ),) if exposure_tensor else ()
     push = (Push("H", "uint"), Push("W", "uint"), Push("exposure", "float"), Push("gamma", "float"),
-            Push("exp_off", "uint")) + px.operand_push("src") + px.operand_push("dst")
-    return image_spec("tonemap", src, dst, extra, push,
-                      (("curve", curve), ("encode", encode), ("exposure_tensor", exposure_tensor)))
+            Push("exp_off", "uint"), Push("curve", "uint"), Push("encode", "uint")) \
+        + px.operand_push("src") + px.operand_push("dst")
+    return image_spec("tonemap", src, dst, extra, push, (("exposure_tensor", exposure_tensor),))
 
 
 def _exposure(ctx, exposure):
@@ -106,8 +111,9 @@ def tonemap(ctx, img, out=None, *, exposure=1.0, curve: str = "aces", srgb: bool
     if srgb and dst.layout.startswith("put_srgb"):
         raise InvalidArgumentError("tonemap srgb=True: the target is an sRGB image, which encodes itself")
     encode = "srgb" if srgb else "gamma" if gamma is not None else "none"
-    spec = tonemap_spec(src.layout, dst.layout, curve, encode, exp_t is not None)
+    spec = tonemap_spec(src.layout, dst.layout, exp_t is not None)
     values = {"H": src.h, "W": src.w, "exposure": value, "gamma": float(gamma or 1.0),
+              "curve": CURVE_IDS[curve], "encode": ENCODE_IDS[encode],
               "exp_off": exp_t.offset if exp_t is not None else 0, **src.push("src"), **dst.push("dst")}
     buffers = (src.resource, dst.resource) + ((exp_t.buffer,) if exp_t is not None else ())
     return OpResult(dst.value, [Dispatch(spec, buffers, spec.pack(values), px.groups(ctx, dst))])
@@ -162,17 +168,14 @@ def luminance(ctx, img, out=None, *, key: float = 0.18):
 
 @variants("tonemap")
 def _tonemap_variants():
-    for read in IMAGE_READS + ("rgba32f",):
-        for write in IMAGE_WRITES:
-            for curve in CURVES:
-                for encode in ("none", "srgb"):
-                    if encode == "srgb" and write.startswith("put_srgb"):
-                        continue
-                    for tensor in (False, True):
-                        yield tonemap_spec(read, write, curve, encode, tensor)
+    floats = ("rgba32f", "rgba32f_s", "r32f")
+    for read in IMAGE_READS + floats:
+        for write in IMAGE_WRITES + floats:
+            for tensor in (False, True):
+                yield tonemap_spec(read, write, tensor)
 
 
 @variants("log_luminance")
 def _log_luminance_variants():
-    for read in IMAGE_READS + ("rgba32f",):
+    for read in IMAGE_READS + ("rgba32f", "rgba32f_s", "r32f"):
         yield log_luminance_spec(read)

@@ -413,3 +413,32 @@ layout(local_size_x = 1) in;
 layout(set = 0, binding = 0, rgba8) uniform readonly image2DArray a;
 layout(std430, set = 0, binding = 1) writeonly buffer O { vec4 o[]; };
 void main() { o[0] = imageLoad(a, ivec3(0)); }""")
+
+
+def test_planned_image_kernels_are_in_the_bake_catalogue(modern_ctx):
+    """Built-in image kernels ship precompiled: whatever the ops plan for
+    these formats and operands must be baked (no glslc on users' machines)."""
+    from guestcompute.ops import all_specs
+    from guestcompute.ops.base import registered_ops
+    ctx, ops = modern_ctx, registered_ops()
+    catalogue = set(all_specs())
+    planned = []
+    sources = [ctx.image((8, 4), f) for f in ("rgba8_unorm", "rgba8_srgb", "bgra8_unorm", "rgba16f", "rgba32f",
+                                             "rg16f", "r32f", "r8_unorm", "a2b10g10r10_unorm",
+                                             "b10g11r11_ufloat", "d32_sfloat")]
+    storage_only = ctx.image((8, 4), "rgba16f", usage="storage")
+    for src in sources + [storage_only]:
+        fmt = src.format
+        tensor = ctx.empty((4, 8) if fmt.channels == 1 else (4, 8, fmt.channels), "float32")
+        writable = [src] if fmt.kind not in ("depth",) and src.usage & 0x8 and \
+            (fmt.qualifier or ctx.caps.feature("shaderStorageImageWriteWithoutFormat")) else []
+        calls = [("copy", (src,), {"out": tensor})]
+        for out in writable:
+            calls += [("copy", (tensor,), {"out": out}), ("tonemap", (sources[4], out), {})]
+        if fmt.channels in (1, 4) and fmt.kind != "depth":
+            calls += [("gaussian_blur", (src, 1.0), {}), ("conv2d", (src, np.ones((3, 3))), {}),
+                      ("resize", (src,), {"size": (3, 2), "filter": "box"}), ("luminance", (src,), {})]
+        for name, args, kw in calls:
+            planned += ops[name](ctx, *args, **kw).dispatches
+    missing = {d.spec.family + str(d.spec.params) for d in planned if d.spec not in catalogue}
+    assert not missing, sorted(missing)[:5]
