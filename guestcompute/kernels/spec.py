@@ -17,6 +17,8 @@ from typing import Callable
 from ..errors import InvalidArgumentError
 
 READ, WRITE, READWRITE = "read", "write", "readwrite"
+# Spec features a Vulkan 1.0 device can have (core features, no SPIR-V 1.3 needed).
+VULKAN_1_0_FEATURES = frozenset({"image_write_without_format"})
 
 _families: dict = {}
 
@@ -124,7 +126,7 @@ class KernelSpec:
         """SPIR-V target: 1.0 where possible (runs on Vulkan 1.0 devices);
         16/8-bit storage and subgroup ops need the StorageBuffer storage
         class / SPIR-V 1.3, i.e. a Vulkan 1.1 device."""
-        return "vulkan1.1" if self.features else "vulkan1.0"
+        return "vulkan1.1" if set(self.features) - VULKAN_1_0_FEATURES else "vulkan1.0"
 
     @property
     def push_size(self) -> int:

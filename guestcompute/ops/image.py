@@ -26,10 +26,11 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedEr
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import U8_EXTENSIONS
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
+from ..image import Image, ImageLevel
 from ..tensor import Tensor
 from ..vk import formats
 from . import pixels as px
-from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps
+from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps, registered_ops
 from .elementwise import map_variants, plan_map
 
 TILE = px.TILE
@@ -53,8 +54,11 @@ def image_spec(family_name: str, src: str, dst: str, extra_bindings: tuple, push
     """A filter's spec: ``src`` read, ``dst`` written, then ``extra_bindings``."""
     bindings = (px.binding("src", src, READ), px.binding("dst", dst, WRITE)) + extra_bindings
     u8 = px.needs_u8(src, dst)
+    features = ("int8",) if u8 else ()
+    if dst.endswith(":"):           # a storage write without a format qualifier
+        features += ("image_write_without_format",)
     return KernelSpec(family_name, bindings, push, (("src", src), ("dst", dst)) + params, TILE,
-                      U8_EXTENSIONS if u8 else (), ("int8",) if u8 else ())
+                      U8_EXTENSIONS if u8 else (), features)
 
 
 _PIXEL = """  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
@@ -336,7 +340,14 @@ def histogram(ctx, x, bins: int = 256, range=None, out=None, *, per_channel: boo
     ``(0, 256)`` for uint8 and packed input and is required otherwise. Bin
     positions are computed in float32 (exact for integers below 2**24).
     ``accumulate=True`` adds to ``out`` instead of overwriting it.
+
+    An image (or ``img.level(mip)``) is histogrammed in the values a shader
+    reads (0..1 for UNORM and sRGB, whose ``range`` defaults to (0, 1);
+    floats need ``range``): it is first copied into a float32 scratch
+    tensor, one extra pass.
     """
+    if isinstance(x, (Image, ImageLevel)):
+        return _image_histogram(ctx, x, bins, range, out, per_channel, accumulate)
     x = check_tensor(ctx, x, "histogram input")
     if ctx.caps.feature("vulkanMemoryModel") and not ctx.caps.feature("vulkanMemoryModelDeviceScope"):
         # glslang gives GLSL atomics Device scope, which such a device rejects.
@@ -395,6 +406,20 @@ def histogram(ctx, x, bins: int = 256, range=None, out=None, *, per_channel: boo
               "shape": (1,) * pad + tuple(shape), "st": (0,) * pad + tuple(strides)}
     dispatches.append(Dispatch(spec, (x.buffer, out.buffer), spec.pack(values), groups))
     return OpResult(out, dispatches)
+
+
+def _image_histogram(ctx, img, bins, range, out, per_channel, accumulate) -> OpResult:
+    level = px.as_level(ctx, img, "histogram input")
+    fmt = level.image.format
+    if range is None:
+        if fmt.kind not in ("unorm", "srgb"):
+            raise InvalidArgumentError(f"histogram of a {fmt.name} image needs range=(lo, hi)")
+        range = (0.0, 1.0)
+    w, h = level.extent
+    scratch = ctx.empty((h, w) if fmt.channels == 1 else (h, w, fmt.channels), float32)
+    copied = registered_ops()["copy"](ctx, level, out=scratch)      # the op registry: copy is defined later
+    counted = histogram(ctx, scratch, bins, range, out, per_channel=per_channel, accumulate=accumulate)
+    return OpResult(counted.value, copied.dispatches + counted.dispatches)
 
 
 # -- the bake catalogue ----------------------------------------------------------------

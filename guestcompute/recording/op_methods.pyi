@@ -45,6 +45,17 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def bloom(self, img, out=..., *, threshold=..., intensity=..., levels=...) -> Any:
+        """
+        Add bloom to HDR image ``img`` (see the module notes) into ``out``
+        (an image or float32 pixel tensor; default a new image like ``img``;
+        may be ``img``). ``threshold``: luminance above which light blooms;
+        ``intensity``: how much of the glow is added; ``levels``: how many
+        halvings the glow spreads over (at most what the half-size image has).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def cast(self, x, dtype, *, out=...) -> Any:
         """
         Convert to ``dtype`` like numpy's ``astype`` (see the module notes).
@@ -57,6 +68,16 @@ class OpMethods:
         ``min(max(x, lo), hi)`` with Python-number bounds, like ``np.clip``
         (either bound may be None; when ``lo > hi`` every element becomes ``hi``;
         NaN in ``x`` or a NaN bound gives NaN).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def colour_matrix(self, img, matrix, out=..., *, offset=...) -> Any:
+        """
+        ``out = matrix @ rgba + offset`` per pixel of ``img`` (an image or a
+        float32 pixel tensor). ``matrix``: 4x4, or 3x3 for RGB (alpha passes
+        through); ``offset``: 4 (or 3) numbers. ``out`` defaults to a new image
+        (tensor) like ``img`` and may be ``img`` itself.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -234,6 +255,11 @@ class OpMethods:
         ``(0, 256)`` for uint8 and packed input and is required otherwise. Bin
         positions are computed in float32 (exact for integers below 2**24).
         ``accumulate=True`` adds to ``out`` instead of overwriting it.
+
+        An image (or ``img.level(mip)``) is histogrammed in the values a shader
+        reads (0..1 for UNORM and sRGB, whose ``range`` defaults to (0, 1);
+        floats need ``range``): it is first copied into a float32 scratch
+        tensor, one extra pass.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

@@ -207,11 +207,14 @@ class Recorder(OpMethods):
                     or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect
                     or plan.image_bindings):
                 plan = plan_for(ctx, d)     # (checks that no image was rebound since)
+                if plan.images:
+                    self._check_images((plan,))
             else:
                 self._count_hit()
             self._record(d, plan)
             return
         plans = [plan_for(ctx, d) for d in dispatches]
+        self._check_images(plans)
         for d, plan in zip(dispatches, plans):
             self._record(d, plan)
 
@@ -278,6 +281,19 @@ class Recorder(OpMethods):
             gx, gy, gz = d.groups
             fns.vkCmdDispatch(cmd, gx, gy, gz)
         self.dispatches += 1
+
+    def _check_images(self, plans) -> None:
+        """Before anything is recorded: a hand-off submission has no host
+        layout to move an imported image from (its semaphores order it, its
+        layouts are the host's), so it takes guest images only."""
+        target = self.target
+        if target.waits_for_host or target.capture is not None:
+            return
+        for plan in plans:
+            if any(img.imported for img, _ in plan.images):
+                raise UnsupportedError(f"an imported image in {target.kind}: its layout transitions belong in "
+                                       "the host's command buffer; record the op with ctx.record(cmd), or "
+                                       "copy into a guest image there first")
 
     def _image_entry(self, images, src_stage: int, src_access: int) -> tuple:
         """The entry part of a dispatch's images: guest images created since

@@ -17,6 +17,14 @@ HYP = settings(max_examples=12, deadline=None, suppress_health_check=[HealthChec
 EXTENTS = [(1, 1), (3, 7), (64, 33)]
 
 
+def test_a_full_hd_frame_round_trips(host, ctx):
+    data = np.random.default_rng(19).integers(0, 256, (1080, 1920, 4), dtype=np.uint8)
+    img = ctx.image_from(data, "rgba8_unorm")
+    out = ctx.image((1920, 1080), "rgba8_unorm")
+    host.run(ctx, lambda rec: rec.copy(img, out=out))
+    np.testing.assert_array_equal(out.numpy(), data)
+
+
 def random_texels(fmt: str, shape, rng) -> np.ndarray:
     """Host data for ``fmt`` whose every value the format holds exactly."""
     if fmt in ("rgba8_unorm", "bgra8_unorm", "rgba8_srgb", "bgra8_srgb", "r8_unorm"):
@@ -442,3 +450,61 @@ def test_planned_image_kernels_are_in_the_bake_catalogue(modern_ctx):
             planned += ops[name](ctx, *args, **kw).dispatches
     missing = {d.spec.family + str(d.spec.params) for d in planned if d.spec not in catalogue}
     assert not missing, sorted(missing)[:5]
+
+
+def test_histogram_of_an_image_counts_shader_values(host, ctx):
+    data = random_texels("rgba8_unorm", (9, 14, 4), np.random.default_rng(16))
+    img = ctx.image_from(data, "rgba8_unorm")
+    counts = host.run(ctx, lambda rec: rec.histogram(img, 16, per_channel=True))
+    want = np.stack([np.histogram(data[..., c] / 255.0, 16, (0.0, 1.0))[0] for c in range(4)])
+    np.testing.assert_array_equal(counts.numpy(), want)
+    with pytest.raises(gc.InvalidArgumentError, match="range"):
+        host.run(ctx, lambda rec: rec.histogram(ctx.image((2, 2), "rgba16f")))
+
+
+def test_colour_matrix_matches_numpy(host, ctx):
+    rng = np.random.default_rng(17)
+    data = rng.uniform(0, 1, (6, 9, 4)).astype(np.float32)
+    img = ctx.image_from(data, "rgba32f")
+    m = rng.uniform(-1, 1, (4, 4))
+    off = rng.uniform(-0.5, 0.5, 4)
+    out = host.run(ctx, lambda rec: rec.colour_matrix(img, m, offset=off))
+    np.testing.assert_allclose(out.numpy(), data.astype(np.float64) @ m.T + off, rtol=1e-5, atol=1e-5)
+    grey = np.full((3, 3), 1 / 3)                           # 3x3: RGB only, alpha passes through
+    host.run(ctx, lambda rec: rec.colour_matrix(img, grey, out=img))
+    np.testing.assert_allclose(img.numpy()[..., :3], np.repeat(data[..., :3].mean(-1, keepdims=True), 3, -1),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(img.numpy()[..., 3], data[..., 3])
+    with pytest.raises(gc.ShapeError):
+        host.run(ctx, lambda rec: rec.colour_matrix(img, np.eye(2)))
+
+
+def ref_bloom(x: np.ndarray, threshold: float, intensity: float, levels: int) -> np.ndarray:
+    h, w = x.shape[:2]
+    hh, hw = max(1, h // 2), max(1, w // 2)
+    a = x.astype(np.float64)
+    ys0, xs0 = np.minimum(2 * np.arange(hh), h - 1), np.minimum(2 * np.arange(hw), w - 1)
+    ys1, xs1 = np.minimum(ys0 + 1, h - 1), np.minimum(xs0 + 1, w - 1)
+    half = 0.25 * (a[ys0][:, xs0] + a[ys0][:, xs1] + a[ys1][:, xs0] + a[ys1][:, xs1])
+    chain = [np.maximum(half[..., :3] - threshold, 0)]
+    for mip in range(1, levels):
+        cw, ch = max(1, hw >> mip), max(1, hh >> mip)
+        chain.append(ref_box(chain[-1], cw, ch))
+    for mip in range(levels - 2, -1, -1):
+        ch, cw = chain[mip].shape[:2]
+        chain[mip] = chain[mip] + ref_bilinear(chain[mip + 1], cw, ch)
+    glow = ref_bilinear(chain[0], w, h)
+    out = a.copy()
+    out[..., :3] += intensity * glow
+    return out
+
+
+def test_bloom_matches_numpy(host, ctx):
+    rng = np.random.default_rng(18)
+    hdr = rng.uniform(0, 3, (24, 40, 4)).astype(np.float32)
+    img = ctx.image_from(hdr, "rgba32f")
+    out = host.run(ctx, lambda rec: rec.bloom(img, threshold=1.5, intensity=0.8, levels=3))
+    # The chain is float16 and filtering may use 8-bit sub-texel weights.
+    np.testing.assert_allclose(out.numpy(), ref_bloom(hdr, 1.5, 0.8, 3), rtol=2e-2, atol=3e-2)
+    with pytest.raises(gc.InvalidArgumentError, match="levels"):
+        host.run(ctx, lambda rec: rec.bloom(img, levels=9))

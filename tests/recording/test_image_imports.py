@@ -9,6 +9,7 @@ import pytest
 import vulkan as vk
 
 import guestcompute as gc
+from guestcompute.ops.base import registered_ops
 
 W, H = 12, 7
 RGBA8 = vk.VK_FORMAT_R8G8B8A8_UNORM
@@ -153,3 +154,25 @@ def test_depth_images_are_read_sampled(host, ctx):
     depth.write(values)
     out = host.run(ctx, lambda rec: rec.copy(depth))
     np.testing.assert_array_equal(out.numpy(), values)
+
+
+def test_a_dispatch_planned_before_a_rebind_refuses_to_record(host, ctx):
+    first, second = host_image_cleared(host, (1, 0, 0, 1)), host_image_cleared(host, (0, 1, 0, 1))
+    img = ctx.import_image(first, "rgba8_unorm", (W, H), layout="shader_read_only")
+    dispatches = registered_ops()["copy"](ctx, img, out=ctx.empty((H, W, 4))).dispatches
+    img.rebind(second)
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(gc.RecordingError, match="rebound"):
+            rec.dispatch(dispatches)
+        assert rec.barriers == rec.dispatches == 0
+    host.submit_and_wait(cmd)
+
+
+def test_hand_off_submissions_take_guest_images_only(host, ctx):
+    himg = host_image_cleared(host, (1, 1, 1, 1))
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only")
+    guest = ctx.image((W, H), "rgba8_unorm")
+    with pytest.raises(gc.UnsupportedError, match="hand-off"):
+        ctx.submit(lambda rec: rec.copy(img, out=guest)).wait(timeout=10)
+    ctx.submit(lambda rec: rec.gaussian_blur(guest, 1.0, out=guest)).wait(timeout=10)
