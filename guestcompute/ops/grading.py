@@ -19,17 +19,16 @@ _FLOATS = ("rgba32f", "rgba32f_s", "r32f")
 def _render_colour_matrix(spec: KernelSpec) -> str:
     return f"""{px.loader("src", spec.param("src"))}
 {px.storer("dst", spec.param("dst"))}
-void main() {{
-  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
-  if (x >= int(pc.W) || y >= int(pc.H)) return;
+void pixel(int x, int y) {{
   store_dst(y, x, mat4(pc.m[0], pc.m[1], pc.m[2], pc.m[3]) * load_src(y, x) + pc.offset);
-}}"""
+}}
+{px.ROWS_MAIN}"""
 
 
 def colour_matrix_spec(src: str, dst: str) -> KernelSpec:
     push = (Push("m", "vec4", 4), Push("offset", "vec4"), Push("H", "uint"), Push("W", "uint")) \
         + px.operand_push("src") + px.operand_push("dst")
-    return image_spec("colour_matrix", src, dst, (), push, ())
+    return image_spec("colour_matrix", src, dst, (), push, (), px.ROW_TILE)
 
 
 @op("colour_matrix")
@@ -63,7 +62,7 @@ def colour_matrix(ctx, img, matrix, out=None, *, offset=(0.0, 0.0, 0.0, 0.0)):
     values = {"m": columns, "offset": tuple(float(v) for v in off), "H": src.h, "W": src.w,
               **src.push("src"), **dst.push("dst")}
     return OpResult(dst.value, [Dispatch(spec, (src.resource, dst.resource), spec.pack(values),
-                                         px.groups(ctx, dst))])
+                                         px.groups(ctx, dst, rows=True))])
 
 
 @variants("colour_matrix")

@@ -50,14 +50,15 @@ IMAGE_WRITES = tuple(f"put:{q}" for q in _QUALIFIERS) + ("put:", "put_srgb:rgba8
 FILTER_LAYOUTS = tuple(lay for lay in px.LAYOUTS if px.KIND[lay][1] in "14")
 
 
-def image_spec(family_name: str, src: str, dst: str, extra_bindings: tuple, push: tuple, params: tuple):
+def image_spec(family_name: str, src: str, dst: str, extra_bindings: tuple, push: tuple, params: tuple,
+               workgroup: tuple = TILE):
     """A filter's spec: ``src`` read, ``dst`` written, then ``extra_bindings``."""
     bindings = (px.binding("src", src, READ), px.binding("dst", dst, WRITE)) + extra_bindings
     u8 = px.needs_u8(src, dst)
     features = ("int8",) if u8 else ()
     if dst.endswith(":"):           # a storage write without a format qualifier
         features += ("image_write_without_format",)
-    return KernelSpec(family_name, bindings, push, (("src", src), ("dst", dst)) + params, TILE,
+    return KernelSpec(family_name, bindings, push, (("src", src), ("dst", dst)) + params, workgroup,
                       U8_EXTENSIONS if u8 else (), features)
 
 

@@ -36,19 +36,18 @@ def is_pixels_image(x) -> bool:
 def _render_copy(spec: KernelSpec) -> str:
     return f"""{px.loader("src", spec.param("src"))}
 {px.storer("dst", spec.param("dst"))}
-void main() {{
-  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
-  if (x >= int(pc.W) || y >= int(pc.H)) return;
+void pixel(int x, int y) {{
   vec4 v = load_src(y, x) * pc.scale;
   if (pc.alpha_one != 0u) v.a = 1.0;     // a tensor without alpha into an image
   store_dst(y, x, v);
-}}"""
+}}
+{px.ROWS_MAIN}"""
 
 
 def copy_spec(src: str, dst: str) -> KernelSpec:
     push = _SIZE_PUSH + (Push("scale", "float"), Push("alpha_one", "uint")) + px.operand_push("src") \
         + px.operand_push("dst")
-    return image_spec("pixel_copy", src, dst, (), push, ())
+    return image_spec("pixel_copy", src, dst, (), push, (), px.ROW_TILE)
 
 
 def _tensor_for(ctx, level: ImageLevel, dtype) -> Tensor:
@@ -110,7 +109,8 @@ def _plan_copy(ctx, src, out) -> OpResult:
     spec = copy_spec(a.layout, b.layout)
     values = {"H": a.h, "W": a.w, "scale": scale, "alpha_one": int(not a.is_image and a.channels < 4 and b.is_image),
               **a.push("src"), **b.push("dst")}
-    return OpResult(b.value, [Dispatch(spec, (a.resource, b.resource), spec.pack(values), px.groups(ctx, b))])
+    return OpResult(b.value, [Dispatch(spec, (a.resource, b.resource), spec.pack(values),
+                                       px.groups(ctx, b, rows=True))])
 
 
 # -- resize ------------------------------------------------------------------------------

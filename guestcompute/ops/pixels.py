@@ -41,6 +41,20 @@ from ..vk import formats
 from .base import check_tensor
 
 TILE = (16, 8, 1)            # threads per workgroup over (x, y)
+# Point-wise kernels (copy, tonemap, grading) run 16x16 threads, each over
+# ROWS pixels of one column: on the H200 that moved an rgba8 image copy from
+# 1.4 to 2.7 TB/s at 3840x2160 (one pixel per thread pays per-thread costs
+# that a texel of 4 bytes does not cover).
+ROW_TILE = (16, 16, 1)
+ROWS = 4
+ROWS_MAIN = f"""void main() {{
+  int x = int(gl_GlobalInvocationID.x), y0 = int(gl_GlobalInvocationID.y) * {ROWS};
+  if (x >= int(pc.W)) return;
+  for (int r = 0; r < {ROWS}; ++r) {{
+    if (y0 + r >= int(pc.H)) return;
+    pixel(x, y0 + r);
+  }}
+}}"""
 
 # Tensor layouts. name: (binding type, load, store, needs 8-bit storage). In
 # load/store templates {b} is the buffer, {i} the element index, {c} the
@@ -288,8 +302,11 @@ def new_like(ctx, src: Pixels, what: str):
     return tensor_pixels(ctx, ctx.empty(t.shape, t.dtype), what)
 
 
-def groups(ctx, p: Pixels) -> tuple:
-    gx, gy = -(-p.w // TILE[0]), -(-p.h // TILE[1])
+def groups(ctx, p: Pixels, rows: bool = False) -> tuple:
+    """Workgroups covering ``p``: TILE threads of one pixel each, or with
+    ``rows`` ROW_TILE threads of ROWS pixels each (kernels using ROWS_MAIN)."""
+    tile_x, tile_y = (ROW_TILE[0], ROW_TILE[1] * ROWS) if rows else TILE[:2]
+    gx, gy = -(-p.w // tile_x), -(-p.h // tile_y)
     mx = ctx.limits.max_workgroup_count
     if gx > mx[0] or gy > mx[1]:
         raise UnsupportedError(f"a {p.h}x{p.w} image needs {gx}x{gy} workgroups, more than the "

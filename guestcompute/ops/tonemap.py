@@ -47,9 +47,7 @@ def _render_tonemap(spec: KernelSpec) -> str:
     return f"""{px.loader("src", spec.param("src"))}
 {px.storer("dst", spec.param("dst"))}
 {helpers}
-void main() {{
-  int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);
-  if (x >= int(pc.W) || y >= int(pc.H)) return;
+void pixel(int x, int y) {{
   vec4 v = load_src(y, x);
   vec3 c = max(v.rgb * ({exposure}), vec3(0.0));
   if (pc.curve == 1u) c = {CURVES["reinhard"]};
@@ -57,7 +55,8 @@ void main() {{
   if (pc.encode == 1u) c = srgb_encode(c);
   else if (pc.encode == 2u) c = pow(clamp(c, 0.0, 1.0), vec3(1.0 / pc.gamma));
   store_dst(y, x, vec4(clamp(c, 0.0, 1.0), clamp(v.a, 0.0, 1.0)));
-}}"""
+}}
+{px.ROWS_MAIN}"""
 
 
 def tonemap_spec(src: str, dst: str, exposure_tensor: bool) -> KernelSpec:
@@ -65,7 +64,7 @@ def tonemap_spec(src: str, dst: str, exposure_tensor: bool) -> KernelSpec:
     push = (Push("H", "uint"), Push("W", "uint"), Push("exposure", "float"), Push("gamma", "float"),
             Push("exp_off", "uint"), Push("curve", "uint"), Push("encode", "uint")) \
         + px.operand_push("src") + px.operand_push("dst")
-    return image_spec("tonemap", src, dst, extra, push, (("exposure_tensor", exposure_tensor),))
+    return image_spec("tonemap", src, dst, extra, push, (("exposure_tensor", exposure_tensor),), px.ROW_TILE)
 
 
 def _exposure(ctx, exposure):
@@ -116,7 +115,7 @@ def tonemap(ctx, img, out=None, *, exposure=1.0, curve: str = "aces", srgb: bool
               "curve": CURVE_IDS[curve], "encode": ENCODE_IDS[encode],
               "exp_off": exp_t.offset if exp_t is not None else 0, **src.push("src"), **dst.push("dst")}
     buffers = (src.resource, dst.resource) + ((exp_t.buffer,) if exp_t is not None else ())
-    return OpResult(dst.value, [Dispatch(spec, buffers, spec.pack(values), px.groups(ctx, dst))])
+    return OpResult(dst.value, [Dispatch(spec, buffers, spec.pack(values), px.groups(ctx, dst, rows=True))])
 
 
 # -- auto-exposure ------------------------------------------------------------------------

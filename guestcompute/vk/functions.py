@@ -33,7 +33,7 @@ _CORE = (
     "vkCreateQueryPool", "vkDestroyQueryPool", "vkGetQueryPoolResults",
     "vkCreateImage", "vkDestroyImage", "vkGetImageMemoryRequirements", "vkBindImageMemory",
     "vkCreateImageView", "vkDestroyImageView", "vkCreateSampler", "vkDestroySampler",
-    "vkCmdCopyBufferToImage", "vkCmdCopyImageToBuffer", "vkCmdClearColorImage",
+    "vkCmdCopyBufferToImage", "vkCmdCopyImageToBuffer", "vkCmdClearColorImage", "vkCmdCopyImage",
 )
 
 # name -> extension (or core version) that provides it; resolved only when declared.
