@@ -59,6 +59,10 @@ def guest_requirements(physical_device, api_version):
     """The renderer's ``configure_device`` hook: enable what guestcompute
     recommends for this device (all of it optional)."""
     req = gc.requirements(physical_device, api_version)
+    if tuple(api_version) >= (1, 1) and req.core_features:
+        # Core features too (storage writes to BGRA images without a format
+        # qualifier), in a VkPhysicalDeviceFeatures2 at the head of the chain.
+        return req.device_extensions, req.features2_chain()
     return req.device_extensions, (req.feature_chain() if req.features else None)
 
 
@@ -105,7 +109,9 @@ class GuestApp:
         self.title = title
         self.renderer = HostRenderer(
             *args.size, title=title, headless=args.headless, device_name=args.device,
-            validation=args.validation, configure_device=guest_requirements)
+            validation=args.validation, configure_device=guest_requirements,
+            # The post-process reads and writes the rendered image itself.
+            extra_image_usage=vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT)
         r = self.renderer
         try:
             self.ctx = gc.Context.adopt(

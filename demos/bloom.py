@@ -1,7 +1,18 @@
-"""Bloom and tonemapping of the rendered frame, as guest work on a buffer.
+"""Bloom and tonemapping of the rendered frame.
 
-The renderer draws into an image; guestcompute works on buffers. So, in
-the renderer's after-pass hook (same command buffer, after the draw):
+:class:`ImageBloom` works on the rendered image itself, when the renderer
+made its images with SAMPLED and STORAGE usage (the demo asks for them, and
+a swapchain grants them when the surface does): the image is imported with
+the layout the renderer leaves it in around its after-pass hook
+(COLOR_ATTACHMENT_OPTIMAL), ``rec.bloom`` writes the frame plus its glow
+into a guest rgba16f image, and ``rec.tonemap`` writes that back into the
+renderer's image — no buffer, no copy, one entry and one exit barrier. One
+import (and, replayed, one program) per image: a swapchain has several.
+
+:class:`BufferBloom` is the route for images that allow neither (or an sRGB
+swapchain, whose images cannot be storage images): the frame goes through a
+buffer. In the renderer's after-pass hook (same command buffer, after the
+draw):
 
 1. host:  ``copy_image_to_buffer`` — the frame's pixels into a host-owned
           storage buffer, imported as an ``(H, W)`` uint32 tensor of packed
@@ -30,6 +41,10 @@ program (``ctx.program``) and replayed with ``rec.execute`` — or, with
 """
 from __future__ import annotations
 
+import vulkan as vk
+
+from guestcompute.vk import formats
+
 from . import kernels
 
 STEP = 4                  # glow resolution: every 4th pixel in x and y
@@ -43,7 +58,7 @@ PUSH_LAYOUT = [("width", "uint"), ("height", "uint"), ("glow_width", "uint"), ("
                ("exposure", "float")]
 
 
-class Bloom:
+class BufferBloom:
     """Guest resources (and the program) for one frame size; make a new one
     when the size changes."""
 
@@ -89,3 +104,74 @@ class Bloom:
         rec.gaussian_blur(small, NEAR, out=self.glow[0])
         rec.gaussian_blur(small, WIDE, out=self.glow[1])
         self.composite(rec, self.pixels, self.glow, push=self.push, groups=self.groups)
+
+
+# ImageBloom: the glow and the tonemap curve of the buffer route, as image ops.
+IMAGE_THRESHOLD = 0.3
+IMAGE_INTENSITY = 1.2
+IMAGE_LEVELS = 4
+_SAMPLED_STORAGE = 0x4 | 0x8          # VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_STORAGE_BIT
+
+
+class ImageBloom:
+    """Bloom + tonemap read from and written to the renderer's own images
+    (see the module notes); one per frame size."""
+
+    def __init__(self, ctx, renderer, direct: bool = False):
+        self.ctx, self.renderer, self.direct = ctx, renderer, direct
+        self.extent = width, height = renderer.extent
+        self.hdr = ctx.image((width, height), "rgba16f")     # frame + glow, before the tonemap
+        self.images: dict = {}                               # VkImage handle value -> gc.Image
+        self.programs: dict = {}
+
+    @staticmethod
+    def supported(ctx, renderer) -> bool:
+        fmt = gc_format(renderer.color_format)
+        if fmt is None or fmt.kind == "srgb" or renderer.image_usage & _SAMPLED_STORAGE != _SAMPLED_STORAGE:
+            return False
+        return bool(fmt.qualifier) or ctx.caps.feature("shaderStorageImageWriteWithoutFormat")
+
+    def destroy(self):
+        for program in self.programs.values():
+            program.release()
+        self.programs.clear()
+        self.images.clear()
+
+    def _import(self):
+        handle = self.renderer.current_image
+        key = int(vk.ffi.cast("uintptr_t", handle))
+        img = self.images.get(key)
+        if img is None:
+            img = self.images[key] = self.ctx.import_image(
+                handle, self.renderer.color_format, self.extent, layout="color_attachment",
+                usage=self.renderer.image_usage)
+        return key, img
+
+    def record(self, cmd, app) -> None:
+        key, img = self._import()
+        if self.direct:
+            app.record(cmd, lambda rec: self._process(rec, img))
+            return
+        program = self.programs.get(key)
+        if program is None:
+            program = self.programs[key] = self.ctx.program(lambda rec: self._process(rec, img))
+        app.record(cmd, lambda rec: rec.execute(program))
+
+    def _process(self, rec, img) -> None:
+        rec.bloom(img, out=self.hdr, threshold=IMAGE_THRESHOLD, intensity=IMAGE_INTENSITY, levels=IMAGE_LEVELS)
+        rec.tonemap(self.hdr, img, exposure=EXPOSURE, curve="reinhard")
+
+
+def gc_format(vk_format):
+    """guestcompute's description of a VkFormat, or None."""
+    return formats.find(int(vk_format))
+
+
+def make_bloom(ctx, renderer, direct: bool = False):
+    """The image route where the renderer's images allow it, else the
+    buffer route, else None."""
+    if ImageBloom.supported(ctx, renderer):
+        return ImageBloom(ctx, renderer, direct)
+    if BufferBloom.supported(renderer):
+        return BufferBloom(ctx, renderer, direct)
+    return None

@@ -5,8 +5,9 @@ Per frame, one command buffer and one submit:
 
     guest: advance the particles, write the host's vertex buffers   (before the pass)
     host:  draw them as additive point sprites                       (render pass)
-    guest: bloom + tonemap on a copy of the rendered image           (after the pass)
-    host:  copy the result back, then present / read back
+    guest: bloom + tonemap of the rendered image itself              (after the pass)
+           (or of a copy in a buffer where the image allows no storage use)
+    host:  present / read back
 
 Run ``python -m demos.particles`` or ``python demos/particles.py`` (a window; headless
 without a display) or
@@ -25,7 +26,7 @@ if not __package__:
 
 from .app import GuestApp, parser, report, resolve_mode
 from .attractor import LorenzParticles
-from .bloom import Bloom
+from .bloom import make_bloom
 
 
 def run(args):
@@ -42,16 +43,15 @@ def run(args):
 
         bloom = None
         if not args.no_bloom:
-            if Bloom.supported(renderer):
-                bloom = Bloom(app.ctx, renderer, direct=args.direct)
-            else:
-                print("bloom skipped: the render target cannot be copied to and from buffers")
+            bloom = make_bloom(app.ctx, renderer, direct=args.direct)
+            print(f"bloom: {type(bloom).__name__ if bloom else 'skipped (the render target allows neither image '}"
+                  f"{'' if bloom else 'ops nor copies to buffers)'}")
 
         def after_pass(cmd, frame):
             nonlocal bloom
             if bloom.extent != renderer.extent:      # the window was resized
                 bloom.destroy()
-                bloom = Bloom(app.ctx, renderer, direct=args.direct)
+                bloom = make_bloom(app.ctx, renderer, direct=args.direct)
             bloom.record(cmd, app)
 
         frames = app.run(args.frames, before_pass, after_pass if bloom is not None else None,

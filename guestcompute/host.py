@@ -521,6 +521,16 @@ class Requirements:
     # them to Context.adopt in ``features`` like the others.
     core_features: list = field(default_factory=list)
 
+    def features2_chain(self):
+        """One pNext chain for VkDeviceCreateInfo that enables everything:
+        a VkPhysicalDeviceFeatures2 holding ``core_features``, followed by
+        :meth:`feature_chain` (leave pEnabledFeatures NULL). Needs Vulkan 1.1
+        (or VK_KHR_get_physical_device_properties2); keep it alive until
+        vkCreateDevice returns."""
+        f2 = new("VkPhysicalDeviceFeatures2", features={f: vk.VK_TRUE for f in self.core_features})
+        rest = self.feature_chain()
+        return chain(f2, rest) if rest is not None else f2
+
     def core_feature_struct(self):
         """A VkPhysicalDeviceFeatures with ``core_features`` on, for
         VkDeviceCreateInfo.pEnabledFeatures, or None when there are none."""

@@ -25,11 +25,10 @@ class OffscreenTarget:
         # recording after the pass can copy a processed frame back in;
         # ``extra_usage`` for code that post-processes the image in place
         # (e.g. SAMPLED | STORAGE for compute).
-        self.images = [
-            Image2D(device, memory_properties, width, height, self.FORMAT,
-                    vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT
-                    | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT | extra_usage)
-            for _ in range(slots)]
+        self.image_usage = (vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT | vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT
+                            | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT | extra_usage)
+        self.images = [Image2D(device, memory_properties, width, height, self.FORMAT, self.image_usage)
+                       for _ in range(slots)]
         self.transfer_usage = True
         self.readback = [
             Buffer(device, memory_properties, self.frame_bytes, vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,

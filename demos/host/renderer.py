@@ -131,9 +131,13 @@ class HostRenderer:
     def __init__(self, width: int = 800, height: int = 600, title: str = "host renderer",
                  headless: bool = False, device_name: str | None = None,
                  device_extensions=(), features_chain=None, validation: bool = False,
-                 configure_device: DeviceConfigurator | None = None):
+                 configure_device: DeviceConfigurator | None = None, extra_image_usage: int = 0):
         self.headless = headless
         self.validation = validation
+        # Usage the application wants its target images to have besides
+        # colour attachment (e.g. SAMPLED | STORAGE to post-process them in
+        # compute); swapchains grant what the surface supports.
+        self.extra_image_usage = extra_image_usage
         self.validation_messages: list[str] = []
 
         self.window = None
@@ -229,10 +233,11 @@ class HostRenderer:
 
         if self.headless:
             self._target = OffscreenTarget(self.device, self.memory_properties, width, height,
-                                           self.FRAMES_IN_FLIGHT)
+                                           self.FRAMES_IN_FLIGHT, extra_usage=self.extra_image_usage)
         else:
             self._target = sc.Swapchain(self.instance, self.physical_device, self.device, self.queue,
-                                        self.surface, self.window, self.FRAMES_IN_FLIGHT)
+                                        self.surface, self.window, self.FRAMES_IN_FLIGHT,
+                                        extra_usage=self.extra_image_usage)
         self._teardown.append(self._target.destroy)
         self.render_pass = create_render_pass(self.device, self._target.format)
         self._teardown.append(lambda: vk.vkDestroyRenderPass(self.device, self.render_pass, None))
@@ -255,6 +260,11 @@ class HostRenderer:
     @property
     def frames_in_flight(self) -> int:
         return self.FRAMES_IN_FLIGHT
+
+    @property
+    def image_usage(self) -> int:
+        """VkImageUsageFlags the target images were created with."""
+        return self._target.image_usage
 
     @property
     def image_copy_supported(self) -> bool:

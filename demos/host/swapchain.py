@@ -54,8 +54,11 @@ class Swapchain:
     resizes mark the swapchain for a rebuild, done at the next acquire.
     """
 
-    def __init__(self, instance, physical_device, device, queue, surface, window, slots: int):
+    def __init__(self, instance, physical_device, device, queue, surface, window, slots: int,
+                 extra_usage: int = 0):
         self.physical_device, self.device, self.queue = physical_device, device, queue
+        self.extra_usage = extra_usage
+        self.image_usage = 0
         self.surface, self.window = surface, window
 
         def ifn(name):
@@ -114,6 +117,8 @@ class Swapchain:
         copy_usage = vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT
         self.transfer_usage = caps.supportedUsageFlags & copy_usage == copy_usage
         usage = vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT | (copy_usage if self.transfer_usage else 0)
+        usage |= self.extra_usage & caps.supportedUsageFlags     # what the surface allows of it
+        self.image_usage = usage
         composite = vk.VK_COMPOSITE_ALPHA_OPAQUE_BIT_KHR
         if not caps.supportedCompositeAlpha & composite:
             composite = caps.supportedCompositeAlpha & -caps.supportedCompositeAlpha  # lowest bit
