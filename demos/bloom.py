@@ -167,11 +167,12 @@ def gc_format(vk_format):
     return formats.find(int(vk_format))
 
 
-def make_bloom(ctx, renderer, direct: bool = False):
-    """The image route where the renderer's images allow it, else the
-    buffer route, else None."""
-    if ImageBloom.supported(ctx, renderer):
+def make_bloom(ctx, renderer, direct: bool = False, route: str = "auto"):
+    """The image route where the renderer's images allow it (``route`` "auto"
+    or "image"), else the buffer route (or "buffer" to force it, for
+    comparison), else None."""
+    if route in ("auto", "image") and ImageBloom.supported(ctx, renderer):
         return ImageBloom(ctx, renderer, direct)
-    if BufferBloom.supported(renderer):
+    if route in ("auto", "buffer") and BufferBloom.supported(renderer):
         return BufferBloom(ctx, renderer, direct)
     return None

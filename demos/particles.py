@@ -43,7 +43,7 @@ def run(args):
 
         bloom = None
         if not args.no_bloom:
-            bloom = make_bloom(app.ctx, renderer, direct=args.direct)
+            bloom = make_bloom(app.ctx, renderer, direct=args.direct, route=args.bloom_route)
             print(f"bloom: {type(bloom).__name__ if bloom else 'skipped (the render target allows neither image '}"
                   f"{'' if bloom else 'ops nor copies to buffers)'}")
 
@@ -51,7 +51,7 @@ def run(args):
             nonlocal bloom
             if bloom.extent != renderer.extent:      # the window was resized
                 bloom.destroy()
-                bloom = make_bloom(app.ctx, renderer, direct=args.direct)
+                bloom = make_bloom(app.ctx, renderer, direct=args.direct, route=args.bloom_route)
             bloom.record(cmd, app)
 
         frames = app.run(args.frames, before_pass, after_pass if bloom is not None else None,
@@ -72,6 +72,9 @@ def run(args):
 def parse_args(argv=None):
     p = parser("demos.particles", __doc__)
     p.add_argument("--no-bloom", action="store_true", help="skip the guest post-process pass")
+    p.add_argument("--bloom-route", choices=("auto", "image", "buffer"), default="auto",
+                   help="post-process the rendered image itself, or a copy of it in a buffer "
+                        "(default: the image where it allows storage use)")
     p.add_argument("--direct", action="store_true",
                    help="record the post-process op by op every frame instead of replaying a program")
     return p.parse_args(argv)
