@@ -335,15 +335,34 @@ BUFFER_USAGE_NAMES = {
 }
 
 
-def _usage_bit(name: str) -> int:
-    key = name.strip().lower()
-    if key.startswith("vk_buffer_usage_") and key.endswith("_bit"):
-        key = key[len("vk_buffer_usage_"):-len("_bit")]
-    bit = BUFFER_USAGE_NAMES.get(key)
-    if bit is None:
-        raise InvalidArgumentError(f"unknown buffer usage {name!r}; use VkBufferUsageFlags or names from "
-                                   f"{sorted(BUFFER_USAGE_NAMES)}, joined with '|'")
-    return bit
+def parse_flags(value, names: dict, vk_prefix: str, flags_type: str, what: str) -> int:
+    """Flags from an int, a '|'-joined string of short ``names`` (or their
+    full Vulkan spellings, ``<vk_prefix><name>_BIT``) or a list of names/ints.
+    ``flags_type`` / ``what`` name them in errors ("VkBufferUsageFlags",
+    "buffer usage")."""
+    if isinstance(value, str):
+        value = value.split("|")
+    elif isinstance(value, bool) or not isinstance(value, (int, list, tuple)):
+        raise InvalidArgumentError(f"usage must be {flags_type} (int) or {what.replace(' ', '-')} names, "
+                                   f"got {value!r}")
+    if isinstance(value, int):
+        if not 0 <= value < 1 << 32:
+            raise InvalidArgumentError(f"usage {value!r} is not a {flags_type} value")
+        return value
+    flags = 0
+    for part in value:
+        if not isinstance(part, str):
+            flags |= parse_flags(part, names, vk_prefix, flags_type, what)
+            continue
+        key = part.strip().lower()
+        if key.startswith(vk_prefix) and key.endswith("_bit"):
+            key = key[len(vk_prefix):-len("_bit")]
+        bit = names.get(key)
+        if bit is None:
+            raise InvalidArgumentError(f"unknown {what} {part!r}; use {flags_type} or names from "
+                                       f"{sorted(names)}, joined with '|'")
+        flags |= bit
+    return flags
 
 
 def as_buffer_usage(value):
@@ -352,19 +371,7 @@ def as_buffer_usage(value):
     names/ints. None stays None: the host did not say."""
     if value is None:
         return None
-    if isinstance(value, str):
-        value = value.split("|")
-    elif isinstance(value, bool) or not isinstance(value, (int, list, tuple)):
-        raise InvalidArgumentError(f"usage must be VkBufferUsageFlags (int) or buffer-usage names, "
-                                   f"got {value!r}")
-    if isinstance(value, int):
-        if not 0 <= value < 1 << 32:
-            raise InvalidArgumentError(f"usage {value!r} is not a VkBufferUsageFlags value")
-        return value
-    flags = 0
-    for part in value:
-        flags |= _usage_bit(part) if isinstance(part, str) else as_buffer_usage(part)
-    return flags
+    return parse_flags(value, BUFFER_USAGE_NAMES, "vk_buffer_usage_", "VkBufferUsageFlags", "buffer usage")
 
 
 def version_tuple(v) -> tuple:

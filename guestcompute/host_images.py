@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import vulkan as vk
 
 from .errors import InvalidArgumentError
-from .host import HostAccess, as_host_access
+from .host import HostAccess, as_host_access, parse_flags
 
 _FRAGMENT_TESTS = vk.VK_PIPELINE_STAGE_EARLY_FRAGMENT_TESTS_BIT | vk.VK_PIPELINE_STAGE_LATE_FRAGMENT_TESTS_BIT
 _COLOR_OUT = vk.VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT
@@ -94,33 +94,15 @@ IMAGE_USAGE_NAMES = {
     "depth_stencil_attachment": vk.VK_IMAGE_USAGE_DEPTH_STENCIL_ATTACHMENT_BIT,
     "input_attachment": vk.VK_IMAGE_USAGE_INPUT_ATTACHMENT_BIT,
 }
+SAMPLED_USAGE = vk.VK_IMAGE_USAGE_SAMPLED_BIT
+STORAGE_USAGE = vk.VK_IMAGE_USAGE_STORAGE_BIT
+TRANSFER_USAGE = vk.VK_IMAGE_USAGE_TRANSFER_SRC_BIT | vk.VK_IMAGE_USAGE_TRANSFER_DST_BIT
 
 
 def as_image_usage(value) -> int:
     """VkImageUsageFlags from an int, a '|'-joined string of names
     (``"sampled|storage"``, or the full Vk names) or a list of names/ints."""
-    if isinstance(value, str):
-        value = value.split("|")
-    if isinstance(value, bool) or not isinstance(value, (int, list, tuple)):
-        raise InvalidArgumentError(f"usage must be VkImageUsageFlags (int) or image-usage names, got {value!r}")
-    if isinstance(value, int):
-        if not 0 <= value < 1 << 32:
-            raise InvalidArgumentError(f"usage {value!r} is not a VkImageUsageFlags value")
-        return value
-    flags = 0
-    for part in value:
-        if isinstance(part, str):
-            key = part.strip().lower()
-            if key.startswith("vk_image_usage_") and key.endswith("_bit"):
-                key = key[len("vk_image_usage_"):-len("_bit")]
-            bit = IMAGE_USAGE_NAMES.get(key)
-            if bit is None:
-                raise InvalidArgumentError(f"unknown image usage {part!r}; use VkImageUsageFlags or names from "
-                                           f"{sorted(IMAGE_USAGE_NAMES)}, joined with '|'")
-            flags |= bit
-        else:
-            flags |= as_image_usage(part)
-    return flags
+    return parse_flags(value, IMAGE_USAGE_NAMES, "vk_image_usage_", "VkImageUsageFlags", "image usage")
 
 
 def usage_names(flags: int) -> str:

@@ -26,7 +26,8 @@ import vulkan as vk
 
 from .errors import InvalidArgumentError, ShapeError, UnsupportedError
 from .host import as_handle
-from .host_images import HostImageState, as_host_image_state, as_image_usage, usage_names
+from .host_images import (SAMPLED_USAGE, STORAGE_USAGE, TRANSFER_USAGE, HostImageState, as_host_image_state,
+                          as_image_usage, usage_names)
 from .vk import formats
 from .vk.memory import next_uid
 from .vk.structs import new
@@ -112,6 +113,16 @@ class Image:
     @property
     def extent(self) -> tuple:
         return (self.width, self.height)
+
+    @property
+    def sampled_usage(self) -> bool:
+        """Created with SAMPLED usage: guest ops may read it through a sampler."""
+        return bool(self.usage & SAMPLED_USAGE)
+
+    @property
+    def storage_usage(self) -> bool:
+        """Created with STORAGE usage: guest ops may write it (and read it) as a storage image."""
+        return bool(self.usage & STORAGE_USAGE)
 
     def mip_extent(self, mip: int) -> tuple:
         """(width, height) of mip level ``mip``."""
@@ -304,11 +315,10 @@ class ImageBinding:
 
 # -- making images -------------------------------------------------------------------
 
-_SAMPLED_USAGE = 0x4        # VK_IMAGE_USAGE_SAMPLED_BIT
-_STORAGE_USAGE = 0x8        # VK_IMAGE_USAGE_STORAGE_BIT
-_TRANSFER_USAGE = 0x1 | 0x2  # TRANSFER_SRC | TRANSFER_DST
-_MUTABLE_FORMAT = 0x8       # VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT
-_EXTENDED_USAGE = 0x100     # VK_IMAGE_CREATE_EXTENDED_USAGE_BIT (Vulkan 1.1)
+_MUTABLE_FORMAT = vk.VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT
+# VK_IMAGE_CREATE_EXTENDED_USAGE_BIT (Vulkan 1.1): the `vulkan` package
+# lacks the core name and gives None for the KHR one.
+_EXTENDED_USAGE = 0x100
 
 
 def as_format(value, what: str = "format"):
@@ -322,7 +332,7 @@ def as_format(value, what: str = "format"):
 def check_format_usage(ctx, fmt, usage: int, what: str) -> None:
     """The format must have, on this device, the features the usage needs."""
     have = ctx.device.format_features[fmt.name]
-    for bit, feature in ((_SAMPLED_USAGE, formats.SAMPLED), (_STORAGE_USAGE, formats.STORAGE)):
+    for bit, feature in ((SAMPLED_USAGE, formats.SAMPLED), (STORAGE_USAGE, formats.STORAGE)):
         if usage & bit and not have & feature:
             raise UnsupportedError(f"{what}: {fmt.name} has no {formats.FEATURE_NAMES[feature]} feature on this "
                                    f"device, so an image of it cannot have {usage_names(bit)} usage")
@@ -350,10 +360,10 @@ def import_image(ctx, vk_image, fmt, extent, *, layout, host_access=None, exit_l
         raise InvalidArgumentError(f"array_layers must be an int >= 1, got {array_layers!r}")
     if usage is None:       # not said: whatever of SAMPLED and STORAGE the format allows
         have = ctx.device.format_features[fmt.name]
-        usage = (_SAMPLED_USAGE if have & formats.SAMPLED else 0) | (_STORAGE_USAGE if have & formats.STORAGE else 0)
+        usage = (SAMPLED_USAGE if have & formats.SAMPLED else 0) | (STORAGE_USAGE if have & formats.STORAGE else 0)
     else:
         usage = as_image_usage(usage)
-    if not usage & (_SAMPLED_USAGE | _STORAGE_USAGE):
+    if not usage & (SAMPLED_USAGE | STORAGE_USAGE):
         raise InvalidArgumentError(f"import_image: usage {usage_names(usage)} has neither SAMPLED nor STORAGE; "
                                    "guest ops read images sampled and write them as storage images")
     check_format_usage(ctx, fmt, usage, "import_image")
@@ -379,12 +389,12 @@ def create_image(ctx, extent, fmt, *, mips=1, layers=1, usage=None) -> Image:
     srgb_storage = bool(fmt.unorm) and ctx.caps.api_version >= (1, 1) and \
         bool(ctx.device.format_features[fmt.unorm] & formats.STORAGE)
     if usage is None:
-        usage = _TRANSFER_USAGE
-        usage |= _SAMPLED_USAGE if have & formats.SAMPLED else 0
-        usage |= _STORAGE_USAGE if have & formats.STORAGE or srgb_storage else 0
+        usage = TRANSFER_USAGE
+        usage |= SAMPLED_USAGE if have & formats.SAMPLED else 0
+        usage |= STORAGE_USAGE if have & formats.STORAGE or srgb_storage else 0
     else:
-        usage = as_image_usage(usage) | _TRANSFER_USAGE
-    check_format_usage(ctx, fmt, usage & ~(_STORAGE_USAGE if srgb_storage else 0), "ctx.image")
+        usage = as_image_usage(usage) | TRANSFER_USAGE
+    check_format_usage(ctx, fmt, usage & ~(STORAGE_USAGE if srgb_storage else 0), "ctx.image")
     flags = (_MUTABLE_FORMAT | _EXTENDED_USAGE) if srgb_storage else 0
     info = new("VkImageCreateInfo", flags=flags, imageType=vk.VK_IMAGE_TYPE_2D, format=fmt.vk_format,
                extent=dict(width=w, height=h, depth=1), mipLevels=int(mips), arrayLayers=int(layers),

@@ -34,7 +34,7 @@ from __future__ import annotations
 from ..dtypes import float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..image import SAMPLED, STORAGE, Image, ImageBinding, ImageLevel
-from ..host_images import usage_names
+from ..host_images import STORAGE_USAGE, usage_names
 from ..kernels.spec import READ, Binding, Push
 from ..tensor import Tensor
 from ..vk import formats
@@ -227,6 +227,35 @@ def _usage_hint(img, what: str, need: str) -> str:
             "guest image and copy")
 
 
+def sampled_binding(ctx, level: ImageLevel, what: str, sampler: str = "nearest",
+                    kind: str = SAMPLED) -> ImageBinding:
+    """``level`` read through a sampler (``kind`` SAMPLED: a combined image
+    sampler; TEXTURE: a separate texture). The caller checked SAMPLED usage."""
+    img = level.image
+    have = ctx.device.format_features[img.format.name]
+    if sampler == "linear" and not have & formats.LINEAR_FILTER:
+        raise UnsupportedError(f"{what}: {img.format.name} has no SAMPLED_IMAGE_FILTER_LINEAR on this device; "
+                               "use the nearest or box filter")
+    # A view inherits the image's usage; where the format cannot be a
+    # storage image (sRGB with a UNORM storage twin) the sampled view
+    # drops STORAGE (Vulkan 1.1 view usage).
+    narrow = img.usage & ~STORAGE_USAGE if img.storage_usage and not have & formats.STORAGE else 0
+    return ImageBinding(img, level.mip, level.layer, kind, sampler=sampler, view_usage=narrow)
+
+
+def storage_view_format(img, what: str):
+    """The format a storage view of ``img`` has: its own, or for an sRGB
+    image (never a storage format) its UNORM twin, which needs MUTABLE_FORMAT."""
+    fmt = img.format
+    if fmt.kind != "srgb":
+        return fmt
+    if not img.mutable_format:
+        raise UnsupportedError(f"{what}: sRGB images cannot be storage images; create it with "
+                               "VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT (and say mutable_format=True) so the "
+                               "guest writes it through a UNORM view, or write a UNORM image")
+    return formats.FORMATS[fmt.unorm]
+
+
 def read_pixels(ctx, x, what: str, sampler: str = "nearest", any_channels: bool = False) -> Pixels:
     """A readable operand for a tensor or an image level."""
     if isinstance(x, Tensor):
@@ -236,19 +265,10 @@ def read_pixels(ctx, x, what: str, sampler: str = "nearest", any_channels: bool 
     fmt = img.format
     if fmt.integer:
         raise DTypeError(f"{what}: {fmt.name} images hold integers; pixel ops work on colour and float formats")
-    have = ctx.device.format_features[fmt.name]
     w, h = level.extent
-    if img.usage & 0x4 and have & formats.SAMPLED:
-        if sampler == "linear" and not have & formats.LINEAR_FILTER:
-            raise UnsupportedError(f"{what}: {fmt.name} has no SAMPLED_IMAGE_FILTER_LINEAR on this device; "
-                                   "use the nearest or box filter")
-        # A view inherits the image's usage; where the format cannot be a
-        # storage image (sRGB with a UNORM storage twin) the sampled view
-        # drops STORAGE (Vulkan 1.1 view usage).
-        narrow = img.usage & ~0x8 if img.usage & 0x8 and not have & formats.STORAGE else 0
-        res = ImageBinding(img, level.mip, level.layer, SAMPLED, sampler=sampler, view_usage=narrow)
-        return Pixels(level, "tex", res, h, w, fmt.channels)
-    if img.usage & 0x8 and fmt.qualifier:
+    if img.sampled_usage and ctx.device.format_features[fmt.name] & formats.SAMPLED:
+        return Pixels(level, "tex", sampled_binding(ctx, level, what, sampler), h, w, fmt.channels)
+    if img.storage_usage and fmt.qualifier:
         res = ImageBinding(img, level.mip, level.layer, STORAGE)
         return Pixels(level, f"img:{fmt.qualifier}", res, h, w, fmt.channels)
     raise UnsupportedError(_usage_hint(img, what, "read"))
@@ -266,16 +286,11 @@ def write_pixels(ctx, x, what: str, any_channels: bool = False) -> Pixels:
                                "the host's render pass")
     if fmt.integer:
         raise DTypeError(f"{what}: {fmt.name} images hold integers; pixel ops write colour and float formats")
-    if not img.usage & 0x8:
+    if not img.storage_usage:
         raise UnsupportedError(_usage_hint(img, what, "write"))
     w, h = level.extent
-    view_fmt, layout = fmt, "put"
-    if fmt.kind == "srgb":
-        if not img.mutable_format:
-            raise UnsupportedError(f"{what}: sRGB images cannot be storage images; create it with "
-                                   "VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT (and say mutable_format=True) so the "
-                                   "guest writes it through a UNORM view, or write a UNORM image")
-        view_fmt, layout = formats.FORMATS[fmt.unorm], "put_srgb"
+    view_fmt = storage_view_format(img, what)
+    layout = "put_srgb" if view_fmt is not fmt else "put"
     if not ctx.device.format_features[view_fmt.name] & formats.STORAGE:
         raise UnsupportedError(f"{what}: {view_fmt.name} has no STORAGE_IMAGE feature on this device")
     qualifier = view_fmt.qualifier or ""

@@ -47,7 +47,6 @@ import numpy as np
 from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutOfMemoryError,
                       UnsupportedError, VulkanError, WrongContextError)
 from ..image import SAMPLED, STORAGE, TEXTURE, Image, ImageBinding, ImageLevel, SamplerBinding
-from ..vk import formats
 from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, op
 from ..spirv.capabilities import check_capabilities, check_shared_memory
@@ -273,34 +272,21 @@ def _image_resource(ctx, kernel, i: int, spec_binding, reflected, arg):
         raise InvalidArgumentError(f"{what} takes {_KINDS[reflected.kind][1]}, got {type(arg).__name__}")
     level = px.as_level(ctx, arg, what)
     img, fmt = level.image, level.image.format
-    have = ctx.device.format_features[fmt.name]
     if (reflected.image.component == "uint") != fmt.integer:
         raise InvalidArgumentError(f"{what}: the kernel's image holds {reflected.image.component} values, "
                                    f"a {fmt.name} image holds {'integers' if fmt.integer else 'floats'}")
     if kind == "storage":
-        if not img.usage & _STORAGE_USAGE:
+        if not img.storage_usage:
             raise UnsupportedError(f"{what} is a storage image; the image has no STORAGE usage")
-        view = fmt
-        if fmt.unorm:
-            if not img.mutable_format:
-                raise UnsupportedError(f"{what}: an sRGB image is a storage image only through a UNORM view "
-                                       "(create it with MUTABLE_FORMAT)")
-            view = formats.FORMATS[fmt.unorm]
+        view = px.storage_view_format(img, what)
         want = reflected.image.format
         if want and want != view.qualifier:
             raise InvalidArgumentError(f"{what} is declared layout({want}); the image's storage format is "
                                        f"{view.qualifier or view.name}")
         return ImageBinding(img, level.mip, level.layer, STORAGE, view.vk_format)
-    if not img.usage & _SAMPLED_USAGE:
+    if not img.sampled_usage:
         raise UnsupportedError(f"{what} samples the image; the image has no SAMPLED usage")
-    if sampler == "linear" and not have & formats.LINEAR_FILTER:
-        raise UnsupportedError(f"{what}: {fmt.name} has no linear filtering on this device")
-    narrow = img.usage & ~_STORAGE_USAGE if img.usage & _STORAGE_USAGE and not have & formats.STORAGE else 0
-    return ImageBinding(img, level.mip, level.layer, SAMPLED if kind == "sampled" else TEXTURE,
-                        sampler=sampler, view_usage=narrow)
-
-
-_SAMPLED_USAGE, _STORAGE_USAGE = 0x4, 0x8
+    return px.sampled_binding(ctx, level, what, sampler, SAMPLED if kind == "sampled" else TEXTURE)
 
 
 # push_layout type names: numpy's scalar names, then the GLSL ones the
