@@ -55,10 +55,6 @@ class HostImageState:
     layout: int
     access: HostAccess
 
-    @property
-    def layout_name(self) -> str:
-        return _KNOWN_LAYOUTS.get(self.layout, str(self.layout))
-
 
 def as_host_image_state(layout, host_access=None, what: str = "layout") -> HostImageState:
     """A HostImageState from a preset name or VkImageLayout value, and an

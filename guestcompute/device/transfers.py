@@ -132,27 +132,17 @@ class Transfers:
 
     def read_image(self, img, mip: int, layer: int) -> bytes:
         """The texels of (mip, layer) of a guest image, tightly packed."""
-        dev = self.device
         w, h = img.mip_extent(mip)
-        size = w * h * img.format.texel_bytes
-        staging = dev.memory.create(size, STAGING_USAGE, host_visible=True)
         region = _image_region(img, mip, layer)
-
         src = vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL
 
-        def body(cmd):
+        def copy(cmd, staging):
             self._transition(cmd, img, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER,
                              sync.TRANSFER_READ, sync.GUEST_LAYOUT, src)
-            dev.fns.vkCmdCopyImageToBuffer(cmd, img.handle, src, staging.buffer, 1, region)
+            self.device.fns.vkCmdCopyImageToBuffer(cmd, img.handle, src, staging, 1, region)
             self._transition(cmd, img, sync.TRANSFER, 0, sync.GUEST_STAGES, sync.GUEST_ACCESS, src,
                              sync.GUEST_LAYOUT)
-            self._barrier(cmd, sync.TRANSFER, sync.TRANSFER_WRITE, sync.HOST, sync.HOST_READ)
-        try:
-            self.submit_and_wait(body)
-            dev.memory.invalidate(staging)
-            return bytes(staging.mapped[0:size])
-        finally:
-            dev.memory.destroy(staging)
+        return self._download(w * h * img.format.texel_bytes, copy)
 
     def drop_pending_uploads(self) -> None:
         """Teardown: free the staging buffers of uploads never recorded."""
@@ -172,15 +162,24 @@ class Transfers:
             raise UnsupportedError("reading this tensor needs a staging copy: pass queue= to Context.adopt")
         if buf.alloc is None and not (buf.usage or 0) & vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT:
             return self.compute_copy(buf, offset, size)
-        staging = dev.memory.create(size, STAGING_USAGE, host_visible=True)
         region = new("VkBufferCopy", srcOffset=offset, dstOffset=0, size=size)
         src_stages = sync.EARLIER_GUEST_STAGES
         if buf.host_access is not None:
             src_stages |= buf.host_access.stages
 
-        def body(cmd):
+        def copy(cmd, staging):
             self._barrier(cmd, src_stages, sync.GUEST_WRITES, sync.TRANSFER, sync.TRANSFER_READ)
-            dev.fns.vkCmdCopyBuffer(cmd, buf.handle, staging.buffer, 1, region)
+            dev.fns.vkCmdCopyBuffer(cmd, buf.handle, staging, 1, region)
+        return self._download(size, copy)
+
+    def _download(self, size: int, copy) -> bytes:
+        """``copy(cmd, staging_buffer)`` records a copy into a host-visible
+        staging buffer of ``size`` bytes; submit, wait, return its bytes."""
+        dev = self.device
+        staging = dev.memory.create(size, STAGING_USAGE, host_visible=True)
+
+        def body(cmd):
+            copy(cmd, staging.buffer)
             self._barrier(cmd, sync.TRANSFER, sync.TRANSFER_WRITE, sync.HOST, sync.HOST_READ)
         try:
             self.submit_and_wait(body)

@@ -118,7 +118,7 @@ def bloom(ctx, img, out=None, *, threshold: float = 1.0, intensity: float = 0.5,
         below = ImageBinding(chain, mip + 1, 0, SAMPLED, sampler="linear")
         level = ImageBinding(chain, mip, 0, STORAGE)
         dispatches.append(Dispatch(up, (below, level), up.pack({"H": h, "W": w}),
-                                   px.groups(ctx, px.Pixels(None, "put:", None, h, w, 4))))
+                                   px.extent_groups(ctx, w, h)))
     glow = ImageBinding(chain, 0, 0, SAMPLED, sampler="linear")
     spec = composite_spec(src.layout, dst.layout)
     values = {"H": src.h, "W": src.w, "intensity": intensity, **src.push("src"), **dst.push("dst")}

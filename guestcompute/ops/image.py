@@ -86,8 +86,7 @@ def pixels_out(ctx, out, src: px.Pixels, what: str) -> px.Pixels:
 
 def _same_memory(a: px.Pixels, b: px.Pixels) -> bool:
     if a.is_image or b.is_image:
-        return (a.is_image and b.is_image and a.value.image is b.value.image and a.value.mip == b.value.mip
-                and a.value.layer == b.value.layer)
+        return a.same_image_level(b)
     return overlaps(a.value, b.value)
 
 

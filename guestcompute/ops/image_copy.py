@@ -101,8 +101,7 @@ def _plan_copy(ctx, src, out) -> OpResult:
             raise DTypeError(f"copy: uint8 tensors pair with 8-bit UNORM images; {img.format.name} values are "
                              "not 0..255 steps: copy into a float32 tensor")
         scale = 255.0 if b is eight_bit[0] else 1.0 / 255.0
-    if b.is_image and a.is_image and b.value.image is a.value.image and b.value.mip == a.value.mip \
-            and b.value.layer == a.value.layer:
+    if a.same_image_level(b):
         raise InvalidArgumentError("copy: src and out are the same image level")
     if a.h == 0 or a.w == 0:
         return OpResult(b.value, [])
@@ -188,8 +187,7 @@ def resize(ctx, img, out=None, *, size=None, filter: str = "linear"):
     dst = px.write_pixels(ctx, out, "resize out")
     if dst.kind[0] in "up":
         raise DTypeError("resize writes an image or a float32 tensor")
-    if dst.is_image and dst.value.image is src.value.image and dst.value.mip == src.value.mip \
-            and dst.value.layer == src.value.layer:
+    if dst.same_image_level(src):
         raise InvalidArgumentError("resize: img and out are the same image level")
     spec = resize_spec(src.layout, dst.layout, filter)
     values = {"H": dst.h, "W": dst.w, "SH": src.h, "SW": src.w, **src.push("src"), **dst.push("dst")}

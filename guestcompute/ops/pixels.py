@@ -160,9 +160,11 @@ class Pixels:
     def kind(self) -> str:
         return pixel_kind(self.layout, self.channels)
 
-    @property
-    def tensor(self):
-        return None if self.is_image else self.value
+    def same_image_level(self, other: "Pixels") -> bool:
+        """Both operands bind the same (image, mip level, array layer)."""
+        a, b = self.resource, other.resource
+        return (isinstance(a, ImageBinding) and isinstance(b, ImageBinding) and a.image is b.image
+                and a.mip == b.mip and a.layer == b.layer)
 
     def push(self, name: str) -> dict:
         return {f"{name}_off": self.off, f"{name}_sy": self.sy, f"{name}_sx": self.sx, f"{name}_sc": self.sc}
@@ -320,11 +322,16 @@ def new_like(ctx, src: Pixels, what: str):
 def groups(ctx, p: Pixels, rows: bool = False) -> tuple:
     """Workgroups covering ``p``: TILE threads of one pixel each, or with
     ``rows`` ROW_TILE threads of ROWS pixels each (kernels using ROWS_MAIN)."""
+    return extent_groups(ctx, p.w, p.h, rows)
+
+
+def extent_groups(ctx, w: int, h: int, rows: bool = False) -> tuple:
+    """:func:`groups` for a ``w`` x ``h`` pixel grid."""
     tile_x, tile_y = (ROW_TILE[0], ROW_TILE[1] * ROWS) if rows else TILE[:2]
-    gx, gy = -(-p.w // tile_x), -(-p.h // tile_y)
+    gx, gy = -(-w // tile_x), -(-h // tile_y)
     mx = ctx.limits.max_workgroup_count
     if gx > mx[0] or gy > mx[1]:
-        raise UnsupportedError(f"a {p.h}x{p.w} image needs {gx}x{gy} workgroups, more than the "
+        raise UnsupportedError(f"a {h}x{w} image needs {gx}x{gy} workgroups, more than the "
                                f"device's maxComputeWorkGroupCount {mx[:2]}")
     return (gx, gy, 1)
 

@@ -51,7 +51,8 @@ class DispatchPlan:
                 resolve_image_binding(ctx, b)
                 image_bindings.append(b)
                 img = b.image
-                images[img.uid] = (img, w or images.get(img.uid, (img, False))[1])
+                seen = images.get(img.uid)        # an image bound twice is written if either binding writes
+                images[img.uid] = (img, bool(w) or (seen is not None and seen[1]))
                 buffers.append(img)
             else:
                 buffers.append(b)

@@ -88,6 +88,21 @@ class MemoryManager:
                     return i
         raise OutOfMemoryError("vkAllocateMemory", -2, "no memory type fits this buffer")
 
+    def _allocate(self, reqs, preferences, hint: str, smaller: str) -> tuple:
+        """(VkDeviceMemory, memory type index) for ``reqs``, of the first
+        memory type matching ``preferences``. A size past that type's heap is
+        refused before the driver sees it: such an allocation is invalid
+        usage (VUID-vkAllocateMemory-pAllocateInfo-01713)."""
+        type_index = self._pick_type(reqs.memoryTypeBits, preferences)
+        heap = self.heap_sizes[self.types[type_index][1]]
+        if reqs.size > heap:
+            raise OutOfMemoryError("vkAllocateMemory", -2, f"{reqs.size} bytes requested but the memory "
+                                   f"heap has {heap}; use smaller {smaller}")
+        alloc = new("VkMemoryAllocateInfo", allocationSize=reqs.size, memoryTypeIndex=type_index)
+        mem = ffi.new("VkDeviceMemory *")
+        check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem), hint)
+        return mem[0], type_index
+
     def create(self, size: int, usage: int = STORAGE_USAGE, host_visible: bool = False) -> Allocation:
         """A buffer of at least ``size`` bytes. ``host_visible`` forces
         mappable memory (staging); otherwise device-local is preferred."""
@@ -112,19 +127,10 @@ class MemoryManager:
                          _HOST_VISIBLE)
             else:
                 prefs = (_DEVICE_LOCAL | _HOST_VISIBLE | _HOST_COHERENT, _DEVICE_LOCAL, 0)
-            type_index = self._pick_type(reqs.memoryTypeBits, prefs)
-            heap = self.heap_sizes[self.types[type_index][1]]
-            if reqs.size > heap:
-                raise OutOfMemoryError("vkAllocateMemory", -2, f"{reqs.size} bytes requested but the memory "
-                                       f"heap has {heap}; use smaller tensors")
-            alloc = new("VkMemoryAllocateInfo", allocationSize=reqs.size, memoryTypeIndex=type_index)
-            mem = ffi.new("VkDeviceMemory *")
-            check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem),
-                  f"{size} bytes requested")
+            memory, type_index = self._allocate(reqs, prefs, f"{size} bytes requested", "tensors")
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
             raise
-        memory = mem[0]
         flags = self.types[type_index][0]
         mapped = None
         try:
@@ -154,25 +160,17 @@ class MemoryManager:
         try:
             reqs = new("VkMemoryRequirements")
             self.fns.vkGetImageMemoryRequirements(self.device, image, reqs)
-            type_index = self._pick_type(reqs.memoryTypeBits, (_DEVICE_LOCAL, 0))
-            heap = self.heap_sizes[self.types[type_index][1]]
-            if reqs.size > heap:
-                raise OutOfMemoryError("vkAllocateMemory", -2, f"an image of {reqs.size} bytes does not fit "
-                                       f"the memory heap ({heap} bytes)")
-            alloc = new("VkMemoryAllocateInfo", allocationSize=reqs.size, memoryTypeIndex=type_index)
-            mem = ffi.new("VkDeviceMemory *")
-            check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem),
-                  f"an image of {reqs.size} bytes")
+            memory, _ = self._allocate(reqs, (_DEVICE_LOCAL, 0), f"an image of {reqs.size} bytes", "images")
         except BaseException:
             self.fns.vkDestroyImage(self.device, image, ffi.NULL)
             raise
         try:
-            check("vkBindImageMemory", self.fns.vkBindImageMemory(self.device, image, mem[0], 0))
+            check("vkBindImageMemory", self.fns.vkBindImageMemory(self.device, image, memory, 0))
         except BaseException:
             self.fns.vkDestroyImage(self.device, image, ffi.NULL)
-            self.fns.vkFreeMemory(self.device, mem[0], ffi.NULL)
+            self.fns.vkFreeMemory(self.device, memory, ffi.NULL)
             raise
-        a = ImageAllocation(image, mem[0], reqs.size)
+        a = ImageAllocation(image, memory, reqs.size)
         with self._lock:
             self._live[id(a)] = a
             self.live_images += 1

@@ -78,7 +78,6 @@ ALL_BITS = 0xFFFFFFFF
 UNDEFINED = vk.VK_IMAGE_LAYOUT_UNDEFINED
 GENERAL = vk.VK_IMAGE_LAYOUT_GENERAL
 GUEST_LAYOUT = GENERAL
-TRANSFER_DST_LAYOUT = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL
 # Writing a layout transition is a write: its source scope must include the
 # last accesses of the old layout, and what follows must wait for it.
 IMAGE_GUEST_ACCESS = SHADER_RW | TRANSFER_READ | TRANSFER_WRITE
