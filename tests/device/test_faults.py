@@ -371,3 +371,31 @@ def test_device_lost_while_waiting_for_a_handoff_submission(modern_host, modern_
     monkeypatch.setattr(ctx.device.fns, "vkWaitForFences", real)
     assert sub.wait()
     np.testing.assert_array_equal(sub.result.numpy(), np.arange(8) * 4.0)
+
+
+def test_a_fragmented_descriptor_pool_moves_on_to_a_new_pool(bare_host):
+    """Without push descriptors every buffer set gets a cached set. A pool
+    that answers VK_ERROR_FRAGMENTED_POOL (-12) is passed over for a fresh
+    one, like an exhausted pool (the check once compared against the code of
+    VK_ERROR_INVALID_EXTERNAL_HANDLE instead, and -12 became an error)."""
+    ctx = bare_host.adopt()
+    try:
+        assert not ctx.device.descriptors.push
+        a, b = ctx.tensor(np.arange(8, dtype=np.float32)), ctx.empty((8,))
+        bare_host.run(ctx, lambda rec: rec.add(a, 2.0, out=a))    # the first pool exists now
+        real = ctx.device.fns.vkAllocateDescriptorSets
+        calls = []
+
+        def fragmented_once(device, info, out):
+            calls.append(1)
+            return -12 if len(calls) == 1 else real(device, info, out)
+        ctx.device.fns.vkAllocateDescriptorSets = fragmented_once
+        try:
+            bare_host.run(ctx, lambda rec: rec.add(a, 1.0, out=b))
+        finally:
+            ctx.device.fns.vkAllocateDescriptorSets = real
+        assert len(calls) == 2
+        np.testing.assert_array_equal(b.numpy(), np.arange(8) + 3.0)
+        assert ctx.live_objects()["descriptor_sets"] == 2
+    finally:
+        ctx.close()
