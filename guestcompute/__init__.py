@@ -19,6 +19,7 @@ if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
                          KernelError, OutOfMemoryError, RecordingError, ShapeError,
                          UnknownOperationError, UnsupportedError, VulkanError, WrongContextError)
     from .host import HostAccess, Requirements, requirements
+    from .image import Image, ImageLevel
     from .kernels.spec import KernelSpec
     from .ops.user_kernel import UserKernel
     from .recording.handoff import Submission
@@ -30,7 +31,7 @@ if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
 _EXPORTS = {
     "Context": "context", "DeviceLimits": "context",
     "HostAccess": "host", "Requirements": "host", "requirements": "host",
-    "Recorder": "recording.recorder", "Tensor": "tensor",
+    "Recorder": "recording.recorder", "Tensor": "tensor", "Image": "image", "ImageLevel": "image",
     "Program": "recording.program", "Params": "recording.program",
     "Submission": "recording.handoff", "UserKernel": "ops.user_kernel",
     "KernelSpec": "kernels.spec", "WarmupReport": "warmup",

@@ -11,6 +11,7 @@ from . import image  # noqa: F401
 from . import image_copy  # noqa: F401
 from . import tonemap  # noqa: F401
 from . import grading  # noqa: F401
+from . import colour_lut  # noqa: F401
 from . import bloom  # noqa: F401
 from . import copy  # noqa: F401  (rec.copy: tensors and images)
 from . import indirect  # noqa: F401

@@ -137,16 +137,19 @@ def log_luminance_spec(src: str) -> KernelSpec:
 
 
 @op("luminance")
-def luminance(ctx, img, out=None, *, key: float = 0.18):
+def luminance(ctx, img, out=None, *, key: float = 0.18, limits=None):
     """The exposure that maps ``img``'s log-average luminance to ``key``
     (middle grey): ``key / exp(mean(log(1e-4 + L)))``, into ``out`` (a
     one-element float32 tensor; allocated when omitted) — for
-    ``rec.tonemap(img, exposure=out)`` in the same recording."""
+    ``rec.tonemap(img, exposure=out)`` in the same recording.
+    ``limits=(lo, hi)`` clamps the exposure (an auto-exposure's range: a
+    nearly black frame is not lifted to grey, a flash not crushed)."""
     src = px.read_pixels(ctx, img, "luminance img")
     if src.kind[0] in "up":
         raise DTypeError("luminance reads linear light: an image or a float32 tensor")
     if isinstance(key, bool) or not isinstance(key, (int, float)) or not key > 0:
         raise InvalidArgumentError(f"luminance key must be a positive number, got {key!r}")
+    bounds = _exposure_limits(limits)
     if out is not None:
         out = check_tensor(ctx, out, "luminance out")
         if out.dtype != float32 or out.size != 1:
@@ -156,11 +159,30 @@ def luminance(ctx, img, out=None, *, key: float = 0.18):
     values = {"H": src.h, "W": src.w, **src.push("src")}
     dispatches = [Dispatch(spec, (src.resource, logl.buffer), spec.pack(values), px.groups(ctx, src))]
     ops = registered_ops()
-    for name, args in (("mean", ()), ("neg", ()), ("exp", ()), ("scale", (float(key),))):
-        r = ops[name](ctx, logl, *args) if name != "scale" else ops[name](ctx, logl, *args, out=out)
+    steps = [("mean", (), {}), ("neg", (), {}), ("exp", (), {}), ("scale", (float(key),), {})]
+    if bounds is not None:
+        steps.append(("clamp", bounds, {}))
+    steps[-1][2]["out"] = out
+    for name, args, kwargs in steps:
+        if "out" in kwargs and out is not None:
+            logl = logl.reshape(out.shape)     # a view: the last step writes out as given
+        r = ops[name](ctx, logl, *args, **kwargs)
         dispatches += r.dispatches
         logl = r.value
     return OpResult(logl.reshape(()) if out is None else out, dispatches)
+
+
+def _exposure_limits(limits):
+    """``(lo, hi)`` as floats with 0 < lo <= hi, or None."""
+    if limits is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in limits)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"luminance limits must be (lo, hi) numbers, got {limits!r}") from None
+    if not (0 < lo <= hi < float("inf")):
+        raise InvalidArgumentError(f"luminance limits need 0 < lo <= hi (finite), got {limits!r}")
+    return lo, hi
 
 
 # -- the bake catalogue ---------------------------------------------------------------------

@@ -72,6 +72,25 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def colour_lut(self, img, lut, out=..., *, strength=...) -> Any:
+        """
+        Grade ``img`` (an image or a float32 pixel tensor) through the 3-D
+        colour table ``lut``: a float32 tensor of shape (N, N, N, 3) or
+        (N, N, N, 4), N >= 2, indexed ``lut[b, g, r]`` (red varies fastest, the
+        order of .cube files; a fourth channel is ignored). Any view works: the
+        table is read through its strides.
+
+        Per pixel, r, g and b are clamped to [0, 1], scaled by N - 1, and the
+        table is interpolated trilinearly between the 8 entries around that
+        point; ``out.rgb = rgb + strength * (graded - rgb)`` with ``rgb`` the
+        unclamped input, ``strength`` in [0, 1] (0 gives the input, 1 the
+        table's colour). Alpha passes through; channels an operand lacks read
+        as 0. ``out`` defaults to a new image (tensor) like ``img``, may be
+        ``img`` itself, and must not overlap ``lut``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def colour_matrix(self, img, matrix, out=..., *, offset=...) -> Any:
         """
         ``out = matrix @ rgba + offset`` per pixel of ``img`` (an image or a
@@ -299,12 +318,14 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
-    def luminance(self, img, out=..., *, key=...) -> Any:
+    def luminance(self, img, out=..., *, key=..., limits=...) -> Any:
         """
         The exposure that maps ``img``'s log-average luminance to ``key``
         (middle grey): ``key / exp(mean(log(1e-4 + L)))``, into ``out`` (a
         one-element float32 tensor; allocated when omitted) — for
         ``rec.tonemap(img, exposure=out)`` in the same recording.
+        ``limits=(lo, hi)`` clamps the exposure (an auto-exposure's range: a
+        nearly black frame is not lifted to grey, a flash not crushed).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

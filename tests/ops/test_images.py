@@ -353,6 +353,17 @@ def test_luminance_feeds_tonemap_on_the_gpu(host, ctx):
     np.testing.assert_allclose(out.numpy()[..., :3], ref_tonemap(hdr, want, "reinhard", "none"), atol=1e-5)
 
 
+@pytest.mark.parametrize("brightness, limits", [(1e-3, (0.5, 4.0)), (50.0, (0.5, 4.0)), (1.0, (0.5, 4.0)),
+                                                (1.0, (2.0, 2.0))])
+def test_luminance_limits_clamp_the_exposure(host, ctx, brightness, limits):
+    hdr = np.full((5, 3, 4), brightness, np.float32)
+    img = ctx.image_from(hdr, "rgba32f")
+    out = ctx.empty((1,))
+    host.run(ctx, lambda rec: rec.luminance(img, out, key=0.18, limits=limits))
+    free = 0.18 / np.exp(np.log(1e-4 + brightness))
+    np.testing.assert_allclose(out.numpy(), [np.clip(free, *limits)], rtol=1e-5)
+
+
 def test_tonemap_rejects_bad_arguments(host, ctx):
     img = ctx.image((4, 4), "rgba16f")
     cmd = host.begin()
@@ -367,6 +378,9 @@ def test_tonemap_rejects_bad_arguments(host, ctx):
             rec.tonemap(img, ctx.image((5, 4), "rgba8_unorm"))
         with pytest.raises(gc.InvalidArgumentError):
             rec.luminance(img, key=0)
+        for limits in ((0.0, 1.0), (2.0, 1.0), (1.0, float("inf")), (1.0,), "ab"):
+            with pytest.raises(gc.InvalidArgumentError):
+                rec.luminance(img, limits=limits)
         assert rec.dispatches == rec.barriers == 0
     host.submit_and_wait(cmd)
 
