@@ -33,6 +33,7 @@ SECTIONS = (
     ("handoff", integrations.handoff),
     ("gpu-ops", "benchmarks.gpu_ops"),
     ("images", "benchmarks.images"),
+    ("demo", "benchmarks.demo_frames"),
 )
 
 

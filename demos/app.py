@@ -96,6 +96,7 @@ class Result:
     record_us: float
     validation_messages: list
     last_frame: np.ndarray | None     # (H, W, 4) uint8, headless only
+    gpu_frame_ms: float | None = None  # median GPU time of a frame's command buffer
 
 
 class GuestApp:
@@ -105,12 +106,12 @@ class GuestApp:
     frame loop in :meth:`run` retires guest epochs as frames complete.
     """
 
-    def __init__(self, args, title: str):
+    def __init__(self, args, title: str, hdr: bool = False):
         self.title = title
         self.renderer = HostRenderer(
             *args.size, title=title, headless=args.headless, device_name=args.device,
-            validation=args.validation, configure_device=guest_requirements,
-            # The post-process reads and writes the rendered image itself.
+            validation=args.validation, configure_device=guest_requirements, hdr=hdr,
+            # The post-process reads and writes the rendered images themselves.
             extra_image_usage=vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT)
         r = self.renderer
         try:
@@ -157,11 +158,12 @@ class GuestApp:
             fn(rec)
         self._record_s += time.perf_counter() - start
 
-    def run(self, frames: int | None, before_pass, after_pass=None, status=None) -> int:
+    def run(self, frames: int | None, before_pass, after_pass=None, status=None, resolve=None) -> int:
         """Render until ``frames`` frames are done (or the window closes).
 
-        ``before_pass(cmd, frame)`` and ``after_pass(cmd, frame)`` record the
-        frame's guest work; ``status()`` returns a short text for the title.
+        ``before_pass(cmd, frame)``, ``after_pass(cmd, frame)`` and (HDR
+        mode) ``resolve(cmd, frame)`` record the frame's guest work;
+        ``status()`` returns a short text for the title.
         """
         renderer = self.renderer
         ctx = self.ctx
@@ -177,6 +179,14 @@ class GuestApp:
         def after(cmd):
             if after_pass is not None:
                 after_pass(cmd, renderer.frame_count)
+            if resolve is None:
+                end_of_guest_work()
+
+        def resolve_hook(cmd):
+            resolve(cmd, renderer.frame_count)
+            end_of_guest_work()
+
+        def end_of_guest_work():
             # Everything the guest recorded for this frame belongs to this epoch.
             self._slot_epochs[renderer.current_frame_slot] = ctx.advance_epoch()
 
@@ -184,7 +194,8 @@ class GuestApp:
         while frames is None or renderer.frame_count < frames:
             self._record_s = 0.0
             start = time.perf_counter()
-            if not renderer.frame(record_before_pass=before, record_after_pass=after):
+            if not renderer.frame(record_before_pass=before, record_after_pass=after,
+                                  record_resolve=resolve_hook if resolve is not None else None):
                 break
             self.stats.frame_s.append(time.perf_counter() - start)
             self.stats.record_s.append(self._record_s)
@@ -215,7 +226,7 @@ class GuestApp:
         finally:
             self.close()
         return Result(renderer.frame_count, self.stats.fps, self.stats.record_us,
-                      list(renderer.validation_messages), last)
+                      list(renderer.validation_messages), last, renderer.frame_timer.median_ms())
 
     def close(self):
         self.renderer.wait_idle()
@@ -225,8 +236,9 @@ class GuestApp:
 
 def report(name: str, result: Result, validation: bool, screenshot: Path | None) -> int:
     """Print the summary; the exit status is 1 if validation reported anything."""
+    gpu = f", GPU {result.gpu_frame_ms:.3f} ms/frame (median)" if result.gpu_frame_ms is not None else ""
     print(f"{name}: {result.frames} frames, {result.fps:.1f} FPS, "
-          f"guest recording {result.record_us:.0f} µs/frame (median, CPU)")
+          f"guest recording {result.record_us:.0f} µs/frame (median, CPU){gpu}")
     if validation:
         print(f"validation messages (incl. synchronization validation): {len(result.validation_messages)}")
         for message in result.validation_messages:

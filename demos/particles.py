@@ -4,10 +4,16 @@ Vulkan renderer's frame and drawn in the same command buffer.
 Per frame, one command buffer and one submit:
 
     guest: advance the particles, write the host's vertex buffers   (before the pass)
-    host:  draw them as additive point sprites                       (render pass)
-    guest: bloom + tonemap of the rendered image itself              (after the pass)
-           (or of a copy in a buffer where the image allows no storage use)
+           and step a water simulation, shading it into the host's
+           backdrop texture
+    host:  draw the backdrop texture, then the particles as additive
+           point sprites into an rgba16f scene image                 (render pass)
+    guest: bloom + auto-exposure + tonemap of the scene straight      (resolve)
+           into the output image (swapchain or offscreen)
     host:  present / read back
+
+``--bloom-route image`` / ``buffer`` run the older 8-bit routes instead
+(bloom of the rendered image itself, or of a copy of it in a buffer).
 
 Run ``python -m demos.particles`` or ``python demos/particles.py`` (a window; headless
 without a display) or
@@ -27,35 +33,71 @@ if not __package__:
 from .app import GuestApp, parser, report, resolve_mode
 from .attractor import LorenzParticles
 from .bloom import make_bloom
+from .hdr import HdrPostProcess
+from .ripples import Ripples
+
+ROUTES = ("auto", "hdr", "image", "buffer")
+
+
+def make_post_process(app, args):
+    """The post-process for the renderer's current frame size, or None."""
+    if args.no_bloom:
+        return None
+    if app.renderer.hdr:
+        return HdrPostProcess(app.ctx, app.renderer, direct=args.direct)
+    return make_bloom(app.ctx, app.renderer, direct=args.direct, route=args.bloom_route)
 
 
 def run(args):
     resolve_mode(args)
-    app = GuestApp(args, "guestcompute particles")
+    app = GuestApp(args, "guestcompute particles", hdr=not args.no_bloom and args.bloom_route in ("auto", "hdr"))
     try:
         renderer = app.renderer
+        if renderer.hdr and not HdrPostProcess.supported(renderer):
+            raise SystemExit("the renderer's HDR scene images allow no compute use")
         count, buffers = app.particle_buffers(args)
         sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent)
+        ripples = None if args.no_ripples else Ripples(app.ctx, renderer)
 
         def before_pass(cmd, frame):
             sim.extent = renderer.extent            # follows window resizes
-            app.record(cmd, lambda rec: sim.record(rec, frame))
 
-        bloom = None
-        if not args.no_bloom:
-            bloom = make_bloom(app.ctx, renderer, direct=args.direct, route=args.bloom_route)
-            print(f"bloom: {type(bloom).__name__ if bloom else 'skipped (the render target allows neither image '}"
-                  f"{'' if bloom else 'ops nor copies to buffers)'}")
+            def guest(rec):
+                sim.record(rec, frame)
+                if ripples is not None:
+                    ripples.record(rec, frame)
+            app.record(cmd, guest)
+
+        post = make_post_process(app, args)
+        if post is None:
+            print("post-process: none" + ("" if args.no_bloom else " (the render target allows neither image "
+                                                                  "ops nor copies to buffers)"))
+        else:
+            route = f"{type(post).__name__}" + (
+                f", {'into the output' if post.writes_output else 'through the scene and a host blit'}"
+                if isinstance(post, HdrPostProcess) else "")
+            print(f"post-process: {route}")
+
+        def current():
+            nonlocal post
+            if post.extent != renderer.extent:      # the window was resized
+                post.destroy()
+                post = make_post_process(app, args)
+            return post
 
         def after_pass(cmd, frame):
-            nonlocal bloom
-            if bloom.extent != renderer.extent:      # the window was resized
-                bloom.destroy()
-                bloom = make_bloom(app.ctx, renderer, direct=args.direct, route=args.bloom_route)
-            bloom.record(cmd, app)
+            p = current()
+            if isinstance(p, HdrPostProcess):
+                p.record_after_pass(cmd, app)
+            else:
+                p.record(cmd, app)
 
-        frames = app.run(args.frames, before_pass, after_pass if bloom is not None else None,
-                         status=lambda: f"{count:,} particles")
+        def resolve(cmd, frame):
+            current().record_resolve(cmd, app)
+
+        hdr_resolve = isinstance(post, HdrPostProcess) and post.writes_output
+        frames = app.run(args.frames, before_pass, after_pass if post is not None else None,
+                         status=lambda: f"{count:,} particles", resolve=resolve if hdr_resolve else None)
         renderer.wait_idle()
         if frames:
             # The host's position buffer holds the projection of the guest's state.
@@ -63,6 +105,11 @@ def run(args):
             print(f"max |position buffer - numpy| over {count:,} particles: {error:.2e}")
             if error > 1e-4:
                 raise SystemExit("positions differ from numpy")
+            if ripples is not None:
+                error = abs(ripples.heights(frames) - ripples.expected_heights(frames)).max()
+                print(f"max |ripple heights - numpy| over {ripples.size[0]}x{ripples.size[1]} cells: {error:.2e}")
+                if error > 1e-4:
+                    raise SystemExit("ripple heights differ from numpy")
     except BaseException:
         app.close()
         raise
@@ -72,9 +119,12 @@ def run(args):
 def parse_args(argv=None):
     p = parser("demos.particles", __doc__)
     p.add_argument("--no-bloom", action="store_true", help="skip the guest post-process pass")
-    p.add_argument("--bloom-route", choices=("auto", "image", "buffer"), default="auto",
-                   help="post-process the rendered image itself, or a copy of it in a buffer "
-                        "(default: the image where it allows storage use)")
+    p.add_argument("--bloom-route", choices=ROUTES, default="auto",
+                   help="hdr: the renderer draws into an rgba16f scene that the guest blooms, exposes and "
+                        "tone-maps into the output; image: bloom of the 8-bit rendered image itself; "
+                        "buffer: of a copy of it in a buffer (default: hdr)")
+    p.add_argument("--no-ripples", action="store_true",
+                   help="no guest-simulated water surface as the renderer's backdrop texture")
     p.add_argument("--direct", action="store_true",
                    help="record the post-process op by op every frame instead of replaying a program")
     return p.parse_args(argv)

@@ -27,6 +27,8 @@ import numpy as np
 import vulkan as vk
 
 from .renderer import HostRenderer
+from .resources import (HOST_COHERENT, HOST_VISIBLE, Buffer, image_barrier, one_time_commands,
+                        pipeline_barrier)
 
 FLOAT_ONE_BITS = struct.unpack("<I", struct.pack("<f", 1.0))[0]
 
@@ -81,6 +83,33 @@ def highlighter(renderer: HostRenderer, slice_points: int = 256):
     return record
 
 
+def fill_backdrop(renderer: HostRenderer, backdrop) -> None:
+    """A stand-in for guest work on the backdrop: a dim gradient written
+    once by a buffer-to-image copy, leaving the texture in ``backdrop.access``."""
+    width, height = backdrop.extent
+    y, x = np.mgrid[0:height, 0:width]
+    rgba = np.stack([x * 40 // width, y * 40 // height, np.full_like(x, 30), np.full_like(x, 255)], axis=-1)
+    pixels = rgba.astype(np.uint8)
+    staging = Buffer(renderer.device, renderer.memory_properties, pixels.nbytes,
+                     vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, required=HOST_VISIBLE | HOST_COHERENT)
+    stage, access, layout = backdrop.access
+    try:
+        staging.map()[0:pixels.nbytes] = pixels.tobytes()
+        with one_time_commands(renderer.device, renderer.command_pool, renderer.queue) as cmd:
+            pipeline_barrier(cmd, stage, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, images=[image_barrier(
+                backdrop.handle, layout, vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, 0, vk.VK_ACCESS_TRANSFER_WRITE_BIT)])
+            vk.vkCmdCopyBufferToImage(cmd, staging.handle, backdrop.handle, vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL,
+                                      1, [vk.VkBufferImageCopy(
+                                          imageSubresource=vk.VkImageSubresourceLayers(
+                                              aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, layerCount=1),
+                                          imageExtent=vk.VkExtent3D(width=width, height=height, depth=1))])
+            pipeline_barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, stage, images=[image_barrier(
+                backdrop.handle, vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, layout, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                access)])
+    finally:
+        staging.destroy()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demos.host", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,6 +121,10 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default=None, help="substring of the device name to use")
     parser.add_argument("--no-validation", action="store_true")
     parser.add_argument("--screenshot", default=None, help="PNG path for the last frame (offscreen only)")
+    parser.add_argument("--hdr", action="store_true",
+                        help="draw into an rgba16f scene image, blitted into the output after the pass")
+    parser.add_argument("--backdrop", action="store_true",
+                        help="draw a backdrop texture (a gradient uploaded once) behind the points")
     args = parser.parse_args(argv)
 
     if args.window and args.screenshot:
@@ -100,7 +133,7 @@ def main(argv=None) -> int:
     validation = not args.no_validation
 
     with HostRenderer(*args.size, title="demos.host", headless=not args.window,
-                      device_name=args.device, validation=validation) as renderer:
+                      device_name=args.device, validation=validation, hdr=args.hdr) as renderer:
         print(f"device: {renderer.device_name}, Vulkan {renderer.api_version[0]}.{renderer.api_version[1]}, "
               f"{'window' if args.window else 'offscreen'} {renderer.extent[0]}x{renderer.extent[1]}, "
               f"extensions: {renderer.enabled_extensions}")
@@ -108,6 +141,8 @@ def main(argv=None) -> int:
         positions, colors = random_points(args.points)
         renderer.upload(buffers.positions, positions)
         renderer.upload(buffers.colors, colors)
+        if args.backdrop:
+            fill_backdrop(renderer, renderer.create_backdrop(64, 64))
 
         before = highlighter(renderer)
         while frames is None or renderer.frame_count < frames:

@@ -39,6 +39,10 @@ class OffscreenTarget:
         self.framebuffers = []
 
     def build(self, render_pass):
+        """Framebuffers for ``render_pass``; none when it is None (the pass
+        draws into an HDR scene image instead)."""
+        if render_pass is None:
+            return
         width, height = self.extent
         self.framebuffers = [
             vk.vkCreateFramebuffer(self.device, vk.VkFramebufferCreateInfo(

@@ -1,4 +1,4 @@
-"""Render pass and the point-sprite graphics pipeline."""
+"""Render pass, the graphics pipeline helper and the point-sprite pipeline."""
 from __future__ import annotations
 
 import struct
@@ -54,32 +54,62 @@ def _shader_module(device, name: str):
         codeSize=len(code), pCode=code), None)
 
 
+ALL_COMPONENTS = (vk.VK_COLOR_COMPONENT_R_BIT | vk.VK_COLOR_COMPONENT_G_BIT
+                  | vk.VK_COLOR_COMPONENT_B_BIT | vk.VK_COLOR_COMPONENT_A_BIT)
+
+
+def create_graphics_pipeline(device, render_pass, layout, shader: str, topology: int,
+                             blend, vertex_input=None):
+    """A graphics pipeline from ``<shader>.vert`` / ``<shader>.frag`` for
+    subpass 0 of ``render_pass``: one colour attachment blended by ``blend``
+    (a VkPipelineColorBlendAttachmentState), no culling, dynamic viewport and
+    scissor (so it survives resizes)."""
+    vert = _shader_module(device, f"{shader}.vert")
+    frag = _shader_module(device, f"{shader}.frag")
+    try:
+        # Every struct the create info points to is held in a local: the
+        # cffi wrappers do not keep nested temporaries alive.
+        stages = [vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_VERTEX_BIT, module=vert, pName="main"),
+                  vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_FRAGMENT_BIT, module=frag, pName="main")]
+        vertex_input = vertex_input or vk.VkPipelineVertexInputStateCreateInfo()
+        input_assembly = vk.VkPipelineInputAssemblyStateCreateInfo(topology=topology)
+        viewport = vk.VkPipelineViewportStateCreateInfo(viewportCount=1, scissorCount=1)
+        raster = vk.VkPipelineRasterizationStateCreateInfo(
+            polygonMode=vk.VK_POLYGON_MODE_FILL, cullMode=vk.VK_CULL_MODE_NONE,
+            frontFace=vk.VK_FRONT_FACE_COUNTER_CLOCKWISE, lineWidth=1.0)
+        multisample = vk.VkPipelineMultisampleStateCreateInfo(rasterizationSamples=vk.VK_SAMPLE_COUNT_1_BIT)
+        blend_state = vk.VkPipelineColorBlendStateCreateInfo(pAttachments=[blend])
+        dynamic = vk.VkPipelineDynamicStateCreateInfo(
+            pDynamicStates=[vk.VK_DYNAMIC_STATE_VIEWPORT, vk.VK_DYNAMIC_STATE_SCISSOR])
+        info = vk.VkGraphicsPipelineCreateInfo(
+            pStages=stages, pVertexInputState=vertex_input, pInputAssemblyState=input_assembly,
+            pViewportState=viewport, pRasterizationState=raster, pMultisampleState=multisample,
+            pColorBlendState=blend_state, pDynamicState=dynamic,
+            layout=layout, renderPass=render_pass, subpass=0)
+        return vk.vkCreateGraphicsPipelines(device, None, 1, [info], None)[0]
+    finally:
+        vk.vkDestroyShaderModule(device, vert, None)
+        vk.vkDestroyShaderModule(device, frag, None)
+
+
+def set_viewport(cmd, extent):
+    """The whole ``extent`` (width, height) as viewport and scissor."""
+    width, height = extent
+    vk.vkCmdSetViewport(cmd, 0, 1, [vk.VkViewport(
+        x=0.0, y=0.0, width=float(width), height=float(height), minDepth=0.0, maxDepth=1.0)])
+    vk.vkCmdSetScissor(cmd, 0, 1, [vk.VkRect2D(
+        offset=vk.VkOffset2D(x=0, y=0), extent=vk.VkExtent2D(width=width, height=height))])
+
+
 class PointsPipeline:
     """Draws POINT_LIST from two vertex buffers (positions, colours) with
-    additive blending. Viewport and scissor are dynamic, so the pipeline
-    survives swapchain resizes."""
+    additive blending."""
 
     def __init__(self, device, render_pass):
         self.device = device
         self.layout = vk.vkCreatePipelineLayout(device, vk.VkPipelineLayoutCreateInfo(
             pPushConstantRanges=[vk.VkPushConstantRange(
                 stageFlags=vk.VK_SHADER_STAGE_VERTEX_BIT, offset=0, size=PUSH_CONSTANT_BYTES)]), None)
-
-        vert = _shader_module(device, "points.vert")
-        frag = _shader_module(device, "points.frag")
-        try:
-            self.handle = self._create(render_pass, vert, frag)
-        finally:
-            vk.vkDestroyShaderModule(device, vert, None)
-            vk.vkDestroyShaderModule(device, frag, None)
-
-    def _create(self, render_pass, vert, frag):
-        stages = [
-            vk.VkPipelineShaderStageCreateInfo(
-                stage=vk.VK_SHADER_STAGE_VERTEX_BIT, module=vert, pName="main"),
-            vk.VkPipelineShaderStageCreateInfo(
-                stage=vk.VK_SHADER_STAGE_FRAGMENT_BIT, module=frag, pName="main"),
-        ]
         vertex_input = vk.VkPipelineVertexInputStateCreateInfo(
             pVertexBindingDescriptions=[
                 vk.VkVertexInputBindingDescription(
@@ -89,16 +119,6 @@ class PointsPipeline:
                 vk.VkVertexInputAttributeDescription(
                     location=b, binding=b, format=vk.VK_FORMAT_R32G32B32A32_SFLOAT, offset=0)
                 for b in VERTEX_BINDINGS])
-        input_assembly = vk.VkPipelineInputAssemblyStateCreateInfo(
-            topology=vk.VK_PRIMITIVE_TOPOLOGY_POINT_LIST)
-        viewport = vk.VkPipelineViewportStateCreateInfo(viewportCount=1, scissorCount=1)
-        raster = vk.VkPipelineRasterizationStateCreateInfo(
-            polygonMode=vk.VK_POLYGON_MODE_FILL,
-            cullMode=vk.VK_CULL_MODE_NONE,
-            frontFace=vk.VK_FRONT_FACE_COUNTER_CLOCKWISE,
-            lineWidth=1.0)
-        multisample = vk.VkPipelineMultisampleStateCreateInfo(
-            rasterizationSamples=vk.VK_SAMPLE_COUNT_1_BIT)
         additive = vk.VkPipelineColorBlendAttachmentState(
             blendEnable=vk.VK_TRUE,
             srcColorBlendFactor=vk.VK_BLEND_FACTOR_ONE,
@@ -108,34 +128,18 @@ class PointsPipeline:
             srcAlphaBlendFactor=vk.VK_BLEND_FACTOR_ZERO,
             dstAlphaBlendFactor=vk.VK_BLEND_FACTOR_ONE,
             alphaBlendOp=vk.VK_BLEND_OP_ADD,
-            colorWriteMask=(vk.VK_COLOR_COMPONENT_R_BIT | vk.VK_COLOR_COMPONENT_G_BIT
-                            | vk.VK_COLOR_COMPONENT_B_BIT | vk.VK_COLOR_COMPONENT_A_BIT))
-        blend = vk.VkPipelineColorBlendStateCreateInfo(pAttachments=[additive])
-        dynamic = vk.VkPipelineDynamicStateCreateInfo(
-            pDynamicStates=[vk.VK_DYNAMIC_STATE_VIEWPORT, vk.VK_DYNAMIC_STATE_SCISSOR])
-
-        info = vk.VkGraphicsPipelineCreateInfo(
-            pStages=stages,
-            pVertexInputState=vertex_input,
-            pInputAssemblyState=input_assembly,
-            pViewportState=viewport,
-            pRasterizationState=raster,
-            pMultisampleState=multisample,
-            pColorBlendState=blend,
-            pDynamicState=dynamic,
-            layout=self.layout,
-            renderPass=render_pass,
-            subpass=0)
-        return vk.vkCreateGraphicsPipelines(self.device, None, 1, [info], None)[0]
+            colorWriteMask=ALL_COMPONENTS)
+        try:
+            self.handle = create_graphics_pipeline(device, render_pass, self.layout, "points",
+                                                   vk.VK_PRIMITIVE_TOPOLOGY_POINT_LIST, additive, vertex_input)
+        except BaseException:
+            vk.vkDestroyPipelineLayout(device, self.layout, None)
+            raise
 
     def record_draw(self, cmd, extent, positions, colors, count: int, point_scale: float):
         """Bind and draw ``count`` points (inside a render pass)."""
-        width, height = extent
         vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_GRAPHICS, self.handle)
-        vk.vkCmdSetViewport(cmd, 0, 1, [vk.VkViewport(
-            x=0.0, y=0.0, width=float(width), height=float(height), minDepth=0.0, maxDepth=1.0)])
-        vk.vkCmdSetScissor(cmd, 0, 1, [vk.VkRect2D(
-            offset=vk.VkOffset2D(x=0, y=0), extent=vk.VkExtent2D(width=width, height=height))])
+        set_viewport(cmd, extent)
         push = struct.pack("<f", point_scale)
         vk.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_VERTEX_BIT, 0, len(push),
                               vk.ffi.from_buffer(push))

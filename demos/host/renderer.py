@@ -7,12 +7,19 @@ Frame anatomy (one command buffer, one submit per frame)::
     record_before_pass(cmd)      <- outside any render pass; e.g. compute
                                     that writes the vertex buffers
     begin render pass (clear)
+      draw the backdrop texture, if there is one
       draw points from the vertex buffers
     end render pass
     record_after_pass(cmd)       <- e.g. post-processing (copy_image_to_buffer,
                                     work on the buffer, copy_buffer_to_image)
+    record_resolve(cmd)          <- HDR mode only: scene image -> output image
+                                    (default: a blit)
     copy to readback (offscreen) / transition for present (window)
     end, submit, present
+
+In HDR mode (``hdr=True``) the pass draws into an rgba16f *scene image* per
+frame slot (``scene_image``) instead of the output image, so additive light
+goes past 1.0; the resolve step writes the output (``current_image``).
 
 Synchronisation contract for code recording into the frame:
 
@@ -33,6 +40,16 @@ Synchronisation contract for code recording into the frame:
   and ``copy_buffer_to_image`` do exactly that for code that processes the
   frame in a buffer (``image_copy_supported`` says whether the images allow
   it).
+* HDR mode: around ``record_after_pass`` and ``record_resolve`` the scene
+  image is in ``color_attachment_access`` state, and must be left so. The
+  output image enters ``record_resolve`` in ``output_entry_access`` state
+  (UNDEFINED layout: its old contents are discarded; stage
+  COLOR_ATTACHMENT_OUTPUT, which the swapchain's acquire semaphore is waited
+  at, so a barrier from it is ordered after the acquire). The resolve must
+  write all of it and leave it in ``color_attachment_access`` state.
+* The backdrop texture (``create_backdrop``) is sampled in the pass in
+  ``Backdrop.access`` state (fragment-shader reads, SHADER_READ_ONLY_OPTIMAL);
+  code writing it in ``record_before_pass`` must leave it in that state.
 
 Libraries that need device extensions or features of their own (a compute
 library adopting the device, say) get a say before the device exists:
@@ -47,11 +64,14 @@ import numpy as np
 import vulkan as vk
 
 from . import swapchain as sc
+from .backdrop import Backdrop
 from .device import SWAPCHAIN, create_device, effective_api_version, pick_physical_device
+from .frame_timer import FrameTimer
 from .instance import DebugMessenger, create_instance, version_tuple
 from .offscreen import OffscreenTarget
 from .pipeline import VEC4_BYTES, PointsPipeline, create_render_pass
 from .png import write_png
+from .scene import SceneTarget
 from .resources import (DEVICE_LOCAL, HOST_COHERENT, HOST_VISIBLE, Buffer, buffer_barrier,
                         image_barrier, one_time_commands, pipeline_barrier)
 
@@ -95,6 +115,11 @@ class HostRenderer:
             it (when supported) instead of passing pEnabledFeatures.
         validation: enable VK_LAYER_KHRONOS_validation with synchronization
             validation; warnings and errors go to ``validation_messages``.
+        hdr: draw into an rgba16f scene image per frame slot, resolved into
+            the output after the pass (see the module notes).
+        extra_image_usage: VkImageUsageFlags the output images (where the
+            surface allows them) and the scene images get besides what the
+            renderer needs (e.g. SAMPLED | STORAGE for compute on them).
         configure_device: called once the physical device is chosen and
             before the logical device is created, as
             ``configure_device(physical_device, api_version)``; returns
@@ -106,6 +131,7 @@ class HostRenderer:
     ``physical_device``, ``device``, ``queue``, ``queue_family_index``,
     ``api_version`` ((major, minor), at most (1, 3)), ``enabled_extensions``,
     ``command_pool`` (resettable command buffers, this queue family),
+    ``frame_timer`` (GPU time of each frame's command buffer),
     ``memory_properties``, ``frames_in_flight``, ``features_chain`` (the
     pNext chain the device was created with, kept alive; None if none).
     """
@@ -131,8 +157,10 @@ class HostRenderer:
     def __init__(self, width: int = 800, height: int = 600, title: str = "host renderer",
                  headless: bool = False, device_name: str | None = None,
                  device_extensions=(), features_chain=None, validation: bool = False,
-                 configure_device: DeviceConfigurator | None = None, extra_image_usage: int = 0):
+                 configure_device: DeviceConfigurator | None = None, extra_image_usage: int = 0,
+                 hdr: bool = False):
         self.headless = headless
+        self.hdr = hdr
         self.validation = validation
         # Usage the application wants its target images to have besides
         # colour attachment (e.g. SAMPLED | STORAGE to post-process them in
@@ -160,6 +188,10 @@ class HostRenderer:
         self.current_frame_slot = 0     # frame-in-flight slot being recorded / next to record
         self.current_image = None       # VkImage the frame being recorded renders to
         self.current_image_view = None  # and its VkImageView
+        self.scene_image = None         # HDR mode: the VkImage the pass draws into
+        self.scene_image_view = None
+        self.backdrop = None            # create_backdrop()
+        self._scene: SceneTarget | None = None
         self.device_name = None
         self.large_points = False       # point sizes above 1 px supported and enabled
 
@@ -239,12 +271,19 @@ class HostRenderer:
                                         self.surface, self.window, self.FRAMES_IN_FLIGHT,
                                         extra_usage=self.extra_image_usage)
         self._teardown.append(self._target.destroy)
-        self.render_pass = create_render_pass(self.device, self._target.format)
+        self.render_pass = create_render_pass(self.device, SceneTarget.FORMAT if self.hdr else self._target.format)
         self._teardown.append(lambda: vk.vkDestroyRenderPass(self.device, self.render_pass, None))
-        self._target.build(self.render_pass)
+        self._target.build(None if self.hdr else self.render_pass)
+        if self.hdr:
+            self._scene = SceneTarget(self.device, self.memory_properties, self._target.extent,
+                                      self.FRAMES_IN_FLIGHT, self.render_pass, self.extra_image_usage)
+            self._teardown.append(self._scene.destroy)
 
         self.pipeline = PointsPipeline(self.device, self.render_pass)
         self._teardown.append(self.pipeline.destroy)
+        self.frame_timer = FrameTimer(self.physical_device, self.device, self.queue_family_index,
+                                      self.FRAMES_IN_FLIGHT)
+        self._teardown.append(self.frame_timer.destroy)
 
     # -- properties ------------------------------------------------------------
 
@@ -256,6 +295,19 @@ class HostRenderer:
     @property
     def color_format(self) -> int:
         return self._target.format
+
+    @property
+    def scene_format(self) -> int:
+        """HDR mode: the scene images' VkFormat (rgba16f)."""
+        return SceneTarget.FORMAT
+
+    @property
+    def scene_usage(self) -> int:
+        """HDR mode: VkImageUsageFlags of the scene images."""
+        return self._scene.usage if self._scene is not None else 0
+
+    # State of the output image when record_resolve begins: (stage, access, layout).
+    output_entry_access = (vk.VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT, 0, vk.VK_IMAGE_LAYOUT_UNDEFINED)
 
     @property
     def frames_in_flight(self) -> int:
@@ -362,6 +414,28 @@ class HostRenderer:
         self.vertex_buffers = None
         self.draw_count = 0
 
+    # -- backdrop ----------------------------------------------------------------
+
+    def create_backdrop(self, width: int, height: int, extra_usage: int = 0) -> Backdrop:
+        """A ``width`` x ``height`` rgba8 texture drawn behind everything from
+        the next frame on (replacing an earlier one; waits for the device).
+        Black until written; see ``Backdrop.access`` for the contract of
+        code that writes it. ``extra_usage``: e.g. STORAGE for compute writes."""
+        if width <= 0 or height <= 0:
+            raise ValueError("backdrop size must be positive")
+        self.wait_idle()
+        if self.backdrop is None:
+            self._teardown.append(self._destroy_backdrop)
+        else:
+            self.backdrop.destroy()
+        self.backdrop = Backdrop(self, width, height, extra_usage)
+        return self.backdrop
+
+    def _destroy_backdrop(self):
+        if self.backdrop is not None:
+            self.backdrop.destroy()
+            self.backdrop = None
+
     # -- extra buffers and frame copies ----------------------------------------
 
     STORAGE_BUFFER_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
@@ -462,13 +536,18 @@ class HostRenderer:
     # -- frame loop ------------------------------------------------------------
 
     def frame(self, record_before_pass: Recorder | None = None,
-              record_after_pass: Recorder | None = None) -> bool:
+              record_after_pass: Recorder | None = None,
+              record_resolve: Recorder | None = None) -> bool:
         """Record, submit and present one frame.
 
-        ``record_before_pass(cmd)`` and ``record_after_pass(cmd)`` receive the
-        frame's VkCommandBuffer (already begun). Returns False, without calling
-        them, when the window has been closed.
+        ``record_before_pass(cmd)``, ``record_after_pass(cmd)`` and, in HDR
+        mode, ``record_resolve(cmd)`` (which replaces the default blit of the
+        scene into the output) receive the frame's VkCommandBuffer (already
+        begun). Returns False, without calling them, when the window has been
+        closed.
         """
+        if record_resolve is not None and not self.hdr:
+            raise ValueError("record_resolve needs hdr=True")
         if self.window is not None:
             glfw.poll_events()
             if self.should_close:
@@ -485,14 +564,28 @@ class HostRenderer:
         vk.vkResetCommandBuffer(cmd, 0)
         vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(
             flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        self.frame_timer.begin(cmd, slot)
         self.current_image = self._target.image(index)
         self.current_image_view = self._target.view(index)
+        if self._scene is not None:
+            if self._scene.extent != self._target.extent:    # the window was resized
+                self.wait_idle()
+                self._scene.resize(self._target.extent)
+            self.scene_image = self._scene.images[slot].handle
+            self.scene_image_view = self._scene.images[slot].view
         if record_before_pass is not None:
             record_before_pass(cmd)
-        self._record_pass(cmd, index)
+        self._record_pass(cmd, index, slot)
         if record_after_pass is not None:
             record_after_pass(cmd)
+        if record_resolve is not None:
+            record_resolve(cmd)
+        elif self._scene is not None:
+            if not self._target.transfer_usage:
+                raise RuntimeError("the output images allow no transfers: pass record_resolve")
+            self._scene.record_blit(cmd, slot, self.current_image, self.color_attachment_access)
         self._target.record_finish(cmd, index)
+        self.frame_timer.end(cmd, slot)
         vk.vkEndCommandBuffer(cmd)
 
         waits, wait_stages = self._target.submit_waits(slot)
@@ -513,15 +606,18 @@ class HostRenderer:
         self.frame_count += 1
         return True
 
-    def _record_pass(self, cmd, index: int):
+    def _record_pass(self, cmd, index: int, slot: int):
         width, height = self._target.extent
         clear = vk.VkClearValue(color=vk.VkClearColorValue(float32=list(self.clear_color)))
+        framebuffer = self._scene.framebuffers[slot] if self._scene is not None else self._target.framebuffers[index]
         vk.vkCmdBeginRenderPass(cmd, vk.VkRenderPassBeginInfo(
             renderPass=self.render_pass,
-            framebuffer=self._target.framebuffers[index],
+            framebuffer=framebuffer,
             renderArea=vk.VkRect2D(offset=vk.VkOffset2D(x=0, y=0),
                                    extent=vk.VkExtent2D(width=width, height=height)),
             pClearValues=[clear]), vk.VK_SUBPASS_CONTENTS_INLINE)
+        if self.backdrop is not None:
+            self.backdrop.record_draw(cmd, (width, height))
         if self.vertex_buffers is not None and self.draw_count > 0:
             count = min(self.draw_count, self.vertex_buffers.count)
             self.pipeline.record_draw(cmd, (width, height), self.vertex_buffers.positions,

@@ -146,8 +146,9 @@ class Swapchain:
         for image in self.images:
             view = create_image_view(self.device, image, self.format)
             self.views.append(view)
-            self.framebuffers.append(vk.vkCreateFramebuffer(self.device, vk.VkFramebufferCreateInfo(
-                renderPass=render_pass, pAttachments=[view], width=width, height=height, layers=1), None))
+            if render_pass is not None:     # None: the pass draws elsewhere (an HDR scene image)
+                self.framebuffers.append(vk.vkCreateFramebuffer(self.device, vk.VkFramebufferCreateInfo(
+                    renderPass=render_pass, pAttachments=[view], width=width, height=height, layers=1), None))
             self.render_finished.append(vk.vkCreateSemaphore(self.device, vk.VkSemaphoreCreateInfo(), None))
         self.needs_rebuild = False
 

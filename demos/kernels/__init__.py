@@ -15,7 +15,7 @@ from pathlib import Path
 from ..host.shaders import compile_source
 
 KERNEL_DIR = Path(__file__).resolve().parent
-NAMES = ("lorenz", "bloom_composite")
+NAMES = ("lorenz", "bloom_composite", "ripples")
 
 
 def compile_glsl(name: str) -> bytes:

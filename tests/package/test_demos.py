@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the demos live next to the package, not in it
 
-from demos import kernels, neural, particles  # noqa: E402
+from demos import hdr, kernels, neural, particles  # noqa: E402
+from demos.host import __main__ as host_check  # noqa: E402
 
 SMALL = ["--headless", "--validation", "--size", "160", "120", "--particles", "6000"]
 
@@ -67,8 +68,40 @@ def test_particles_headless_under_validation(screenshot, capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "particles: 6,000" in out
+    # The default: an HDR scene resolved by the guest into the output, and
+    # a guest-simulated backdrop the host samples, checked against numpy.
+    assert "post-process: HdrPostProcess, into the output" in out
+    assert "max |ripple heights - numpy| over 40x30 cells" in out
     assert "validation messages (incl. synchronization validation): 0" in out
     assert_shows_particles(read_png(screenshot))
+
+
+@pytest.mark.parametrize("route, name", [("image", "ImageBloom"), ("buffer", "BufferBloom")])
+def test_particles_8_bit_post_process_routes(screenshot, capsys, route, name):
+    rc = particles.main(SMALL + ["--frames", "3", "--bloom-route", route, "--screenshot", str(screenshot)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"post-process: {name}" in out
+    assert_shows_particles(read_png(screenshot))
+
+
+def test_particles_hdr_through_the_scene_when_the_output_takes_no_shader_writes(screenshot, capsys, monkeypatch):
+    # An sRGB swapchain (or one without STORAGE) cannot be written by the
+    # tone map: it goes back into the scene, and the host's blit resolves.
+    monkeypatch.setattr(hdr.HdrPostProcess, "output_writable", staticmethod(lambda ctx, renderer: False))
+    rc = particles.main(SMALL + ["--frames", "3", "--screenshot", str(screenshot)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "post-process: HdrPostProcess, through the scene and a host blit" in out
+    assert_shows_particles(read_png(screenshot))
+
+
+@pytest.mark.parametrize("flags", [["--hdr"], ["--backdrop"], ["--hdr", "--backdrop"]])
+def test_host_renderer_hdr_scene_and_backdrop_without_guestcompute(flags, capsys):
+    # The renderer's own paths: the default blit resolve, and a backdrop
+    # written by a host transfer and sampled in the pass.
+    assert host_check.main(["--size", "96", "64", "--points", "500"] + flags) == 0, capsys.readouterr().out
+    assert "validation messages (incl. synchronization validation): 0" in capsys.readouterr().out
 
 
 def test_particles_move_between_frames():
@@ -102,11 +135,13 @@ def test_neural_headless_under_validation(screenshot, capsys):
 
 
 @pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="needs xvfb-run")
-def test_particles_in_a_window_under_xvfb():
-    # The swapchain path: present, copies in and out of swapchain images.
+@pytest.mark.parametrize("route", ["hdr", "buffer"])
+def test_particles_in_a_window_under_xvfb(route):
+    # The swapchain paths: the HDR resolve writing the swapchain image, and
+    # copies in and out of it; then present.
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = ["xvfb-run", "-a", sys.executable, "-m", "demos.particles", "--frames", "5", "--validation",
-           "--size", "160", "120", "--particles", "6000"]
+           "--size", "160", "120", "--particles", "6000", "--bloom-route", route]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "window 160x120" in done.stdout

@@ -168,6 +168,21 @@ def image_block():
     return blocks[0]
 
 
+def programs_per_image_block():
+    blocks = [b for b in python_test_blocks() if "programs[index]" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one program-per-swapchain-image example"
+    return blocks[0]
+
+
+def expected_blurred_frame(points_host) -> np.ndarray:
+    """The pass's white points on black, blurred (sigma 1, radius 3), as 8-bit."""
+    drawn = np.zeros((points_host.SIZE, points_host.SIZE, 4))
+    drawn[..., 3] = 1.0
+    px = ((points_host.start[:, :2] + 1) * 0.5 * points_host.SIZE).astype(int)
+    drawn[px[:, 1], px[:, 0], :3] = 1.0
+    return np.round(ref_blur(drawn, 1.0, 3) * 255)
+
+
 def test_images_example_post_processes_the_render_target(points_host):
     ns = points_host.namespace()
     ns["record_draw"] = points_host.record_pass       # the images example copies out in record_finish
@@ -176,13 +191,28 @@ def test_images_example_post_processes_the_render_target(points_host):
     try:
         for slot in (0, 1):
             points_host.submit_and_wait(points_host.command_buffers[slot])
-        # What the pass drew: the start positions as white points on black.
-        drawn = np.zeros((points_host.SIZE, points_host.SIZE, 4))
-        drawn[..., 3] = 1.0
-        px = ((points_host.start[:, :2] + 1) * 0.5 * points_host.SIZE).astype(int)
-        drawn[px[:, 1], px[:, 0], :3] = 1.0
-        want = np.round(ref_blur(drawn, 1.0, 3) * 255)
         got = points_host.target.read(1).astype(np.float64)
-        np.testing.assert_allclose(got, want, atol=1.0)
+        np.testing.assert_allclose(got, expected_blurred_frame(points_host), atol=1.0)
+    finally:
+        ctx.close()
+
+
+def test_one_program_per_swapchain_image(points_host):
+    ns = points_host.namespace()
+    ns["record_draw"] = points_host.record_pass
+    acquired = iter([0, 1, 1, 0])                  # the order a swapchain might hand images out
+    ns.update(acquire=lambda: next(acquired), submit=points_host.submit_and_wait)
+    exec(compile(image_block(), str(GUIDE), "exec"), ns)
+    ctx = ns["ctx"]
+    try:
+        before = dict(ctx.cache_stats())
+        exec(compile(programs_per_image_block(), str(GUIDE), "exec"), ns)
+        after = ctx.cache_stats()
+        assert sorted(ns["programs"]) == [0, 1]
+        assert after["programs_recorded"] - before["programs_recorded"] == 2
+        assert after["program_replays"] - before["program_replays"] == 4
+        want = expected_blurred_frame(points_host)
+        for slot in (0, 1):
+            np.testing.assert_allclose(points_host.target.read(slot).astype(np.float64), want, atol=1.0)
     finally:
         ctx.close()

@@ -26,7 +26,7 @@ def _run_watched(monkeypatch, argv):
     snapshots = {}
 
     class WatchedApp(particles.GuestApp):
-        def run(self, frames, before_pass, after_pass=None, status=None):
+        def run(self, frames, before_pass, after_pass=None, status=None, resolve=None):
             def watched(cmd, frame):
                 before_pass(cmd, frame)
                 if frame in (WARM, frames - 1):
@@ -34,7 +34,7 @@ def _run_watched(monkeypatch, argv):
                     state.update(live_bytes=self.ctx.memory.live_bytes,
                                  descriptor_entries=self.ctx.device.descriptors.cached_entries)
                     snapshots[frame] = state
-            return super().run(frames, watched, after_pass, status)
+            return super().run(frames, watched, after_pass, status, resolve)
 
     monkeypatch.setattr(particles, "GuestApp", WatchedApp)
     result = particles.run(particles.parse_args(argv))
@@ -54,6 +54,7 @@ def test_particle_demo_300_frames_under_validation(monkeypatch, capsys, mode):
     assert result.frames == FRAMES
     assert result.validation_messages == [], result.validation_messages[:3]
     assert "positions differ" not in out and "max |position buffer - numpy|" in out
+    assert "ripple heights differ" not in out and "max |ripple heights - numpy|" in out
     assert snapshots[FRAMES - 1] == snapshots[WARM], snapshots
     print(f"\n{mode}: {FRAMES} frames, objects after warm-up {snapshots[WARM]}, "
           f"at the end {snapshots[FRAMES - 1]}")

@@ -1,0 +1,87 @@
+"""The particle demo's GPU frame time by post-process route, in one run.
+
+Each route renders the same frames headless (same particles, same
+backdrop simulation); the renderer times every frame's command buffer with
+two timestamps, and the median over the frames after the first is
+reported:
+
+- ``image``: bloom + tonemap of the rendered 8-bit image itself (image
+  ops, no copies), against ``buffer``: the copy path it replaces (copy the
+  frame into a buffer, bloom there, copy back). The two blooms differ (the
+  ``rec.bloom`` mip chain against two quarter-resolution blurs and a user
+  composite kernel), so this compares the routes a renderer author would
+  pick between, not equal work; no goal.
+- ``hdr``: the default, an rgba16f scene bloomed, auto-exposed and
+  tone-mapped straight into the output — more work than either 8-bit route
+  (a 16-bit scene, a five-level bloom, a luminance reduction), reported
+  against the buffer path too, without a goal.
+- ``none``: no post-process, in ``extra`` of each row — the frame's fixed
+  cost (simulation, draw, the headless readback copy).
+
+Run: ``python -m benchmarks.demo_frames`` (or ``--only demo`` in the suite).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from pathlib import Path
+
+import vulkan as vk
+
+from .results import Result, skipped, standalone_main
+
+SECTION = "demo"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _particles():
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))       # the demos live next to the package
+    from demos import particles
+    return particles
+
+
+def frame_ms(particles, route: str, size, count: int, frames: int, device) -> float:
+    argv = ["--headless", "--frames", str(frames), "--size", *map(str, size), "--particles", str(count)]
+    argv += ["--no-bloom"] if route == "none" else ["--bloom-route", route]
+    if isinstance(device, str):
+        argv += ["--device", device]
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = particles.run(particles.parse_args(argv))
+    if result.gpu_frame_ms is None:
+        raise RuntimeError("the device has no timestamps on the renderer's queue")
+    return result.gpu_frame_ms
+
+
+def run(env) -> list:
+    try:
+        particles = _particles()
+    except ImportError as e:            # glfw (the demos' window library) missing
+        return [skipped(SECTION, "particle demo frame time", f"demos not importable: {e}")]
+    from guestcompute.context import Context
+    ctx = Context.create(env.device)
+    try:
+        on_cpu = ctx.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+    finally:
+        ctx.close()
+    if on_cpu:
+        size, count, frames = ((160, 120), 6000, 6) if env.quick else ((320, 240), 20000, 12)
+    else:
+        size, count, frames = ((1920, 1080), 1_000_000, 30) if env.quick else ((3840, 2160), 1_000_000, 120)
+    ms = {route: frame_ms(particles, route, size, count, frames, env.device)
+          for route in ("none", "buffer", "image", "hdr")}
+    extra = {"size": list(size), "particles": count, "frames": frames, "none_ms": ms["none"]}
+    where = f"{size[0]}x{size[1]}, {count:,} particles"
+    return [
+        Result(SECTION, f"frame with 8-bit bloom on the image itself ({where})", ms["image"], "ms GPU",
+               "the copy path: image -> buffer, bloom, buffer -> image", ms["buffer"],
+               note="different blooms: rec.bloom's mip chain vs two quarter-res blurs", extra=extra),
+        Result(SECTION, f"frame with HDR bloom + auto-exposure + tonemap into the output ({where})", ms["hdr"],
+               "ms GPU", "the copy path: image -> buffer, bloom, buffer -> image", ms["buffer"],
+               note="more work than the 8-bit routes: rgba16f scene, 5-level bloom, luminance", extra=extra),
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(standalone_main(__doc__.split("\n\n")[0], [run]))
