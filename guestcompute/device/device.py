@@ -70,7 +70,7 @@ class Device:
         self.limits = query_limits(instance, physical_device, caps)
         self.format_features = query_format_features(physical_device)
         self.fns = DeviceFunctions(handle, wanted_functions(caps))
-        self.memory = MemoryManager(handle, self.fns, physical_device)
+        self.memory = MemoryManager(handle, self.fns, physical_device, self.limits.max_storage_buffer_range)
         push = caps.push_descriptors and self.fns.has("vkCmdPushDescriptorSetKHR")
         # The VkPipelineCache: the host's, or our own seeded from the per-device file.
         self.pipeline_cache = ContextPipelineCache(handle, self.fns, self.limits, cache_dir, pipeline_cache,

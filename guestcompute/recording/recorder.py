@@ -113,6 +113,7 @@ class Recorder(OpMethods):
         self._epochs = device.epochs
         self._push_desc = device.descriptors.push
         self._count_hit = device.pipelines.count_hit
+        self._memory = device.memory
         self._active = False
         self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host)
         self._capture = target.capture
@@ -504,11 +505,14 @@ def _op_method(name: str, planner):
     def method(self, *args, **kwargs):
         if not self._active or self._device.closed:
             self.check_active()
+        past_range = self._memory.past_range_count
         try:
             result = planner(self.ctx, *args, **kwargs)
         except TypeError:
             _check_call(name, planner, self.ctx, args, kwargs)
             raise
+        if self._memory.past_range_count != past_range:
+            _refuse_outputs_past_range(name, result, past_range, self._memory.max_binding_range)
         if result.dispatches:
             labels = self.op_labels
             if labels is None:
@@ -532,6 +536,21 @@ def _op_method(name: str, planner):
 for _name, _planner in OPS.items():
     setattr(Recorder, _name, _op_method(_name, _planner))
 del _name, _planner
+
+
+def _refuse_outputs_past_range(name: str, result, since: int, max_range: int) -> None:
+    """Refuse, before anything is recorded, an op that made itself an output
+    or temporary larger than one storage-buffer binding reaches: the kernel
+    would see only its first ``max_range`` bytes, and the rest would stay
+    unwritten without an error from anyone."""
+    for d in result.dispatches:
+        for b in d.buffers:
+            alloc = getattr(b, "alloc", None)
+            if alloc is not None and getattr(alloc, "past_range", 0) > since:
+                raise UnsupportedError(
+                    f"rec.{name} needs a {b.size}-byte buffer, more than the device's maxStorageBufferRange "
+                    f"({max_range} bytes) lets one kernel binding reach; split the work into smaller tensors "
+                    "(e.g. slices along the first axis with out= views)")
 
 
 def _check_call(name, fn, ctx, args, kwargs) -> None:

@@ -37,7 +37,7 @@ def next_uid() -> int:
 
 class Allocation:
     """A VkBuffer bound to its own VkDeviceMemory (mapped if host-visible)."""
-    __slots__ = ("buffer", "memory", "size", "mapped", "host_visible", "coherent", "device_local")
+    __slots__ = ("buffer", "memory", "size", "mapped", "host_visible", "coherent", "device_local", "past_range")
 
     def __init__(self, buffer, memory, size, mapped, flags):
         self.buffer = buffer
@@ -47,6 +47,7 @@ class Allocation:
         self.host_visible = bool(flags & _HOST_VISIBLE)
         self.coherent = bool(flags & _HOST_COHERENT)
         self.device_local = bool(flags & _DEVICE_LOCAL)
+        self.past_range = 0     # MemoryManager.past_range_count when made, if larger than one binding reaches
 
 
 class ImageAllocation:
@@ -65,7 +66,7 @@ class MemoryManager:
     Thread-safety: all methods may be called from any thread.
     """
 
-    def __init__(self, device, fns, physical_device):
+    def __init__(self, device, fns, physical_device, max_binding_range: int | None = None):
         from vulkan import lib
         self.device = device
         self.fns = fns
@@ -80,6 +81,11 @@ class MemoryManager:
         self.live_images = 0
         self.live_bytes = 0
         self.peak_bytes = 0
+        # Buffers larger than one storage-buffer binding reaches (the device's
+        # maxStorageBufferRange): counted, so the recorder can tell, with one
+        # compare per op, whether an op just made one (see recording/recorder.py).
+        self.max_binding_range = max_binding_range
+        self.past_range_count = 0
 
     def _pick_type(self, type_bits: int, preferences) -> int:
         for want in preferences:
@@ -145,6 +151,9 @@ class MemoryManager:
             raise
         a = Allocation(buffer, memory, size, mapped, flags)
         with self._lock:
+            if self.max_binding_range is not None and size > self.max_binding_range:
+                self.past_range_count += 1
+                a.past_range = self.past_range_count
             self._live[id(a)] = a
             self.live_buffers += 1
             self.live_bytes += size
