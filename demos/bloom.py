@@ -43,9 +43,8 @@ from __future__ import annotations
 
 import vulkan as vk
 
-from guestcompute.vk import formats
-
 from . import kernels
+from .renderer_images import PerImage, shader_writable
 
 STEP = 4                  # glow resolution: every 4th pixel in x and y
 NEAR, WIDE = 1.0, 3.5     # blur sigmas in glow pixels (x4 in frame pixels)
@@ -110,7 +109,6 @@ class BufferBloom:
 IMAGE_THRESHOLD = 0.3
 IMAGE_INTENSITY = 1.2
 IMAGE_LEVELS = 4
-_SAMPLED_STORAGE = vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT
 
 
 class ImageBloom:
@@ -118,53 +116,28 @@ class ImageBloom:
     (see the module notes); one per frame size."""
 
     def __init__(self, ctx, renderer, direct: bool = False):
-        self.ctx, self.renderer, self.direct = ctx, renderer, direct
+        self.ctx, self.renderer = ctx, renderer
         self.extent = width, height = renderer.extent
         self.hdr = ctx.image((width, height), "rgba16f")     # frame + glow, before the tonemap
-        self.images: dict = {}                               # VkImage handle value -> gc.Image
-        self.programs: dict = {}
+        self.per_image = PerImage(ctx, direct)
 
     @staticmethod
     def supported(ctx, renderer) -> bool:
-        fmt = gc_format(renderer.color_format)
-        if fmt is None or fmt.kind == "srgb" or renderer.image_usage & _SAMPLED_STORAGE != _SAMPLED_STORAGE:
-            return False
-        return bool(fmt.qualifier) or ctx.caps.feature("shaderStorageImageWriteWithoutFormat")
+        # The frame is read sampled as well as written.
+        return bool(renderer.image_usage & vk.VK_IMAGE_USAGE_SAMPLED_BIT) and shader_writable(ctx, renderer)
 
     def destroy(self):
-        for program in self.programs.values():
-            program.release()
-        self.programs.clear()
-        self.images.clear()
-
-    def _import(self):
-        handle = self.renderer.current_image
-        key = int(vk.ffi.cast("uintptr_t", handle))
-        img = self.images.get(key)
-        if img is None:
-            img = self.images[key] = self.ctx.import_image(
-                handle, self.renderer.color_format, self.extent, layout="color_attachment",
-                usage=self.renderer.image_usage)
-        return key, img
+        self.per_image.destroy()
 
     def record(self, cmd, app) -> None:
-        key, img = self._import()
-        if self.direct:
-            app.record(cmd, lambda rec: self._process(rec, img))
-            return
-        program = self.programs.get(key)
-        if program is None:
-            program = self.programs[key] = self.ctx.program(lambda rec: self._process(rec, img))
-        app.record(cmd, lambda rec: rec.execute(program))
+        r = self.renderer
+        key, img = self.per_image.imported(r.current_image, lambda: self.ctx.import_image(
+            r.current_image, r.color_format, self.extent, layout="color_attachment", usage=r.image_usage))
+        self.per_image.record(cmd, app, (key,), lambda rec: self._process(rec, img))
 
     def _process(self, rec, img) -> None:
         rec.bloom(img, out=self.hdr, threshold=IMAGE_THRESHOLD, intensity=IMAGE_INTENSITY, levels=IMAGE_LEVELS)
         rec.tonemap(self.hdr, img, exposure=EXPOSURE, curve="reinhard")
-
-
-def gc_format(vk_format):
-    """guestcompute's description of a VkFormat, or None."""
-    return formats.find(int(vk_format))
 
 
 def make_bloom(ctx, renderer, direct: bool = False, route: str = "auto"):

@@ -31,6 +31,8 @@ import vulkan as vk
 
 from guestcompute.vk import formats
 
+from .renderer_images import PerImage, shader_writable
+
 THRESHOLD = 1.0          # scene light above this glows
 INTENSITY = 0.6
 LEVELS = 5
@@ -43,14 +45,13 @@ class HdrPostProcess:
     """Guest images and programs for one frame size; make a new one when the size changes."""
 
     def __init__(self, ctx, renderer, direct: bool = False):
-        self.ctx, self.renderer, self.direct = ctx, renderer, direct
+        self.ctx, self.renderer = ctx, renderer
         self.extent = renderer.extent
         self.glow = ctx.image(self.extent, "rgba16f")     # scene + bloom, before the tone curve
         self.exposure = ctx.empty((1,))
         self.fmt = formats.find(int(renderer.color_format))
         self.writes_output = self.output_writable(ctx, renderer)
-        self.imports: dict = {}                           # VkImage handle value -> gc.Image
-        self.programs: dict = {}
+        self.per_image = PerImage(ctx, direct)
 
     @staticmethod
     def supported(renderer) -> bool:
@@ -58,35 +59,22 @@ class HdrPostProcess:
 
     @staticmethod
     def output_writable(ctx, renderer) -> bool:
-        fmt = formats.find(int(renderer.color_format))
-        if fmt is None or fmt.kind == "srgb" or not renderer.image_usage & vk.VK_IMAGE_USAGE_STORAGE_BIT:
-            return False
-        return bool(fmt.qualifier) or ctx.caps.feature("shaderStorageImageWriteWithoutFormat")
+        return shader_writable(ctx, renderer)
 
     def destroy(self):
-        for program in self.programs.values():
-            program.release()
-        self.programs.clear()
-        self.imports.clear()
+        self.per_image.destroy()
 
     # -- imports ----------------------------------------------------------------------------
-    def _imported(self, handle, make):
-        key = int(vk.ffi.cast("uintptr_t", handle))
-        img = self.imports.get(key)
-        if img is None:
-            img = self.imports[key] = make()
-        return key, img
-
     def _scene(self):
         r = self.renderer
-        return self._imported(r.scene_image, lambda: self.ctx.import_image(
+        return self.per_image.imported(r.scene_image, lambda: self.ctx.import_image(
             r.scene_image, "rgba16f", self.extent, layout="color_attachment", usage=r.scene_usage))
 
     def _output(self):
         r = self.renderer
         stage, access, layout = r.output_entry_access
         exit_stage, exit_access, exit_layout = r.color_attachment_access
-        return self._imported(r.current_image, lambda: self.ctx.import_image(
+        return self.per_image.imported(r.current_image, lambda: self.ctx.import_image(
             r.current_image, r.color_format, self.extent, layout=layout, host_access=(stage, access),
             exit_layout=exit_layout, exit_access=(exit_stage, exit_access), usage=r.image_usage))
 
@@ -95,22 +83,13 @@ class HdrPostProcess:
         """Without a writable output: tone-map back into the scene, which the renderer blits out."""
         if not self.writes_output:
             key, scene = self._scene()
-            self._replay(cmd, app, (key,), lambda rec: self._process(rec, scene, scene))
+            self.per_image.record(cmd, app, (key,), lambda rec: self._process(rec, scene, scene))
 
     def record_resolve(self, cmd, app) -> None:
         """With a writable output: resolve the scene into it ourselves."""
         scene_key, scene = self._scene()
         output_key, output = self._output()
-        self._replay(cmd, app, (scene_key, output_key), lambda rec: self._process(rec, scene, output))
-
-    def _replay(self, cmd, app, key, process) -> None:
-        if self.direct:
-            app.record(cmd, process)
-            return
-        program = self.programs.get(key)
-        if program is None:
-            program = self.programs[key] = self.ctx.program(process)
-        app.record(cmd, lambda rec: rec.execute(program))
+        self.per_image.record(cmd, app, (scene_key, output_key), lambda rec: self._process(rec, scene, output))
 
     def _process(self, rec, scene, target) -> None:
         rec.bloom(scene, out=self.glow, threshold=THRESHOLD, intensity=INTENSITY, levels=LEVELS)

@@ -159,14 +159,14 @@ def luminance(ctx, img, out=None, *, key: float = 0.18, limits=None):
     values = {"H": src.h, "W": src.w, **src.push("src")}
     dispatches = [Dispatch(spec, (src.resource, logl.buffer), spec.pack(values), px.groups(ctx, src))]
     ops = registered_ops()
-    steps = [("mean", (), {}), ("neg", (), {}), ("exp", (), {}), ("scale", (float(key),), {})]
+    steps = [("mean", ()), ("neg", ()), ("exp", ()), ("scale", (float(key),))]
     if bounds is not None:
-        steps.append(("clamp", bounds, {}))
-    steps[-1][2]["out"] = out
-    for name, args, kwargs in steps:
-        if "out" in kwargs and out is not None:
+        steps.append(("clamp", bounds))
+    for i, (name, args) in enumerate(steps):
+        last = i == len(steps) - 1
+        if last and out is not None:
             logl = logl.reshape(out.shape)     # a view: the last step writes out as given
-        r = ops[name](ctx, logl, *args, **kwargs)
+        r = ops[name](ctx, logl, *args, **({"out": out} if last else {}))
         dispatches += r.dispatches
         logl = r.value
     return OpResult(logl.reshape(()) if out is None else out, dispatches)
