@@ -178,7 +178,7 @@ class Context:
         self.device.check_dtype_enabled(d)
         nbytes = math.prod(shape) * d.size
         self.device.epochs.collect()
-        alloc = self.memory.create(nbytes)
+        alloc = self.device.suballocator.create(nbytes)
         return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), shape, d)
 
     def tensor(self, data, dtype=None) -> Tensor:

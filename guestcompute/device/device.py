@@ -19,12 +19,13 @@ from ..spirv.cache import SpirvCache
 from ..errors import ContextClosedError, RecordingError, UnsupportedError
 from ..vk.descriptors import Descriptors
 from ..vk.functions import DeviceFunctions, optional_names
-from ..vk.memory import MemoryManager
+from ..vk.memory import Allocation, MemoryManager
 from .caps import query_format_features, query_limits
 from .epochs import Epochs
 from .image_views import ImageViews
 from .imported_ranges import ImportedRanges
 from .pipelines import Pipelines
+from .suballocator import Suballocator
 from .transfers import Transfers
 
 
@@ -46,7 +47,8 @@ class Device:
     Handles: ``instance``, ``physical_device``, ``handle`` (the VkDevice),
     ``queue`` (or None) with ``queue_lock``, ``queue_family_index``. Facts:
     ``caps`` (what the host enabled), ``limits`` (what the device allows).
-    Services: ``fns``, ``memory``, ``descriptors``, ``spirv``,
+    Services: ``fns``, ``memory`` (VkDeviceMemory, images, counters),
+    ``suballocator`` (guest buffers), ``descriptors``, ``spirv``,
     ``pipeline_cache`` (the VkPipelineCache and its file), ``pipelines``,
     ``epochs``, ``transfers``, ``imported_ranges``. ``standalone``: the guest
     created the device (and may retire epochs itself).
@@ -71,6 +73,7 @@ class Device:
         self.format_features = query_format_features(physical_device)
         self.fns = DeviceFunctions(handle, wanted_functions(caps))
         self.memory = MemoryManager(handle, self.fns, physical_device, self.limits.max_storage_buffer_range)
+        self.suballocator = Suballocator(self.memory)
         push = caps.push_descriptors and self.fns.has("vkCmdPushDescriptorSetKHR")
         # The VkPipelineCache: the host's, or our own seeded from the per-device file.
         self.pipeline_cache = ContextPipelineCache(handle, self.fns, self.limits, cache_dir, pipeline_cache,
@@ -80,6 +83,7 @@ class Device:
                                    self.spirv)
         self.descriptors = Descriptors(handle, self.fns, push, self.limits.max_storage_buffer_range)
         self.epochs = Epochs(self.fns, handle, caps, self._destroy_buffer)
+        self.epochs.on_advance.append(self.suballocator.tick)
         self.transfers = Transfers(self, compute_copy)
         self.imported_ranges = ImportedRanges()
         self.image_views = ImageViews(handle, self.fns)
@@ -140,7 +144,10 @@ class Device:
         # Guest buffers and guest images alike (their uids never collide).
         self.descriptors.forget_buffer(uid)
         self.image_views.forget_image(uid)
-        self.memory.destroy(alloc)
+        if alloc.__class__ is Allocation:
+            self.suballocator.release(alloc)
+        else:
+            self.memory.destroy(alloc)
 
     def forget_image(self, uid: int) -> None:
         """The views and descriptor entries of image ``uid`` go now."""
@@ -156,7 +163,10 @@ class Device:
             self.epochs.retire_later(last_epoch, lambda: self.forget_image(uid))
 
     def live_objects(self) -> dict:
-        return {"buffers": self.memory.live_buffers, "images": self.memory.live_images,
+        m = self.memory
+        return {"buffers": m.live_buffers, "images": m.live_images, "allocations": m.allocations,
+                "recycled_buffers": self.suballocator.recycled_buffers,
+                "reserved_bytes": m.reserved_bytes, "used_bytes": m.live_bytes,
                 "image_views": self.image_views.live_views, "samplers": self.image_views.live_samplers,
                 "pipeline_objects": self.pipelines.live_objects(),
                 "descriptor_sets": self.descriptors.live_sets(), "pending_free": len(self.epochs.graveyard),
@@ -187,7 +197,8 @@ class Device:
             destroy()
         self.transfers.drop_pending_uploads()
         self.image_views.destroy()      # views go before the images they view
-        self.memory.destroy_all()       # tensors the caller still holds die with the context
+        self.suballocator.destroy_all()  # tensors the caller still holds die with the context
+        self.memory.destroy_all()
         self.descriptors.destroy()
         self.pipeline_cache.save()      # never raises: a failed save is only a warning
         self.pipelines.destroy()

@@ -92,6 +92,8 @@ class Epochs:
 
             def done():
                 return fns.vkGetFenceStatus(dev, handle) == vk.VK_SUCCESS
+            done.fence = int(ffi.cast("uintptr_t", handle))
+            self._fence_reused(done.fence)
         else:
             done = timeline_reached(self._fns, self._device, self._caps, semaphore)
         if epoch is None:
@@ -99,6 +101,19 @@ class Epochs:
         with self._lock:
             self.retire_waits.append((epoch, done))
         return epoch
+
+    def _fence_reused(self, fence: int) -> None:
+        """A fence handed again was submitted again, which Vulkan allows only
+        once its earlier submission completed (a fence must be unsignaled and
+        free of pending work to be submitted, and may be reset only then):
+        the earlier waits on it are done. Hosts reset a fence right after
+        waiting on it, so a poll would mostly find it unsignaled again and
+        retirement would lag by many frames."""
+        with self._lock:
+            waits = self.retire_waits
+            for i, (epoch, done) in enumerate(waits):
+                if getattr(done, "fence", None) == fence:
+                    waits[i] = (epoch, _done)
 
     def closed_epoch(self, epoch, what: str) -> int:
         """``epoch`` as an int, if it names an epoch that was closed."""
@@ -150,6 +165,10 @@ class Epochs:
             else:
                 keep.append(item)
         self.graveyard.extend(keep)
+
+
+def _done() -> bool:
+    return True
 
 
 def timeline_functions(fns, caps):

@@ -56,7 +56,7 @@ class Transfers:
             buf.alloc.mapped[offset:offset + len(data)] = data
             dev.memory.flush(buf.alloc)
             return
-        staging = dev.memory.create(len(data), STAGING_USAGE, host_visible=True)
+        staging = dev.suballocator.create(len(data), STAGING_USAGE, host_visible=True)
         staging.mapped[0:len(data)] = data
         if dev.queue is None:
             # No queue to submit on: the copy is recorded at the start of the
@@ -72,7 +72,7 @@ class Transfers:
         try:
             self.submit_and_wait(body)
         finally:
-            dev.memory.destroy(staging)
+            dev.suballocator.release(staging)
 
     def flush_pending_uploads(self, rec) -> None:
         """Record the uploads and image initializations waiting for a
@@ -95,7 +95,7 @@ class Transfers:
         for staging, buf, offset, size in uploads:
             region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=size)
             dev.fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
-            dev.epochs.retire_later(dev.epochs.current, lambda staging=staging: dev.memory.destroy(staging))
+            dev.epochs.retire_later(dev.epochs.current, lambda staging=staging: dev.suballocator.release(staging))
 
     # -- guest images ------------------------------------------------------------
     def init_image(self, img) -> None:
@@ -113,7 +113,7 @@ class Transfers:
     def write_image(self, img, mip: int, layer: int, data: bytes) -> None:
         """Copy ``data`` (tightly packed texels) into (mip, layer) of a guest image."""
         dev = self.device
-        staging = dev.memory.create(len(data), STAGING_USAGE, host_visible=True)
+        staging = dev.suballocator.create(len(data), STAGING_USAGE, host_visible=True)
         staging.mapped[0:len(data)] = data
         region = _image_region(img, mip, layer)
 
@@ -128,7 +128,7 @@ class Transfers:
         try:
             self.submit_and_wait(body)
         finally:
-            dev.memory.destroy(staging)
+            dev.suballocator.release(staging)
 
     def read_image(self, img, mip: int, layer: int) -> bytes:
         """The texels of (mip, layer) of a guest image, tightly packed."""
@@ -147,7 +147,7 @@ class Transfers:
     def drop_pending_uploads(self) -> None:
         """Teardown: free the staging buffers of uploads never recorded."""
         for staging, *_ in self.pending_uploads:
-            self.device.memory.destroy(staging)
+            self.device.suballocator.release(staging)
         self.pending_uploads.clear()
 
     # -- device -> host ------------------------------------------------------------
@@ -176,7 +176,7 @@ class Transfers:
         """``copy(cmd, staging_buffer)`` records a copy into a host-visible
         staging buffer of ``size`` bytes; submit, wait, return its bytes."""
         dev = self.device
-        staging = dev.memory.create(size, STAGING_USAGE, host_visible=True)
+        staging = dev.suballocator.create(size, STAGING_USAGE, host_visible=True)
 
         def body(cmd):
             copy(cmd, staging.buffer)
@@ -186,7 +186,7 @@ class Transfers:
             dev.memory.invalidate(staging)
             return bytes(staging.mapped[0:size])
         finally:
-            dev.memory.destroy(staging)
+            dev.suballocator.release(staging)
 
     # -- one-time submissions ------------------------------------------------------
     def _barrier(self, cmd, src_stage, src_access, dst_stage, dst_access) -> None:

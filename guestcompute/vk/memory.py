@@ -1,10 +1,13 @@
-"""Buffers, images and their memory: one dedicated allocation per guest
-buffer or image.
+"""Buffers, images and their memory at the Vulkan level: VkDeviceMemory
+allocations (counted against the device's maxMemoryAllocationCount),
+buffers and images with memory of their own, and the counters leak tests
+and memory reports read.
 
-Dedicated allocations keep the code obvious and make "reallocated" a
-precise event (a new VkBuffer with a new uid). Device-local memory is
-preferred; where the device-local heap is also host-visible (integrated
-GPUs, lavapipe, resizable BAR) uploads and downloads are plain memcpy.
+Guest tensors do not come here one by one: the suballocator
+(``device/suballocator.py``) carves them out of large blocks it allocates
+through :meth:`MemoryManager.allocate`. Device-local memory is preferred;
+where the device-local heap is also host-visible (integrated GPUs,
+lavapipe, resizable BAR) uploads and downloads are plain memcpy.
 """
 from __future__ import annotations
 
@@ -22,9 +25,10 @@ STORAGE_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRAN
 STAGING_USAGE = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
 
 _DEVICE_LOCAL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-_HOST_VISIBLE = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+HOST_VISIBLE = _HOST_VISIBLE = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
 _HOST_COHERENT = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
 _HOST_CACHED = vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+_WHOLE_SIZE = (1 << 64) - 1        # VK_WHOLE_SIZE (the vulkan package spells it -1)
 
 _uids = itertools.count(1)
 
@@ -36,32 +40,54 @@ def next_uid() -> int:
 
 
 class Allocation:
-    """A VkBuffer bound to its own VkDeviceMemory (mapped if host-visible)."""
-    __slots__ = ("buffer", "memory", "size", "mapped", "host_visible", "coherent", "device_local", "past_range")
+    """A VkBuffer bound at ``offset`` of a VkDeviceMemory (mapped if
+    host-visible: ``mapped`` covers the buffer's own bytes only).
 
-    def __init__(self, buffer, memory, size, mapped, flags):
+    ``block`` is the suballocator's block the buffer lives in, or None when
+    the buffer has its memory to itself (staging, large tensors)."""
+    __slots__ = ("buffer", "memory", "offset", "size", "mapped", "host_visible", "coherent", "device_local",
+                 "past_range", "block", "usage", "reserved", "key")
+
+    def __init__(self, buffer, memory, size, mapped, flags, offset=0, block=None, usage=0):
         self.buffer = buffer
         self.memory = memory
+        self.offset = offset
         self.size = size
         self.mapped = mapped
         self.host_visible = bool(flags & _HOST_VISIBLE)
         self.coherent = bool(flags & _HOST_COHERENT)
         self.device_local = bool(flags & _DEVICE_LOCAL)
         self.past_range = 0     # MemoryManager.past_range_count when made, if larger than one binding reaches
+        self.block = block
+        self.usage = usage
+        self.reserved = size     # bytes taken from the memory (the buffer's memory requirements)
+        self.key = None          # the suballocator's recycle key
 
 
 class ImageAllocation:
     """A VkImage (optimal tiling) bound to its own device-local VkDeviceMemory."""
-    __slots__ = ("image", "memory", "size")
+    __slots__ = ("image", "memory", "size", "type_index")
 
-    def __init__(self, image, memory, size):
+    def __init__(self, image, memory, size, type_index=0):
         self.image = image
         self.memory = memory
         self.size = size
+        self.type_index = type_index
 
 
 class MemoryManager:
-    """Creates and destroys buffers; counts what is alive (for leak tests).
+    """Allocates and frees VkDeviceMemory, creates and destroys buffers and
+    images with memory of their own, and counts what is alive.
+
+    Counters (read by ``ctx.live_objects()`` and ``ctx.memory_report()``):
+    ``allocations`` (live VkDeviceMemory objects, whatever holds them),
+    ``reserved_bytes`` (their total size), ``live_buffers`` /
+    ``live_images`` (VkBuffers and VkImages the guest made, suballocated or
+    not) and ``live_bytes`` (the bytes those use), ``peak_bytes``.
+
+    ``max_allocations`` is the device's maxMemoryAllocationCount: an
+    allocation past it is refused here with OutOfMemoryError, before the
+    driver sees it (VUID-vkAllocateMemory-maxMemoryAllocationCount-04101).
 
     Thread-safety: all methods may be called from any thread.
     """
@@ -75,8 +101,18 @@ class MemoryManager:
         self.types = [(props.memoryTypes[i].propertyFlags, props.memoryTypes[i].heapIndex)
                       for i in range(props.memoryTypeCount)]
         self.heap_sizes = [props.memoryHeaps[i].size for i in range(props.memoryHeapCount)]
+        self.heap_device_local = [bool(props.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+                                  for i in range(props.memoryHeapCount)]
+        dev_props = new("VkPhysicalDeviceProperties")
+        lib.vkGetPhysicalDeviceProperties(physical_device, dev_props)
+        self.max_allocations = dev_props.limits.maxMemoryAllocationCount
+        # Flushes and invalidations of non-coherent memory cover whole atoms.
+        self.atom = max(1, dev_props.limits.nonCoherentAtomSize)
         self._lock = threading.Lock()
         self._live: dict = {}       # id(Allocation) -> Allocation, for close()
+        self.allocations = 0
+        self.reserved_bytes = 0
+        self.heap_reserved = [0] * len(self.heap_sizes)
         self.live_buffers = 0
         self.live_images = 0
         self.live_bytes = 0
@@ -86,6 +122,19 @@ class MemoryManager:
         # compare per op, whether an op just made one (see recording/recorder.py).
         self.max_binding_range = max_binding_range
         self.past_range_count = 0
+        # Called with no arguments when an allocation would pass
+        # max_allocations, before refusing: the suballocator frees its idle
+        # blocks there.
+        self.on_allocation_limit = None
+
+    # -- device memory -------------------------------------------------------------
+    def pick_type(self, type_bits: int, host_visible: bool) -> int:
+        """The memory type for a buffer whose requirements allow ``type_bits``."""
+        if host_visible:
+            prefs = (_HOST_VISIBLE | _HOST_COHERENT | _HOST_CACHED, _HOST_VISIBLE | _HOST_COHERENT, _HOST_VISIBLE)
+        else:
+            prefs = (_DEVICE_LOCAL | _HOST_VISIBLE | _HOST_COHERENT, _DEVICE_LOCAL, 0)
+        return self._pick_type(type_bits, prefs)
 
     def _pick_type(self, type_bits: int, preferences) -> int:
         for want in preferences:
@@ -94,24 +143,81 @@ class MemoryManager:
                     return i
         raise OutOfMemoryError("vkAllocateMemory", -2, "no memory type fits this buffer")
 
-    def _allocate(self, reqs, preferences, hint: str, smaller: str) -> tuple:
-        """(VkDeviceMemory, memory type index) for ``reqs``, of the first
-        memory type matching ``preferences``. A size past that type's heap is
-        refused before the driver sees it: such an allocation is invalid
-        usage (VUID-vkAllocateMemory-pAllocateInfo-01713)."""
-        type_index = self._pick_type(reqs.memoryTypeBits, preferences)
-        heap = self.heap_sizes[self.types[type_index][1]]
-        if reqs.size > heap:
-            raise OutOfMemoryError("vkAllocateMemory", -2, f"{reqs.size} bytes requested but the memory "
+    def allocate(self, size: int, type_index: int, hint: str, smaller: str = "tensors"):
+        """A VkDeviceMemory of ``size`` bytes of memory type ``type_index``.
+        A size past the type's heap is refused before the driver sees it
+        (VUID-vkAllocateMemory-pAllocateInfo-01713), as is one allocation
+        more than maxMemoryAllocationCount."""
+        heap_index = self.types[type_index][1]
+        heap = self.heap_sizes[heap_index]
+        if size > heap:
+            raise OutOfMemoryError("vkAllocateMemory", -2, f"{size} bytes requested but the memory "
                                    f"heap has {heap}; use smaller {smaller}")
-        alloc = new("VkMemoryAllocateInfo", allocationSize=reqs.size, memoryTypeIndex=type_index)
+        if self.allocations >= self.max_allocations and self.on_allocation_limit is not None:
+            self.on_allocation_limit()
+        with self._lock:
+            if self.allocations >= self.max_allocations:
+                raise OutOfMemoryError("vkAllocateMemory", -10, f"the device allows "
+                                       f"{self.max_allocations} memory allocations "
+                                       "(maxMemoryAllocationCount) and all are in use; free tensors "
+                                       "or images, or retire epochs")
+            self.allocations += 1       # counted first: two threads never both take the last one
+        alloc = new("VkMemoryAllocateInfo", allocationSize=size, memoryTypeIndex=type_index)
         mem = ffi.new("VkDeviceMemory *")
-        check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem), hint)
-        return mem[0], type_index
+        try:
+            check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem), hint)
+        except BaseException:
+            with self._lock:
+                self.allocations -= 1
+            raise
+        with self._lock:
+            self.reserved_bytes += size
+            self.heap_reserved[heap_index] += size
+        return mem[0]
+
+    def free(self, memory, size: int, type_index: int) -> None:
+        """Free a VkDeviceMemory from :meth:`allocate` (unmapped implicitly)."""
+        self.fns.vkFreeMemory(self.device, memory, ffi.NULL)
+        with self._lock:
+            self.allocations -= 1
+            self.reserved_bytes -= size
+            self.heap_reserved[self.types[type_index][1]] -= size
+
+    def map(self, memory, size: int):
+        """A host pointer to the first ``size`` bytes of ``memory``."""
+        ptr = ffi.new("void **")
+        check("vkMapMemory", self.fns.vkMapMemory(self.device, memory, 0, size, 0, ptr))
+        return ptr[0]
+
+    # -- buffers ---------------------------------------------------------------------
+    def new_buffer(self, size: int, usage: int):
+        """(VkBuffer, VkMemoryRequirements) of a buffer not yet bound to memory."""
+        info = new("VkBufferCreateInfo", size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+        out = ffi.new("VkBuffer *")
+        check("vkCreateBuffer", self.fns.vkCreateBuffer(self.device, info, ffi.NULL, out))
+        reqs = new("VkMemoryRequirements")
+        self.fns.vkGetBufferMemoryRequirements(self.device, out[0], reqs)
+        return out[0], reqs
+
+    def count_buffer(self, a: Allocation) -> None:
+        """Count a new live buffer (and tag it when one binding cannot reach all of it)."""
+        with self._lock:
+            if self.max_binding_range is not None and a.size > self.max_binding_range:
+                self.past_range_count += 1
+                a.past_range = self.past_range_count
+            self.live_buffers += 1
+            self.live_bytes += a.size
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+
+    def uncount_buffer(self, a: Allocation) -> None:
+        with self._lock:
+            self.live_buffers -= 1
+            self.live_bytes -= a.size
 
     def create(self, size: int, usage: int = STORAGE_USAGE, host_visible: bool = False) -> Allocation:
-        """A buffer of at least ``size`` bytes. ``host_visible`` forces
-        mappable memory (staging); otherwise device-local is preferred."""
+        """A buffer of at least ``size`` bytes with memory of its own.
+        ``host_visible`` forces mappable memory (staging); otherwise
+        device-local is preferred."""
         size = max(16, (size + 15) & ~15)
         # Fail before asking the driver: an allocation larger than its heap is
         # invalid usage (VUID-vkAllocateMemory-pAllocateInfo-01713), and
@@ -120,20 +226,10 @@ class MemoryManager:
         if size > largest:
             raise OutOfMemoryError("vkAllocateMemory", -2, f"{size} bytes requested but the largest memory "
                                    f"heap has {largest}; use smaller tensors")
-        info = new("VkBufferCreateInfo", size=size, usage=usage,
-                   sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
-        out = ffi.new("VkBuffer *")
-        check("vkCreateBuffer", self.fns.vkCreateBuffer(self.device, info, ffi.NULL, out))
-        buffer = out[0]
+        buffer, reqs = self.new_buffer(size, usage)
         try:
-            reqs = new("VkMemoryRequirements")
-            self.fns.vkGetBufferMemoryRequirements(self.device, buffer, reqs)
-            if host_visible:
-                prefs = (_HOST_VISIBLE | _HOST_COHERENT | _HOST_CACHED, _HOST_VISIBLE | _HOST_COHERENT,
-                         _HOST_VISIBLE)
-            else:
-                prefs = (_DEVICE_LOCAL | _HOST_VISIBLE | _HOST_COHERENT, _DEVICE_LOCAL, 0)
-            memory, type_index = self._allocate(reqs, prefs, f"{size} bytes requested", "tensors")
+            type_index = self.pick_type(reqs.memoryTypeBits, host_visible)
+            memory = self.allocate(reqs.size, type_index, f"{size} bytes requested")
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
             raise
@@ -142,22 +238,16 @@ class MemoryManager:
         try:
             check("vkBindBufferMemory", self.fns.vkBindBufferMemory(self.device, buffer, memory, 0))
             if flags & _HOST_VISIBLE:
-                ptr = ffi.new("void **")
-                check("vkMapMemory", self.fns.vkMapMemory(self.device, memory, 0, reqs.size, 0, ptr))
-                mapped = ffi.buffer(ptr[0], size)
+                mapped = ffi.buffer(self.map(memory, reqs.size), size)
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
-            self.fns.vkFreeMemory(self.device, memory, ffi.NULL)
+            self.free(memory, reqs.size, type_index)
             raise
-        a = Allocation(buffer, memory, size, mapped, flags)
+        a = Allocation(buffer, memory, size, mapped, flags, usage=usage)
+        a.block = _Dedicated(reqs.size, type_index)
+        self.count_buffer(a)
         with self._lock:
-            if self.max_binding_range is not None and size > self.max_binding_range:
-                self.past_range_count += 1
-                a.past_range = self.past_range_count
             self._live[id(a)] = a
-            self.live_buffers += 1
-            self.live_bytes += size
-            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         return a
 
     def create_image(self, info) -> ImageAllocation:
@@ -169,7 +259,8 @@ class MemoryManager:
         try:
             reqs = new("VkMemoryRequirements")
             self.fns.vkGetImageMemoryRequirements(self.device, image, reqs)
-            memory, _ = self._allocate(reqs, (_DEVICE_LOCAL, 0), f"an image of {reqs.size} bytes", "images")
+            type_index = self._pick_type(reqs.memoryTypeBits, (_DEVICE_LOCAL, 0))
+            memory = self.allocate(reqs.size, type_index, f"an image of {reqs.size} bytes", "images")
         except BaseException:
             self.fns.vkDestroyImage(self.device, image, ffi.NULL)
             raise
@@ -177,9 +268,9 @@ class MemoryManager:
             check("vkBindImageMemory", self.fns.vkBindImageMemory(self.device, image, memory, 0))
         except BaseException:
             self.fns.vkDestroyImage(self.device, image, ffi.NULL)
-            self.fns.vkFreeMemory(self.device, memory, ffi.NULL)
+            self.free(memory, reqs.size, type_index)
             raise
-        a = ImageAllocation(image, memory, reqs.size)
+        a = ImageAllocation(image, memory, reqs.size, type_index)
         with self._lock:
             self._live[id(a)] = a
             self.live_images += 1
@@ -187,38 +278,53 @@ class MemoryManager:
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         return a
 
-    def destroy(self, a) -> None:
-        """Destroy a buffer's or an image's Allocation (once; later calls do nothing)."""
+    def destroy(self, a, counted: bool = True) -> None:
+        """Destroy an image's Allocation, or a buffer's made by :meth:`create`
+        (once; later calls do nothing). ``counted=False``: the buffer was
+        already taken off the live counts (the suballocator's recycled ones)."""
         with self._lock:
             if self._live.pop(id(a), None) is None:
                 return          # already destroyed (e.g. by destroy_all at close)
         if isinstance(a, ImageAllocation):
             self.fns.vkDestroyImage(self.device, a.image, ffi.NULL)
-            self.fns.vkFreeMemory(self.device, a.memory, ffi.NULL)
+            self.free(a.memory, a.size, a.type_index)
             with self._lock:
                 self.live_images -= 1
                 self.live_bytes -= a.size
             return
-        if a.mapped is not None:
-            self.fns.vkUnmapMemory(self.device, a.memory)
         self.fns.vkDestroyBuffer(self.device, a.buffer, ffi.NULL)
-        self.fns.vkFreeMemory(self.device, a.memory, ffi.NULL)
-        with self._lock:
-            self.live_buffers -= 1
-            self.live_bytes -= a.size
+        self.free(a.memory, a.block.size, a.block.type_index)    # unmaps it too
+        if counted:
+            self.uncount_buffer(a)
 
     def destroy_all(self) -> None:
-        """Destroy every buffer and image still alive (context teardown)."""
+        """Destroy every buffer and image made here still alive (context teardown)."""
         for a in list(self._live.values()):
             self.destroy(a)
+
+    # -- host access to mapped memory -------------------------------------------------
+    def _range(self, a: Allocation):
+        # Whole atoms of the memory object, clipped to the buffer's block.
+        lo = (a.offset // self.atom) * self.atom
+        hi = -(-(a.offset + a.size) // self.atom) * self.atom
+        size = _WHOLE_SIZE if hi >= a.block.size else hi - lo
+        return new("VkMappedMemoryRange", memory=a.memory, offset=lo, size=size)
 
     def flush(self, a: Allocation) -> None:
         """Make host writes visible for non-coherent memory."""
         if not a.coherent:
-            rng = new("VkMappedMemoryRange", memory=a.memory, offset=0, size=a.size)
-            self.fns.vkFlushMappedMemoryRanges(self.device, 1, rng)
+            self.fns.vkFlushMappedMemoryRanges(self.device, 1, self._range(a))
 
     def invalidate(self, a: Allocation) -> None:
         if not a.coherent:
-            rng = new("VkMappedMemoryRange", memory=a.memory, offset=0, size=a.size)
-            self.fns.vkInvalidateMappedMemoryRanges(self.device, 1, rng)
+            self.fns.vkInvalidateMappedMemoryRanges(self.device, 1, self._range(a))
+
+
+class _Dedicated:
+    """What a buffer with memory of its own knows of that memory (the
+    suballocator's blocks answer the same two questions)."""
+    __slots__ = ("size", "type_index")
+
+    def __init__(self, size, type_index):
+        self.size = size
+        self.type_index = type_index

@@ -277,28 +277,33 @@ def _failing(result):
     return fn
 
 
+@pytest.mark.parametrize("where", ["new block", "own memory"])
 @pytest.mark.parametrize("call,result", [("vkAllocateMemory", -2), ("vkAllocateMemory", -1),
                                          ("vkCreateBuffer", -2), ("vkMapMemory", -5)])
-def test_driver_allocation_failures_are_typed_and_leak_nothing(call, result):
-    """The driver itself refuses: a typed error carrying its VkResult,
+def test_driver_allocation_failures_are_typed_and_leak_nothing(call, result, where):
+    """The driver itself refuses, while the suballocator makes a new block
+    or a large tensor's own memory: a typed error carrying its VkResult,
     nothing half-made left behind (the validation layer's object tracker
     checks that at vkDestroyDevice), and the next allocation works."""
     host = HeadlessHost("bare")
     try:
         ctx = host.adopt()
         a = ctx.tensor(np.ones(16, np.float32))
-        live = ctx.memory.live_buffers
+        live = ctx.live_objects()
+        sub = ctx.device.suballocator
+        # Too large for the first block, or large enough for memory of its own.
+        nbytes = sub.block_size // 4 if where == "new block" else sub.dedicated_from
         real = getattr(ctx.device.fns, call)
         setattr(ctx.device.fns, call, _failing(result))
         try:
             with pytest.raises(gc.VulkanError) as info:
-                ctx.empty((1024,))
+                ctx.empty((nbytes // 4,))
         finally:
             setattr(ctx.device.fns, call, real)
         assert info.value.result == result and info.value.call == call
         if result in (-1, -2):
             assert isinstance(info.value, gc.OutOfMemoryError)
-        assert ctx.memory.live_buffers == live
+        assert ctx.live_objects() == live
         out = host.run(ctx, lambda rec: rec.add(a, 1.0))
         np.testing.assert_array_equal(out.numpy(), np.full(16, 2, np.float32))
         del a, out
