@@ -78,6 +78,42 @@ def _device_record(index: int, pd) -> dict:
             "pipeline_cache_uuid": bytes(ffi.buffer(props.pipelineCacheUUID, 16)).hex()}
 
 
+def _memory_record(pd, instance_api) -> dict:
+    """The chosen device's memory heaps, with the process's budget and usage
+    where VK_EXT_memory_budget is supported (and Vulkan 1.1 to ask)."""
+    from vulkan import lib
+
+    from .host import supported_extensions
+    from .vk.memory import heap_budgets
+    from .vk.structs import new
+    props = new("VkPhysicalDeviceMemoryProperties")
+    lib.vkGetPhysicalDeviceMemoryProperties(pd, props)
+    dev = new("VkPhysicalDeviceProperties")
+    lib.vkGetPhysicalDeviceProperties(pd, dev)
+    heaps = [{"index": i, "size": props.memoryHeaps[i].size,
+              "device_local": bool(props.memoryHeaps[i].flags & 1)} for i in range(props.memoryHeapCount)]
+    if instance_api >= (1, 1) and "VK_EXT_memory_budget" in supported_extensions(pd):
+        for heap, (budget, usage) in zip(heaps, heap_budgets(pd, len(heaps))):
+            heap["budget"], heap["usage"] = budget, usage
+    return {"max_allocations": dev.limits.maxMemoryAllocationCount,
+            "max_storage_buffer_range": dev.limits.maxStorageBufferRange, "heaps": heaps}
+
+
+def _heap_text(heap: dict) -> str:
+    kind = "device-local" if heap["device_local"] else "host"
+    text = f"  heap {heap['index']}: {_human_bytes(heap['size'])} {kind}"
+    if "budget" in heap:
+        text += f", budget {_human_bytes(heap['budget'])}, in use {_human_bytes(heap['usage'])}"
+    return text
+
+
+def _memory_text(mem: dict) -> list:
+    budget = "" if any("budget" in h for h in mem["heaps"]) else " (no VK_EXT_memory_budget: sizes only)"
+    return ([f"memory{budget}:"] + [_heap_text(h) for h in mem["heaps"]]
+            + [f"  at most {mem['max_allocations']} allocations (maxMemoryAllocationCount); one binding "
+               f"reaches {_human_bytes(mem['max_storage_buffer_range'])} (maxStorageBufferRange)"])
+
+
 def cmd_info(args) -> int:
     from vulkan import ffi, lib
 
@@ -98,6 +134,7 @@ def cmd_info(args) -> int:
             data["would_use"] = {"api_version": "%d.%d" % req.api_version,
                                  "device_extensions": list(req.device_extensions),
                                  "features": list(req.features)}
+            data["memory"] = _memory_record(chosen, inst_api)
     finally:
         lib.vkDestroyInstance(instance, ffi.NULL)
     lines = [f"guestcompute {data['version']}  (Vulkan loader {data['loader_api_version']})", "devices:"]
@@ -113,6 +150,8 @@ def cmd_info(args) -> int:
                   f"  Vulkan {w['api_version']}",
                   f"  extensions: {', '.join(w['device_extensions']) or 'none'}",
                   f"  features:   {', '.join(w['features']) or 'none'}"]
+    if "memory" in data:
+        lines += _memory_text(data["memory"])
     lines += ["caches:"] + _cache_text(data["caches"])
     lines.append(f"glslc: {data['glslc'] or 'not installed (only needed for user GLSL)'}")
     _emit(args, data, "\n".join(lines))
@@ -218,13 +257,27 @@ def _compute_check(cache_dir) -> dict:
             ta, tb = ctx.tensor(a), ctx.tensor(a * 2)
             out = ctx.run(lambda rec: rec.add(ta, tb)).numpy()
             name = ctx.limits.device_name
+            memory = ctx.memory_report()
         if not np.array_equal(out, a * 3):
             return _check("compute", "fail", f"a vector add on {name} returned wrong values",
                           "update the Vulkan driver; report the device to guestcompute")
-        return _check("compute", "ok", f"vector add on {name} is correct")
+        return _check("compute", "ok", f"vector add on {name} is correct; memory: "
+                      + _memory_summary(memory))
     except Exception as e:   # noqa: BLE001
         return _check("compute", "fail", f"a vector add failed: {e}",
                       "see the checks above; GUESTCOMPUTE_DEVICE picks another device")
+
+
+def _memory_summary(report: dict) -> str:
+    """One line of ctx.memory_report(): allocations and per-heap budget."""
+    parts = [f"{report['allocations']} of {report['max_allocations']} allocations"]
+    for h in report["heaps"]:
+        if "budget" in h:
+            parts.append(f"heap {h['index']} {_human_bytes(h['usage'])} used of "
+                         f"{_human_bytes(h['budget'])} budget")
+        else:
+            parts.append(f"heap {h['index']} {_human_bytes(h['size'])} (no budget query)")
+    return ", ".join(parts)
 
 
 def cmd_doctor(args) -> int:

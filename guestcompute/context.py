@@ -483,14 +483,39 @@ class Context:
         return stats
 
     def live_objects(self) -> dict:
-        """Vulkan objects guestcompute holds right now (leak checks).
-        Thread-safety: any thread; a snapshot."""
+        """Vulkan objects guestcompute holds right now (leak checks):
+        buffers in use, ``recycled_buffers`` (kept for reuse),
+        ``allocations`` (VkDeviceMemory objects), ``reserved_bytes`` of
+        device memory and ``used_bytes`` of it, images, views, samplers,
+        pipelines, descriptor sets, command buffers, fences, query pools,
+        and what waits for retirement. Thread-safety: any thread; a snapshot."""
         found = self.device.live_objects()
         found["command_buffers"] = (self.program_pool.live_command_buffers
                                     + self.submitter.live_command_buffers)
         found["query_pools"] = self.timestamps.query_pools
         found["fences"] = self.submitter.fence_count
         return found
+
+    def memory_report(self) -> dict:
+        """Where guest memory is: ``allocations`` (live VkDeviceMemory
+        objects) of ``max_allocations`` (maxMemoryAllocationCount),
+        ``reserved_bytes`` (their size) and ``used_bytes`` (what live
+        buffers and images use of it), the suballocator's ``blocks``,
+        ``dedicated_buffers`` and ``recycled_buffers`` (kept for reuse), and
+        per memory heap its ``size`` and what the guest ``reserved`` there —
+        with ``budget`` and ``usage`` (the whole process's) when the host
+        enabled VK_EXT_memory_budget (``budget_known``).
+        Thread-safety: any thread; a snapshot."""
+        return self.device.memory_report()
+
+    def trim_memory(self) -> None:
+        """Give idle guest memory back to the driver now: buffers kept for
+        reuse and empty blocks (which otherwise go after eight epoch
+        advances unused). Memory still pending retirement is not touched.
+        Thread-safety: any thread."""
+        self.device.check_open()
+        self.device.epochs.collect()
+        self.device.suballocator.trim()
 
     # -- teardown -------------------------------------------------------------------
     def close(self, *, timeout: float = 10.0) -> None:

@@ -30,6 +30,7 @@ OPTIONAL_EXTENSIONS = (
     "VK_NV_cooperative_matrix",       # tensor-core matmul
     "VK_KHR_vulkan_memory_model",     # glslang's NV cooperative-matrix SPIR-V requires it
     "VK_KHR_cooperative_matrix",
+    "VK_EXT_memory_budget",           # per-heap budget and usage in ctx.memory_report()
 )
 
 GET_PROPERTIES2 = "VK_KHR_get_physical_device_properties2"
@@ -59,6 +60,7 @@ _DEPENDENCIES = {
     "VK_NV_cooperative_matrix": _NEEDS_PROPERTIES2,
     "VK_KHR_vulkan_memory_model": _NEEDS_PROPERTIES2,
     "VK_KHR_cooperative_matrix": _NEEDS_PROPERTIES2,
+    "VK_EXT_memory_budget": _NEEDS_PROPERTIES2,
 }
 
 # Below these API versions guestcompute has no use for the extension even
@@ -72,6 +74,7 @@ USED_SINCE = {
     "VK_NV_cooperative_matrix": _SPIRV_1_3, "VK_KHR_vulkan_memory_model": _SPIRV_1_3,
     "VK_KHR_cooperative_matrix": _SPIRV_1_3,
     "VK_KHR_storage_buffer_storage_class": ((1, 1), "guestcompute needs it only for 16/8-bit storage"),
+    "VK_EXT_memory_budget": ((1, 1), "the budget is read with vkGetPhysicalDeviceMemoryProperties2"),
 }
 
 # Vulkan 1.0 core features guestcompute uses when enabled: storage writes

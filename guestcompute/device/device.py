@@ -19,7 +19,7 @@ from ..spirv.cache import SpirvCache
 from ..errors import ContextClosedError, RecordingError, UnsupportedError
 from ..vk.descriptors import Descriptors
 from ..vk.functions import DeviceFunctions, optional_names
-from ..vk.memory import Allocation, MemoryManager
+from ..vk.memory import Allocation, MemoryManager, heap_budgets
 from .caps import query_format_features, query_limits
 from .epochs import Epochs
 from .image_views import ImageViews
@@ -171,6 +171,27 @@ class Device:
                 "pipeline_objects": self.pipelines.live_objects(),
                 "descriptor_sets": self.descriptors.live_sets(), "pending_free": len(self.epochs.graveyard),
                 "retire_waits": len(self.epochs.retire_waits)}
+
+    def memory_report(self) -> dict:
+        """See Context.memory_report."""
+        m, sub = self.memory, self.suballocator
+        budgets = None
+        if self.caps.has_extension("VK_EXT_memory_budget") and self.caps.api_version >= (1, 1):
+            budgets = heap_budgets(self.physical_device, len(m.heap_sizes))
+        heaps = []
+        for i, size in enumerate(m.heap_sizes):
+            heap = {"index": i, "size": size, "device_local": m.heap_device_local[i],
+                    "reserved": m.heap_reserved[i]}
+            if budgets is not None:
+                heap["budget"], heap["usage"] = budgets[i]
+            heaps.append(heap)
+        return {"allocations": m.allocations, "max_allocations": m.max_allocations,
+                "reserved_bytes": m.reserved_bytes, "used_bytes": m.live_bytes, "peak_bytes": m.peak_bytes,
+                "buffers": m.live_buffers, "images": m.live_images, "blocks": sub.blocks(),
+                "block_bytes": sub.block_bytes(), "block_size": sub.block_size,
+                "dedicated_buffers": sub.dedicated, "dedicated_from": sub.dedicated_from,
+                "recycled_buffers": sub.recycled_buffers, "recycled_bytes": sub.recycled_bytes,
+                "budget_known": budgets is not None, "heaps": heaps}
 
     def cache_stats(self) -> dict:
         stats = dict(self.pipelines.stats)

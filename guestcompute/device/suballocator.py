@@ -25,7 +25,9 @@ Policy (numbers in the constants below):
 - A released buffer is kept, bound, on a recycle list keyed by (size,
   usage, host visibility): the next request of that key takes it back with
   no Vulkan call. Per-frame temporaries are therefore reused frame after
-  frame and a steady frame loop allocates nothing after warm-up.
+  frame and a steady frame loop allocates nothing after warm-up. The list
+  holds at most as many bytes and buffers as are in use (or the
+  ``RECYCLE_FLOOR`` amounts); past that, released buffers are destroyed.
 - :meth:`tick` (every epoch advance) ages the recycle list and empty
   blocks: what stayed unused for ``KEEP_TICKS`` advances goes back to the
   driver. :meth:`trim` returns it all at once. When an allocation would
@@ -36,6 +38,7 @@ Thread-safety: every method may be called from any thread.
 from __future__ import annotations
 
 import bisect
+import collections
 import threading
 
 from vulkan import ffi
@@ -46,6 +49,8 @@ from ..vk.memory import HOST_VISIBLE, STORAGE_USAGE, Allocation, MemoryManager
 BLOCK_SIZE = 64 << 20          # the largest block, for heaps of 512 MiB and more
 FIRST_BLOCK_FRACTION = 8       # the first block of a memory type is BLOCK_SIZE / 8
 KEEP_TICKS = 8                 # epoch advances an idle recycled buffer or empty block is kept
+RECYCLE_FLOOR = 16 << 20       # recycled bytes always allowed, beyond as many as are in use
+RECYCLE_FLOOR_BUFFERS = 1024   # recycled buffers always allowed, likewise
 
 
 def _align_up(n: int, alignment: int) -> int:
@@ -68,8 +73,12 @@ class Block:
         self.empty_since = None         # tick at which it became empty
 
     def take(self, size: int, alignment: int):
-        """The offset of ``size`` free bytes aligned to ``alignment`` (first
-        fit), now taken; None when no free range fits."""
+        """The offset of ``size`` free bytes (rounded up to ``alignment``)
+        aligned to ``alignment`` (first fit), now taken; None when no free
+        range fits. The caller gives back the rounded size."""
+        # Sizes rounded up to the alignment keep every later offset aligned,
+        # so taking leaves no padding fragments behind in the common case.
+        size = _align_up(size, alignment)
         for i, (start, n) in enumerate(self.free):
             at = _align_up(start, alignment)
             end = at + size
@@ -120,7 +129,7 @@ class Suballocator:
         self.fns, self.device = memory.fns, memory.device
         self._lock = threading.RLock()
         self._blocks: dict = {}          # memory type -> [Block]
-        self._recycled: dict = {}        # (size, usage, host_visible) -> [(tick, Allocation)]
+        self._recycled: dict = {}        # (size, usage, host_visible) -> deque of (tick, Allocation)
         self._live: dict = {}            # id(Allocation) -> Allocation, every buffer made here
         self.tick_count = 0
         self.recycled_buffers = 0
@@ -141,7 +150,9 @@ class Suballocator:
         with self._lock:
             waiting = self._recycled.get(key)
             if waiting:
-                a = waiting.pop()[1]
+                # Oldest first: in a steady loop every kept buffer circulates,
+                # so none ages out and has to be made again later.
+                a = waiting.popleft()[1]
                 self.recycled_buffers -= 1
                 self.recycled_bytes -= size
                 self.memory.count_buffer(a)
@@ -151,8 +162,9 @@ class Suballocator:
         buffer, reqs = self.memory.new_buffer(size, usage)
         try:
             type_index = self.memory.pick_type(reqs.memoryTypeBits, host_visible)
+            taken = _align_up(reqs.size, reqs.alignment)
             with self._lock:
-                placed = self._place(type_index, reqs.size, reqs.alignment)
+                placed = self._place(type_index, taken, reqs.alignment)
             if placed is None:      # no block could be made: memory of its own, if that works
                 self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
                 buffer = None
@@ -162,7 +174,7 @@ class Suballocator:
                 check("vkBindBufferMemory", self.fns.vkBindBufferMemory(self.device, buffer, block.memory, offset))
             except BaseException:
                 with self._lock:
-                    self._give_back(block, offset, reqs.size)
+                    self._give_back(block, offset, taken)
                 raise
         except BaseException:
             if buffer is not None:
@@ -170,7 +182,7 @@ class Suballocator:
             raise
         mapped = ffi.buffer(block.base + offset, size) if block.base is not None else None
         a = Allocation(buffer, block.memory, size, mapped, self.memory.types[type_index][0], offset, block, usage)
-        a.reserved = reqs.size
+        a.reserved = taken
         a.key = key
         self.vulkan_buffers_created += 1
         self.memory.count_buffer(a)
@@ -194,16 +206,26 @@ class Suballocator:
             if id(a) not in self._live:
                 return              # destroyed by destroy_all at close
             self.memory.uncount_buffer(a)
-            self._recycled.setdefault(a.key, []).append((self.tick_count, a))
+            # Never keep more idle than is in use (or the floors): a mass
+            # free gives its memory back instead of parking it.
+            if (self.recycled_bytes + a.size > max(RECYCLE_FLOOR, self.memory.live_bytes)
+                    or self.recycled_buffers >= max(RECYCLE_FLOOR_BUFFERS, self.memory.live_buffers)):
+                self._destroy(a)
+                return
+            waiting = self._recycled.get(a.key)
+            if waiting is None:
+                waiting = self._recycled[a.key] = collections.deque()
+            waiting.append((self.tick_count, a))
             self.recycled_buffers += 1
             self.recycled_bytes += a.size
 
-    def _destroy(self, a: Allocation) -> None:
-        """Destroy a buffer for good (it is not counted live any more)."""
+    def _destroy(self, a: Allocation, idle_since: int = None) -> None:
+        """Destroy a buffer for good (it is not counted live any more);
+        ``idle_since``: the tick since which it was unused."""
         del self._live[id(a)]
         if a.block.__class__ is Block:
             self.fns.vkDestroyBuffer(self.device, a.buffer, ffi.NULL)
-            self._give_back(a.block, a.offset, a.reserved)
+            self._give_back(a.block, a.offset, a.reserved, idle_since)
         else:
             self.memory.destroy(a, counted=False)
             self.dedicated -= 1
@@ -234,8 +256,8 @@ class Suballocator:
         blocks.append(block)
         return block, block.take(size, alignment)
 
-    def _give_back(self, block: Block, offset: int, size: int) -> None:
-        block.give(offset, size, self.tick_count)
+    def _give_back(self, block: Block, offset: int, size: int, idle_since: int = None) -> None:
+        block.give(offset, size, self.tick_count if idle_since is None else idle_since)
         if block.live == 0 and self._empty_blocks(block.type_index) > 1:
             self._free_block(block)     # one empty block per type is enough to absorb churn
 
@@ -267,9 +289,9 @@ class Suballocator:
                 if before is None or t <= before:
                     self.recycled_buffers -= 1
                     self.recycled_bytes -= a.size
-                    self._destroy(a)
+                    self._destroy(a, t)
             if keep:
-                self._recycled[key] = keep
+                self._recycled[key] = collections.deque(keep)
             else:
                 del self._recycled[key]
         for blocks in list(self._blocks.values()):

@@ -15,10 +15,10 @@ import itertools
 import threading
 
 import vulkan as vk
-from vulkan import ffi
+from vulkan import ffi, lib
 
 from ..errors import OutOfMemoryError, check
-from .structs import new
+from .structs import chain, new
 
 STORAGE_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
@@ -93,7 +93,6 @@ class MemoryManager:
     """
 
     def __init__(self, device, fns, physical_device, max_binding_range: int | None = None):
-        from vulkan import lib
         self.device = device
         self.fns = fns
         props = new("VkPhysicalDeviceMemoryProperties")
@@ -318,6 +317,17 @@ class MemoryManager:
     def invalidate(self, a: Allocation) -> None:
         if not a.coherent:
             self.fns.vkInvalidateMappedMemoryRanges(self.device, 1, self._range(a))
+
+
+def heap_budgets(physical_device, heap_count: int) -> list:
+    """(budget, usage) in bytes per memory heap, from VK_EXT_memory_budget
+    (the caller checked the device supports it and Vulkan 1.1): what the
+    whole process may use of each heap now, and what it uses."""
+    budget = new("VkPhysicalDeviceMemoryBudgetPropertiesEXT")
+    props = new("VkPhysicalDeviceMemoryProperties2")
+    chain(props, budget)
+    lib.vkGetPhysicalDeviceMemoryProperties2(physical_device, props)
+    return [(budget.heapBudget[i], budget.heapUsage[i]) for i in range(heap_count)]
 
 
 class _Dedicated:

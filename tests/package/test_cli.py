@@ -41,6 +41,8 @@ def test_info_text_and_json(tmp_path):
     assert data["devices"][data["chosen"]]["name"]
     assert data["caches"]["root"] == str(tmp_path)
     assert "api_version" in data["would_use"]
+    assert data["memory"]["heaps"][0]["size"] > 0 and data["memory"]["max_allocations"] > 0
+    assert "maxMemoryAllocationCount" in text and "heap 0:" in text
     # --json before the command works too
     assert json.loads(_gc(["--json", "info"], tmp_path).stdout)["version"]
 
@@ -53,6 +55,7 @@ def test_doctor_passes_here(tmp_path):
             "cache directory", "compute"} <= set(names)
     assert data["ok"] is True
     assert names["compute"]["status"] == "ok" and names["cache directory"]["status"] == "ok"
+    assert "allocations" in names["compute"]["detail"]
     assert "[  OK] loader" in _gc(["doctor"], tmp_path).stdout
 
 

@@ -1,0 +1,213 @@
+"""The suballocator: small tensors share device-memory blocks, released
+buffers are reused, a frame loop allocates nothing after warm-up whatever
+signal retires its epochs, and the device's maxMemoryAllocationCount is
+respected."""
+import numpy as np
+import pytest
+
+import guestcompute as gc
+from guestcompute.device.suballocator import KEEP_TICKS
+VK_ERROR_TOO_MANY_OBJECTS = -10
+from frame_loop import FrameLoop
+
+
+def _allocations(ctx) -> int:
+    return ctx.live_objects()["allocations"]
+
+
+def test_20000_small_tensors_use_at_most_64_allocations_and_give_them_back(modern_host):
+    ctx = modern_host.adopt()
+    try:
+        start = _allocations(ctx)
+        tensors = [ctx.empty((4,)) for _ in range(20_000)]        # 16 bytes each
+        assert _allocations(ctx) - start <= 64
+        report = ctx.memory_report()
+        assert report["buffers"] >= 20_000 and report["used_bytes"] >= 20_000 * 16
+        assert report["reserved_bytes"] >= report["used_bytes"]
+        # Each is its own memory: write distinct values into all, read a sample back.
+        for i, t in enumerate(tensors[::997]):
+            t.write(np.full(4, i, np.float32))
+        for i, t in enumerate(tensors[::997]):
+            np.testing.assert_array_equal(t.numpy(), np.full(4, i, np.float32))
+        del tensors, t
+        ctx.device.epochs.collect()
+        assert ctx.live_objects()["buffers"] == 0
+        for _ in range(KEEP_TICKS + 1):           # idle memory goes back after a while...
+            ctx.advance_epoch()
+        assert _allocations(ctx) == start
+        assert ctx.live_objects()["recycled_buffers"] == 0 and ctx.live_objects()["reserved_bytes"] == 0
+        again = [ctx.empty((4,)) for _ in range(100)]
+        assert _allocations(ctx) == start + 1
+        del again
+        ctx.device.epochs.collect()
+        ctx.trim_memory()                          # ...or at once
+        assert _allocations(ctx) == start
+    finally:
+        ctx.close()
+
+
+def _frame_loop_memory(host, ctx, signal: str, frames: int):
+    """Run ``frames`` frames that each make fresh tensors (an op output and
+    an explicit temporary) with two frames in flight, retiring epochs by
+    ``signal``; returns per-frame (allocations, VkBuffers created, pending, recycled)."""
+    loop = FrameLoop(host, 2, timeline=signal == "timeline")
+    sub = ctx.device.suballocator
+    a = ctx.tensor(np.arange(64, dtype=np.float32))
+    acc = ctx.zeros((64,))
+    seen, submissions = [], []
+    try:
+        for frame in range(frames):
+            if signal == "submission":
+                def body(rec):
+                    tmp = ctx.empty((64,))
+                    rec.add(rec.mul(a, 2.0), 1.0, out=tmp)
+                    rec.add(acc, tmp, out=acc)
+                if len(submissions) == 2:         # two frames in flight
+                    submissions.pop(0).wait()
+                submissions.append(ctx.submit(body))
+                ctx.retire_when(submission=submissions[-1])
+            else:
+                cmd, fence = loop.begin(frame)
+                with ctx.record(cmd) as rec:
+                    tmp = ctx.empty((64,))
+                    rec.add(rec.mul(a, 2.0), 1.0, out=tmp)
+                    rec.add(acc, tmp, out=acc)
+                loop.submit(cmd, fence, frame)
+                del tmp
+                if signal == "fence":
+                    ctx.retire_when(fence=fence)
+                else:
+                    ctx.retire_when(semaphore=(loop.semaphore, frame + 1))
+            live = ctx.live_objects()
+            seen.append((live["allocations"], sub.vulkan_buffers_created, live["pending_free"],
+                         live["recycled_buffers"]))
+        loop.drain()
+        for submission in submissions:
+            submission.wait()
+        np.testing.assert_array_equal(acc.numpy(), frames * (np.arange(64) * 2.0 + 1.0))
+    finally:
+        loop.close()
+    return seen
+
+
+@pytest.mark.parametrize("signal,frames", [("fence", 10_000), ("timeline", 2_000), ("submission", 2_000)])
+def test_a_steady_frame_loop_allocates_nothing_after_warm_up(modern_host, signal, frames):
+    """Fresh tensors every frame: after warm-up no VkDeviceMemory and no
+    VkBuffer is made any more (temporaries are recycled), and what waits for
+    retirement stays within two frames in flight's worth."""
+    ctx = modern_host.adopt()
+    try:
+        seen = _frame_loop_memory(modern_host, ctx, signal, frames)
+        warm = seen[20]
+        for frame, (allocations, created, pending, recycled) in enumerate(seen[20:], 20):
+            assert allocations == warm[0], (frame, seen[frame])
+            assert created == warm[1], (frame, seen[frame])
+            # two temporaries a frame, at most three frames not yet retired
+            assert pending <= 6 and recycled <= 6, (frame, seen[frame])
+    finally:
+        ctx.close()
+
+
+def test_two_tensors_of_one_block_are_ordered_and_never_alias(host, ctx):
+    """Written by one op and read by the next: they get their barrier (sync
+    validation would report a hazard otherwise) and keep their own bytes."""
+    a = ctx.tensor(np.arange(256, dtype=np.float32))
+    b = ctx.zeros((256,))
+    c = ctx.zeros((256,))
+    alloc_a, alloc_b = a.buffer.alloc, b.buffer.alloc
+    assert alloc_a.memory == alloc_b.memory and alloc_a.offset != alloc_b.offset     # one block
+    assert alloc_a.offset + alloc_a.size <= alloc_b.offset or alloc_b.offset + alloc_b.size <= alloc_a.offset
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        rec.mul(a, 3.0, out=b)            # writes b
+        rec.add(b, 1.0, out=c)            # reads b: needs the barrier
+        rec.add(a, 0.5, out=a)            # a's neighbour in the block is untouched
+    host.submit_and_wait(cmd)
+    x = np.arange(256, dtype=np.float32)
+    np.testing.assert_array_equal(b.numpy(), x * 3)
+    np.testing.assert_array_equal(c.numpy(), x * 3 + 1)
+    np.testing.assert_array_equal(a.numpy(), x + 0.5)
+
+
+def test_a_released_buffer_is_reused_under_a_new_identity(host, ctx):
+    """The recycled VkBuffer comes back as a new Buffer (new uid), so no
+    cache or program confuses it with the tensor that held it before."""
+    t = ctx.tensor(np.ones(32, np.float32))
+    host.run(ctx, lambda rec: rec.add(t, 1.0, out=t))
+    vk_buffer, uid = t.buffer.handle, t.buffer.uid
+    del t
+    ctx.retire()
+    u = ctx.tensor(np.full(32, 7, np.float32))
+    assert u.buffer.handle == vk_buffer and u.buffer.uid != uid
+    out = host.run(ctx, lambda rec: rec.add(u, 1.0))
+    np.testing.assert_array_equal(out.numpy(), np.full(32, 8, np.float32))
+
+
+class _CountedAllocations:
+    """A driver whose maxMemoryAllocationCount is ``limit``: vkAllocateMemory
+    fails with VK_ERROR_TOO_MANY_OBJECTS past it, as the spec allows."""
+
+    def __init__(self, fns, limit):
+        self.fns, self.limit, self.live, self.calls = fns, limit, 0, 0
+        self.real_allocate, self.real_free = fns.vkAllocateMemory, fns.vkFreeMemory
+        fns.vkAllocateMemory, fns.vkFreeMemory = self.allocate, self.free
+
+    def allocate(self, *args):
+        self.calls += 1
+        if self.live >= self.limit:
+            return VK_ERROR_TOO_MANY_OBJECTS
+        result = self.real_allocate(*args)
+        self.live += result == 0
+        return result
+
+    def free(self, *args):
+        self.live -= 1
+        return self.real_free(*args)
+
+    def restore(self):
+        self.fns.vkAllocateMemory, self.fns.vkFreeMemory = self.real_allocate, self.real_free
+
+
+def test_a_driver_that_allows_4096_allocations_serves_100000_tensors(bare_host):
+    ctx = bare_host.adopt()
+    driver = _CountedAllocations(ctx.device.fns, 4096)
+    ctx.device.memory.max_allocations = 4096       # what such a driver reports
+    try:
+        sizes = np.random.default_rng(5).integers(1, 1025, 100_000)
+        tensors = [ctx.empty((int(n),)) for n in sizes]
+        assert driver.live < 64 and ctx.live_objects()["allocations"] == driver.live
+        t = tensors[-1]
+        t.write(np.arange(t.size, dtype=np.float32))
+        np.testing.assert_array_equal(bare_host.run(ctx, lambda rec: rec.add(t, 1.0)).numpy(),
+                                      np.arange(t.size) + 1.0)
+        del tensors, t
+    finally:
+        driver.restore()
+        ctx.close()
+
+
+def test_allocations_past_the_count_are_refused_before_the_driver_sees_them(bare_host):
+    """With every allocation the device allows in use, a tensor that needs
+    new memory gets a typed error naming the limit, and the driver is not
+    asked (asking would be invalid usage); idle blocks are freed first."""
+    ctx = bare_host.adopt()
+    memory = ctx.device.memory
+    try:
+        keep = ctx.empty((4,))
+        spare = ctx.empty((ctx.device.suballocator.block_size // 16,))   # a second block
+        del spare
+        ctx.device.epochs.collect()
+        memory.max_allocations = memory.allocations          # the count is exhausted
+        driver = _CountedAllocations(ctx.device.fns, 10 ** 9)
+        try:
+            big = ctx.device.suballocator.dedicated_from // 4
+            first = ctx.empty((big,))     # the idle block and recycled buffer made room
+            with pytest.raises(gc.OutOfMemoryError, match="maxMemoryAllocationCount"):
+                ctx.empty((big,))
+            assert driver.calls == 1
+            del first
+        finally:
+            driver.restore()
+        del keep
+    finally:
+        ctx.close()
