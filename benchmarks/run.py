@@ -29,6 +29,7 @@ SECTIONS = (
     ("record", "benchmarks.record_cost"),
     ("replay", integrations.program_replay),
     ("reuse", "benchmarks.kernel_reuse"),
+    ("memory", "benchmarks.memory"),
     ("pipeline-cache", integrations.pipeline_cache),
     ("handoff", integrations.handoff),
     ("gpu-ops", "benchmarks.gpu_ops"),

@@ -35,6 +35,12 @@ class UnsupportedError(GuestComputeError):
     """The device, or what the host enabled on it, cannot do this."""
 
 
+class PastBindingRangeError(UnsupportedError):
+    """A tensor lies (partly) past what one storage-buffer binding reaches
+    (maxStorageBufferRange) from the start of its buffer. Ops that run in
+    windows catch it (see ops/windows.py); the others let it through."""
+
+
 class ContextClosedError(GuestComputeError):
     """The context (or the tensor's context) was closed."""
 

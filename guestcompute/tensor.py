@@ -25,9 +25,14 @@ class Buffer:
     whose ranges overlap it (see ``device/imported_ranges.py``).
     """
     __slots__ = ("uid", "handle", "hazard_keys", "size", "alloc", "ctx", "host_access", "usage", "last_epoch",
-                 "__weakref__")
+                 "window_offset", "__weakref__")
+
+    # Where this buffer's bytes start in its VkBuffer: 0, but for a
+    # BufferWindow. Descriptors bind at it; host reads and writes add it.
+    root = None
 
     def __init__(self, ctx, handle, size, alloc=None, host_access=None, usage=None, hazard_keys=None):
+        self.window_offset = 0
         self.uid = next_uid()
         self.handle = handle
         self.hazard_keys = hazard_keys if hazard_keys is not None else (self.uid,)
@@ -46,6 +51,45 @@ class Buffer:
         ctx = self.ctx
         if self.alloc is not None and ctx is not None and not ctx.closed:
             ctx.device.epochs.release(self.alloc, self.uid, self.last_epoch)
+
+
+class BufferWindow(Buffer):
+    """``size`` bytes of ``root`` from byte ``window_offset`` on: what one
+    storage-buffer binding of a buffer larger than maxStorageBufferRange
+    reaches (ops on such buffers run in windows, see ops/windows.py).
+
+    It shares the root's VkBuffer, memory, hazard keys and last epoch, and
+    frees nothing. Its uid, ``(root uid, offset, size)``, names the same
+    descriptor entry for every window of that range, and the entry goes
+    when the root does."""
+    __slots__ = ("_root",)
+
+    def __init__(self, root: Buffer, offset: int, size: int):
+        self._root = root
+        self.uid = (root.uid, offset, size)
+        self.handle = root.handle
+        self.hazard_keys = root.hazard_keys
+        self.size = size
+        self.alloc = root.alloc
+        self.ctx = root.ctx
+        self.host_access = root.host_access
+        self.usage = root.usage
+        self.window_offset = offset
+
+    @property
+    def root(self) -> Buffer:
+        return self._root
+
+    @property
+    def last_epoch(self) -> int:
+        return self._root.last_epoch
+
+    @last_epoch.setter
+    def last_epoch(self, epoch: int) -> None:
+        self._root.last_epoch = epoch
+
+    def __del__(self):
+        pass        # the root frees the memory
 
 
 def contiguous_strides(shape) -> tuple:

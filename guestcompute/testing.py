@@ -12,6 +12,8 @@ buffers. Two profiles:
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import vulkan as vk
 from vulkan import ffi, lib
@@ -254,3 +256,16 @@ class HeadlessHost:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def limit_binding_range(ctx: Context, nbytes: int) -> None:
+    """Make ``ctx`` act as on a device whose maxStorageBufferRange is
+    ``nbytes`` (at most the real one), so that tests reach the windowed
+    path of ops (ops/windows.py) with small tensors. Call it right after
+    adopting, before any tensor or recording."""
+    dev = ctx.device
+    if not 16 <= nbytes <= dev.limits.max_storage_buffer_range:
+        raise ValueError(f"nbytes must be in 16..{dev.limits.max_storage_buffer_range}")
+    dev.limits = dataclasses.replace(dev.limits, max_storage_buffer_range=nbytes)
+    dev.memory.max_binding_range = nbytes
+    dev.descriptors.max_range = nbytes

@@ -49,6 +49,7 @@ class Transfers:
     # -- host -> device ------------------------------------------------------------
     def write(self, buf, offset: int, data: bytes) -> None:
         dev = self.device
+        offset += buf.window_offset
         if buf.alloc is None:
             raise UnsupportedError("write() into an imported buffer: the host owns its contents; write "
                                    "your buffer yourself, or record rec.copy(guest_tensor, out=view)")
@@ -153,6 +154,7 @@ class Transfers:
     # -- device -> host ------------------------------------------------------------
     def read(self, buf, offset: int, size: int) -> bytes:
         dev = self.device
+        offset += buf.window_offset
         if size <= 0:
             return b""
         if buf.alloc is not None and buf.alloc.mapped is not None:

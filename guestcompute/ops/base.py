@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..dtypes import DType, as_dtype
-from ..errors import (BufferRangeError, DTypeError, InvalidArgumentError, ShapeError,
+from ..errors import (BufferRangeError, DTypeError, InvalidArgumentError, PastBindingRangeError, ShapeError,
                       UnsupportedError, WrongContextError)
 from ..tensor import Tensor
 
@@ -71,9 +71,9 @@ def check_tensor(ctx, t, what: str) -> Tensor:
     if t.size and (lo < 0 or hi * t.dtype.size > t.buffer.size):   # empty views touch nothing
         raise BufferRangeError(f"{what} view reaches past its buffer ({hi * t.dtype.size} > {t.buffer.size} bytes)")
     if hi * t.dtype.size > ctx.limits.max_storage_buffer_range:
-        raise UnsupportedError(f"{what} spans {hi * t.dtype.size} bytes, more than the device's "
-                               f"maxStorageBufferRange ({ctx.limits.max_storage_buffer_range}); "
-                               "split it into smaller tensors")
+        raise PastBindingRangeError(f"{what} reaches byte {hi * t.dtype.size} of its buffer, past the "
+                                    f"device's maxStorageBufferRange ({ctx.limits.max_storage_buffer_range}) "
+                                    "that one kernel binding reaches")
     ctx.device.check_dtype_enabled(t.dtype)
     return t
 
@@ -176,8 +176,26 @@ def same_dtype(tensors, what: str) -> DType:
     return tensors[0].dtype
 
 
+def byte_span(t: Tensor) -> tuple:
+    """(root buffer, first byte, last byte + 1) that ``t`` touches, counted
+    from the start of the buffer its window (if any) belongs to."""
+    lo, hi = t.span
+    buf = t.buffer
+    root = buf.root or buf
+    return root, lo * t.dtype.size + buf.window_offset, hi * t.dtype.size + buf.window_offset
+
+
 def overlaps(a: Tensor, b: Tensor) -> bool:
-    if a.buffer is not b.buffer:
+    if a.buffer is not b.buffer and (a.buffer.root or a.buffer) is not (b.buffer.root or b.buffer):
         return False
-    (alo, ahi), (blo, bhi) = a.span, b.span
+    (_, alo, ahi), (_, blo, bhi) = byte_span(a), byte_span(b)
     return alo < bhi and blo < ahi
+
+
+def same_view(a: Tensor, b: Tensor) -> bool:
+    """The same elements in the same order (windows of one buffer included)."""
+    if a.buffer is b.buffer:
+        return a.offset == b.offset and a.strides == b.strides and a.shape == b.shape
+    return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+            and (a.buffer.root or a.buffer) is (b.buffer.root or b.buffer)
+            and a.offset * a.dtype.size + a.buffer.window_offset == b.offset * b.dtype.size + b.buffer.window_offset)

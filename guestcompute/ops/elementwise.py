@@ -27,7 +27,7 @@ from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, check_dtype,
-                   check_tensor, coalesce, op, overlaps, same_dtype)
+                   check_tensor, coalesce, op, overlaps, same_view, same_dtype)
 from .memo import scalar_key
 from ..tensor import Tensor
 
@@ -212,9 +212,7 @@ def output_tensor(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True)
         raise DTypeError(f"out has dtype {out.dtype}, the result is {dtype}; pass an out of dtype {dtype}, "
                          "or none")
     for t in inputs:
-        exact = (t.buffer is out.buffer and t.offset == out.offset and t.strides == out.strides
-                 and t.shape == out.shape)
-        if overlaps(t, out) and not (exact and allow_alias_exact):
+        if overlaps(t, out) and not (allow_alias_exact and same_view(t, out)):
             raise InvalidArgumentError("out overlaps an input without being the same view; "
                                        "use a separate output tensor")
     return out

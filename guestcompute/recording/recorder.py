@@ -44,11 +44,12 @@ from typing import TYPE_CHECKING
 import vulkan as vk
 from vulkan import ffi
 
-from ..errors import (ContextClosedError, InvalidArgumentError, RecordingError, UnknownOperationError,
-                      UnsupportedError)
+from ..errors import (ContextClosedError, InvalidArgumentError, PastBindingRangeError, RecordingError,
+                      UnknownOperationError, UnsupportedError)
 from ..host import as_host_access
 from ..image import image_states_for
 from ..ops.base import Dispatch, check_tensor
+from ..ops.windows import plan_in_windows
 from ..tensor import Tensor
 from ..vk import sync
 from .dispatch_plan import plan_for
@@ -511,8 +512,14 @@ def _op_method(name: str, planner):
         except TypeError:
             _check_call(name, planner, self.ctx, args, kwargs)
             raise
-        if self._memory.past_range_count != past_range:
-            _refuse_outputs_past_range(name, result, past_range, self._memory.max_binding_range)
+        except PastBindingRangeError:
+            # A tensor one binding cannot reach: plan the op in windows (or refuse).
+            result = plan_in_windows(self.ctx, name, planner, args, kwargs)
+        else:
+            if self._memory.past_range_count != past_range and _made_past_range(result, past_range):
+                # It made itself an output one binding cannot reach: plan it
+                # in windows instead (the unrecorded output is dropped).
+                result = plan_in_windows(self.ctx, name, planner, args, kwargs)
         if result.dispatches:
             labels = self.op_labels
             if labels is None:
@@ -538,19 +545,17 @@ for _name, _planner in OPS.items():
 del _name, _planner
 
 
-def _refuse_outputs_past_range(name: str, result, since: int, max_range: int) -> None:
-    """Refuse, before anything is recorded, an op that made itself an output
-    or temporary larger than one storage-buffer binding reaches: the kernel
-    would see only its first ``max_range`` bytes, and the rest would stay
-    unwritten without an error from anyone."""
+def _made_past_range(result, since: int) -> bool:
+    """Does one of ``result``'s dispatches bind a buffer made since
+    ``since`` that is larger than one binding reaches? (The kernel would see
+    only its first maxStorageBufferRange bytes; the rest would stay
+    unwritten without an error from anyone.)"""
     for d in result.dispatches:
         for b in d.buffers:
             alloc = getattr(b, "alloc", None)
             if alloc is not None and getattr(alloc, "past_range", 0) > since:
-                raise UnsupportedError(
-                    f"rec.{name} needs a {b.size}-byte buffer, more than the device's maxStorageBufferRange "
-                    f"({max_range} bytes) lets one kernel binding reach; split the work into smaller tensors "
-                    "(e.g. slices along the first axis with out= views)")
+                return True
+    return False
 
 
 def _check_call(name, fn, ctx, args, kwargs) -> None:

@@ -99,7 +99,7 @@ class Descriptors:
             kind = getattr(b, "kind", None)
             if kind is None:                   # a Buffer
                 infos[i].buffer = b.handle
-                infos[i].offset = 0
+                infos[i].offset = b.window_offset
                 infos[i].range = min(b.size, self.max_range)
                 w.descriptorType = _STORAGE
                 w.pBufferInfo = infos + i

@@ -1,0 +1,451 @@
+"""Ops on tensors that one storage-buffer binding cannot reach.
+
+A kernel binding reaches at most ``maxStorageBufferRange`` bytes of a
+buffer (128 MiB on lavapipe and several desktop drivers). Tensors may be
+larger — renderers have big vertex and particle buffers, ML big
+activations — so an op that meets one (``check_tensor`` raises
+:class:`~guestcompute.errors.PastBindingRangeError`, or the op made itself
+an output that large) is planned again here, in pieces: each piece binds
+*windows* (:class:`~guestcompute.tensor.BufferWindow`: at most one range of
+bytes, bound at an aligned offset) and runs the op's own planner on views
+that fit them. The pieces' dispatches are recorded in order; the hazard
+tracker puts barriers between them where one reads what another wrote.
+
+What runs in pieces, and how:
+
+- **point-wise ops** (arithmetic, math functions, ``cast``, ``copy``,
+  ``where``, ``clamp``, ``fill``...): the output is cut along its leading
+  axis into row ranges that fit, each operand sliced alike (or whole, where
+  it broadcasts); a row too long for one binding is cut again along the
+  next axis.
+- **ops independent along the leading axis** (reductions, ``argmax`` and
+  ``argmin``, ``softmax``, ``log_softmax``, ``cumsum``, ``layer_norm``,
+  ``rms_norm``, ``index_select`` when their axis is not axis 0): row ranges
+  of input and output alike.
+- **reductions over axis 0 or everything** (``sum``, ``max``, ``min``,
+  ``mean``): each row range reduces into a slot of a small partial tensor,
+  which is then reduced (``mean`` sums, then scales by 1/n).
+- **concat**: one windowed copy per input into its slice of the output.
+- **index_select along axis 0**: the indices are cut into ranges, each
+  selecting into its rows of the output (the source itself must fit one
+  binding).
+- **matmul** (2-D): the rows of ``a`` and ``out`` are cut into ranges; a
+  ``b`` larger than one binding is cut along K and the partial products
+  added.
+
+Everything else refuses with UnsupportedError before recording, naming the
+op (see docs/integration.md, "One binding's reach").
+"""
+from __future__ import annotations
+
+import inspect
+import math
+
+from ..errors import InvalidArgumentError, PastBindingRangeError, ShapeError, UnsupportedError
+from ..tensor import BufferWindow, Tensor
+from .base import OpResult, broadcast_shapes, byte_span, normalize_axis, overlaps, registered_ops, same_view
+
+POINTWISE = frozenset({
+    "abs", "add", "cast", "clamp", "contiguous", "copy", "cos", "div", "exp", "fill", "floordiv", "gelu", "log",
+    "maximum", "minimum", "mul", "neg", "pow", "relu", "rsqrt", "scale", "sigmoid", "silu", "sin", "sqrt", "sub",
+    "tanh", "where"})
+# Ops whose result along the leading axis depends only on the same rows of
+# ``x`` when their axis is not 0: name -> default axis.
+ROWWISE = {"sum": None, "mean": None, "max": None, "min": None, "argmax": None, "argmin": None,
+           "softmax": -1, "log_softmax": -1, "cumsum": -1, "layer_norm": -1, "rms_norm": -1,
+           "index_select": 0}
+COMBINABLE = frozenset({"sum", "max", "min", "mean"})
+
+
+# -- windows ---------------------------------------------------------------------
+
+def _alignment(ctx) -> int:
+    # Window offsets are multiples of minStorageBufferOffsetAlignment and of
+    # every element size, so each view's offset stays a whole element count.
+    return math.lcm(ctx.limits.min_storage_offset_alignment, 16)
+
+
+def extent(ctx, t: Tensor) -> int:
+    """Bytes one binding needs to reach all of ``t`` from an aligned start."""
+    _, lo, hi = byte_span(t)
+    return hi - (lo // _alignment(ctx)) * _alignment(ctx)
+
+
+def fits(ctx, t: Tensor) -> bool:
+    return extent(ctx, t) <= ctx.limits.max_storage_buffer_range
+
+
+def window_view(ctx, t):
+    """``t`` itself when one binding from its buffer's start reaches it;
+    otherwise the same elements through a window of its buffer. Anything
+    but a Tensor passes through."""
+    if not isinstance(t, Tensor):
+        return t
+    max_range = ctx.limits.max_storage_buffer_range
+    root, lo, hi = byte_span(t)
+    if hi <= max_range and t.buffer is root:
+        return t
+    align = _alignment(ctx)
+    start = (lo // align) * align
+    if hi - start > max_range:
+        raise PastBindingRangeError(f"a view of {hi - lo} bytes does not fit one binding")
+    window = BufferWindow(root, start, min(root.size - start, max_range))
+    isz = t.dtype.size
+    offset = (t.offset * isz + t.buffer.window_offset - start) // isz
+    return Tensor(window, t.shape, t.dtype, t.strides, offset, base=t.base if t.base is not None else t)
+
+
+# -- cutting shapes into pieces that fit ------------------------------------------
+
+class _Operand:
+    """A tensor argument at ``key`` (("arg", i) or ("kw", name)), aligned
+    to the output's leading axes: ``pad`` axes of the output it lacks."""
+    __slots__ = ("key", "t", "pad")
+
+    def __init__(self, key, t, pad):
+        self.key, self.t, self.pad = key, t, pad
+
+    def along(self, n: int) -> bool:
+        """Does it vary along the output's leading axis (of length n)?"""
+        return self.pad == 0 and self.t.shape[0] == n and n != 1
+
+    def rows(self, n: int, r0: int, r1: int) -> "_Operand":
+        return _Operand(self.key, self.t[r0:r1], self.pad) if self.along(n) else self
+
+    def drop(self, i: int) -> "_Operand":
+        """The operand for output index ``i`` of the leading axis, that axis gone."""
+        if self.pad > 0:
+            return _Operand(self.key, self.t, self.pad - 1)
+        return _Operand(self.key, self.t[i if self.t.shape[0] != 1 else 0], 0)
+
+
+def pieces(ctx, shape: tuple, operands: list):
+    """Lists of operands covering output ``shape`` in pieces each of whose
+    tensors one binding reaches: row ranges of the leading axis, and where
+    one row is too long, each row cut the same way along the next axis."""
+    if all(fits(ctx, o.t) for o in operands):
+        yield operands
+        return
+    if not shape:
+        raise PastBindingRangeError("a 0-d piece cannot be cut further")
+    n = shape[0]
+    max_range = ctx.limits.max_storage_buffer_range - _alignment(ctx)
+    varying = [o for o in operands if o.along(n)]
+    steady_fit = all(fits(ctx, o.t) for o in operands if not o.along(n))
+    rows = 0
+    if varying and steady_fit:
+        row_bytes = max(abs(o.t.strides[0]) * o.t.dtype.size for o in varying)
+        slab = max(extent(ctx, o.t[0]) for o in varying)
+        rows = (max_range - slab) // row_bytes + 1 if slab <= max_range and row_bytes else 0
+    if rows >= 1:
+        for r0 in range(0, n, rows):
+            part = [o.rows(n, r0, min(n, r0 + rows)) for o in operands]
+            if all(fits(ctx, o.t) for o in part):
+                yield part
+            else:                       # unusual strides: one row at a time
+                for i in range(r0, min(n, r0 + rows)):
+                    yield from pieces(ctx, shape[1:], [o.drop(i) for o in operands])
+        return
+    for i in range(n):
+        yield from pieces(ctx, shape[1:], [o.drop(i) for o in operands])
+
+
+def _run(ctx, planner, arguments: dict, views: dict, dispatches: list):
+    """Plan one piece, the tensors in ``views`` (by parameter name) bound
+    through windows; returns its OpResult."""
+    result = planner(ctx, **dict(arguments, **{k: window_view(ctx, t) for k, t in views.items()}))
+    dispatches.extend(result.dispatches)
+    return result
+
+
+def _first_elements(t: Tensor) -> Tensor:
+    return t[tuple(slice(0, 1) for _ in t.shape)]
+
+
+def _check_out(name: str, out, shape: tuple, dtype, inputs) -> None:
+    if not isinstance(out, Tensor):
+        raise InvalidArgumentError(f"rec.{name}: out must be a guestcompute Tensor")
+    if out.shape != tuple(shape):
+        raise ShapeError(f"rec.{name}: out has shape {out.shape}, the result has shape {tuple(shape)}")
+    if out.dtype != dtype:
+        raise ShapeError(f"rec.{name}: out has dtype {out.dtype}, the result is {dtype}")
+    for t in inputs:
+        if overlaps(t, out) and not same_view(t, out):
+            raise InvalidArgumentError(f"rec.{name}: out overlaps an input without being the same view; "
+                                       "use a separate output tensor")
+
+
+# -- point-wise ---------------------------------------------------------------------
+
+def _pointwise(ctx, name, planner, arguments: dict) -> OpResult:
+    out = arguments.get("out")
+    inputs = {k: t for k, t in arguments.items() if k != "out" and isinstance(t, Tensor)}
+    shape = broadcast_shapes(*(t.shape for t in inputs.values())) if inputs else out.shape
+    # The op's own checks (dtypes, contexts, arguments) on one element of each.
+    probe_views = {k: _first_elements(t) for k, t in inputs.items()}
+    if out is not None:
+        if not isinstance(out, Tensor):
+            raise InvalidArgumentError(f"rec.{name}: out must be a guestcompute Tensor")
+        probe_views["out"] = _first_elements(out)
+    probe = _run(ctx, planner, arguments, probe_views, [])
+    if name != "fill":
+        dtype = probe.value.dtype
+        if out is None:
+            out = ctx.empty(shape, dtype)
+        else:
+            _check_out(name, out, shape, dtype, inputs.values())
+    del probe
+    operands = [_Operand(k, t, len(shape) - t.ndim) for k, t in inputs.items()] + [_Operand("out", out, 0)]
+    dispatches = []
+    for part in pieces(ctx, shape, operands):
+        _run(ctx, planner, arguments, {o.key: o.t for o in part}, dispatches)
+    return OpResult(out if name != "fill" else None, dispatches)
+
+
+# -- independent along the leading axis ------------------------------------------------
+
+def _axes(name: str, arguments: dict, ndim: int):
+    """The op's axes, normalized: a set, or None for every axis."""
+    if name in ("layer_norm", "rms_norm"):
+        return {ndim - 1}
+    axis = arguments.get("axis")
+    if axis is None:
+        return None
+    items = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return {normalize_axis(a, ndim, f"rec.{name}") for a in items}
+
+
+def _rowwise(ctx, name, planner, arguments: dict) -> OpResult:
+    x = arguments["x"]
+    if not isinstance(x, Tensor):
+        raise PastBindingRangeError("x is not a tensor")
+    axes = _axes(name, arguments, x.ndim)
+    if axes is None or 0 in axes or x.ndim == 0:
+        if name == "index_select":
+            return _select_rows(ctx, planner, arguments)
+        if name in COMBINABLE:
+            return _combine(ctx, name, planner, arguments, axes)
+        raise PastBindingRangeError(f"rec.{name} over axis 0")
+    # Row i of the result is the op on x[i] with every axis one lower.
+    shifted = {}
+    if arguments.get("axis") is not None:
+        shifted["axis"] = tuple(a - 1 for a in sorted(axes)) if name in COMBINABLE else min(axes) - 1
+    n = x.shape[0]
+    # The op's own checks on the first row, which also give the result's shape.
+    if fits(ctx, x[0:1]):
+        probe = _run(ctx, planner, dict(arguments, out=None), {"x": x[0:1]}, [])
+        shape = (n,) + probe.value.shape[1:]
+    else:
+        probe = _plan(ctx, name, dict(arguments, x=x[0], out=None, **shifted), [])
+        shape = (n,) + probe.value.shape
+    out = arguments.get("out")
+    if out is None:
+        out = ctx.empty(shape, probe.value.dtype)
+    else:
+        _check_out(name, out, shape, probe.value.dtype, [x])
+    del probe
+    dispatches = []
+    try:
+        rows = _rows_that_fit(ctx, [x, out])
+    except PastBindingRangeError:           # one row is too long: each row on its own
+        for i in range(n):
+            _plan(ctx, name, dict(arguments, x=x[i], out=out[i], **shifted), dispatches)
+        return OpResult(out, dispatches)
+    for r0 in range(0, n, rows):
+        _run(ctx, planner, arguments, {"x": x[r0:r0 + rows], "out": out[r0:r0 + rows]}, dispatches)
+    return OpResult(out, dispatches)
+
+
+def _rows_that_fit(ctx, tensors) -> int:
+    """Leading-axis rows per piece so that every tensor's piece fits one binding."""
+    max_range = ctx.limits.max_storage_buffer_range - _alignment(ctx)
+    rows = max(1, tensors[0].shape[0])
+    for t in tensors:
+        if t.ndim == 0 or t.shape[0] == 0:
+            continue
+        slab = extent(ctx, t[0:1])
+        step = abs(t.strides[0]) * t.dtype.size
+        if slab > max_range:
+            raise PastBindingRangeError("one row is larger than one binding")
+        if step:
+            rows = min(rows, (max_range - slab) // step + 1)
+    return max(1, rows)
+
+
+def _combine(ctx, name, planner, arguments: dict, axes) -> OpResult:
+    """sum / max / min / mean over axis 0 (or everything): each row range
+    reduces into its slot of a partial tensor, which is reduced again."""
+    x = arguments["x"]
+    if axes is None and x.ndim != 1:
+        # Everything at once: as one long row.
+        if not x.is_contiguous:
+            raise PastBindingRangeError(f"rec.{name} of a whole non-contiguous view")
+        out = arguments.get("out")
+        flat = dict(arguments, x=x.reshape(-1), keepdims=False,
+                    out=out.reshape(()) if isinstance(out, Tensor) and out.size == 1 else out)
+        result = _combine(ctx, name, planner, flat, None)
+        if arguments.get("keepdims") and out is None:
+            return OpResult(result.value.reshape((1,) * x.ndim), result.dispatches)
+        return OpResult(out if out is not None else result.value, result.dispatches)
+    if axes is None:
+        axes = set(range(x.ndim))
+    if name == "mean" and x.dtype.name not in ("float32", "float16"):
+        raise PastBindingRangeError("mean of integers")
+    part_op = registered_ops()["sum" if name == "mean" else name]
+    axis = tuple(sorted(axes))
+    # Each piece keeps its (reduced) leading axis, so the partials stack on it.
+    piece = dict(arguments, axis=axis, keepdims=True, out=None)
+    probe = _run(ctx, part_op, piece, {"x": x[0:1]}, [])
+    rows = _rows_that_fit(ctx, [x])
+    n = x.shape[0]
+    if rows < 2 and n > 1:
+        raise PastBindingRangeError(f"rec.{name} over axis 0 of rows each close to one binding")
+    partial = ctx.empty((-(-n // rows),) + probe.value.shape[1:], probe.value.dtype)
+    del probe
+    dispatches = []
+    for c, r0 in enumerate(range(0, n, rows)):
+        _run(ctx, part_op, piece, {"x": x[r0:r0 + rows], "out": partial[c:c + 1]}, dispatches)
+    final = dict(arguments, x=partial, axis=axis)
+    if name != "mean":
+        return OpResult(_plan(ctx, name, final, dispatches).value, dispatches)
+    total = _plan(ctx, "sum", dict(final, out=None), dispatches)
+    count = math.prod(x.shape[a] for a in axes)
+    scaled = _plan(ctx, "scale", {"x": total.value, "factor": 1.0 / count, "out": arguments.get("out")}, dispatches)
+    return OpResult(scaled.value, dispatches)
+
+
+def _select_rows(ctx, planner, arguments: dict) -> OpResult:
+    """index_select along axis 0: index ranges select into their rows of out."""
+    x, indices = arguments["x"], arguments["indices"]
+    if not fits(ctx, x):
+        raise PastBindingRangeError("the source is larger than one binding")
+    n = len(indices)
+    probe = _run(ctx, planner, dict(arguments, indices=indices[0:1], out=None), {"x": x}, [])
+    shape = (n,) + probe.value.shape[1:]
+    out = arguments.get("out")
+    if out is None:
+        out = ctx.empty(shape, probe.value.dtype)
+    else:
+        _check_out("index_select", out, shape, probe.value.dtype, [x])
+    del probe
+    dispatches = []
+    rows = _rows_that_fit(ctx, [out])
+    for r0 in range(0, n, rows):
+        _run(ctx, planner, dict(arguments, indices=indices[r0:r0 + rows]), {"x": x, "out": out[r0:r0 + rows]},
+             dispatches)
+    return OpResult(out, dispatches)
+
+
+# -- concat and matmul ---------------------------------------------------------------------
+
+def _concat(ctx, planner, arguments: dict) -> OpResult:
+    tensors = list(arguments["tensors"]) if isinstance(arguments["tensors"], (list, tuple)) else None
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise PastBindingRangeError("concat takes a list of tensors")
+    ndim = tensors[0].ndim
+    axis = normalize_axis(arguments["axis"], ndim, "rec.concat")
+    # Every check of the op itself, on the first element of each.
+    probes = [window_view(ctx, _first_elements(t)) for t in tensors]
+    probe = planner(ctx, **dict(arguments, tensors=probes, out=None))
+    shape = list(tensors[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in tensors)
+    for t in tensors:
+        if t.ndim != ndim or any(t.shape[d] != shape[d] for d in range(ndim) if d != axis):
+            raise ShapeError("rec.concat: inputs must match in every axis but the concatenation axis")
+    out = arguments.get("out")
+    if out is None:
+        out = ctx.empty(tuple(shape), probe.value.dtype)
+    else:
+        _check_out("concat", out, shape, probe.value.dtype, [])
+        if any(overlaps(out, t) for t in tensors):
+            raise InvalidArgumentError("rec.concat: out overlaps an input; use a separate output tensor")
+    del probe
+    dispatches, at = [], 0
+    for t in tensors:
+        index = tuple(slice(at, at + t.shape[axis]) if d == axis else slice(None) for d in range(ndim))
+        at += t.shape[axis]
+        _plan(ctx, "copy", {"src": t, "out": out[index]}, dispatches)
+    return OpResult(out, dispatches)
+
+
+def _matmul(ctx, planner, arguments: dict) -> OpResult:
+    a, b = arguments["a"], arguments["b"]
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.ndim == 2 and b.ndim == 2):
+        raise PastBindingRangeError("matmul runs in pieces for 2-D operands only")
+    probe = _run(ctx, planner, dict(arguments, out=None), {"a": a[0:1, 0:1], "b": b[0:1, 0:1]}, [])
+    if a.shape[1] != b.shape[0]:
+        raise ShapeError(f"rec.matmul: shapes {a.shape} and {b.shape} do not chain (K differs)")
+    m, n, k = a.shape[0], b.shape[1], a.shape[1]
+    out = arguments.get("out")
+    if out is None:
+        out = ctx.empty((m, n), probe.value.dtype)
+    else:
+        _check_out("matmul", out, (m, n), probe.value.dtype, [])
+        if overlaps(out, a) or overlaps(out, b):
+            raise InvalidArgumentError("rec.matmul: out overlaps an operand; use a separate output tensor")
+    del probe
+    dispatches = []
+    # Row ranges of a and out; where b is larger than one binding, ranges
+    # of K too: the first partial product goes to out, later ones add to it.
+    ks = k if k == 0 or fits(ctx, b) else _rows_that_fit(ctx, [b])
+    while ks > 1 and not fits(ctx, a[0:1, 0:ks]):      # one row of a is too long: cut K more
+        ks = (ks + 1) // 2
+    rows = _rows_that_fit(ctx, [a[:, 0:ks], out])
+    for r0 in range(0, m, rows):
+        o = out[r0:r0 + rows]
+        for k0 in range(0, max(k, 1), max(ks, 1)):
+            views = {"a": a[r0:r0 + rows, k0:k0 + ks], "b": b[k0:k0 + ks]}
+            if k0 == 0:
+                _run(ctx, planner, arguments, dict(views, out=o), dispatches)
+            else:
+                part = _run(ctx, planner, dict(arguments, out=None), views, dispatches)
+                _plan(ctx, "add", {"a": o, "b": part.value, "out": o}, dispatches)
+    return OpResult(out, dispatches)
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+def _windowed(ctx, name: str, planner, arguments: dict) -> OpResult:
+    """Op ``name`` in pieces; PastBindingRangeError when it cannot run so."""
+    if name in POINTWISE:
+        return _pointwise(ctx, name, planner, arguments)
+    if name in ROWWISE:
+        return _rowwise(ctx, name, planner, arguments)
+    if name == "concat":
+        return _concat(ctx, planner, arguments)
+    if name == "matmul":
+        return _matmul(ctx, planner, arguments)
+    raise PastBindingRangeError(f"rec.{name} has no windowed form")
+
+
+def _plan(ctx, name: str, arguments: dict, dispatches: list) -> OpResult:
+    """Plan op ``name`` whole when one binding reaches its tensors, else in
+    pieces; its dispatches are appended to ``dispatches``."""
+    planner = registered_ops()[name]
+    args = {k: window_view(ctx, t) if isinstance(t, Tensor) and fits(ctx, t) else t for k, t in arguments.items()}
+    try:
+        result = planner(ctx, **args)
+    except PastBindingRangeError:
+        result = _windowed(ctx, name, planner, arguments)
+    dispatches.extend(result.dispatches)
+    return result
+
+
+def plan_in_windows(ctx, name: str, planner, args: tuple, kwargs: dict) -> OpResult:
+    """Plan op ``name`` in pieces whose tensors each fit one binding (see
+    the module notes); UnsupportedError, before anything is recorded, for
+    an op that cannot run so."""
+    bound = inspect.signature(planner).bind(ctx, *args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    del arguments["ctx"]
+    try:
+        return _windowed(ctx, name, planner, arguments)
+    except PastBindingRangeError as e:
+        why = str(e)
+    max_range = ctx.limits.max_storage_buffer_range
+    raise UnsupportedError(
+        f"rec.{name} on a tensor that reaches past the device's maxStorageBufferRange ({max_range} bytes, "
+        f"what one kernel binding reaches): {why}; split the work into smaller tensors (slices along the "
+        "first axis with out= views). docs/integration.md, \"One binding's reach\", lists the ops that run "
+        "in windows")
