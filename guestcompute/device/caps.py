@@ -55,6 +55,10 @@ class DeviceLimits:
     # Cooperative-matrix fragment shapes usable for fp16 A/B, best first;
     # () unless the host enabled cooperative matrices.
     coopmat_shapes: tuple = ()
+    # Loop iterations one shader invocation may run in all before the driver
+    # silently ends its loops; 0: no such cap. Mesa's llvmpipe (lavapipe)
+    # stops at 65,535 (measured: two loops of 40,000 count 40,000 and 25,535).
+    loop_iteration_cap: int = 0
 
 
 def query_limits(instance, pd, caps) -> DeviceLimits:
@@ -89,7 +93,11 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         subgroup_size=subgroup, timestamp_period=lim.timestampPeriod,
         max_storage_buffers=min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers),
         subgroup_arithmetic=arithmetic,
-        coopmat_shapes=coopmat_shapes(instance, pd, caps))
+        coopmat_shapes=coopmat_shapes(instance, pd, caps),
+        loop_iteration_cap=LLVMPIPE_LOOP_CAP if ffi.string(props.deviceName).decode().startswith("llvmpipe") else 0)
+
+
+LLVMPIPE_LOOP_CAP = 65535
 
 
 # The NV names alias these KHR values (the NV query reports the same enums).

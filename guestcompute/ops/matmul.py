@@ -47,7 +47,7 @@ from ..errors import InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.spec import KernelSpec
 from ..tensor import Tensor
 from . import matmul_kernels as kernels
-from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_tensor, coalesce, op,
+from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_tensor, coalesce, op, registered_ops,
                    overlaps, same_dtype)
 
 DTYPES = ("float32", "float16")
@@ -464,6 +464,33 @@ def matmul(ctx, a, b, *, out=None, kernel: str = None, accumulate: str = "float3
         cshape.append(1)
         cstrides.append(0)
     c2 = Tensor(out.buffer, cshape, out.dtype, cstrides, out.offset)
+    k = a2.shape[-1]
+    cap = ctx.limits.loop_iteration_cap
+    if cap and k > cap * K_STEP_MIN // 2:
+        return OpResult(out, _plan_k_pieces(ctx, a2, b2, c2, out, kernel, accumulate, cap * K_STEP_MIN // 2))
     p = problem_for(a2, b2, c2, accumulate)
     _, spec = select(p, MatmulDevice.of(ctx), kernel)
     return OpResult(out, plan(ctx, p, spec, a, b, out))
+
+
+# Every kernel advances K by at least this much per loop iteration of one
+# invocation (the tiled kernel with 8×8 tiles; the others step further).
+K_STEP_MIN = 8
+
+
+def _plan_k_pieces(ctx, a2, b2, c2, out, kernel, accumulate, piece: int) -> list:
+    """``out = a @ b`` as K ranges of at most ``piece``, the first written to
+    ``out`` and each later partial product added to it: on a driver that
+    caps the loop iterations of one invocation (lavapipe), a long K would
+    otherwise stop short without an error."""
+    add = registered_ops()["add"]
+    dispatches = []
+    for k0 in range(0, a2.shape[-1], piece):
+        ka, kb = a2[..., k0:k0 + piece], b2[..., k0:k0 + piece, :]
+        target = c2 if k0 == 0 else ctx.empty(c2.shape, c2.dtype)
+        p = problem_for(ka, kb, target, accumulate)
+        _, spec = select(p, MatmulDevice.of(ctx), kernel)
+        dispatches += plan(ctx, p, spec, ka, kb, target)
+        if k0:
+            dispatches += add(ctx, c2, target, out=c2).dispatches
+    return dispatches

@@ -1,6 +1,7 @@
 """matmul: numpy parity for every kernel, batching and 1-D operands,
 selection logic (including the GPU-only cooperative-matrix kernel), typed
 errors."""
+import dataclasses
 import itertools
 import shutil
 import subprocess
@@ -406,3 +407,27 @@ def test_typed_errors(host, ctx):
         with pytest.raises(gc.InvalidArgumentError):
             rec.matmul(a, b, accumulate="float64")
     host.submit_and_wait(cmd)
+
+
+@pytest.mark.parametrize("shapes", [((3, 1000), (1000, 5)), ((1000,), (1000, 4)), ((2, 1000), (1000,)),
+                                    ((2, 3, 1000), (1000, 2))])
+def test_k_is_cut_into_pieces_on_a_driver_that_caps_shader_loops(host, ctx, shapes):
+    """Lavapipe ends an invocation's loops after 65,535 iterations; matmul
+    then runs K in pieces and adds the partial products (simulated here
+    with a cap of 64, so pieces of 256)."""
+    ctx.device.limits = dataclasses.replace(ctx.device.limits, loop_iteration_cap=64)
+    rng = np.random.default_rng(7)
+    a_host = rng.integers(-3, 4, shapes[0]).astype(np.float32)
+    b_host = rng.integers(-3, 4, shapes[1]).astype(np.float32)
+    a, b = ctx.tensor(a_host), ctx.tensor(b_host)
+    out = host.run(ctx, lambda rec: rec.matmul(a, b))
+    np.testing.assert_array_equal(out.numpy(), np.matmul(a_host, b_host))
+
+
+def test_a_k_past_lavapipes_loop_cap_gives_the_full_sum(host, ctx):
+    if not ctx.limits.loop_iteration_cap:
+        pytest.skip("the driver caps no loops")
+    k = 1_500_000                   # the tiled kernel alone would stop at 1,048,560
+    a, b = ctx.tensor(np.ones((2, k), np.float32)), ctx.tensor(np.ones((k, 4), np.float32))
+    out = host.run(ctx, lambda rec: rec.matmul(a, b))
+    np.testing.assert_array_equal(out.numpy(), np.full((2, 4), k, np.float32))
