@@ -47,7 +47,8 @@ demo: venv
 # Precompile every built-in kernel into guestcompute/kernels/baked (needs glslc);
 # incremental: only new kernel sources compile, unused files are removed.
 bake: venv
-	$(PY) -m guestcompute bake
+	$(PY) -m pip install -q -e '.[bake]'
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m guestcompute bake
 
 # The benchmark suite: JSON, markdown and a PNG chart in bench-results/.
 # BENCH_ARGS passes options, e.g. `make bench BENCH_ARGS="--quick --only record"`.

@@ -91,11 +91,16 @@ FEATURE_STRUCTS = {
     "timelineSemaphore": "VkPhysicalDeviceTimelineSemaphoreFeatures",
     "subgroupSizeControl": "VkPhysicalDeviceSubgroupSizeControlFeaturesEXT",
     "cooperativeMatrix": "VkPhysicalDeviceCooperativeMatrixFeaturesNV",
+    # The KHR struct's member is also named cooperativeMatrix: this name
+    # stands for it (FEATURE_FIELDS maps it back).
+    "cooperativeMatrixKHR": "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
     "vulkanMemoryModel": "VkPhysicalDeviceVulkanMemoryModelFeatures",
     # glslang gives every atomic Device scope, which a device with the memory
     # model enabled accepts only with this on too
     "vulkanMemoryModelDeviceScope": "VkPhysicalDeviceVulkanMemoryModelFeatures",
 }
+# A feature name whose struct member is named otherwise.
+FEATURE_FIELDS = {"cooperativeMatrixKHR": "cooperativeMatrix"}
 _FEATURE_EXTENSION = {
     "storageBuffer16BitAccess": "VK_KHR_16bit_storage",
     "storageBuffer8BitAccess": "VK_KHR_8bit_storage",
@@ -104,6 +109,7 @@ _FEATURE_EXTENSION = {
     "timelineSemaphore": "VK_KHR_timeline_semaphore",
     "subgroupSizeControl": "VK_EXT_subgroup_size_control",
     "cooperativeMatrix": "VK_NV_cooperative_matrix",
+    "cooperativeMatrixKHR": "VK_KHR_cooperative_matrix",
     "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
     "vulkanMemoryModelDeviceScope": "VK_KHR_vulkan_memory_model",
 }
@@ -450,6 +456,12 @@ class HostCaps:
         return "VK_NV_cooperative_matrix" in self.extensions and self.feature("cooperativeMatrix") \
             and self.feature("shaderFloat16") and self.feature("vulkanMemoryModel")
 
+    @property
+    def cooperative_matrix_khr(self) -> bool:
+        # The KHR kernel is compiled under the Vulkan memory model too.
+        return "VK_KHR_cooperative_matrix" in self.extensions and self.feature("cooperativeMatrixKHR") \
+            and self.feature("shaderFloat16") and self.feature("vulkanMemoryModel")
+
 
 # Feature structs read from a host's chain besides those of FEATURE_STRUCTS:
 # the Vulkan 1.x aggregates and the ones behind SPIR-V capabilities a user
@@ -498,6 +510,9 @@ def _read_flags(typed, struct: str, found: dict) -> None:
     for name, _ in ffi.typeof(struct).fields:
         if name not in ("sType", "pNext"):
             found[name] = found.get(name, False) or bool(getattr(typed, name))
+    for feat, field_name in FEATURE_FIELDS.items():       # names that stand for another struct's member
+        if FEATURE_STRUCTS[feat] == struct:
+            found[feat] = found.get(feat, False) or bool(getattr(typed, field_name))
 
 
 @dataclass
@@ -552,7 +567,7 @@ class Requirements:
         ``features``; put it in VkDeviceCreateInfo.pNext (keep it alive)."""
         groups: dict = {}
         for feat in self.features:
-            groups.setdefault(FEATURE_STRUCTS[feat], {})[feat] = vk.VK_TRUE
+            groups.setdefault(FEATURE_STRUCTS[feat], {})[FEATURE_FIELDS.get(feat, feat)] = vk.VK_TRUE
         structs = [new(s, **flags) for s, flags in groups.items()]
         return chain(*structs) if structs else None
 
@@ -653,8 +668,6 @@ def _choose_extensions(api: tuple, on_instance: frozenset, supported: frozenset)
             chosen.update(dep.device)
             for needed in dep.device:
                 held_back.pop(needed, None)
-    if "VK_KHR_cooperative_matrix" in chosen and "VK_NV_cooperative_matrix" in chosen:
-        chosen.discard("VK_KHR_cooperative_matrix")   # our GLSL route is the NV form
     return [e for e in OPTIONAL_EXTENSIONS if e in chosen], held_back
 
 
@@ -720,4 +733,5 @@ def query_features(pd, api: tuple, extensions, read_features) -> dict:
     f2 = new("VkPhysicalDeviceFeatures2")
     chain(f2, *structs.values())
     read_features(pd, f2)
-    return {feat: bool(getattr(structs[s], feat)) for feat, s in FEATURE_STRUCTS.items() if s in structs}
+    return {feat: bool(getattr(structs[s], FEATURE_FIELDS.get(feat, feat)))
+            for feat, s in FEATURE_STRUCTS.items() if s in structs}

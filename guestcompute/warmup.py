@@ -43,6 +43,7 @@ def _feature_enabled(caps, feature: str) -> bool:
         "uint8": lambda: caps.uint8_storage,
         "subgroup": lambda: caps.api_version >= (1, 1),
         "cooperative_matrix": lambda: caps.cooperative_matrix,
+        "cooperative_matrix_khr": lambda: caps.cooperative_matrix_khr,
         "image_write_without_format": lambda: caps.feature("shaderStorageImageWriteWithoutFormat"),
     }
     check = checks.get(feature)

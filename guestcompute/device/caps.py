@@ -59,6 +59,9 @@ class DeviceLimits:
     # silently ends its loops; 0: no such cap. Mesa's llvmpipe (lavapipe)
     # stops at 65,535 (measured: two loops of 40,000 count 40,000 and 25,535).
     loop_iteration_cap: int = 0
+    # (M, N, K, accumulator) fragment shapes of VK_KHR_cooperative_matrix for
+    # fp16 A/B at subgroup scope; () unless the host enabled it.
+    coopmat_khr_shapes: tuple = ()
 
 
 def query_limits(instance, pd, caps) -> DeviceLimits:
@@ -94,6 +97,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         max_storage_buffers=min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers),
         subgroup_arithmetic=arithmetic,
         coopmat_shapes=coopmat_shapes(instance, pd, caps),
+        coopmat_khr_shapes=coopmat_khr_shapes(instance, pd, caps),
         loop_iteration_cap=LLVMPIPE_LOOP_CAP if ffi.string(props.deviceName).decode().startswith("llvmpipe") else 0)
 
 
@@ -133,6 +137,35 @@ def coopmat_shapes(instance, pd, caps) -> tuple:
         acc = {_FP16: "float16", _FP32: "float32"}.get(p.CType)
         if acc is not None:
             found.append(CoopShape(p.MSize, p.NSize, p.KSize, acc))
+    return tuple(found)
+
+
+def coopmat_khr_shapes(instance, pd, caps) -> tuple:
+    """KHR fragment shapes with fp16 A and B at subgroup scope, as (M, N, K,
+    accumulator) tuples; () unless the host enabled the KHR extension (and
+    its feature, fp16 arithmetic and the memory model: caps.cooperative_matrix_khr)."""
+    if not caps.cooperative_matrix_khr:
+        return ()
+    fn = instance_function(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    if fn is None:
+        return ()
+    count = ffi.new("uint32_t *")
+    if fn(pd, count, ffi.NULL) < 0 or count[0] == 0:
+        return ()
+    props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
+    stype = new("VkCooperativeMatrixPropertiesKHR").sType
+    for i in range(count[0]):
+        props[i].sType = stype
+    if fn(pd, count, props) < 0:
+        return ()
+    found = []
+    for i in range(count[0]):
+        p = props[i]
+        if (p.AType, p.BType, p.scope) != (_FP16, _FP16, _SCOPE_SUBGROUP) or p.CType != p.ResultType:
+            continue
+        acc = {_FP16: "float16", _FP32: "float32"}.get(p.CType)
+        if acc is not None:
+            found.append((p.MSize, p.NSize, p.KSize, acc))
     return tuple(found)
 
 

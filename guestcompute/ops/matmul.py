@@ -15,17 +15,23 @@ Preference order (:func:`explain` reports why each is skipped):
                 output (subgroup or shared-memory reduction, sized by the
                 subgroup size) when the matrix is contiguous along K, else
                 one thread per output.
-2. ``coopmat``  float16, the host enabled VK_NV_cooperative_matrix (plus
+2. ``coopmat_khr`` float16, the host enabled VK_KHR_cooperative_matrix (plus
+                shaderFloat16 and vulkanMemoryModel) and the device has 16×16×16
+                fragments for the accumulator asked for; row-major A, B and C
+                with 16-byte aligned rows, and M, N, K whole blocks (256×256×32
+                for fp16 accumulators, 128×128×16 for fp32): no bounds checks.
+                Other sizes go on down this list.
+3. ``coopmat``  float16, the host enabled VK_NV_cooperative_matrix (plus
                 shaderFloat16 and vulkanMemoryModel), a fragment shape the
                 device reports, operands laid out for f16vec4 loads, enough
                 shared memory; M, N, K >= 16. Chosen by preference only when
                 the caller accepts fp16 accumulation: with fp32 accumulators
                 it measured slower than ``vec4_128`` (see ``_coopmat_unwise``).
-3. ``vec4_128`` register-blocked 128×128 tiles (8×8 outputs per thread) for
+4. ``vec4_128`` register-blocked 128×128 tiles (8×8 outputs per thread) for
                 large problems (>= 512² outputs) when shared memory allows.
-4. ``vec4_64``  the same with 64×64 tiles (4×4 per thread).
-5. ``tiled``    16×16 shared-memory tiles, one output per thread.
-6. ``tiled_8``  8×8 tiles: 64 invocations, which every device allows.
+5. ``vec4_64``  the same with 64×64 tiles (4×4 per thread).
+6. ``tiled``    16×16 shared-memory tiles, one output per thread.
+7. ``tiled_8``  8×8 tiles: 64 invocations, which every device allows.
 
 Strided operands (``a.T``, slices, broadcast batch dims) are read in place,
 never copied: every kernel takes per-operand row, column and batch strides.
@@ -65,6 +71,7 @@ class MatmulDevice:
     max_shared_memory: int = 16384
     max_invocations: int = 128
     coopmat_shapes: tuple = ()      # empty unless the host enabled cooperative matrices
+    coopmat_khr_shapes: tuple = ()  # (M, N, K, accumulator) of VK_KHR_cooperative_matrix, when enabled
 
     @classmethod
     def of(cls, ctx) -> "MatmulDevice":
@@ -75,7 +82,7 @@ class MatmulDevice:
 def _matmul_device(lim: DeviceLimits) -> MatmulDevice:
     return MatmulDevice(subgroup_size=lim.subgroup_size, subgroup_arithmetic=lim.subgroup_arithmetic,
                         max_shared_memory=lim.max_shared_memory, max_invocations=lim.max_workgroup_invocations,
-                        coopmat_shapes=lim.coopmat_shapes)
+                        coopmat_shapes=lim.coopmat_shapes, coopmat_khr_shapes=lim.coopmat_khr_shapes)
 
 
 # -- the canonical problem ---------------------------------------------------------
@@ -222,6 +229,28 @@ def _coopmat_why_not(p, d):
     return None
 
 
+def _coopmat_khr_why_not(p, d):
+    if p.dtype != "float16":
+        return "cooperative matrices are used for float16 only"
+    if not d.coopmat_khr_shapes:
+        return "the host did not enable VK_KHR_cooperative_matrix"
+    if (16, 16, 16, p.acc) not in d.coopmat_khr_shapes:
+        return f"the device reports no 16x16x16 fp16 fragment with a {p.acc} accumulator"
+    if d.subgroup_size != kernels.COOPMAT_SUBGROUP:
+        return f"the kernel is laid out for {kernels.COOPMAT_SUBGROUP}-wide subgroups"
+    t = kernels.KHR_TILINGS[p.acc]
+    if t.shared_bytes > d.max_shared_memory or t.threads > d.max_invocations:
+        return "not enough shared memory or invocations for its tiling"
+    (bm, bn), bk = t.block, t.bk
+    if p.M % bm or p.N % bn or p.K % bk:
+        return f"M, N and K are not multiples of its {bm}x{bn}x{bk} block (it has no bounds checks)"
+    if a_layout(p, 8) != "mk" or b_layout(p, 8) != "kn":
+        return "A and B must be row-major with 16-byte aligned rows"
+    if p.c.cs != 1 or p.c.rs % 8 or not _aligned(p.c, 8):
+        return "C must be row-major with 16-byte aligned rows"
+    return None
+
+
 def _coopmat_spec(p, d):
     s, vec = _pick_coopmat_shape(p, d), _coopmat_vec(p)
     return kernels.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p, vec), b_layout(p, vec),
@@ -278,6 +307,7 @@ def _tiled_why_not(tile: int):
 
 CANDIDATES = (
     Candidate("gemv", _gemv_why_not, _gemv_spec),
+    Candidate("coopmat_khr", _coopmat_khr_why_not, lambda p, d: kernels.coopmat_khr_spec(p.acc)),
     Candidate("coopmat", _coopmat_why_not, _coopmat_spec, _coopmat_unwise),
     Candidate("vec4_128", _vec4_why_not("128"), _vec4_spec("128"), _fewer_outputs_than(512 * 512)),
     Candidate("vec4_64", _vec4_why_not("64"), _vec4_spec("64")),
@@ -324,6 +354,8 @@ def _grid(spec: KernelSpec, p: Problem, nb: int) -> tuple:
         return (-(-p.N // t), -(-p.M // t), nb)
     if fam == "matmul_vec4":
         bm, bn = kernels.VEC4_TILES[spec.param("tile")][:2]
+    elif fam == "matmul_coopmat_khr":
+        bm, bn = kernels.khr_tiling(spec).block
     else:
         bm, bn = kernels.coopmat_tiling(spec).block
     return (-(-p.N // bn), -(-p.M // bm), nb)

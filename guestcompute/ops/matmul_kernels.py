@@ -531,6 +531,121 @@ def _render_coopmat(spec: KernelSpec) -> str:
     return "\n".join(out)
 
 
+# -- KHR cooperative-matrix GEMM, whole blocks only ------------------------------------
+
+@dataclass(frozen=True)
+class KhrTiling:
+    """A workgroup's ``block`` (BM, BN) of C, split among ``subgroups`` (along
+    N, along M), each owning a (BM / along M) × (BN / along N) tile of 16×16
+    fragments; K advances ``bk`` per shared-memory tile."""
+    block: tuple
+    subgroups: tuple
+    bk: int
+
+    @property
+    def threads(self) -> int:
+        return self.subgroups[0] * self.subgroups[1] * COOPMAT_SUBGROUP
+
+    @property
+    def shared_bytes(self) -> int:
+        (bm, bn), bk = self.block, self.bk
+        return 2 * (bm * (bk + COOPMAT_PAD) + bk * (bn + COOPMAT_PAD))
+
+
+# Measured on an H200 at 4096³ (fp16 A/B/C; BENCHMARKS.md, "Tensor-core
+# matmul"): with fp16 accumulators 256×256 blocks of eight 128×64 subgroup
+# tiles and BK 32 led (304 TFLOP/s; 128×128 of four 64×64: 290); with fp32
+# accumulators, whose fragments take twice the registers, 128×128 of four
+# 64×64 and BK 16 (192; BK 32 with eight subgroups: 183).
+KHR_TILINGS = {"float16": KhrTiling((256, 256), (4, 2), 32), "float32": KhrTiling((128, 128), (2, 2), 16)}
+KHR_EXTS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic") + UNROLL
+
+
+def coopmat_khr_spec(acc: str) -> KernelSpec:
+    """C = A @ B for row-major fp16 A, B and C whose M, N and K are whole
+    blocks (no bounds checks anywhere: other sizes take the NV kernel or the
+    vector kernels). Each thread stages its share of the next A and B tiles
+    in registers (16-byte loads) while the subgroups multiply the current
+    one from shared memory; B fragments are loaded one at a time in the
+    inner loop, A's once per K step. Written for glslang 13+ (``guestcompute
+    bake`` uses glslangValidator for it)."""
+    t = KHR_TILINGS[acc]
+    bindings = (Binding("a4", "uvec4", READ), Binding("b4", "uvec4", READ), Binding("c", "float16_t", WRITE))
+    params = (("acc", acc), ("block", t.block), ("subgroups", t.subgroups), ("bk", t.bk))
+    return KernelSpec("matmul_coopmat_khr", bindings, GEMM_PUSH, params, (t.threads, 1, 1),
+                      _exts("float16", KHR_EXTS), ("cooperative_matrix_khr", "float16", "subgroup"))
+
+
+def khr_tiling(spec: KernelSpec) -> KhrTiling:
+    return KhrTiling(spec.param("block"), spec.param("subgroups"), spec.param("bk"))
+
+
+@family("matmul_coopmat_khr")
+def _render_coopmat_khr(spec: KernelSpec) -> str:
+    t = khr_tiling(spec)
+    (bm, bn), (sgx, sgy), bk, nt = t.block, t.subgroups, t.bk, t.threads
+    wm, wn = bm // sgy // 16, bn // sgx // 16          # fragments per subgroup
+    alen, blen = (bk + COOPMAT_PAD) // 8, (bn + COOPMAT_PAD) // 8
+    av, bv = bm * bk // 8 // nt, bk * bn // 8 // nt   # uvec4 each thread stages
+    acc_t = "float" if spec.param("acc") == "float32" else "float16_t"
+    mat = "coopmat<{}, gl_ScopeSubgroup, 16u, 16u, {}>"
+    acc_m, a_m = mat.format(acc_t, "gl_MatrixUseAccumulator"), mat.format("float16_t", "gl_MatrixUseA")
+    b_m, o_m = mat.format("float16_t", "gl_MatrixUseB"), mat.format("float16_t", "gl_MatrixUseAccumulator")
+    row = "gl_CooperativeMatrixLayoutRowMajor"
+    a_at = "uint v = tid + i * NT; uint m = v / (BK / 8u), k = (v % (BK / 8u)) * 8u;"
+    b_at = "uint v = tid + i * NT; uint k = v / (BN / 8u), n = (v % (BN / 8u)) * 8u;"
+    return "\n".join([
+        "#pragma use_vulkan_memory_model",
+        f"const uint BM = {bm}u, BN = {bn}u, BK = {bk}u, SGX = {sgx}u, NT = {nt}u, WM = {wm}u, WN = {wn}u;",
+        f"const uint ALEN = {alen}u, BLEN = {blen}u, AV = {av}u, BV = {bv}u;",
+        "shared uvec4 As[BM * ALEN];",
+        "shared uvec4 Bs[BK * BLEN];",
+        "void main() {",
+        "  uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID;",
+        "  uint bn0 = (gl_WorkGroupID.x + pc.x0) * BN, bm0 = (gl_WorkGroupID.y + pc.y0) * BM;",
+        "  uint sm = (sg / SGX) * WM * 16u, sn = (sg % SGX) * WN * 16u;",
+        "  uint z = gl_WorkGroupID.z + pc.z0;",
+        _batch_offsets(["a", "b", "c"]),
+        # element offsets of this block's first row of A and first column of B
+        "  uint abase = uint(oa) + bm0 * uint(pc.sam), bbase = uint(ob) + bn0;",
+        f"  {acc_m} acc[WM][WN];",
+        "  [[unroll]] for (uint i = 0u; i < WM; ++i)",
+        f"    [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = {acc_m}(0.0);",
+        "  uvec4 ra[AV], rb[BV];",
+        f"  [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} ra[i] = a4[(abase + m * uint(pc.sam) + k) / 8u]; }}",
+        f"  [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} rb[i] = b4[(bbase + k * uint(pc.sbk) + n) / 8u]; }}",
+        "  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {",
+        f"    [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} As[m * ALEN + k / 8u] = ra[i]; }}",
+        f"    [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} Bs[k * BLEN + n / 8u] = rb[i]; }}",
+        "    barrier();",
+        "    if (k0 + BK < pc.K) {",
+        "      uint kt = k0 + BK;",
+        f"      [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} "
+        "ra[i] = a4[(abase + m * uint(pc.sam) + kt + k) / 8u]; }",
+        f"      [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} "
+        "rb[i] = b4[(bbase + (kt + k) * uint(pc.sbk) + n) / 8u]; }",
+        "    }",
+        "    [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {",
+        f"      {a_m} fa[WM];",
+        "      [[unroll]] for (uint i = 0u; i < WM; ++i)",
+        f"        coopMatLoad(fa[i], As, (sm + i * 16u) * ALEN + kk / 8u, ALEN, {row});",
+        "      [[unroll]] for (uint j = 0u; j < WN; ++j) {",
+        f"        {b_m} fb;",
+        f"        coopMatLoad(fb, Bs, kk * BLEN + (sn + j * 16u) / 8u, BLEN, {row});",
+        "        [[unroll]] for (uint i = 0u; i < WM; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);",
+        "      }",
+        "    }",
+        "    barrier();",
+        "  }",
+        "  [[unroll]] for (uint i = 0u; i < WM; ++i)",
+        "    [[unroll]] for (uint j = 0u; j < WN; ++j) {",
+        f"      {o_m} o = {o_m}(acc[i][j]);",
+        "      coopMatStore(o, c, uint(oc) + (bm0 + sm + i * 16u) * uint(pc.scm) + bn0 + sn + j * 16u, "
+        f"uint(pc.scm), {row});",
+        "    }",
+        "}"])
+
+
 # -- every spec the selector can produce --------------------------------------------
 
 @variants("matmul_gemv")
@@ -557,6 +672,12 @@ def _vec4_variants():
                 for b in B_LAYOUTS:
                     for c_vec in (True, False):
                         yield vec4_spec(dtype, tile, a, b, c_vec)
+
+
+@variants("matmul_coopmat_khr")
+def _coopmat_khr_variants():
+    for acc in COOPMAT_ACC:
+        yield coopmat_khr_spec(acc)
 
 
 @variants("matmul_coopmat")

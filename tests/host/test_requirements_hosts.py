@@ -14,6 +14,7 @@ from vulkan import ffi, lib
 
 import guestcompute as gc
 from guestcompute.vk.bootstrap import pick_physical_device
+from guestcompute.vk.structs import new
 
 GPDP2 = "VK_KHR_get_physical_device_properties2"
 
@@ -271,3 +272,30 @@ def test_a_standalone_vulkan_1_0_context_enables_only_what_is_legal():
         out = ctx.run(lambda rec: rec.add(a, a))
         np.testing.assert_array_equal(out.numpy(), np.arange(10) * 2.0)
         assert ctx.messenger.messages == []
+
+
+def test_both_cooperative_matrix_extensions_are_asked_for_with_their_own_features():
+    """The KHR kernel needs VK_KHR_cooperative_matrix and the member of
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR (named cooperativeMatrixKHR
+    here, the NV struct's member keeping cooperativeMatrix); the NV kernel
+    keeps its extension."""
+    req = gc.requirements(None, (1, 3))
+    assert {"VK_NV_cooperative_matrix", "VK_KHR_cooperative_matrix"} <= set(req.device_extensions)
+    assert {"cooperativeMatrix", "cooperativeMatrixKHR"} <= set(req.features)
+    structs = {}
+    node = req.feature_chain()
+    while node is not None and node != ffi.NULL:
+        base = ffi.cast("VkBaseInStructure *", node)
+        structs[base.sType] = node
+        node = base.pNext if base.pNext != ffi.NULL else None
+    khr = ffi.cast("VkPhysicalDeviceCooperativeMatrixFeaturesKHR *",
+                   structs[vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR])
+    nv = ffi.cast("VkPhysicalDeviceCooperativeMatrixFeaturesNV *",
+                  structs[vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV])
+    assert khr.cooperativeMatrix and nv.cooperativeMatrix
+    # read back from a host's chain: both names
+    found = gc.host.features_from_chain(req.feature_chain())
+    assert found["cooperativeMatrixKHR"] and found["cooperativeMatrix"]
+    only_khr = new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR", cooperativeMatrix=vk.VK_TRUE)
+    assert gc.host.features_from_chain(only_khr)["cooperativeMatrixKHR"]
+

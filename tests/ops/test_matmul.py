@@ -231,6 +231,47 @@ def test_selection_prefers_coopmat_on_a_coopmat_device(modern_ctx):
     assert "shared memory" in dict(mm.explain(p, small))["coopmat"]
 
 
+KHR = mm.MatmulDevice(**{**NV.__dict__, "coopmat_khr_shapes": ((16, 16, 16, "float16"), (16, 16, 16, "float32"),
+                                                              (16, 8, 16, "float32"))})
+
+
+def test_selection_prefers_the_khr_kernel_for_whole_blocks(modern_ctx):
+    ctx = modern_ctx
+    # fp32 accumulators: 128x128x16 blocks; fp16 ones: 256x256x32
+    p = _problem(ctx, (256, 128), (128, 256), "float16")
+    name, spec = mm.select(p, KHR)
+    assert name == "coopmat_khr" and spec.param("acc") == "float32" and spec.param("block") == (128, 128)
+    assert "cooperative_matrix_khr" in spec.features and spec.workgroup == (128, 1, 1)
+    p = _problem(ctx, (512, 64), (64, 256), "float16", acc="float16")
+    name, spec = mm.select(p, KHR)
+    assert name == "coopmat_khr" and spec.param("block") == (256, 256) and spec.workgroup == (256, 1, 1)
+    # batched, when every batch starts 16-byte aligned
+    p = _problem(ctx, (3, 256, 64), (3, 64, 256), "float16", acc="float16")
+    assert mm.select(p, KHR)[0] == "coopmat_khr"
+    # not whole blocks (no bounds checks in it): the next kernel down
+    p = _problem(ctx, (256, 128), (128, 264), "float16", acc="float16")
+    assert mm.select(p, KHR)[0] == "coopmat"
+    assert "multiples" in dict(mm.explain(p, KHR))["coopmat_khr"]
+    # column-major operands, float32, or no KHR extension: never
+    p = _problem(ctx, (256, 128), (128, 256), "float16", trans_a=True)
+    assert "row-major" in dict(mm.explain(p, KHR))["coopmat_khr"]
+    p = _problem(ctx, (256, 128), (128, 256), "float32")
+    assert "float16 only" in dict(mm.explain(p, KHR))["coopmat_khr"]
+    p = _problem(ctx, (256, 128), (128, 256), "float16")
+    assert "VK_KHR_cooperative_matrix" in dict(mm.explain(p, NV))["coopmat_khr"]
+    # a device without 16x16x16 fragments for the accumulator
+    only16 = mm.MatmulDevice(**{**NV.__dict__, "coopmat_khr_shapes": ((16, 16, 16, "float16"),)})
+    assert "no 16x16x16" in dict(mm.explain(p, only16))["coopmat_khr"]
+
+
+def test_khr_tilings_fit_a_48_kib_device():
+    for acc, t in mk.KHR_TILINGS.items():
+        (bm, bn), (sgx, sgy), bk = t.block, t.subgroups, t.bk
+        assert t.shared_bytes <= 49152 and t.threads <= 1024
+        assert bm % (16 * sgy) == 0 and bn % (16 * sgx) == 0 and bk % 16 == 0
+        assert (bm * bk) % (8 * t.threads) == 0 and (bk * bn) % (8 * t.threads) == 0   # whole uvec4s each
+
+
 def test_coopmat_tilings_fit_and_divide():
     """Every tiling stays within the 48 KiB of shared memory NVIDIA devices
     offer by default, and its tiles split evenly over its threads."""

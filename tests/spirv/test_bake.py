@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from guestcompute.spirv.cache import BAKED_DIR
-from guestcompute.spirv.compiler import compile_glsl, glslc_path, source_key
+from guestcompute.spirv.compiler import compile_glsl, glslc_path, needs_glslang, source_key
 from guestcompute.errors import CompilerNotFoundError
 from guestcompute import bake
 from guestcompute.ops import all_specs
@@ -59,8 +59,14 @@ def test_baked_spirv_equals_a_fresh_compile(catalogue):
         pytest.skip(f"baked with {baked_with}, this machine has {bake.glslc_version()}: "
                     "byte equality only holds for one compiler version")
     specs = catalogue if os.environ.get("GUESTCOMPUTE_CHECK_ALL_BAKED") else _sample(catalogue)
+    # Kernels that only glslangValidator 13+ compiles (the bake extra) are
+    # compared where it is installed; their SPIR-V must still be baked.
+    glslang = shutil.which("glslangValidator") is not None
     for s in specs:
         glsl = s.render()
+        if needs_glslang(glsl) and not glslang:
+            assert (BAKED_DIR / f"{source_key(glsl, s.target_env)}.spv").is_file(), STALE
+            continue
         path = BAKED_DIR / f"{source_key(glsl, s.target_env)}.spv"
         assert path.is_file(), STALE
         assert path.read_bytes() == compile_glsl(glsl, s.target_env), \
