@@ -34,6 +34,8 @@ def wanted_functions(caps) -> list:
     wanted = []
     if caps.push_descriptors:
         wanted += optional_names("VK_KHR_push_descriptor")
+    if caps.api_version >= (1, 1):
+        wanted += optional_names("core11")
     if caps.api_version >= (1, 2):
         wanted += optional_names("timeline")
     elif caps.has_extension("VK_KHR_timeline_semaphore"):

@@ -21,7 +21,9 @@ Policy (numbers in the constants below):
 - Blocks per memory type, growing from ``block_size / 8`` to
   ``block_size`` (64 MiB, or 1/8 of a smaller heap) as a type fills up.
 - Buffers of ``dedicated_from`` bytes and more (half a block) get memory of
-  their own, as do buffers when no block can be made.
+  their own, as do buffers when no block can be made and buffers of a usage
+  the driver prefers dedicated memory for (VkMemoryDedicatedRequirements,
+  asked once per usage; that memory is then allocated as dedicated).
 - A released buffer is kept, bound, on a recycle list keyed by (size,
   usage, host visibility): the next request of that key takes it back with
   no Vulkan call. Per-frame temporaries are therefore reused frame after
@@ -136,6 +138,7 @@ class Suballocator:
         self.recycled_bytes = 0
         self.dedicated = 0
         self.vulkan_buffers_created = 0
+        self._prefers_dedicated: dict = {}    # usage -> the driver wants memory of its own
         heap = max(memory.heap_sizes)
         self.block_size = min(BLOCK_SIZE, max(1 << 20, heap // 8))
         self.dedicated_from = self.block_size // 2
@@ -157,7 +160,7 @@ class Suballocator:
                 self.recycled_bytes -= size
                 self.memory.count_buffer(a)
                 return a
-        if size >= self.dedicated_from:
+        if size >= self.dedicated_from or self._driver_prefers_dedicated(usage):
             return self._dedicated(size, usage, host_visible)
         buffer, reqs = self.memory.new_buffer(size, usage)
         try:
@@ -190,8 +193,21 @@ class Suballocator:
             self._live[id(a)] = a
         return a
 
+    def _driver_prefers_dedicated(self, usage: int) -> bool:
+        """Asked once per usage, of a small probe buffer (drivers decide by
+        usage and flags, which are all a guest buffer varies in but size)."""
+        prefers = self._prefers_dedicated.get(usage)
+        if prefers is None:
+            probe, _ = self.memory.new_buffer(256, usage)
+            try:
+                prefers = self.memory.prefers_dedicated(probe)
+            finally:
+                self.fns.vkDestroyBuffer(self.device, probe, ffi.NULL)
+            self._prefers_dedicated[usage] = prefers
+        return prefers
+
     def _dedicated(self, size: int, usage: int, host_visible: bool) -> Allocation:
-        a = self.memory.create(size, usage, host_visible)
+        a = self.memory.create(size, usage, host_visible, dedicated=self._driver_prefers_dedicated(usage))
         a.reserved = a.block.size
         a.key = (size, usage, host_visible)
         self.vulkan_buffers_created += 1

@@ -47,6 +47,7 @@ _OPTIONAL = {
     "vkCmdBeginDebugUtilsLabelEXT": "debug_utils",
     "vkCmdEndDebugUtilsLabelEXT": "debug_utils",
     "vkSetDebugUtilsObjectNameEXT": "debug_utils",
+    "vkGetBufferMemoryRequirements2": "core11",
 }
 
 

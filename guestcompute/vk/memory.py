@@ -142,7 +142,20 @@ class MemoryManager:
                     return i
         raise OutOfMemoryError("vkAllocateMemory", -2, "no memory type fits this buffer")
 
-    def allocate(self, size: int, type_index: int, hint: str, smaller: str = "tensors"):
+    def prefers_dedicated(self, buffer) -> bool:
+        """Whether the driver prefers (or requires) ``buffer`` to have memory
+        of its own (VkMemoryDedicatedRequirements; Vulkan 1.1). False where
+        that cannot be asked."""
+        get = getattr(self.fns, "vkGetBufferMemoryRequirements2", None)
+        if get is None:
+            return False
+        dedicated = new("VkMemoryDedicatedRequirements")
+        reqs = new("VkMemoryRequirements2")
+        chain(reqs, dedicated)
+        get(self.device, new("VkBufferMemoryRequirementsInfo2", buffer=buffer), reqs)
+        return bool(dedicated.prefersDedicatedAllocation or dedicated.requiresDedicatedAllocation)
+
+    def allocate(self, size: int, type_index: int, hint: str, smaller: str = "tensors", for_buffer=None):
         """A VkDeviceMemory of ``size`` bytes of memory type ``type_index``.
         A size past the type's heap is refused before the driver sees it
         (VUID-vkAllocateMemory-pAllocateInfo-01713), as is one allocation
@@ -162,6 +175,8 @@ class MemoryManager:
                                        "or images, or retire epochs")
             self.allocations += 1       # counted first: two threads never both take the last one
         alloc = new("VkMemoryAllocateInfo", allocationSize=size, memoryTypeIndex=type_index)
+        if for_buffer is not None:         # memory of the buffer's own, which the driver asked for
+            chain(alloc, new("VkMemoryDedicatedAllocateInfo", buffer=for_buffer))
         mem = ffi.new("VkDeviceMemory *")
         try:
             check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem), hint)
@@ -213,10 +228,12 @@ class MemoryManager:
             self.live_buffers -= 1
             self.live_bytes -= a.size
 
-    def create(self, size: int, usage: int = STORAGE_USAGE, host_visible: bool = False) -> Allocation:
+    def create(self, size: int, usage: int = STORAGE_USAGE, host_visible: bool = False,
+               dedicated: bool = False) -> Allocation:
         """A buffer of at least ``size`` bytes with memory of its own.
         ``host_visible`` forces mappable memory (staging); otherwise
-        device-local is preferred."""
+        device-local is preferred. ``dedicated``: allocate it as the
+        buffer's dedicated memory (the driver prefers that for it)."""
         size = max(16, (size + 15) & ~15)
         # Fail before asking the driver: an allocation larger than its heap is
         # invalid usage (VUID-vkAllocateMemory-pAllocateInfo-01713), and
@@ -228,7 +245,8 @@ class MemoryManager:
         buffer, reqs = self.new_buffer(size, usage)
         try:
             type_index = self.pick_type(reqs.memoryTypeBits, host_visible)
-            memory = self.allocate(reqs.size, type_index, f"{size} bytes requested")
+            memory = self.allocate(reqs.size, type_index, f"{size} bytes requested",
+                                   for_buffer=buffer if dedicated else None)
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
             raise

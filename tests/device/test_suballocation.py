@@ -4,6 +4,8 @@ signal retires its epochs, and the device's maxMemoryAllocationCount is
 respected."""
 import numpy as np
 import pytest
+import vulkan as vk
+from vulkan import ffi
 
 import guestcompute as gc
 from guestcompute.device.suballocator import KEEP_TICKS
@@ -209,5 +211,46 @@ def test_allocations_past_the_count_are_refused_before_the_driver_sees_them(bare
         finally:
             driver.restore()
         del keep
+    finally:
+        ctx.close()
+
+
+def test_a_driver_that_prefers_dedicated_memory_gets_it(modern_host):
+    """Where VkMemoryDedicatedRequirements says so (simulated in the
+    function table), every buffer gets memory of its own, allocated as
+    dedicated (VkMemoryDedicatedAllocateInfo: the validation layer checks it)."""
+    ctx = modern_host.adopt()
+    fns = ctx.device.fns
+    real = fns.vkGetBufferMemoryRequirements2
+
+    def prefers(device, info, reqs):
+        real(device, info, reqs)
+        node = ffi.cast("VkBaseOutStructure *", reqs).pNext
+        while node != ffi.NULL:
+            if node.sType == vk.VK_STRUCTURE_TYPE_MEMORY_DEDICATED_REQUIREMENTS:
+                ffi.cast("VkMemoryDedicatedRequirements *", node).prefersDedicatedAllocation = vk.VK_TRUE
+            node = node.pNext
+    fns.vkGetBufferMemoryRequirements2 = prefers
+    try:
+        start = ctx.live_objects()["allocations"]
+        tensors = [ctx.tensor(np.full(4, i, np.float32)) for i in range(5)]
+        assert ctx.live_objects()["allocations"] == start + 5
+        assert ctx.memory_report()["dedicated_buffers"] == 5
+        out = modern_host.run(ctx, lambda rec: rec.add(tensors[1], tensors[4]))
+        np.testing.assert_array_equal(out.numpy(), np.full(4, 5, np.float32))
+        del tensors, out
+    finally:
+        fns.vkGetBufferMemoryRequirements2 = real
+        ctx.close()
+
+
+def test_without_that_preference_small_tensors_share_a_block(modern_host):
+    ctx = modern_host.adopt()
+    try:
+        assert ctx.device.fns.has("vkGetBufferMemoryRequirements2")     # asked, and lavapipe says no
+        tensors = [ctx.empty((4,)) for _ in range(5)]
+        assert ctx.memory_report()["dedicated_buffers"] == 0
+        assert len({t.buffer.alloc.memory for t in tensors}) == 1
+        del tensors
     finally:
         ctx.close()
