@@ -472,3 +472,32 @@ def test_a_k_past_lavapipes_loop_cap_gives_the_full_sum(host, ctx):
     a, b = ctx.tensor(np.ones((2, k), np.float32)), ctx.tensor(np.ones((k, 4), np.float32))
     out = host.run(ctx, lambda rec: rec.matmul(a, b))
     np.testing.assert_array_equal(out.numpy(), np.full((2, 4), k, np.float32))
+
+
+def test_odd_fp16_problems_run_padded_on_the_khr_kernel(modern_ctx):
+    ctx = modern_ctx
+    p = _problem(ctx, (1000, 600), (600, 520), "float16")
+    assert mm.padding_pays(p, KHR) and not mm.padding_pays(p, NV)
+    p = _problem(ctx, (1024, 512), (512, 512), "float16", trans_a=True)      # column-major A
+    assert mm.padding_pays(p, KHR)
+    for whole_or_small in (_problem(ctx, (512, 512), (512, 512), "float16"),
+                           _problem(ctx, (300, 600), (600, 520), "float16"),
+                           _problem(ctx, (1000, 600), (600, 520), "float32"),
+                           _problem(ctx, (2, 600, 600), (2, 600, 520), "float16")):
+        assert not mm.padding_pays(whole_or_small, KHR)
+
+
+@pytest.mark.parametrize("trans_a", [False, True])
+def test_the_padded_plan_gives_numpys_result(host, ctx, trans_a):
+    """Zero, copy in, multiply, copy out — here with a kernel lavapipe has
+    in place of the KHR one (which needs tensor cores)."""
+    if not ctx.caps.float16_storage:
+        pytest.skip("float16 needs 16-bit storage")
+    rng = np.random.default_rng(3)
+    a_host = rng.integers(-3, 4, (70, 45)).astype(np.float16)
+    b_host = rng.integers(-3, 4, (45, 33)).astype(np.float16)
+    a = ctx.tensor(a_host.T.copy()).T if trans_a else ctx.tensor(a_host)
+    b, out = ctx.tensor(b_host), ctx.empty((70, 33), "float16")
+    dispatches = mm.plan_padded(ctx, a, b, out, "float32", kernel="tiled")
+    host.run(ctx, lambda rec: rec.dispatch(dispatches))
+    np.testing.assert_array_equal(out.numpy(), a_host.astype(np.float32) @ b_host.astype(np.float32))
