@@ -230,15 +230,15 @@ def matmul_results(ctx, timer: Timer, size: int, on_cpu: bool, use_torch: bool) 
     if not _has("matmul"):
         return [skipped(SECTION, "matmul", "op 'matmul' not in this build yet")]
     rng = np.random.default_rng(0)
-    for dtype in ("float32", "float16"):
-        label = f"matmul {dtype}"
+    for dtype, acc in (("float32", "float32"), ("float16", "float32"), ("float16", "float16")):
+        label = f"matmul {dtype}" + (", fp16 accumulators" if acc == "float16" else "")
         if dtype == "float16" and not ctx.caps.float16_storage:
             out.append(skipped(SECTION, label, "device without 16-bit storage"))
             continue
         an = rng.standard_normal((size, size)).astype(dtype)
         bn = rng.standard_normal((size, size)).astype(dtype)
         a, b, c = ctx.tensor(an), ctx.tensor(bn), ctx.empty((size, size), dtype)
-        body = lambda rec: rec.matmul(a, b, out=c)  # noqa: E731
+        body = lambda rec: rec.matmul(a, b, out=c, accumulate=acc)  # noqa: E731
         try:
             t = timer.gpu_seconds(body)
         except Exception as e:
@@ -255,7 +255,7 @@ def matmul_results(ctx, timer: Timer, size: int, on_cpu: bool, use_torch: bool) 
             out.append(skipped(SECTION, label, f"wrong result{err}"))
             continue
         kernel = _spec_of(ctx, body)
-        note = f"{size}×{size}×{size}, {t * 1e3:.3f} ms; kernel {kernel}{err}"
+        note = f"{size}×{size}×{size}, {t * 1e3:.3f} ms; kernel {kernel}{err}{gpu_clock_note()}"
         base_name, base = "", None
         if use_torch:
             base = torch_matmul_gflops(size, dtype)
@@ -267,6 +267,33 @@ def matmul_results(ctx, timer: Timer, size: int, on_cpu: bool, use_torch: bool) 
                           "ratio>=0.5" if use_torch else "", note=note))
         del a, b, c
     return out
+
+
+def warm_up(ctx, seconds: float = 1.0) -> None:
+    """Keep the GPU busy for ``seconds`` first: an idle GPU clocks down, and
+    short timings taken right after read several times low."""
+    a, b = ctx.empty((1 << 24,)), ctx.empty((1 << 24,))
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        ctx.run(lambda rec: [rec.copy(a, out=b) for _ in range(50)])
+
+
+def gpu_clock_note() -> str:
+    """"; SM clock X of Y MHz" from nvidia-smi right after a timing (an idle
+    GPU clocks down, and a low clock explains a low number), or "" where
+    the device exposes no clocks that way."""
+    import shutil
+    import subprocess
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ""
+    try:
+        proc = subprocess.run([exe, "--query-gpu=clocks.sm,clocks.max.sm", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=10)
+        now, top = (int(x) for x in proc.stdout.splitlines()[0].split(","))
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return ""
+    return f"; SM clock {now} of {top} MHz"
 
 
 def torch_matmul_gflops(size: int, dtype: str) -> float:
@@ -330,6 +357,8 @@ def run(env) -> list:
         timer = Timer(ctx, reps, rounds=3)
         use_torch = not on_cpu and torch_available()
         res = bandwidth_results(ctx, timer, n, rows, on_cpu, use_torch)
+        if not on_cpu:
+            warm_up(ctx, 1.0)         # matmul timings are short: an idle GPU reads several times low
         res += matmul_results(ctx, Timer(ctx, max(2, reps // 4), rounds=3), size, on_cpu, use_torch)
         return res
     finally:

@@ -13,14 +13,13 @@ Run: ``python -m benchmarks.images`` (or ``--only images`` in the suite).
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import vulkan as vk
 
 from guestcompute.testing import HeadlessHost
 
-from .gpu_ops import Timer, torch_available, torch_copy_bandwidth
+from .gpu_ops import Timer, torch_available, torch_copy_bandwidth, warm_up
 from .results import Result, interleaved, standalone_main
 
 SECTION = "images"
@@ -53,15 +52,6 @@ def record_cost(device, frames: int) -> Result:
     return Result(SECTION, "record one image op (rec.copy image->image)", times["image"] / N_PAIRS * 1e6,
                   "µs/op", "the same op on tensors of the same bytes", times["buffer"] / N_PAIRS * 1e6,
                   "ratio<=1.2")
-
-
-def warm_up(ctx, seconds: float = 1.0) -> None:
-    """Keep the GPU busy for ``seconds`` first: an idle GPU clocks down, and
-    short timings taken right after read several times low."""
-    a, b = ctx.empty((1 << 24,)), ctx.empty((1 << 24,))
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        ctx.run(lambda rec: [rec.copy(a, out=b) for _ in range(50)])
 
 
 def gpu_results(ctx, timer: Timer, w: int, h: int, on_gpu: bool, use_torch: bool) -> list:
