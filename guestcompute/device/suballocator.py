@@ -24,7 +24,8 @@ Policy (numbers in the constants below):
   their own, as do buffers when no block can be made and buffers of a usage
   the driver prefers dedicated memory for (VkMemoryDedicatedRequirements,
   asked once per usage; that memory is then allocated as dedicated).
-- A released buffer is kept, bound, on a recycle list keyed by (size,
+- Sizes are rounded up to a class (``size_class``: eight per power of
+  two). A released buffer is kept, bound, on a recycle list keyed by (class,
   usage, host visibility): the next request of that key takes it back with
   no Vulkan call. Per-frame temporaries are therefore reused frame after
   frame and a steady frame loop allocates nothing after warm-up. The list
@@ -57,6 +58,17 @@ RECYCLE_FLOOR_BUFFERS = 1024   # recycled buffers always allowed, likewise
 
 def _align_up(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
+
+
+def size_class(nbytes: int) -> int:
+    """The byte size a buffer of ``nbytes`` is made with: a multiple of 64
+    up to 1 KiB, then one of eight sizes per power of two (at most 1/8
+    more than asked). Temporaries whose size drifts from frame to frame
+    (a particle count, a batch) then meet a recycled buffer of their class
+    instead of each carving a new one."""
+    if nbytes <= 1024:
+        return max(64, _align_up(nbytes, 64))
+    return _align_up(nbytes, 1 << (nbytes.bit_length() - 4))
 
 
 class Block:
@@ -146,9 +158,12 @@ class Suballocator:
 
     # -- buffers ----------------------------------------------------------------------
     def create(self, size: int, usage: int = STORAGE_USAGE, host_visible: bool = False) -> Allocation:
-        """A buffer of at least ``size`` bytes (a multiple of 16): a recycled
-        one of the same size and kind when there is one."""
-        size = max(16, (size + 15) & ~15)
+        """A buffer of at least ``size`` bytes (its :func:`size_class`): a
+        recycled one of the same class and kind when there is one."""
+        asked, size = size, size_class(size)
+        reach = self.memory.max_binding_range
+        if reach is not None and asked <= reach < size:
+            size = _align_up(asked, 64)     # never past one binding's reach when the tensor is not
         key = (size, usage, host_visible)
         with self._lock:
             waiting = self._recycled.get(key)

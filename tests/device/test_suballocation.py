@@ -254,3 +254,36 @@ def test_without_that_preference_small_tensors_share_a_block(modern_host):
         del tensors
     finally:
         ctx.close()
+
+
+def test_temporaries_of_drifting_sizes_meet_recycled_buffers(modern_host):
+    """Sizes round up to one of eight classes per power of two, so a frame
+    loop whose temporary size drifts (a particle count) stops making
+    buffers once every class it visits has been made."""
+    ctx = modern_host.adopt()
+    sub = ctx.device.suballocator
+    try:
+        rng = np.random.default_rng(11)
+        seen = []
+        for frame in range(300):
+            n = 3500 + int(rng.integers(-40, 41))        # 13,840..14,160 bytes: one class
+            tmp = ctx.empty((n,))
+            assert 4 * n <= tmp.buffer.size <= 4 * n * 9 // 8
+            del tmp
+            ctx.advance_epoch()
+            ctx.retire()
+            seen.append(sub.vulkan_buffers_created)
+        assert seen[-1] == seen[0]
+    finally:
+        ctx.close()
+
+
+def test_size_classes_never_push_a_tensor_past_one_binding(modern_host):
+    ctx = modern_host.adopt()
+    try:
+        reach = ctx.limits.max_storage_buffer_range
+        t = ctx.empty((reach // 4 - 1000,))           # fits one binding; its class would not
+        assert t.buffer.size <= reach
+        del t
+    finally:
+        ctx.close()
