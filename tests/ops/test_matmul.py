@@ -339,6 +339,7 @@ def test_forcing_an_inapplicable_kernel_is_a_typed_error(host, ctx):
 
 class _FakeCaps:
     cooperative_matrix = True
+    cooperative_matrix_khr = True
     api_version = (1, 3)
 
     def feature(self, name):
@@ -375,6 +376,30 @@ def test_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
     monkeypatch.setattr(caps, "instance_function", lambda inst, name: None)
     assert caps.coopmat_shapes(fake.instance, fake.physical_device, fake.caps) == (
         mm.CoopShape(16, 16, 16, "float16"),)
+
+
+def test_khr_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
+    assert caps.coopmat_khr_shapes(ctx.instance, ctx.physical_device, ctx.caps) == ()
+    assert ctx.limits.coopmat_khr_shapes == ()
+    from vulkan import ffi
+    entries = [(16, 16, 16, 0, 0, 1, 1, 3), (16, 8, 16, 0, 0, 0, 0, 3), (16, 16, 32, 3, 3, 5, 5, 3),
+               (16, 16, 16, 0, 0, 1, 0, 3)]       # int8 and mixed C / result types are skipped
+
+    def fake_query(pd, count, props):
+        if props == ffi.NULL:
+            count[0] = len(entries)
+            return 0
+        for i, (m, n, k, at, bt, ct, rt, scope) in enumerate(entries):
+            p = props[i]
+            p.MSize, p.NSize, p.KSize, p.AType, p.BType = m, n, k, at, bt
+            p.CType, p.ResultType, p.scope = ct, rt, scope
+        return 0
+    fake = _FakeCtx()
+    monkeypatch.setattr(caps, "instance_function", lambda inst, name: fake_query)
+    assert caps.coopmat_khr_shapes(fake.instance, fake.physical_device, fake.caps) == (
+        (16, 16, 16, "float32"), (16, 8, 16, "float16"))
+    monkeypatch.setattr(caps, "instance_function", lambda inst, name: None)
+    assert caps.coopmat_khr_shapes(fake.instance, fake.physical_device, fake.caps) == ()
 
 
 def test_coopmat_selected_end_to_end_when_device_claims_it(monkeypatch, modern_host, modern_ctx):
