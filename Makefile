@@ -6,10 +6,10 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := python3-venv libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslc \
-                spirv-tools vulkan-tools xvfb xauth libglfw3
+                spirv-tools vulkan-tools xvfb xauth libglfw3 gcc libc6-dev
 export XDG_RUNTIME_DIR ?= /tmp/guestcompute-runtime
 
-.PHONY: all deps venv test demo bench bake clean
+.PHONY: all deps venv native test demo bench bake clean
 
 all: test
 
@@ -30,10 +30,19 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,demos]'
 	touch $@
 
-venv: deps $(VENV)/.installed
+venv: deps $(VENV)/.installed native
 
+# The C command interpreter that records batches of guest commands (a plain
+# shared library next to its source, named after the source's hash; about
+# 0.2 s with gcc).
+native: deps $(VENV)/.installed
+	$(PY) -m guestcompute build-native
+
+# The suite twice: recording through the C command interpreter (required:
+# a missing build fails the run), then through the Python walker.
 test: venv
-	$(PY) -m pytest -q
+	GUESTCOMPUTE_NATIVE=require $(PY) -m pytest -q
+	GUESTCOMPUTE_NATIVE=off $(PY) -m pytest -q
 
 # The particle demo: a window when there is a display; otherwise offscreen under
 # the validation layer, writing the last frame to out/particles.png.

@@ -233,7 +233,9 @@ def run(env) -> list:
             "lib_dispatch": bench.lib_dispatch,
         }, repeat=repeat, warmup=3)
         us = {k: v / N_SETS * 1e6 for k, v in t.items()}
-        raw_note = "raw cffi: prebuilt structs, device function pointers, same commands"
+        walker = {"native": "C command interpreter", "python": "Python walker"}[ctx.device.commands.kind]
+        raw_note = (f"raw cffi: prebuilt structs, device function pointers, same commands; "
+                    f"guestcompute batches through its {walker}")
         return [
             Result("record", "op into a host buffer, distinct buffer sets (rec.add)", us["lib_distinct"],
                    "µs/dispatch", "raw cffi loop", us["raw_distinct"], "ratio<=1.3",
@@ -243,7 +245,7 @@ def run(env) -> list:
                    note=f"{N_SETS} dispatches per frame; {raw_note}"),
             Result("record", "planned dispatch, distinct buffer sets (rec.dispatch)", us["lib_dispatch"],
                    "µs/dispatch", "raw cffi loop", us["raw_distinct"], "ratio<=1.3",
-                   note="no op planning: the path programs and custom ops take"),
+                   note=f"no op planning: the path programs and custom ops take; {walker}"),
         ]
     finally:
         ctx.close()

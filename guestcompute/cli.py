@@ -153,6 +153,10 @@ def cmd_info(args) -> int:
     if "memory" in data:
         lines += _memory_text(data["memory"])
     lines += ["caches:"] + _cache_text(data["caches"])
+    native = data["command_interpreter"] = _native_record()
+    lines.append("command interpreter: " + (f"C, {native['path']}" if native["built"] else
+                                            "Python walker (run `guestcompute build-native` with a C compiler)")
+                 + ("" if native["mode"] == "auto" else f"  ({native['mode']} by GUESTCOMPUTE_NATIVE)"))
     lines.append(f"glslc: {data['glslc'] or 'not installed (only needed for user GLSL)'}")
     _emit(args, data, "\n".join(lines))
     return 0
@@ -323,6 +327,28 @@ def cmd_bake(args) -> int:
     return 0
 
 
+# -- build-native --------------------------------------------------------------------
+
+def _native_record() -> dict:
+    from .vk.command_stream import ENV, native_library_path
+    path = native_library_path()
+    return {"built": path is not None, "path": str(path) if path else None,
+            "mode": os.environ.get(ENV, "auto")}
+
+
+def cmd_build_native(args) -> int:
+    from .vk.native_build import build
+    if args.cache_dir:
+        os.environ["GUESTCOMPUTE_CACHE_DIR"] = args.cache_dir
+    try:
+        path = build()
+    except RuntimeError as e:
+        _emit(args, {"ok": False, "error": str(e)}, f"guestcompute build-native: {e}")
+        return 0 if args.optional else 1
+    _emit(args, {"ok": True, "path": str(path)}, f"built the command interpreter: {path}")
+    return 0
+
+
 # -- cache -------------------------------------------------------------------------------
 
 def cmd_cache_stats(args) -> int:
@@ -438,6 +464,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true",
                    help="only report whether the bake is up to date (exit 1 when stale)")
     s.set_defaults(fn=cmd_bake)
+    s = sub.add_parser("build-native", parents=[common],
+                       help="compile the C command interpreter that records batches of commands")
+    s.add_argument("--optional", action="store_true",
+                   help="exit 0 without a compiler (recording then uses the Python walker)")
+    s.set_defaults(fn=cmd_build_native)
     s = sub.add_parser("cache", parents=[common], help="on-disk caches: stats | clear")
     cache_sub = s.add_subparsers(dest="cache_command", metavar="stats|clear")
     c = cache_sub.add_parser("stats", parents=[common], help="what the caches hold")

@@ -23,7 +23,7 @@ from .device.device import Device
 from .dtypes import DType, as_dtype, host_array, uint8, uint32
 from .errors import BufferRangeError, InvalidArgumentError, ShapeError, UnsupportedError
 from .ops.user_kernel import UserKernel, build as build_user_kernel
-from .ops.memo import PlanMemo
+from .ops.memo import CallMemo, PlanMemo
 from .recording.handoff import Submission, Submitter, submit
 from .recording.program import Program, ProgramPool
 from .recording.recorder import Recorder
@@ -41,7 +41,7 @@ class Context:
 
     Package-internal collaborators are public attributes: ``device`` (the
     :class:`~guestcompute.device.device.Device` and its services),
-    ``plan_memo``, ``program_pool``, ``submitter``, ``timestamps``,
+    ``plan_memo``, ``call_memo``, ``program_pool``, ``submitter``, ``timestamps``,
     ``debug_labels``.
 
     Thread-safety: tensor creation, recording, cache lookups and stats may be
@@ -65,6 +65,7 @@ class Context:
         self._owned = owned            # (messenger,) when standalone
         self._destroyed = False        # close() finished destroying what the guest made
         self.plan_memo = PlanMemo()
+        self.call_memo = CallMemo()
         self.program_pool = ProgramPool(self)
         self.submitter = Submitter(self)
         self.timestamps = Timestamps(self)
@@ -474,10 +475,15 @@ class Context:
     def cache_stats(self) -> dict:
         """Counts of cache activity: pipelines_created, pipeline_hits,
         modules_created, module_hits, layouts, SPIR-V baked/disk hits and
-        compiles, descriptor sets, live buffers and bytes.
+        compiles, descriptor sets, live buffers and bytes, and
+        ``op_call_hits`` / ``op_plan_hits``: repeated op calls answered by the
+        recorder's call memo / an op's plan memo (ops/memo.py).
 
-        Thread-safety: any thread; a snapshot (counters are exact)."""
+        Thread-safety: any thread; a snapshot (counters are exact; recorders
+        add their pipeline and call hits when their block ends)."""
         stats = self.device.cache_stats()
+        stats["op_call_hits"] = self.call_memo.hits
+        stats["op_plan_hits"] = self.plan_memo.hits
         stats.update(self.program_pool.stats)
         stats.update(self.submitter.stats)
         return stats
@@ -577,6 +583,8 @@ def _check_queue_family(pd, index) -> None:
 
 
 def _as_shape(shape) -> tuple:
+    if shape.__class__ is tuple and all(s.__class__ is int and s >= 0 for s in shape):
+        return shape            # the common case, checked without building anything
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:

@@ -44,6 +44,14 @@ ALL = {d.name: d for d in (float32, float16, int32, uint32, uint8)}
 
 def as_dtype(value) -> DType:
     """Accept a DType, a name, a numpy dtype or a numpy scalar type."""
+    if value.__class__ is DType:
+        return value
+    try:
+        known = _KNOWN.get(value)     # every tensor creation passes here: skip numpy's parsing
+    except TypeError:                 # unhashable: let numpy say what it is
+        known = None
+    if known is not None:
+        return known
     if isinstance(value, DType):
         return value
     try:
@@ -52,7 +60,12 @@ def as_dtype(value) -> DType:
         raise DTypeError(f"unknown dtype {value!r}; use one of {sorted(ALL)}") from None
     if name not in ALL:
         raise DTypeError(f"dtype {name} is not supported; use one of {sorted(ALL)}")
+    if isinstance(value, (str, np.dtype, type)) and len(_KNOWN) < 256:
+        _KNOWN[value] = ALL[name]
     return ALL[name]
+
+
+_KNOWN: dict = {}      # str / numpy dtype / scalar type -> DType, once numpy parsed it
 
 
 # -- numbers from the host -------------------------------------------------------

@@ -17,6 +17,7 @@ import threading
 from .pipeline_store import ContextPipelineCache
 from ..spirv.cache import SpirvCache
 from ..errors import ContextClosedError, RecordingError, UnsupportedError
+from ..vk.command_stream import CommandInterpreter
 from ..vk.descriptors import Descriptors
 from ..vk.functions import DeviceFunctions, optional_names
 from ..vk.memory import Allocation, MemoryManager, heap_budgets
@@ -74,6 +75,8 @@ class Device:
         self.limits = query_limits(instance, physical_device, caps)
         self.format_features = query_format_features(physical_device)
         self.fns = DeviceFunctions(handle, wanted_functions(caps))
+        # Records batches of planned commands (C when built, else Python).
+        self.commands = CommandInterpreter(self.fns)
         self.memory = MemoryManager(handle, self.fns, physical_device, self.limits.max_storage_buffer_range)
         self.suballocator = Suballocator(self.memory)
         push = caps.push_descriptors and self.fns.has("vkCmdPushDescriptorSetKHR")

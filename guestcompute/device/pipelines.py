@@ -72,11 +72,13 @@ COMPUTE = vk.VK_SHADER_STAGE_COMPUTE_BIT
 class Pipeline:
     """A ready compute pipeline plus what recording needs to use it."""
     __slots__ = ("handle", "layout", "set_layout", "n_bindings", "push_size", "spec", "bindings",
-                 "__weakref__")
+                 "addresses", "__weakref__")
 
     def __init__(self, handle, layout, set_layout, n_bindings, push_size, spec, bindings):
         self.handle = handle
         self.layout = layout
+        # The two handles as integers, for the command interpreter's structs.
+        self.addresses = (int(ffi.cast("uintptr_t", handle)), int(ffi.cast("uintptr_t", layout)))
         self.set_layout = set_layout
         self.n_bindings = n_bindings
         self.push_size = push_size
@@ -226,14 +228,15 @@ class Pipelines:
             return out[0]
 
     # -- pipelines -------------------------------------------------------
-    def count_hit(self) -> None:
+    def count_hit(self, n: int = 1) -> None:
         # `+=` on a shared dict item is not atomic (concurrent recorders would
         # lose counts) and a lock costs the recording hot path more than a
-        # counter per thread, summed by hits().
+        # counter per thread, summed by hits(). (Recorders add up their hits
+        # and report them when their block ends.)
         try:
-            self._hit_cell.n[0] += 1
+            self._hit_cell.n[0] += n
         except AttributeError:
-            cell = self._hit_cell.n = [1]
+            cell = self._hit_cell.n = [n]
             with self._stats_lock:
                 self._hit_cells.append(cell)
 

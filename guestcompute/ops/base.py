@@ -37,6 +37,11 @@ class Dispatch:
 class OpResult:
     value: object
     dispatches: list = field(default_factory=list)
+    # The same arguments (the same tensor objects, none resized since) give
+    # the same dispatches and value: the recorder may remember the call
+    # (ops/memo.CallMemo). Only for plans that read nothing but their
+    # arguments and return None or one of them.
+    reusable: bool = False
 
 
 _ops: dict = {}

@@ -28,7 +28,7 @@ from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, check_dtype,
                    check_tensor, coalesce, op, overlaps, same_view, same_dtype)
-from .memo import scalar_key
+from .memo import LIMIT, scalar_key
 from ..tensor import Tensor
 
 COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint"}
@@ -151,7 +151,31 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
              helpers=None) -> Dispatch:
     """The dispatch computing ``out = expr(inputs, s)`` with broadcasting.
     ``inputs`` and ``out`` are already validated tensors; ``scalar`` is one
-    value or a pair ``(s, t)``."""
+    value or a pair ``(s, t)``.
+
+    Everything but the buffers depends only on the views' layouts, so it is
+    remembered per layout (``_LAYOUTS``): the same op on fresh tensors of a
+    shape seen before skips the planning below."""
+    key = (expr, out_dtype, scalar_type, helpers, ctx.limits.max_workgroup_count, scalar_key(scalar),
+           out.shape, out.strides, out.offset, *((t.dtype, t.shape, t.strides, t.offset) for t in inputs))
+    known = _LAYOUTS.get(key)
+    if known is None:
+        known = _plan_layout(ctx, expr, inputs, out, out_dtype, scalar, scalar_type, helpers)
+        _LAYOUTS[key] = known
+        while len(_LAYOUTS) > LIMIT:
+            try:
+                del _LAYOUTS[next(iter(_LAYOUTS))]
+            except (KeyError, RuntimeError, StopIteration):   # another thread got there first
+                break
+    spec, push, groups = known
+    return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), push, groups)
+
+
+# (expr, dtypes, layouts, scalar...) -> (spec, push bytes, groups), oldest dropped first.
+_LAYOUTS: dict = {}
+
+
+def _plan_layout(ctx, expr, inputs, out, out_dtype, scalar, scalar_type, helpers) -> tuple:
     nscalars = 2 if isinstance(scalar, tuple) else 1
     n = out.size
     contiguous = all(t.is_contiguous and t.shape == out.shape for t in inputs) and out.is_contiguous
@@ -185,7 +209,7 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
         else:
             values["s"] = scalar
     groups = groups_for(invocations, WORKGROUP, ctx.limits.max_workgroup_count)
-    return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), spec.pack(values), groups)
+    return spec, spec.pack(values), groups
 
 
 def scalar_for(dtype: DType, value, what: str):
@@ -233,7 +257,7 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
         except TypeError:          # an unhashable argument: validation below says what is wrong
             key = hit = None
         if hit is not None:
-            return OpResult(out, hit)
+            return OpResult(out, hit, reusable=True)
     inputs = [check_tensor(ctx, t, f"{name} input {k}") for k, t in enumerate(inputs)]
     dtype = same_dtype(inputs, name) if inputs else None
     if allowed is not None and dtype is not None:
@@ -255,7 +279,7 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
         dispatches = [plan_map(ctx, expr, inputs, out, out_dtype, scalar_value, scalar_type, helpers)]
     if key is not None:
         memo.put(key, (out, *inputs), dispatches)
-    return OpResult(out, dispatches)
+    return OpResult(out, dispatches, reusable=key is not None)
 
 
 # -- arithmetic, copy and fill ------------------------------------------------

@@ -22,7 +22,10 @@ Thread-safety: dict operations only; entries are immutable once stored.
 """
 from __future__ import annotations
 
+import threading
 import weakref
+
+from ..tensor import Tensor
 
 LIMIT = 4096
 
@@ -88,3 +91,73 @@ def scalar_key(scalar):
     if isinstance(scalar, tuple):
         return tuple((type(v), v) for v in scalar)
     return (type(scalar), scalar)
+
+
+class CallMemo:
+    """Whole op calls remembered by the identity of their arguments: the
+    recorder's first stop for ``rec.<op>(...)``, before the op's own planner.
+
+    A key is the op's name and the ``id`` of every argument (keyword names
+    included). That is safe because an entry keeps each argument alive or
+    dies with it: tensors are held weakly and their death drops the entry
+    (weakref callback), plain scalars (``int``, ``float``, ``bool``, ``str``,
+    ``None``) are held strongly — so while an entry exists no other object
+    can have one of its ids. Calls with any other kind of argument (lists,
+    images, arrays) are not remembered. An entry also holds the value
+    ``Tensor.swaps`` had when it was stored; any ``resize()`` since makes
+    every entry stale (the planner runs again and replaces it).
+
+    Only results an op marked ``reusable`` (a plan that depends on nothing
+    but its arguments, returning ``None`` or one of its arguments) are
+    stored. ``get`` is the dict's own: one lookup, no Python call on the way.
+
+    Thread-safety: dict operations only; entries are immutable once stored.
+    """
+    __slots__ = ("_entries", "get", "limit", "hits", "_lock")
+
+    def __init__(self, limit: int = LIMIT):
+        self._entries: dict = {}    # key -> (swaps, dispatches, where the value is, refs, scalars)
+        self.get = self._entries.get
+        self.limit = limit
+        self.hits = 0               # added up by recorders when their block ends
+        self._lock = threading.Lock()
+
+    def count_hits(self, n: int) -> None:
+        if n:
+            with self._lock:
+                self.hits += n
+
+    def put(self, key, args: tuple, kwargs: dict, result, swaps: int) -> None:
+        entries = self._entries
+
+        def drop(_ref, key=key):
+            entries.pop(key, None)
+        refs, scalars = [], []
+        for obj in (*args, *kwargs.values()):
+            if isinstance(obj, Tensor):
+                refs.append(weakref.ref(obj, drop))
+            elif obj is None or type(obj) in _SCALARS:
+                scalars.append(obj)
+            else:
+                return
+        value = result.value
+        if value is None:
+            where = None
+        else:
+            where = next((i for i, a in enumerate(args) if a is value), None)
+            if where is None:
+                where = next((k for k, a in kwargs.items() if a is value), None)
+                if where is None:
+                    return
+        entries[key] = (swaps, result.dispatches, where, tuple(refs), tuple(scalars))
+        while len(entries) > self.limit:
+            try:
+                del entries[next(iter(entries))]
+            except (KeyError, RuntimeError, StopIteration):   # another thread got there first
+                break
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_SCALARS = (int, float, bool, str)

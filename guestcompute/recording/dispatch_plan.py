@@ -3,7 +3,8 @@ needs beyond its push bytes and groups, resolved once.
 
 That is the pipeline (created on first use), the hazard keys it reads and
 writes (for barriers), the buffers whose last epoch it bumps, the imported
-buffers among them, and its descriptor entry. The plan is kept on the
+buffers among them, its descriptor entry, and its commands as one struct
+for the command interpreter. The plan is kept on the
 Dispatch (``Dispatch.resolved``), so an op that returns the same Dispatch
 again (a memoized plan, see ``ops/memo.py``) records with no lookups.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from ..errors import RecordingError
 from ..image import ImageBinding, SamplerBinding
+from ..tensor import Buffer, BufferWindow
+from ..vk.command_stream import DispatchCommand
 
 
 def resolve_image_binding(ctx, b: ImageBinding) -> None:
@@ -25,16 +28,31 @@ def resolve_image_binding(ctx, b: ImageBinding) -> None:
         b.sampler_handle = views.sampler(b.sampler)
 
 
+_PLAIN = frozenset((Buffer, BufferWindow))
+
+
 class DispatchPlan:
     __slots__ = ("ctx", "spec", "buffer_tuple", "indirect", "pipe", "reads", "writes", "buffers", "imports",
-                 "writes_mapped", "desc", "images", "image_bindings")
+                 "writes_mapped", "desc", "images", "image_bindings", "command", "epoch", "touched")
 
     def __init__(self, ctx, d):
         pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
         reads, writes, imports, images, image_bindings = [], [], [], {}, []
         writes_mapped = False
         buffers = []
+        plain = all(b.__class__ in _PLAIN for b in d.buffers)
         for b, (r, w) in zip(d.buffers, pipe.bindings):
+            if plain:               # buffers only: the common case, without the type tests
+                if r:
+                    reads += b.hazard_keys
+                if w:
+                    writes += b.hazard_keys
+                    if b.alloc is not None and b.alloc.mapped is not None:
+                        writes_mapped = True
+                if b.host_access is not None:
+                    imports.append((b, w))
+                buffers.append(b)
+                continue
             if r:
                 reads.extend(b.hazard_keys)
             if w:
@@ -66,6 +84,7 @@ class DispatchPlan:
         self.pipe = pipe
         self.reads = tuple(reads)
         self.writes = tuple(writes)
+        self.touched = frozenset(reads) | frozenset(writes)     # what a pending write must not overlap
         self.buffers = tuple(buffers)
         self.imports = tuple(imports)
         # (Image, written) of images that need entry work: imported ones
@@ -73,7 +92,10 @@ class DispatchPlan:
         self.images = tuple(v for v in images.values() if v[0].imported or v[0].pending_init)
         self.image_bindings = tuple(image_bindings)
         self.writes_mapped = writes_mapped
+        self.epoch = 0        # the recorder stamps the buffers' last epoch once per epoch
         self.desc = ctx.device.descriptors.get(pipe.set_layout, d.buffers)
+        # Its commands as the command interpreter's struct (see vk/command_stream.py).
+        self.command = DispatchCommand(pipe, self.desc, d.push, d.groups, d.indirect)
 
     def still_fits(self, ctx, d) -> bool:
         """Valid while the Dispatch still names the same spec and buffers (its

@@ -52,12 +52,15 @@ from ..ops.base import Dispatch, check_tensor
 from ..ops.windows import plan_in_windows
 from ..tensor import Tensor
 from ..vk import sync
+from ..vk.command_stream import DispatchCommand
 from .dispatch_plan import plan_for
 from .op_methods import OPS, OpMethods, close_matches, op_docstring, op_signature
 from .timing import DEFAULT_COLOR, RecorderTiming, label
 
-_BIND = vk.VK_PIPELINE_BIND_POINT_COMPUTE
-_PUSH_STAGE = vk.VK_SHADER_STAGE_COMPUTE_BIT
+# Read on every dispatch: module constants, not attribute lookups.
+_COMPUTE, _SHADER_WRITE = sync.COMPUTE, sync.SHADER_WRITE
+_GUEST_STAGES, _GUEST_ACCESS = sync.GUEST_STAGES, sync.GUEST_ACCESS
+
 
 
 class Target:
@@ -105,22 +108,25 @@ class Recorder(OpMethods):
 
     def __init__(self, ctx, cmd, target: Target = HOST_BUFFER):
         self.ctx = ctx
-        self.command_buffer = cmd
+        self._cmd = cmd
         self.target = target
         self._cmd_key = int(ffi.cast("uintptr_t", cmd))   # the handle's value: one open recorder per buffer
         self._used = False             # entered once already: a recorder is single-use
         device = self._device = ctx.device
         self._fns = device.fns
+        # Commands wait here and reach the command buffer in batches (see
+        # vk/command_stream.py and the command_buffer property).
+        self._stream = device.commands.stream(cmd)
+        self._append = self._stream.append
         self._epochs = device.epochs
-        self._push_desc = device.descriptors.push
-        self._count_hit = device.pipelines.count_hit
+        self._calls = ctx.call_memo.get
+        self._pipelines = device.pipelines
+        self._hits = 0                 # pipeline-cache hits of kept plans, added up at the end
+        self._call_hits = 0            # calls the call memo answered, likewise
         self._memory = device.memory
         self._active = False
         self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host)
         self._capture = target.capture
-        self._bound_pipeline = None
-        self._bound_desc = None
-        self._bound_layout = None
         self._barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
         self.dispatches = 0
         self.barriers = 0
@@ -151,11 +157,39 @@ class Recorder(OpMethods):
         try:
             masks = self.target.exit_masks(self.state)
             if masks is not None:
-                self.emit_barrier(*masks)
+                src_stage, src_access, dst_stage, dst_access, transitions = masks
+                if transitions:
+                    self.emit_barrier(*masks)
+                else:
+                    self._queue_barrier(src_stage, src_access, dst_stage, dst_access)
         finally:
-            self._active = False
+            try:
+                self._stream.flush()
+            finally:
+                self._pipelines.count_hit(self._hits)
+                self.ctx.call_memo.count_hits(self._call_hits)
+                self._hits = self._call_hits = 0
+                self._active = False
             self._device.recorder_closed(self._cmd_key)
         return False
+
+    @property
+    def command_buffer(self):
+        """The command buffer this recorder records into. Reading it first
+        records every command still waiting in the recorder's batch, so
+        commands a caller then records there land after the guest work
+        before them: collaborators (timing, labels, programs, uploads) and
+        host hooks take the buffer from here."""
+        self._stream.flush()
+        return self._cmd
+
+    def flush(self) -> None:
+        """Record the guest commands still waiting into the command buffer
+        now. Ops recorded in one ``with`` block reach the buffer in batches
+        (at the block's end, and before a host hook, a program replay, a
+        timing scope or a label); call this before recording commands of your
+        own directly into the buffer inside the block, or use ``rec.host``."""
+        self._stream.flush()
 
     @property
     def active(self) -> bool:
@@ -212,7 +246,7 @@ class Recorder(OpMethods):
                 if plan.images:
                     self._check_images((plan,))
             else:
-                self._count_hit()
+                self._hits += 1
             self._record(d, plan)
             return
         plans = [plan_for(ctx, d) for d in dispatches]
@@ -220,9 +254,30 @@ class Recorder(OpMethods):
         for d, plan in zip(dispatches, plans):
             self._record(d, plan)
 
+    def _plan(self, name: str, planner, key, args: tuple, kwargs: dict):
+        """Run op ``name``'s planner (the path of a call not remembered);
+        remember the call when the op says its result is reusable."""
+        memory = self._memory
+        past_range = memory.past_range_count
+        swaps = Tensor.swaps
+        try:
+            result = planner(self.ctx, *args, **kwargs)
+        except TypeError:
+            _check_call(name, planner, self.ctx, args, kwargs)
+            raise
+        except PastBindingRangeError:
+            # A tensor one binding cannot reach: plan the op in windows (or refuse).
+            return plan_in_windows(self.ctx, name, planner, args, kwargs)
+        if memory.past_range_count != past_range and _made_past_range(result, past_range):
+            # It made itself an output one binding cannot reach: plan it
+            # in windows instead (the unrecorded output is dropped).
+            return plan_in_windows(self.ctx, name, planner, args, kwargs)
+        if result.reusable:
+            self.ctx.call_memo.put(key, args, kwargs, result, swaps)
+        return result
+
     # -- the hot path -----------------------------------------------------------
     def _record(self, d: Dispatch, plan) -> None:
-        fns, cmd = self._fns, self.command_buffer
         state = self.state
         src_stage = src_access = 0
         if not state.entered:
@@ -232,12 +287,20 @@ class Recorder(OpMethods):
             state.entered = True
             self._device.transfers.flush_pending_uploads(self)
         epoch = self._epochs.current
-        for b in plan.buffers:
-            b.last_epoch = epoch
+        if plan.epoch != epoch:        # its buffers are stamped once per epoch
+            plan.epoch = epoch
+            for b in plan.buffers:
+                b.last_epoch = epoch
         if plan.writes_mapped:
             state.wrote_mapped = True
         if plan.imports:
+            imports = state.imports
             for b, w in plan.imports:
+                seen = imports.get(b.uid)
+                if seen is not None:          # met before in this recording: nothing to wait for
+                    if w:
+                        seen[1] = True
+                    continue
                 # One global entry barrier covers every buffer the host
                 # touched with those stages: later imports with the same
                 # declared access need no barrier of their own.
@@ -247,41 +310,36 @@ class Recorder(OpMethods):
         transitions = None
         if plan.images:
             src_stage, src_access, transitions = self._image_entry(plan.images, src_stage, src_access)
-        reads, writes = plan.reads, plan.writes
+        writes = plan.writes
         hz = state.hazards
-        if hz.needs_barrier(reads, writes):
-            # hz.stages / hz.access add what non-dispatch work (hooks, updates) did
-            src_stage |= sync.COMPUTE | hz.stages
-            src_access |= sync.SHADER_WRITE | hz.access
+        written = hz.written
+        if not (written.isdisjoint(plan.touched) and hz.read.isdisjoint(writes)):
+            # (HazardTracker.needs_barrier, inlined.) hz.stages / hz.access
+            # add what non-dispatch work (hooks, updates) did.
+            src_stage |= _COMPUTE | hz.stages
+            src_access |= _SHADER_WRITE | hz.access
         if src_stage:
-            self.emit_barrier(src_stage, src_access, sync.GUEST_STAGES, sync.GUEST_ACCESS, transitions)
+            if transitions:
+                self.emit_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS, transitions)
+            else:
+                self._stream.barrier(src_stage, _GUEST_STAGES, src_access, _GUEST_ACCESS)
+                self.barriers += 1
             state.covered_stages |= src_stage       # BarrierState.barrier_recorded, inlined
             state.covered_access |= src_access
             hz.after_barrier()
-        hz.touch(reads, writes)
+        hz.read.update(plan.reads)     # hz.touch(reads, writes), inlined
+        if writes:
+            written.update(writes)
+            hz.access |= _SHADER_WRITE
+        hz.stages |= _COMPUTE
         if self._capture is not None:
             self._capture.dispatch(d, plan)
 
-        pipe = plan.pipe
-        if pipe is not self._bound_pipeline:
-            fns.vkCmdBindPipeline(cmd, _BIND, pipe.handle)
-            self._bound_pipeline = pipe
-        desc = plan.desc
-        if desc is not self._bound_desc or pipe.layout is not self._bound_layout:
-            if self._push_desc:
-                fns.vkCmdPushDescriptorSetKHR(cmd, _BIND, pipe.layout, 0, desc.count, desc.writes)
-            else:
-                fns.vkCmdBindDescriptorSets(cmd, _BIND, pipe.layout, 0, 1, desc.pset, 0, ffi.NULL)
-            self._bound_desc = desc
-            self._bound_layout = pipe.layout
-        push = d.push
-        if push:
-            fns.vkCmdPushConstants(cmd, pipe.layout, _PUSH_STAGE, 0, len(push), push)
-        if d.indirect is not None:
-            fns.vkCmdDispatchIndirect(cmd, d.indirect[0].handle, d.indirect[1])
-        else:
-            gx, gy, gz = d.groups
-            fns.vkCmdDispatch(cmd, gx, gy, gz)
+        command = plan.command
+        if command.push is not d.push or command.groups is not d.groups:
+            # The Dispatch's push bytes or groups were replaced since the plan was made.
+            command = plan.command = DispatchCommand(plan.pipe, plan.desc, d.push, d.groups, d.indirect)
+        self._append(command)
         self.dispatches += 1
 
     def _check_images(self, plans) -> None:
@@ -480,21 +538,30 @@ class Recorder(OpMethods):
 
     def forget_bound_state(self) -> None:
         """Something else bound compute state (a hook, a replay): rebind before the next dispatch."""
-        self._bound_pipeline = self._bound_desc = self._bound_layout = None
+        self._stream.flush()
+        self._stream.forget_bound()
+
+    def _queue_barrier(self, src_stage, src_access, dst_stage, dst_access) -> None:
+        """A global memory barrier into the batch, after the commands waiting there."""
+        self._stream.barrier(src_stage, dst_stage, src_access, dst_access)
+        self.barriers += 1
 
     def emit_barrier(self, src_stage, src_access, dst_stage, dst_access, transitions=None) -> None:
         """Record one global memory barrier into this recorder's command
-        buffer, with the image layout ``transitions`` (vk/sync.ImageTransition)
-        in the same vkCmdPipelineBarrier."""
+        buffer now (after the commands waiting in the batch), with the image
+        layout ``transitions`` (vk/sync.ImageTransition) in the same
+        vkCmdPipelineBarrier. For collaborators that record commands of their
+        own right after it."""
+        self._stream.flush()
         bar = self._barrier
         bar.srcAccessMask = src_access
         bar.dstAccessMask = dst_access
         if transitions:
             images = sync.image_barriers(transitions)
-            self._fns.vkCmdPipelineBarrier(self.command_buffer, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
+            self._fns.vkCmdPipelineBarrier(self._cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
                                            len(transitions), images)
         else:
-            self._fns.vkCmdPipelineBarrier(self.command_buffer, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
+            self._fns.vkCmdPipelineBarrier(self._cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
                                            0, ffi.NULL)
         self.barriers += 1
 
@@ -502,37 +569,46 @@ class Recorder(OpMethods):
 def _op_method(name: str, planner):
     """Recorder.<name>: plan with ``planner``, then record its dispatches;
     with the planner's signature and docstring. One closure per op, so the
-    hot path makes no extra call on the way to the planner."""
+    hot path makes no extra call on the way to the planner.
+
+    A call that repeats an earlier one (the same argument objects, no tensor
+    resized since, see ops/memo.CallMemo) skips the planner, and a single
+    dispatch whose plan is still current goes straight to ``_record``."""
     def method(self, *args, **kwargs):
         if not self._active or self._device.closed:
             self.check_active()
-        past_range = self._memory.past_range_count
-        try:
-            result = planner(self.ctx, *args, **kwargs)
-        except TypeError:
-            _check_call(name, planner, self.ctx, args, kwargs)
-            raise
-        except PastBindingRangeError:
-            # A tensor one binding cannot reach: plan the op in windows (or refuse).
-            result = plan_in_windows(self.ctx, name, planner, args, kwargs)
+        key = (name, *map(id, args), *kwargs, *map(id, kwargs.values())) if kwargs else (name, *map(id, args))
+        entry = self._calls(key)
+        if entry is not None and entry[0] == Tensor.swaps:
+            self._call_hits += 1
+            dispatches, where = entry[1], entry[2]
+            value = None if where is None else args[where] if where.__class__ is int else kwargs[where]
         else:
-            if self._memory.past_range_count != past_range and _made_past_range(result, past_range):
-                # It made itself an output one binding cannot reach: plan it
-                # in windows instead (the unrecorded output is dropped).
-                result = plan_in_windows(self.ctx, name, planner, args, kwargs)
-        if result.dispatches:
-            labels = self.op_labels
-            if labels is None:
-                self._record_all(result.dispatches)
-            else:
+            result = self._plan(name, planner, key, args, kwargs)
+            dispatches, value = result.dispatches, result.value
+        if dispatches:
+            if self.op_labels is not None:
+                labels = self.op_labels
                 labels.begin(self.command_buffer, labels.info(name, DEFAULT_COLOR))
                 try:
-                    self._record_all(result.dispatches)
+                    self._record_all(dispatches)
                 finally:
                     labels.end(self.command_buffer)
+            elif len(dispatches) == 1:
+                d = dispatches[0]
+                plan = d.resolved
+                if (plan is None or plan.ctx is not self.ctx or plan.spec is not d.spec
+                        or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect
+                        or plan.image_bindings):
+                    self._record_all(dispatches)
+                else:                       # _record_all's check, inlined for the repeated op
+                    self._hits += 1
+                    self._record(d, plan)
+            else:
+                self._record_all(dispatches)
         if self._capture is not None:
-            self._capture.values(args, kwargs, result.value)
-        return result.value
+            self._capture.values(args, kwargs, value)
+        return value
     method.__name__ = name
     method.__qualname__ = f"Recorder.{name}"
     method.__doc__ = op_docstring(planner)

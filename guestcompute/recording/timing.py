@@ -189,7 +189,8 @@ class RecorderTiming:
         finally:
             if rec.active:
                 end_block, q1 = self._query(rec.ctx.device.epochs.current)
-                fns.vkCmdWriteTimestamp(cmd, _STAGE, end_block.pool, q1)
+                # Read again: that records the scope's batched work first.
+                fns.vkCmdWriteTimestamp(rec.command_buffer, _STAGE, end_block.pool, q1)
                 entry[3], entry[4] = end_block, q1
 
     def _harvest(self, block) -> None:

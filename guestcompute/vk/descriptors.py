@@ -45,15 +45,34 @@ _POOL_SETS = 256
 
 
 class DescriptorEntry:
-    __slots__ = ("writes", "infos", "images", "count", "set", "pset")
+    __slots__ = ("writes", "infos", "images", "count", "set", "pset", "writes_address")
 
     def __init__(self, writes, infos, images, count, dset=None):
         self.writes = writes
+        self.writes_address = int(ffi.cast("uintptr_t", writes))     # for the command interpreter
         self.infos = infos
         self.images = images
         self.count = count
         self.set = dset
         self.pset = ffi.new("VkDescriptorSet[1]", [dset]) if dset is not None else None
+
+
+_TEMPLATES: dict = {}
+
+
+def _write_template(n: int):
+    """``n`` storage-buffer writes for bindings 0..n-1, the fields every
+    entry shares (kept per count; read-only once made)."""
+    t = _TEMPLATES.get(n)
+    if t is None:
+        t = ffi.new("VkWriteDescriptorSet[]", max(n, 1))
+        for i in range(n):
+            t[i].sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+            t[i].dstBinding = i
+            t[i].descriptorCount = 1
+            t[i].descriptorType = _STORAGE
+        _TEMPLATES[n] = t
+    return t
 
 
 class Descriptors:
@@ -87,23 +106,25 @@ class Descriptors:
     def _build(self, set_layout, buffers) -> DescriptorEntry:
         n = len(buffers)
         infos = ffi.new("VkDescriptorBufferInfo[]", max(n, 1))
-        images = ffi.new("VkDescriptorImageInfo[]", max(n, 1))
+        images = None
         writes = ffi.new("VkWriteDescriptorSet[]", max(n, 1))
+        # sType, dstBinding, descriptorCount and a storage-buffer type for
+        # every write, copied from a template made once per binding count.
+        ffi.memmove(writes, _write_template(n), ffi.sizeof(writes))
         dset = self._allocate_set(set_layout, n) if not self.push else None
         for i, b in enumerate(buffers):
             w = writes[i]
-            w.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-            w.dstSet = dset if dset is not None else ffi.NULL
-            w.dstBinding = i
-            w.descriptorCount = 1
+            if dset is not None:
+                w.dstSet = dset
             kind = getattr(b, "kind", None)
             if kind is None:                   # a Buffer
                 infos[i].buffer = b.handle
                 infos[i].offset = b.window_offset
                 infos[i].range = min(b.size, self.max_range)
-                w.descriptorType = _STORAGE
                 w.pBufferInfo = infos + i
             else:                              # an ImageBinding (its view resolved) or a SamplerBinding
+                if images is None:
+                    images = ffi.new("VkDescriptorImageInfo[]", n)
                 images[i].imageView = b.view if kind != "sampler" else ffi.NULL
                 images[i].imageLayout = _GENERAL
                 images[i].sampler = b.sampler_handle if kind in ("sampled", "sampler") else ffi.NULL

@@ -9,16 +9,20 @@ from guestcompute.errors import InvalidArgumentError, ShapeError
 from guestcompute.ops.memo import PlanMemo
 
 
+def _hits(ctx) -> int:
+    """Repeats answered by a memo: the recorder's call memo first, the op's plan memo behind it."""
+    return ctx.plan_memo.hits + ctx.call_memo.hits
+
+
 def test_repeat_calls_reuse_the_plan_and_stay_correct(host, ctx):
     a_np = np.arange(100, dtype=np.float32)
     a, b, c = ctx.tensor(a_np), ctx.tensor(np.ones(100, np.float32)), ctx.empty((100,))
-    memo = ctx.plan_memo
     for i in range(3):
         host.run(ctx, lambda rec: rec.add(a, b, out=c))
         np.testing.assert_array_equal(c.numpy(), a_np + 1)
         host.run(ctx, lambda rec: rec.add(c, 2.5, out=c))     # in place with a scalar
         np.testing.assert_array_equal(c.numpy(), a_np + 3.5)
-    assert memo.hits >= 4
+    assert _hits(ctx) >= 4
 
 
 def test_ops_with_glsl_helpers_reuse_their_plans(host, ctx):
@@ -26,8 +30,7 @@ def test_ops_with_glsl_helpers_reuse_their_plans(host, ctx):
     the memo too, and two helpers never share a plan."""
     x_np = np.linspace(-3, 3, 64, dtype=np.float32)
     x, out = ctx.tensor(x_np), ctx.empty((64,))
-    memo = ctx.plan_memo
-    hits = memo.hits
+    hits = _hits(ctx)
     calls = [(lambda rec: rec.relu(x, out=out), np.maximum(x_np, 0)),
              (lambda rec: rec.tanh(x, out=out), np.tanh(x_np)),
              (lambda rec: rec.clamp(x, -1, 1, out=out), np.clip(x_np, -1, 1)),
@@ -36,7 +39,7 @@ def test_ops_with_glsl_helpers_reuse_their_plans(host, ctx):
         for call, want in calls:
             host.run(ctx, call)
             np.testing.assert_allclose(out.numpy(), want, rtol=2e-6, atol=1e-7)
-    assert memo.hits - hits == len(calls)
+    assert _hits(ctx) - hits == len(calls)
 
 
 def test_a_resized_tensor_is_validated_again(host, ctx):
@@ -86,6 +89,29 @@ def test_plans_keep_no_memory_alive(host, ctx):
     ctx.retire()
     assert ctx.cache_stats()["live_buffers"] == live - 2
     assert len(memo) == 0
+    assert len(ctx.call_memo) == 0          # the recorder's entry died with its tensors too
+
+
+def test_call_memo_remembers_only_calls_it_can_tell_apart(host, ctx):
+    """Tensors and plain scalars: remembered (one entry per distinct call);
+    a list argument, or a result that is none of the arguments: not."""
+    x_np = np.arange(16, dtype=np.float32)
+    x, y, out = ctx.tensor(x_np), ctx.tensor(x_np + 1), ctx.empty((32,))
+    calls = ctx.call_memo
+    before = len(calls)
+    for _ in range(3):
+        host.run(ctx, lambda rec: rec.add(x, 2.0, out=out[:16]))      # a view made per call: new ids
+        host.run(ctx, lambda rec: rec.concat([x, y], out=out))         # a list: never remembered
+        host.run(ctx, lambda rec: rec.add(x, y))                       # a fresh output: never remembered
+    pygc.collect()
+    assert len(calls) == before
+    np.testing.assert_array_equal(out.numpy(), np.concatenate([x_np, x_np + 1]))
+    hits = ctx.call_memo.hits
+    view = out[:16]
+    for k in range(3):
+        host.run(ctx, lambda rec: rec.add(x, 2.0, out=view))
+    assert len(calls) == before + 1 and ctx.call_memo.hits == hits + 2
+    np.testing.assert_array_equal(view.numpy(), x_np + 2)
 
 
 def test_memo_is_bounded():

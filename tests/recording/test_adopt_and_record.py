@@ -114,10 +114,10 @@ def test_missing_barrier_is_caught_by_sync_validation(profile):
         t = ctx.empty((1024,))
         cmd = h.begin()
         with ctx.record(cmd) as rec:
-            class NoHazards(type(rec.state.hazards)):      # sabotage: never see a hazard
-                def needs_barrier(self, reads, writes):
-                    return False
-            rec.state.hazards = NoHazards()
+            class Forgetful(set):            # sabotage: writes are never remembered
+                def update(self, *others):
+                    pass
+            rec.state.hazards.written = Forgetful()
             rec.fill(t, 1.0)
             rec.add(t, t)            # reads what fill wrote: needs the missing barrier
         h.submit_and_wait(cmd)

@@ -1,0 +1,267 @@
+"""Command streams: the commands of planned dispatches, recorded in batches.
+
+A cffi call costs about a third of a microsecond on the hosts measured, and
+a dispatch needs three or four of them (bind, push descriptors, push
+constants, dispatch). So the recorder does not call Vulkan per command: it
+appends 64-bit words to a list — the address of a prebuilt
+:class:`DispatchCommand`, or a global memory barrier — and hands the list
+over in one call when its block ends or when something else must record in
+order (a host hook, a program replay, a timestamp, a label, an upload; see
+``Recorder.command_buffer``).
+
+Two walkers record a stream, with the same result command for command:
+
+- the C command interpreter (``native/command_interpreter.c``), compiled at
+  install time (``make`` does it; ``guestcompute build-native`` otherwise)
+  and loaded with ctypes, so it is a plain shared library that does not
+  depend on the Python version;
+- a Python walker, the fallback where no compiler was available, which
+  reads the same structs and calls the same device functions.
+
+``GUESTCOMPUTE_NATIVE`` picks: unset or ``auto`` (the C walker when built),
+``off`` (the Python walker), ``require`` (the C walker, else
+UnsupportedError when a context is made).
+
+Both skip a pipeline bind and a descriptor push when what is bound already
+matches (``gc_bound``, cleared by ``CommandStream.forget_bound``).
+
+Thread-safety: a stream belongs to one recorder (one thread) and holds
+everything a walk writes (bound state, the Python walker's barrier struct);
+the interpreter is shared by every thread and only read.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import vulkan as vk
+from vulkan import ffi
+
+from ..errors import UnsupportedError
+from ..paths import cache_root
+
+BARRIER = 1        # stream word: four more follow (src stages, dst stages, src access, dst access)
+_BIND = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+_PUSH_STAGE = vk.VK_SHADER_STAGE_COMPUTE_BIT
+SOURCE = Path(__file__).with_name("native") / "command_interpreter.c"
+ENV = "GUESTCOMPUTE_NATIVE"
+
+# gc_dispatch (see the C file) as eleven 64-bit words: eight 64-bit fields,
+# then six 32-bit ones. Kept as uint64_t arrays of the vulkan package's ffi,
+# so no C declarations are parsed at import time.
+_WORDS = 11
+_PIPELINE, _LAYOUT, _DESCRIPTORS, _WRITES, _SET, _PUSH, _INDIRECT_BUFFER, _INDIRECT_OFFSET = range(8)
+_WRITE_COUNT, _PUSH_SIZE, _GROUPS = 16, 17, 18       # indices of 32-bit fields
+_FUNCTIONS = ("vkCmdBindPipeline", "vkCmdPushDescriptorSetKHR", "vkCmdBindDescriptorSets",
+              "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchIndirect", "vkCmdPipelineBarrier")
+
+
+def _address(cdata) -> int:
+    return int(ffi.cast("uintptr_t", cdata))
+
+
+if sys.byteorder == "little":
+    def _pair(first: int, second: int) -> int:
+        """Two 32-bit fields as the 64-bit word that holds them, ``first`` at the lower address."""
+        return first | (second << 32)
+else:
+    def _pair(first: int, second: int) -> int:
+        return (first << 32) | second
+
+
+class DispatchCommand:
+    """One dispatch's commands as a ``gc_dispatch`` struct, built once per
+    planned dispatch. ``push`` and ``groups`` are the Dispatch's own objects,
+    so the recorder can tell (by identity) that they were not replaced."""
+    __slots__ = ("fields", "halves", "address", "push", "groups", "_push_bytes", "_descriptors")
+
+    def __init__(self, pipe, desc, push: bytes, groups, indirect):
+        # The entry (its write array) lives as long as this command, which
+        # the stream holds until the command is recorded.
+        self._descriptors = desc
+        self.push, self.groups = push, groups
+        self._push_bytes = push_address = None
+        if push:
+            self._push_bytes = ffi.new("char[]", bytes(push))
+            push_address = _address(self._push_bytes)
+        pipeline, layout = pipe.addresses
+        writes = desc.writes_address if desc.pset is None else 0
+        dset = 0 if desc.pset is None else _address(desc.pset)
+        count = desc.count if desc.pset is None else 0
+        if indirect is not None:
+            buffer, offset, (g0, g1, g2) = _address(indirect[0].handle), indirect[1], (0, 0, 0)
+        else:
+            buffer, offset, (g0, g1, g2) = 0, 0, groups
+        # One initializer for the whole struct: the 32-bit fields go in
+        # pairs into 64-bit words (low half first in memory).
+        f = self.fields = ffi.new("uint64_t[]", [
+            pipeline, layout, id(desc), writes, dset, push_address or 0, buffer, offset,
+            _pair(count, len(push) if push else 0), _pair(g0, g1), _pair(g2, 0)])
+        self.halves = ffi.cast("uint32_t *", f)
+        self.address = _address(f)
+
+
+class CommandStream:
+    """What waits for one command buffer, and what is bound in it.
+
+    ``words`` holds DispatchCommand objects (not just their addresses: the
+    stream keeps them, and what they point to, alive until recorded) and the
+    integers of barriers. ``bound``: gc_bound (pipeline, layout, descriptors)."""
+    __slots__ = ("words", "append", "bound", "barrier_struct", "_interpreter", "_cmd", "_cmd_address")
+
+    def __init__(self, interpreter: "CommandInterpreter", cmd):
+        self.words: list = []
+        self.append = self.words.append      # the recorder appends DispatchCommands
+        self.bound = ffi.new("uint64_t[3]")
+        self.barrier_struct = None     # the Python walker's VkMemoryBarrier, one per stream (thread)
+        self._interpreter = interpreter
+        self._cmd = cmd
+        self._cmd_address = _address(cmd)
+
+    def barrier(self, src_stage: int, dst_stage: int, src_access: int, dst_access: int) -> None:
+        self.words += (BARRIER, src_stage, dst_stage, src_access, dst_access)
+
+    def flush(self) -> None:
+        """Record every waiting word into the command buffer, in order."""
+        words = self.words
+        if words:
+            try:
+                self._interpreter.record(self, words)
+            finally:
+                words.clear()
+
+    def forget_bound(self) -> None:
+        """Something else may have bound compute state: rebind before the
+        next dispatch. Call with nothing waiting (after ``flush``)."""
+        b = self.bound
+        b[0] = b[1] = b[2] = 0
+
+
+class CommandInterpreter:
+    """Records streams into command buffers of one device (see module notes).
+    ``kind``: ``"native"`` or ``"python"``; ``library``: the loaded file."""
+
+    def __init__(self, fns, mode: str = None):
+        self._fns = fns
+        mode = _mode(mode)
+        self.library = native_library_path() if mode != "off" else None
+        if mode == "require" and self.library is None:
+            raise UnsupportedError(f"{ENV}=require, but the command interpreter is not built; run "
+                                   "`guestcompute build-native` (needs a C compiler)")
+        self.kind = "native" if self.library is not None else "python"
+        if self.kind == "native":
+            self._record = load(self.library)
+            table = self._functions = ffi.new("uint64_t[]", len(_FUNCTIONS))
+            for i, name in enumerate(_FUNCTIONS):
+                fn = getattr(fns, name, None)
+                table[i] = _address(fn) if fn is not None else 0
+            self._functions_address = _address(table)
+
+    def stream(self, cmd) -> CommandStream:
+        return CommandStream(self, cmd)
+
+    def record(self, stream: CommandStream, words: list) -> None:
+        if self.kind == "native":
+            n = len(words)
+            array = ffi.new("uint64_t[]", [w if w.__class__ is int else w.address for w in words])
+            done = self._record(self._functions_address, _address(stream.bound), stream._cmd_address,
+                                _address(array), n)
+            if done != n:
+                raise RuntimeError(f"command stream cut short at word {done} of {n}")
+        else:
+            self._walk(stream, words)
+
+    def _walk(self, stream: CommandStream, words: list) -> None:
+        """The Python walker: what gc_record does, a cffi call per command."""
+        fns, cmd, bound, cast = self._fns, stream._cmd, stream.bound, ffi.cast
+        i, n = 0, len(words)
+        while i < n:
+            word = words[i]
+            if word.__class__ is int:
+                if word != BARRIER or n - i < 5:
+                    raise RuntimeError(f"command stream cut short at word {i} of {n}")
+                bar = stream.barrier_struct
+                if bar is None:
+                    bar = stream.barrier_struct = ffi.new("VkMemoryBarrier *",
+                                                          {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
+                bar.srcAccessMask, bar.dstAccessMask = words[i + 3], words[i + 4]
+                fns.vkCmdPipelineBarrier(cmd, words[i + 1], words[i + 2], 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
+                i += 5
+                continue
+            f, h = word.fields, word.halves
+            layout = cast("VkPipelineLayout", f[_LAYOUT])
+            if f[_PIPELINE] != bound[0]:
+                fns.vkCmdBindPipeline(cmd, _BIND, cast("VkPipeline", f[_PIPELINE]))
+                bound[0] = f[_PIPELINE]
+            if f[_DESCRIPTORS] != bound[2] or f[_LAYOUT] != bound[1]:
+                if f[_WRITES]:
+                    fns.vkCmdPushDescriptorSetKHR(cmd, _BIND, layout, 0, h[_WRITE_COUNT],
+                                                  cast("VkWriteDescriptorSet *", f[_WRITES]))
+                else:
+                    fns.vkCmdBindDescriptorSets(cmd, _BIND, layout, 0, 1, cast("VkDescriptorSet *", f[_SET]),
+                                                0, ffi.NULL)
+                bound[1], bound[2] = f[_LAYOUT], f[_DESCRIPTORS]
+            if h[_PUSH_SIZE]:
+                fns.vkCmdPushConstants(cmd, layout, _PUSH_STAGE, 0, h[_PUSH_SIZE], cast("void *", f[_PUSH]))
+            if f[_INDIRECT_BUFFER]:
+                fns.vkCmdDispatchIndirect(cmd, cast("VkBuffer", f[_INDIRECT_BUFFER]), f[_INDIRECT_OFFSET])
+            else:
+                fns.vkCmdDispatch(cmd, h[_GROUPS], h[_GROUPS + 1], h[_GROUPS + 2])
+            i += 1
+
+
+# -- finding and building the C walker ---------------------------------------------
+
+def _mode(mode: str = None) -> str:
+    mode = (mode if mode is not None else os.environ.get(ENV, "auto")).strip().lower()
+    aliases = {"": "auto", "auto": "auto", "off": "off", "0": "off", "python": "off", "no": "off",
+               "require": "require", "1": "require", "native": "require", "yes": "require"}
+    if mode not in aliases:
+        raise UnsupportedError(f"{ENV}={mode!r}: use auto, off or require")
+    return aliases[mode]
+
+
+def library_name() -> str:
+    """The file name of the build of this exact source (its hash in the
+    name, so a build of an older source is never loaded)."""
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    suffix = ".dylib" if sys.platform == "darwin" else ".dll" if os.name == "nt" else ".so"
+    return f"command_interpreter-{digest}{suffix}"
+
+
+def library_dirs() -> list:
+    """Where builds are looked for: next to the source (an in-place or
+    editable install), then the cache directory."""
+    return [SOURCE.parent, cache_root() / "native"]
+
+
+def native_library_path():
+    name = library_name()
+    for folder in library_dirs():
+        path = folder / name
+        if path.is_file():
+            return path
+    return None
+
+
+_loaded: dict = {}
+
+
+def load(path: Path):
+    """gc_record from the library at ``path``, through ctypes: one call per
+    batch, so its cost per call (about a microsecond) does not matter, and
+    nothing needs C declarations parsed at import time."""
+    fn = _loaded.get(path)
+    if fn is None:
+        lib = ctypes.CDLL(str(path))
+        if lib.gc_dispatch_size() != _WORDS * 8:
+            raise UnsupportedError(f"{path.name} was built for another layout of gc_dispatch; rebuild it with "
+                                   "`guestcompute build-native`")
+        fn = lib.gc_record
+        fn.restype = ctypes.c_ulonglong
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
+        _loaded[path] = fn
+    return fn

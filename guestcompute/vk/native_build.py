@@ -1,0 +1,69 @@
+"""Building the C command interpreter (see command_stream.py).
+
+Run at install time (``make`` runs ``guestcompute build-native``); never
+while recording. The result is a plain shared library named after the hash
+of its source, written next to the source when that folder is writable
+(in-place and editable installs) and into the cache directory otherwise.
+Without a C compiler nothing is built and recording takes the Python walker.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .command_stream import SOURCE, library_dirs, library_name
+
+_FLAGS = ["-O2", "-std=c99", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror"]
+
+
+def find_compiler():
+    """``$CC``, else the first of cc, gcc, clang on PATH; None without one."""
+    env = os.environ.get("CC")
+    if env:
+        return shlex.split(env)
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return [path]
+    return None
+
+
+def build(dest: Path = None) -> Path:
+    """Compile the interpreter; returns the library's path. Raises
+    RuntimeError without a compiler or when compilation fails."""
+    compiler = find_compiler()
+    if compiler is None:
+        raise RuntimeError("no C compiler (set CC, or install cc/gcc/clang); recording will use the "
+                           "Python walker")
+    folders = [dest] if dest is not None else library_dirs()
+    errors = []
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            # Compile to a temp name in the same folder, then rename: a
+            # process loading the library never sees half a file.
+            fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=folder)
+            os.close(fd)
+        except OSError as e:
+            errors.append(f"{folder}: {e}")
+            continue
+        try:
+            done = subprocess.run([*compiler, *_FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"compiling {SOURCE.name} failed:\n{done.stderr.strip()}")
+            path = folder / library_name()
+            os.replace(tmp, path)
+            for old in folder.glob("command_interpreter-*"):     # builds of earlier sources
+                if old != path:
+                    with contextlib.suppress(OSError):
+                        old.unlink()
+            return path
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    raise RuntimeError("no writable folder for the command interpreter: " + "; ".join(errors))
