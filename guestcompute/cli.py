@@ -212,10 +212,20 @@ def _doctor_checks(cache_dir=None) -> list:
         checks.append(_check("glslc", "warn", "not installed: built-in kernels need none, user GLSL "
                              "kernels cannot compile", "apt-get install glslc"))
     checks.append(_baked_check(glslc))
+    checks.append(_native_check())
     checks.append(cache_dir_check(cache_dir))
     if devices:
         checks.append(_compute_check(cache_dir))
     return checks
+
+
+def _native_check() -> dict:
+    native = _native_record()
+    if native["built"]:
+        return _check("command interpreter", "ok", f"C, {native['path']}")
+    return _check("command interpreter", "warn", "not built: recording uses the Python walker (same "
+                  "commands, more host time per op)",
+                  "run `guestcompute build-native` (needs a C compiler: apt-get install gcc libc6-dev)")
 
 
 def _baked_check(glslc) -> dict:
