@@ -2,6 +2,7 @@
 how numbers from the host convert to them."""
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,9 +124,42 @@ def host_array(data, dtype=None, what: str = "data") -> np.ndarray:
 def host_scalar(value, dtype, what: str):
     """One number (Python or numpy, not bool) as the Python int or float
     that ``dtype`` stores for it, by the same rule as :func:`host_array`."""
+    cls = value.__class__
+    if cls is float or cls is int:
+        # Every op scalar and program parameter passes here: the common
+        # cases without numpy. A value they cannot take (out of range, a
+        # float into an integer type) goes the long way for its error.
+        fast = _FAST_SCALARS.get((cls, as_dtype(dtype)))
+        if fast is not None:
+            try:
+                return fast(value)
+            except (OverflowError, struct.error):
+                pass
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InvalidArgumentError(f"{what} must be a number (int or float), got {type(value).__name__}")
     return host_array(value, dtype, what).item()
+
+
+def _int_in(lo: int, hi: int):
+    def check(v: int) -> int:
+        if lo <= v < hi:
+            return v
+        raise OverflowError
+    return check
+
+
+def _rounded(fmt: str):
+    # struct rounds to the nearest value of the format, as numpy's cast does,
+    # and raises OverflowError where the rounded value would be infinite.
+    packer = struct.Struct(fmt)
+    return lambda v: packer.unpack(packer.pack(v))[0]
+
+
+_FAST_SCALARS = {
+    (float, float32): _rounded("<f"), (int, float32): _rounded("<f"),
+    (float, float16): _rounded("<e"), (int, float16): _rounded("<e"),
+    (int, int32): _int_in(-2 ** 31, 2 ** 31), (int, uint32): _int_in(0, 2 ** 32), (int, uint8): _int_in(0, 256),
+}
 
 
 def _real_numbers(data, target, what: str) -> np.ndarray:

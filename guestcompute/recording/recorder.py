@@ -116,7 +116,8 @@ class Recorder(OpMethods):
         self._fns = device.fns
         # Commands wait here and reach the command buffer in batches (see
         # vk/command_stream.py and the command_buffer property).
-        self._stream = device.commands.stream(cmd)
+        self._barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
+        self._stream = device.commands.stream(cmd, self._barrier)
         self._append = self._stream.append
         self._epochs = device.epochs
         self._calls = ctx.call_memo.get
@@ -127,7 +128,6 @@ class Recorder(OpMethods):
         self._active = False
         self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host)
         self._capture = target.capture
-        self._barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
         self.dispatches = 0
         self.barriers = 0
         self._timing = None           # timing.RecorderTiming, made by the first rec.timing()
@@ -158,16 +158,18 @@ class Recorder(OpMethods):
             masks = self.target.exit_masks(self.state)
             if masks is not None:
                 src_stage, src_access, dst_stage, dst_access, transitions = masks
-                if transitions:
-                    self.emit_barrier(*masks)
+                if transitions or not self._stream.words:
+                    self.emit_barrier(*masks)      # nothing to batch it with: record it now
                 else:
                     self._queue_barrier(src_stage, src_access, dst_stage, dst_access)
         finally:
             try:
                 self._stream.flush()
             finally:
-                self._pipelines.count_hit(self._hits)
-                self.ctx.call_memo.count_hits(self._call_hits)
+                if self._hits:
+                    self._pipelines.count_hit(self._hits)
+                if self._call_hits:
+                    self.ctx.call_memo.count_hits(self._call_hits)
                 self._hits = self._call_hits = 0
                 self._active = False
             self._device.recorder_closed(self._cmd_key)

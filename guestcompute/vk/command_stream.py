@@ -112,14 +112,16 @@ class CommandStream:
     integers of barriers. ``bound``: gc_bound (pipeline, layout, descriptors)."""
     __slots__ = ("words", "append", "bound", "barrier_struct", "_interpreter", "_cmd", "_cmd_address")
 
-    def __init__(self, interpreter: "CommandInterpreter", cmd):
+    def __init__(self, interpreter: "CommandInterpreter", cmd, barrier_struct):
         self.words: list = []
         self.append = self.words.append      # the recorder appends DispatchCommands
         self.bound = ffi.new("uint64_t[3]")
-        self.barrier_struct = None     # the Python walker's VkMemoryBarrier, one per stream (thread)
+        # A VkMemoryBarrier the Python walker fills in: the recorder's own
+        # (one per stream, so threads never share it).
+        self.barrier_struct = barrier_struct
         self._interpreter = interpreter
         self._cmd = cmd
-        self._cmd_address = _address(cmd)
+        self._cmd_address = None       # taken at the first call into C
 
     def barrier(self, src_stage: int, dst_stage: int, src_access: int, dst_access: int) -> None:
         self.words += (BARRIER, src_stage, dst_stage, src_access, dst_access)
@@ -160,14 +162,19 @@ class CommandInterpreter:
                 table[i] = _address(fn) if fn is not None else 0
             self._functions_address = _address(table)
 
-    def stream(self, cmd) -> CommandStream:
-        return CommandStream(self, cmd)
+    def stream(self, cmd, barrier_struct) -> CommandStream:
+        """A stream for ``cmd``; ``barrier_struct``: a VkMemoryBarrier (sType
+        set) the stream may overwrite, owned by the caller's thread."""
+        return CommandStream(self, cmd, barrier_struct)
 
     def record(self, stream: CommandStream, words: list) -> None:
         if self.kind == "native":
             n = len(words)
             array = ffi.new("uint64_t[]", [w if w.__class__ is int else w.address for w in words])
-            done = self._record(self._functions_address, _address(stream.bound), stream._cmd_address,
+            if stream._cmd_address is None:
+                stream._cmd_address = (_address(stream._cmd), _address(stream.bound))
+            cmd, bound = stream._cmd_address
+            done = self._record(self._functions_address, bound, cmd,
                                 _address(array), n)
             if done != n:
                 raise RuntimeError(f"command stream cut short at word {done} of {n}")
@@ -184,9 +191,6 @@ class CommandInterpreter:
                 if word != BARRIER or n - i < 5:
                     raise RuntimeError(f"command stream cut short at word {i} of {n}")
                 bar = stream.barrier_struct
-                if bar is None:
-                    bar = stream.barrier_struct = ffi.new("VkMemoryBarrier *",
-                                                          {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
                 bar.srcAccessMask, bar.dstAccessMask = words[i + 3], words[i + 4]
                 fns.vkCmdPipelineBarrier(cmd, words[i + 1], words[i + 2], 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
                 i += 5

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import guestcompute as gc
 from guestcompute.dtypes import host_array, host_scalar
@@ -172,3 +174,23 @@ def test_small_dtypes_scalars(modern_host, modern_ctx):
     host.run(ctx, lambda rec: (rec.fill(u8, 255), rec.fill(f16, 0.1)))
     np.testing.assert_array_equal(u8.numpy(), np.full(4, 255, np.uint8))
     np.testing.assert_array_equal(f16.numpy(), np.full(4, 0.1, np.float16))
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
+                       st.integers(min_value=-2 ** 70, max_value=2 ** 70),
+                       st.sampled_from([3.4028235e38, 3.4028235677973366e38, 3.40282357e38, 65504.0, 65519.99,
+                                        65520.0, 16777217, 2 ** 31 - 1, 2 ** 31, -2 ** 31 - 1, 255, 256, -0.0])),
+       dtype=st.sampled_from(["float32", "float16", "int32", "uint32", "uint8"]))
+def test_scalar_fast_path_agrees_with_the_array_rule(value, dtype):
+    """host_scalar takes Python floats and ints without numpy; what it gives
+    (or refuses) must be exactly what host_array gives for the same value."""
+    def outcome(convert):
+        try:
+            got = convert(value, dtype, "x")
+        except gc.InvalidArgumentError as e:
+            return "refused", str(e)
+        got = got.item() if isinstance(got, np.ndarray) else got
+        return type(got), ("nan" if isinstance(got, float) and math.isnan(got) else got,
+                           math.copysign(1, got) if isinstance(got, float) else None)
+    assert outcome(host_scalar) == outcome(host_array)
