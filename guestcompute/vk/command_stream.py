@@ -49,12 +49,12 @@ _PUSH_STAGE = vk.VK_SHADER_STAGE_COMPUTE_BIT
 SOURCE = Path(__file__).with_name("native") / "command_interpreter.c"
 ENV = "GUESTCOMPUTE_NATIVE"
 
-# gc_dispatch (see the C file) as eleven 64-bit words: eight 64-bit fields,
-# then six 32-bit ones. Kept as uint64_t arrays of the vulkan package's ffi,
-# so no C declarations are parsed at import time.
+# gc_dispatch (see the C file) as eleven 64-bit words: pipeline, layout,
+# descriptors, writes, set, push, indirect buffer, indirect offset, then the
+# 32-bit pairs (write count, push size), (groups x, y), (groups z, pad).
+# Kept as uint64_t arrays of the vulkan package's ffi, so no C declarations
+# are parsed at import time.
 _WORDS = 11
-_PIPELINE, _LAYOUT, _DESCRIPTORS, _WRITES, _SET, _PUSH, _INDIRECT_BUFFER, _INDIRECT_OFFSET = range(8)
-_WRITE_COUNT, _PUSH_SIZE, _GROUPS = 16, 17, 18       # indices of 32-bit fields
 _FUNCTIONS = ("vkCmdBindPipeline", "vkCmdPushDescriptorSetKHR", "vkCmdBindDescriptorSets",
               "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchIndirect", "vkCmdPipelineBarrier")
 
@@ -76,7 +76,7 @@ class DispatchCommand:
     """One dispatch's commands as a ``gc_dispatch`` struct, built once per
     planned dispatch. ``push`` and ``groups`` are the Dispatch's own objects,
     so the recorder can tell (by identity) that they were not replaced."""
-    __slots__ = ("fields", "halves", "address", "push", "groups", "_push_bytes", "_descriptors")
+    __slots__ = ("fields", "address", "push", "groups", "python", "_push_bytes", "_descriptors")
 
     def __init__(self, pipe, desc, push: bytes, groups, indirect):
         # The entry (its write array) lives as long as this command, which
@@ -100,8 +100,13 @@ class DispatchCommand:
         f = self.fields = ffi.new("uint64_t[]", [
             pipeline, layout, id(desc), writes, dset, push_address or 0, buffer, offset,
             _pair(count, len(push) if push else 0), _pair(g0, g1), _pair(g2, 0)])
-        self.halves = ffi.cast("uint32_t *", f)
         self.address = _address(f)
+        # The same fields as the Python walker reads them: the integers it
+        # compares with what is bound, and the cffi objects it passes on.
+        self.python = (pipeline, layout, id(desc), pipe.handle, pipe.layout,
+                       desc.writes if desc.pset is None else None, count, desc.pset, self._push_bytes,
+                       len(push) if push else 0, (g0, g1, g2),
+                       indirect[0].handle if indirect is not None else None, offset)
 
 
 class CommandStream:
@@ -182,8 +187,9 @@ class CommandInterpreter:
             self._walk(stream, words)
 
     def _walk(self, stream: CommandStream, words: list) -> None:
-        """The Python walker: what gc_record does, a cffi call per command."""
-        fns, cmd, bound, cast = self._fns, stream._cmd, stream.bound, ffi.cast
+        """The Python walker: what gc_record does, a cffi call per command,
+        from the same fields (``DispatchCommand.python``)."""
+        fns, cmd, bound = self._fns, stream._cmd, stream.bound
         i, n = 0, len(words)
         while i < n:
             word = words[i]
@@ -195,25 +201,23 @@ class CommandInterpreter:
                 fns.vkCmdPipelineBarrier(cmd, words[i + 1], words[i + 2], 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
                 i += 5
                 continue
-            f, h = word.fields, word.halves
-            layout = cast("VkPipelineLayout", f[_LAYOUT])
-            if f[_PIPELINE] != bound[0]:
-                fns.vkCmdBindPipeline(cmd, _BIND, cast("VkPipeline", f[_PIPELINE]))
-                bound[0] = f[_PIPELINE]
-            if f[_DESCRIPTORS] != bound[2] or f[_LAYOUT] != bound[1]:
-                if f[_WRITES]:
-                    fns.vkCmdPushDescriptorSetKHR(cmd, _BIND, layout, 0, h[_WRITE_COUNT],
-                                                  cast("VkWriteDescriptorSet *", f[_WRITES]))
+            (pipeline, layout, descriptors, pipeline_handle, layout_handle, writes, count, dset, push, push_size,
+             groups, indirect, offset) = word.python
+            if pipeline != bound[0]:
+                fns.vkCmdBindPipeline(cmd, _BIND, pipeline_handle)
+                bound[0] = pipeline
+            if descriptors != bound[2] or layout != bound[1]:
+                if writes is not None:
+                    fns.vkCmdPushDescriptorSetKHR(cmd, _BIND, layout_handle, 0, count, writes)
                 else:
-                    fns.vkCmdBindDescriptorSets(cmd, _BIND, layout, 0, 1, cast("VkDescriptorSet *", f[_SET]),
-                                                0, ffi.NULL)
-                bound[1], bound[2] = f[_LAYOUT], f[_DESCRIPTORS]
-            if h[_PUSH_SIZE]:
-                fns.vkCmdPushConstants(cmd, layout, _PUSH_STAGE, 0, h[_PUSH_SIZE], cast("void *", f[_PUSH]))
-            if f[_INDIRECT_BUFFER]:
-                fns.vkCmdDispatchIndirect(cmd, cast("VkBuffer", f[_INDIRECT_BUFFER]), f[_INDIRECT_OFFSET])
+                    fns.vkCmdBindDescriptorSets(cmd, _BIND, layout_handle, 0, 1, dset, 0, ffi.NULL)
+                bound[1], bound[2] = layout, descriptors
+            if push_size:
+                fns.vkCmdPushConstants(cmd, layout_handle, _PUSH_STAGE, 0, push_size, push)
+            if indirect is not None:
+                fns.vkCmdDispatchIndirect(cmd, indirect, offset)
             else:
-                fns.vkCmdDispatch(cmd, h[_GROUPS], h[_GROUPS + 1], h[_GROUPS + 2])
+                fns.vkCmdDispatch(cmd, groups[0], groups[1], groups[2])
             i += 1
 
 
