@@ -245,6 +245,10 @@ def _coopmat_khr_why_not(p, d):
     if t.shared_bytes > d.max_shared_memory or t.threads > d.max_invocations:
         return "not enough shared memory or invocations for its tiling"
     (bm, bn), bk = t.block, t.bk
+    if p.K == 0:
+        # Its first tile is read before the K loop (and, with fp32
+        # accumulators, its last step runs after it): A and B must have columns.
+        return "K is 0 (the result is zeros; another kernel writes them)"
     if p.M % bm or p.N % bn or p.K % bk:
         return f"M, N and K are not multiples of its {bm}x{bn}x{bk} block (it has no bounds checks)"
     if a_layout(p, 8) != "mk" or b_layout(p, 8) != "kn":

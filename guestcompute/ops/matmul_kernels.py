@@ -558,6 +558,7 @@ class KhrTiling:
 # accumulators, whose fragments take twice the registers, 128×128 of four
 # 64×64 and BK 16 (192; BK 32 with eight subgroups: 183).
 KHR_TILINGS = {"float16": KhrTiling((256, 256), (4, 2), 32), "float32": KhrTiling((128, 128), (2, 2), 16)}
+KHR_PEELED = ("float32",)      # accumulators whose kernel runs the last K step after its loop
 KHR_EXTS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic") + UNROLL
 
 
@@ -572,6 +573,8 @@ def coopmat_khr_spec(acc: str) -> KernelSpec:
     t = KHR_TILINGS[acc]
     bindings = (Binding("a4", "uvec4", READ), Binding("b4", "uvec4", READ), Binding("c", "float16_t", WRITE))
     params = (("acc", acc), ("block", t.block), ("subgroups", t.subgroups), ("bk", t.bk))
+    if acc in KHR_PEELED:
+        params += (("peel", True),)
     return KernelSpec("matmul_coopmat_khr", bindings, GEMM_PUSH, params, (t.threads, 1, 1),
                       _exts("float16", KHR_EXTS), ("cooperative_matrix_khr", "float16", "subgroup"))
 
@@ -594,6 +597,37 @@ def _render_coopmat_khr(spec: KernelSpec) -> str:
     row = "gl_CooperativeMatrixLayoutRowMajor"
     a_at = "uint v = tid + i * NT; uint m = v / (BK / 8u), k = (v % (BK / 8u)) * 8u;"
     b_at = "uint v = tid + i * NT; uint k = v / (BN / 8u), n = (v % (BN / 8u)) * 8u;"
+    stage = [   # the current tile from registers into shared memory
+        f"    [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} As[m * ALEN + k / 8u] = ra[i]; }}",
+        f"    [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} Bs[k * BLEN + n / 8u] = rb[i]; }}",
+        "    barrier();"]
+    fetch = [   # the next tile (K step kt) from global memory into registers
+        f"      [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} "
+        "ra[i] = a4[(abase + m * uint(pc.sam) + kt + k) / 8u]; }",
+        f"      [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} "
+        "rb[i] = b4[(bbase + (kt + k) * uint(pc.sbk) + n) / 8u]; }"]
+    multiply = [
+        "    [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {",
+        f"      {a_m} fa[WM];",
+        "      [[unroll]] for (uint i = 0u; i < WM; ++i)",
+        f"        coopMatLoad(fa[i], As, (sm + i * 16u) * ALEN + kk / 8u, ALEN, {row});",
+        "      [[unroll]] for (uint j = 0u; j < WN; ++j) {",
+        f"        {b_m} fb;",
+        f"        coopMatLoad(fb, Bs, kk * BLEN + (sn + j * 16u) / 8u, BLEN, {row});",
+        "        [[unroll]] for (uint i = 0u; i < WM; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);",
+        "      }",
+        "    }"]
+    if spec.param("peel", False):
+        # Every K step but the last fetches the next tile unconditionally;
+        # the last one runs after the loop. Measured on the H200 (4096^3):
+        # +15 % with fp32 accumulators, -3..8 % with fp16 ones.
+        k_loop = ["  for (uint k0 = 0u; k0 + BK < pc.K; k0 += BK) {", *stage,
+                  "    {", "      uint kt = k0 + BK;", *fetch, "    }", *multiply, "    barrier();", "  }",
+                  *stage, *multiply]
+    else:
+        k_loop = ["  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {", *stage,
+                  "    if (k0 + BK < pc.K) {", "      uint kt = k0 + BK;", *fetch, "    }", *multiply,
+                  "    barrier();", "  }"]
     return "\n".join([
         "#pragma use_vulkan_memory_model",
         f"const uint BM = {bm}u, BN = {bn}u, BK = {bk}u, SGX = {sgx}u, NT = {nt}u, WM = {wm}u, WN = {wn}u;",
@@ -614,29 +648,7 @@ def _render_coopmat_khr(spec: KernelSpec) -> str:
         "  uvec4 ra[AV], rb[BV];",
         f"  [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} ra[i] = a4[(abase + m * uint(pc.sam) + k) / 8u]; }}",
         f"  [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} rb[i] = b4[(bbase + k * uint(pc.sbk) + n) / 8u]; }}",
-        "  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {",
-        f"    [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} As[m * ALEN + k / 8u] = ra[i]; }}",
-        f"    [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} Bs[k * BLEN + n / 8u] = rb[i]; }}",
-        "    barrier();",
-        "    if (k0 + BK < pc.K) {",
-        "      uint kt = k0 + BK;",
-        f"      [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} "
-        "ra[i] = a4[(abase + m * uint(pc.sam) + kt + k) / 8u]; }",
-        f"      [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} "
-        "rb[i] = b4[(bbase + (kt + k) * uint(pc.sbk) + n) / 8u]; }",
-        "    }",
-        "    [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {",
-        f"      {a_m} fa[WM];",
-        "      [[unroll]] for (uint i = 0u; i < WM; ++i)",
-        f"        coopMatLoad(fa[i], As, (sm + i * 16u) * ALEN + kk / 8u, ALEN, {row});",
-        "      [[unroll]] for (uint j = 0u; j < WN; ++j) {",
-        f"        {b_m} fb;",
-        f"        coopMatLoad(fb, Bs, kk * BLEN + (sn + j * 16u) / 8u, BLEN, {row});",
-        "        [[unroll]] for (uint i = 0u; i < WM; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);",
-        "      }",
-        "    }",
-        "    barrier();",
-        "  }",
+        *k_loop,
         "  [[unroll]] for (uint i = 0u; i < WM; ++i)",
         "    [[unroll]] for (uint j = 0u; j < WN; ++j) {",
         f"      {o_m} o = {o_m}(acc[i][j]);",

@@ -241,6 +241,7 @@ def test_selection_prefers_the_khr_kernel_for_whole_blocks(modern_ctx):
     p = _problem(ctx, (256, 128), (128, 256), "float16")
     name, spec = mm.select(p, KHR)
     assert name == "coopmat_khr" and spec.param("acc") == "float32" and spec.param("block") == (128, 128)
+    assert spec.param("peel") is True           # the last K step after the loop (fp32 accumulators)
     assert "cooperative_matrix_khr" in spec.features and spec.workgroup == (128, 1, 1)
     p = _problem(ctx, (512, 64), (64, 256), "float16", acc="float16")
     name, spec = mm.select(p, KHR)
@@ -262,6 +263,9 @@ def test_selection_prefers_the_khr_kernel_for_whole_blocks(modern_ctx):
     # a device without 16x16x16 fragments for the accumulator
     only16 = mm.MatmulDevice(**{**NV.__dict__, "coopmat_khr_shapes": ((16, 16, 16, "float16"),)})
     assert "no 16x16x16" in dict(mm.explain(p, only16))["coopmat_khr"]
+    # K = 0: whole blocks in name only; the kernel reads a first tile before its loop
+    p = _problem(ctx, (256, 0), (0, 256), "float16", acc="float16")
+    assert "K is 0" in dict(mm.explain(p, KHR))["coopmat_khr"] and mm.select(p, KHR)[0] != "coopmat_khr"
 
 
 def test_khr_tilings_fit_a_48_kib_device():
