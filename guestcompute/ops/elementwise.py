@@ -28,7 +28,7 @@ from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, check_dtype,
                    check_tensor, coalesce, op, overlaps, same_view, same_dtype)
-from .memo import LIMIT, scalar_key
+from .memo import LIMIT, scalar_key, store_bounded
 from ..tensor import Tensor
 
 COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint"}
@@ -161,12 +161,7 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
     known = _LAYOUTS.get(key)
     if known is None:
         known = _plan_layout(ctx, expr, inputs, out, out_dtype, scalar, scalar_type, helpers)
-        _LAYOUTS[key] = known
-        while len(_LAYOUTS) > LIMIT:
-            try:
-                del _LAYOUTS[next(iter(_LAYOUTS))]
-            except (KeyError, RuntimeError, StopIteration):   # another thread got there first
-                break
+        store_bounded(_LAYOUTS, key, known, LIMIT)
     spec, push, groups = known
     return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), push, groups)
 

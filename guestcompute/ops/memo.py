@@ -65,15 +65,21 @@ class PlanMemo:
         def drop(_ref, key=key):
             entries.pop(key, None)
         refs = tuple(weakref.ref(t, drop) for t in tensors)
-        entries[key] = (tuple(identity(t) for t in tensors), dispatches, refs)
-        while len(entries) > self.limit:
-            try:
-                del entries[next(iter(entries))]
-            except (KeyError, RuntimeError, StopIteration):   # another thread got there first
-                break
+        store_bounded(entries, key, (tuple(identity(t) for t in tensors), dispatches, refs), self.limit)
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def store_bounded(entries: dict, key, value, limit: int) -> None:
+    """``entries[key] = value``, then drop the oldest entries past ``limit``
+    (dicts keep insertion order). Safe against other threads doing the same."""
+    entries[key] = value
+    while len(entries) > limit:
+        try:
+            del entries[next(iter(entries))]
+        except (KeyError, RuntimeError, StopIteration):   # another thread got there first
+            break
 
 
 def identity(x):
@@ -149,12 +155,7 @@ class CallMemo:
                 where = next((k for k, a in kwargs.items() if a is value), None)
                 if where is None:
                     return
-        entries[key] = (swaps, result.dispatches, where, tuple(refs), tuple(scalars))
-        while len(entries) > self.limit:
-            try:
-                del entries[next(iter(entries))]
-            except (KeyError, RuntimeError, StopIteration):   # another thread got there first
-                break
+        store_bounded(entries, key, (swaps, result.dispatches, where, tuple(refs), tuple(scalars)), self.limit)
 
     def __len__(self) -> int:
         return len(self._entries)
