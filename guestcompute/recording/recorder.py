@@ -182,7 +182,8 @@ class Recorder(OpMethods):
         commands a caller then records there land after the guest work
         before them: collaborators (timing, labels, programs, uploads) and
         host hooks take the buffer from here."""
-        self._stream.flush()
+        if self._stream.words:
+            self._stream.flush()
         return self._cmd
 
     def flush(self) -> None:
@@ -540,8 +541,10 @@ class Recorder(OpMethods):
 
     def forget_bound_state(self) -> None:
         """Something else bound compute state (a hook, a replay): rebind before the next dispatch."""
-        self._stream.flush()
-        self._stream.forget_bound()
+        stream = self._stream
+        if stream.words:
+            stream.flush()
+        stream.forget_bound()
 
     def _queue_barrier(self, src_stage, src_access, dst_stage, dst_access) -> None:
         """A global memory barrier into the batch, after the commands waiting there."""
@@ -554,7 +557,8 @@ class Recorder(OpMethods):
         layout ``transitions`` (vk/sync.ImageTransition) in the same
         vkCmdPipelineBarrier. For collaborators that record commands of their
         own right after it."""
-        self._stream.flush()
+        if self._stream.words:
+            self._stream.flush()
         bar = self._barrier
         bar.srcAccessMask = src_access
         bar.dstAccessMask = dst_access

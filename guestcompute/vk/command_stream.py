@@ -120,7 +120,7 @@ class CommandStream:
     def __init__(self, interpreter: "CommandInterpreter", cmd, barrier_struct):
         self.words: list = []
         self.append = self.words.append      # the recorder appends DispatchCommands
-        self.bound = ffi.new("uint64_t[3]")
+        self.bound = None              # gc_bound, made by the first walk (a recording may have none)
         # A VkMemoryBarrier the Python walker fills in: the recorder's own
         # (one per stream, so threads never share it).
         self.barrier_struct = barrier_struct
@@ -144,7 +144,8 @@ class CommandStream:
         """Something else may have bound compute state: rebind before the
         next dispatch. Call with nothing waiting (after ``flush``)."""
         b = self.bound
-        b[0] = b[1] = b[2] = 0
+        if b is not None:
+            b[0] = b[1] = b[2] = 0
 
 
 class CommandInterpreter:
@@ -173,6 +174,8 @@ class CommandInterpreter:
         return CommandStream(self, cmd, barrier_struct)
 
     def record(self, stream: CommandStream, words: list) -> None:
+        if stream.bound is None:
+            stream.bound = ffi.new("uint64_t[3]")
         if self.kind == "native":
             n = len(words)
             array = ffi.new("uint64_t[]", [w if w.__class__ is int else w.address for w in words])
