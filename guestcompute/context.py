@@ -10,7 +10,6 @@ submissions) and the order of teardown.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 import vulkan as vk
@@ -20,7 +19,7 @@ from . import host as _host
 from .warmup import WarmupReport, warm
 from .device.caps import DeviceLimits
 from .device.device import Device
-from .dtypes import DType, as_dtype, host_array, uint8, uint32
+from .dtypes import as_dtype, host_array, uint8, uint32
 from .errors import BufferRangeError, InvalidArgumentError, ShapeError, UnsupportedError
 from .ops.user_kernel import UserKernel, build as build_user_kernel
 from .ops.memo import CallMemo, PlanMemo

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dtypes import DType, as_dtype
 from ..errors import (BufferRangeError, DTypeError, InvalidArgumentError, PastBindingRangeError, ShapeError,
-                      UnsupportedError, WrongContextError)
+                      WrongContextError)
 from ..tensor import Tensor
 
 

@@ -17,7 +17,7 @@ from ..dtypes import float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..image import Image, ImageLevel
 from ..kernels.catalogue import variants
-from ..kernels.spec import READ, WRITE, KernelSpec, Push, family
+from ..kernels.spec import KernelSpec, Push, family
 from ..tensor import Tensor
 from . import pixels as px
 from .base import Dispatch, OpResult, op

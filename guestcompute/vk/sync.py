@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import vulkan as vk
-from vulkan import ffi
 
 from .structs import array
 
