@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from ..errors import RecordingError
 from ..image import ImageBinding, SamplerBinding
-from ..tensor import Buffer, BufferWindow
 from ..vk.command_stream import DispatchCommand
 
 
@@ -28,9 +27,6 @@ def resolve_image_binding(ctx, b: ImageBinding) -> None:
         b.sampler_handle = views.sampler(b.sampler)
 
 
-_PLAIN = frozenset((Buffer, BufferWindow))
-
-
 class DispatchPlan:
     __slots__ = ("ctx", "spec", "buffer_tuple", "indirect", "pipe", "reads", "writes", "buffers", "imports",
                  "writes_mapped", "desc", "images", "image_bindings", "command", "epoch", "touched")
@@ -40,19 +36,7 @@ class DispatchPlan:
         reads, writes, imports, images, image_bindings = [], [], [], {}, []
         writes_mapped = False
         buffers = []
-        plain = all(b.__class__ in _PLAIN for b in d.buffers)
         for b, (r, w) in zip(d.buffers, pipe.bindings):
-            if plain:               # buffers only: the common case, without the type tests
-                if r:
-                    reads += b.hazard_keys
-                if w:
-                    writes += b.hazard_keys
-                    if b.alloc is not None and b.alloc.mapped is not None:
-                        writes_mapped = True
-                if b.host_access is not None:
-                    imports.append((b, w))
-                buffers.append(b)
-                continue
             if r:
                 reads.extend(b.hazard_keys)
             if w:

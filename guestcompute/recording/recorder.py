@@ -62,7 +62,6 @@ _COMPUTE, _SHADER_WRITE = sync.COMPUTE, sync.SHADER_WRITE
 _GUEST_STAGES, _GUEST_ACCESS = sync.GUEST_STAGES, sync.GUEST_ACCESS
 
 
-
 class Target:
     """Where a recording goes, and what that changes (see the module notes).
 
@@ -325,8 +324,7 @@ class Recorder(OpMethods):
             if transitions:
                 self.emit_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS, transitions)
             else:
-                self._stream.barrier(src_stage, _GUEST_STAGES, src_access, _GUEST_ACCESS)
-                self.barriers += 1
+                self._queue_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS)
             state.covered_stages |= src_stage       # BarrierState.barrier_recorded, inlined
             state.covered_access |= src_access
             hz.after_barrier()

@@ -3,9 +3,8 @@
 A cffi call costs about a third of a microsecond on the hosts measured, and
 a dispatch needs three or four of them (bind, push descriptors, push
 constants, dispatch). So the recorder does not call Vulkan per command: it
-appends 64-bit words to a list — the address of a prebuilt
-:class:`DispatchCommand`, or a global memory barrier — and hands the list
-over in one call when its block ends or when something else must record in
+appends to a list — a prebuilt :class:`DispatchCommand`, or the words of a
+global memory barrier — and hands the list over in one call when its block ends or when something else must record in
 order (a host hook, a program replay, a timestamp, a label, an upload; see
 ``Recorder.command_buffer``).
 
@@ -16,7 +15,8 @@ Two walkers record a stream, with the same result command for command:
   and loaded with ctypes, so it is a plain shared library that does not
   depend on the Python version;
 - a Python walker, the fallback where no compiler was available, which
-  reads the same structs and calls the same device functions.
+  reads the same fields (kept beside each struct as Python objects) and
+  calls the same device functions.
 
 ``GUESTCOMPUTE_NATIVE`` picks: unset or ``auto`` (the C walker when built),
 ``off`` (the Python walker), ``require`` (the C walker, else
@@ -32,6 +32,7 @@ the interpreter is shared by every thread and only read.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import sys
@@ -88,9 +89,10 @@ class DispatchCommand:
             self._push_bytes = ffi.new("char[]", bytes(push))
             push_address = _address(self._push_bytes)
         pipeline, layout = pipe.addresses
-        writes = desc.writes_address if desc.pset is None else 0
-        dset = 0 if desc.pset is None else _address(desc.pset)
-        count = desc.count if desc.pset is None else 0
+        if desc.pset is None:       # push descriptors
+            writes, dset, count, py_writes = desc.writes_address, 0, desc.count, desc.writes
+        else:                       # a bound descriptor set
+            writes, dset, count, py_writes = 0, _address(desc.pset), 0, None
         if indirect is not None:
             buffer, offset, (g0, g1, g2) = _address(indirect[0].handle), indirect[1], (0, 0, 0)
         else:
@@ -103,8 +105,8 @@ class DispatchCommand:
         self.address = _address(f)
         # The same fields as the Python walker reads them: the integers it
         # compares with what is bound, and the cffi objects it passes on.
-        self.python = (pipeline, layout, id(desc), pipe.handle, pipe.layout,
-                       desc.writes if desc.pset is None else None, count, desc.pset, self._push_bytes,
+        self.python = (pipeline, layout, id(desc), pipe.handle, pipe.layout, py_writes, count, desc.pset,
+                       self._push_bytes,
                        len(push) if push else 0, (g0, g1, g2),
                        indirect[0].handle if indirect is not None else None, offset)
 
@@ -115,7 +117,7 @@ class CommandStream:
     ``words`` holds DispatchCommand objects (not just their addresses: the
     stream keeps them, and what they point to, alive until recorded) and the
     integers of barriers. ``bound``: gc_bound (pipeline, layout, descriptors)."""
-    __slots__ = ("words", "append", "bound", "barrier_struct", "_interpreter", "_cmd", "_cmd_address")
+    __slots__ = ("words", "append", "bound", "barrier_struct", "_interpreter", "_cmd", "_addresses")
 
     def __init__(self, interpreter: "CommandInterpreter", cmd, barrier_struct):
         self.words: list = []
@@ -126,7 +128,7 @@ class CommandStream:
         self.barrier_struct = barrier_struct
         self._interpreter = interpreter
         self._cmd = cmd
-        self._cmd_address = None       # taken at the first call into C
+        self._addresses = None         # (command buffer, gc_bound) as integers, at the first call into C
 
     def barrier(self, src_stage: int, dst_stage: int, src_access: int, dst_access: int) -> None:
         self.words += (BARRIER, src_stage, dst_stage, src_access, dst_access)
@@ -179,11 +181,10 @@ class CommandInterpreter:
         if self.kind == "native":
             n = len(words)
             array = ffi.new("uint64_t[]", [w if w.__class__ is int else w.address for w in words])
-            if stream._cmd_address is None:
-                stream._cmd_address = (_address(stream._cmd), _address(stream.bound))
-            cmd, bound = stream._cmd_address
-            done = self._record(self._functions_address, bound, cmd,
-                                _address(array), n)
+            if stream._addresses is None:
+                stream._addresses = (_address(stream._cmd), _address(stream.bound))
+            cmd, bound = stream._addresses
+            done = self._record(self._functions_address, bound, cmd, _address(array), n)
             if done != n:
                 raise RuntimeError(f"command stream cut short at word {done} of {n}")
         else:
@@ -235,6 +236,7 @@ def _mode(mode: str = None) -> str:
     return aliases[mode]
 
 
+@functools.lru_cache(maxsize=None)
 def library_name() -> str:
     """The file name of the build of this exact source (its hash in the
     name, so a build of an older source is never loaded)."""

@@ -30,12 +30,17 @@ def big_ctx(modern_host):
     c.close()
 
 
-@pytest.fixture
-def small_ctx(modern_host):
-    c = modern_host.adopt()
+def _limited(host):
+    """A context of ``host`` whose bindings reach SMALL bytes."""
+    c = host.adopt()
     limit_binding_range(c, SMALL)
     yield c
     c.close()
+
+
+@pytest.fixture
+def small_ctx(modern_host):
+    yield from _limited(modern_host)
 
 
 # -- at the real range --------------------------------------------------------------
@@ -238,10 +243,7 @@ def test_windowed_ops_check_their_arguments_first(modern_host, small_ctx):
 
 @pytest.fixture
 def small_bare_ctx(bare_host):
-    c = bare_host.adopt()
-    limit_binding_range(c, SMALL)
-    yield c
-    c.close()
+    yield from _limited(bare_host)
 
 
 def test_windows_on_descriptor_sets_of_a_vulkan_1_0_host(bare_host, small_bare_ctx):
