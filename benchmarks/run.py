@@ -35,6 +35,7 @@ SECTIONS = (
     ("gpu-ops", "benchmarks.gpu_ops"),
     ("images", "benchmarks.images"),
     ("demo", "benchmarks.demo_frames"),
+    ("torch", "benchmarks.torch_interop"),
 )
 
 

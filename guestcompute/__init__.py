@@ -13,6 +13,8 @@ from .version import __version__
 if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
     from . import testing
     from .context import Context, DeviceLimits
+    from .device.shared_memory import ExportedMemory
+    from .device.shared_timeline import SharedTimeline
     from .dtypes import float16, float32, int32, uint8, uint32
     from .errors import (BufferRangeError, CompilerNotFoundError, ContextClosedError, DeviceLostError,
                          DTypeError, GuestComputeError, IndexOutOfRangeError, InvalidArgumentError,
@@ -20,6 +22,8 @@ if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
                          UnknownOperationError, UnsupportedError, VulkanError, WrongContextError)
     from .host import HostAccess, Requirements, requirements
     from .image import Image, ImageLevel
+    from .interop.cuda_memory import CudaView
+    from .interop.cuda_timeline import CudaTimeline
     from .kernels.spec import KernelSpec
     from .ops.user_kernel import UserKernel
     from .recording.handoff import Submission
@@ -35,6 +39,8 @@ _EXPORTS = {
     "Program": "recording.program", "Params": "recording.program",
     "Submission": "recording.handoff", "UserKernel": "ops.user_kernel",
     "KernelSpec": "kernels.spec", "WarmupReport": "warmup",
+    "ExportedMemory": "device.shared_memory", "SharedTimeline": "device.shared_timeline",
+    "CudaTimeline": "interop.cuda_timeline", "CudaView": "interop.cuda_memory",
     **{name: "dtypes" for name in ("float16", "float32", "int32", "uint8", "uint32")},
     **{name: "errors" for name in (
         "BufferRangeError", "CompilerNotFoundError", "ContextClosedError", "DeviceLostError",

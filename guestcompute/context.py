@@ -19,8 +19,12 @@ from . import host as _host
 from .warmup import WarmupReport, warm
 from .device.caps import DeviceLimits
 from .device.device import Device
+from .device.shared_memory import ExportedMemory
+from .device.shared_timeline import SharedTimeline
 from .dtypes import as_dtype, host_array, uint8, uint32
 from .errors import BufferRangeError, InvalidArgumentError, ShapeError, UnsupportedError
+from .interop.cuda_driver import driver as cuda_driver
+from .interop.cuda_timeline import CudaTimeline
 from .ops.user_kernel import UserKernel, build as build_user_kernel
 from .ops.memo import CallMemo, PlanMemo
 from .recording.handoff import Submission, Submitter, submit
@@ -168,8 +172,11 @@ class Context:
                    persist_pipeline_cache=persist_pipeline_cache, debug_utils=debug_utils)
 
     # -- tensors ------------------------------------------------------------------
-    def empty(self, shape, dtype="float32") -> Tensor:
-        """An uninitialised guest-owned tensor.
+    def empty(self, shape, dtype="float32", *, exportable: bool = False) -> Tensor:
+        """An uninitialised guest-owned tensor. ``exportable=True``: its
+        memory (of its own) can be shared — ``t.export()`` to another
+        context, ``t.to_torch()`` / DLPack / ``__cuda_array_interface__`` to
+        CUDA; needs VK_KHR_external_memory_fd (UnsupportedError otherwise).
 
         Thread-safety: any thread, also while other threads record."""
         self.device.check_open()
@@ -178,32 +185,81 @@ class Context:
         self.device.check_dtype_enabled(d)
         nbytes = math.prod(shape) * d.size
         self.device.epochs.collect()
-        alloc = self.device.suballocator.create(nbytes)
+        if exportable:
+            alloc = self.device.shared_memory.create(nbytes)
+        else:
+            alloc = self.device.suballocator.create(nbytes)
         return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), shape, d)
 
-    def tensor(self, data, dtype=None) -> Tensor:
+    def tensor(self, data, dtype=None, *, exportable: bool = False) -> Tensor:
         """A guest-owned tensor holding a copy of ``data`` (an ndarray, a
         nested list or a number). Without ``dtype`` the data's kind picks
         one (float64 -> float32, int64 -> int32); values the dtype cannot
         hold raise (see "Host data and dtypes" in docs/integration.md).
+        ``exportable``: as for :meth:`empty`.
 
         Thread-safety: any thread, also while other threads record (without
         host-visible memory the copy takes its turn on the queue, holding
         ``queue_lock``)."""
         self.device.check_open()
         arr = host_array(data, dtype, "ctx.tensor")
-        t = self.empty(arr.shape, arr.dtype)
+        t = self.empty(arr.shape, arr.dtype, exportable=exportable)
         if arr.size:
             self.device.transfers.write(t.buffer, 0, arr.tobytes())
         return t
 
-    def zeros(self, shape, dtype="float32") -> Tensor:
+    def zeros(self, shape, dtype="float32", *, exportable: bool = False) -> Tensor:
         """A guest-owned tensor of zeros. Thread-safety: as :meth:`tensor`."""
         # Device memory first: a shape too large fails before any host-side copy.
-        t = self.empty(shape, dtype)
+        t = self.empty(shape, dtype, exportable=exportable)
         if t.nbytes:
             self.device.transfers.write(t.buffer, 0, bytes(t.nbytes))
         return t
+
+    # -- sharing with other devices and CUDA ---------------------------------------------
+    def import_memory(self, exported: ExportedMemory) -> Tensor:
+        """A tensor of this context over memory another context exported
+        (``t.export()``), on the same physical device and driver: the same
+        bytes, shape, dtype and strides, no copy. ``exported.fd`` stays the
+        caller's (a duplicate is imported). Order the two contexts' accesses
+        with a shared timeline (:meth:`shared_timeline`). The tensor is
+        exportable too. Thread-safety: any thread."""
+        self.device.check_open()
+        alloc = self.device.shared_memory.import_(exported)
+        d = as_dtype(exported.dtype)
+        self.device.check_dtype_enabled(d)
+        return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), exported.shape, d, exported.strides,
+                      exported.offset // d.size)
+
+    def shared_timeline(self) -> SharedTimeline:
+        """A timeline semaphore other contexts (:meth:`import_timeline`) and
+        CUDA (:meth:`cuda_timeline`) share, for GPU-side order between them:
+        ``tl.signal_point()`` / ``tl.wait_point()`` go into submissions
+        (``ctx.submit(signal=..., wait=...)``, or the host's own VkSubmitInfo
+        in injection mode). Needs timeline semaphores and
+        VK_KHR_external_semaphore_fd. Destroyed at :meth:`close` (or
+        ``tl.destroy()``). Thread-safety: any thread."""
+        self.device.check_open()
+        return self.device.shared_timelines.create()
+
+    def import_timeline(self, source) -> SharedTimeline:
+        """This context's handle on a shared timeline: ``source`` is another
+        context's SharedTimeline (the two then draw values from one counter)
+        or an fd from ``tl.export()`` in another process (values go on from
+        the semaphore's current one; the fd stays the caller's)."""
+        self.device.check_open()
+        return self.device.shared_timelines.import_(source)
+
+    def cuda_timeline(self, timeline: SharedTimeline) -> CudaTimeline:
+        """``timeline`` imported into CUDA on the device whose UUID is this
+        context's (torch's streams then wait on and signal it; see
+        :class:`~guestcompute.interop.cuda_timeline.CudaTimeline`)."""
+        self.device.check_open()
+        if not isinstance(timeline, SharedTimeline):
+            raise InvalidArgumentError(f"cuda_timeline takes a SharedTimeline (ctx.shared_timeline()), "
+                                       f"got {type(timeline).__name__}")
+        ordinal = cuda_driver().ordinal_for_uuid(self.device.shared_memory.uuids[0])
+        return CudaTimeline(timeline, ordinal)
 
     def import_buffer(self, buffer, shape, dtype="float32", offset: int = 0, host_access="compute",
                       buffer_size: int = None, usage=None) -> Tensor:

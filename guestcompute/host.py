@@ -31,6 +31,8 @@ OPTIONAL_EXTENSIONS = (
     "VK_KHR_vulkan_memory_model",     # glslang's NV cooperative-matrix SPIR-V requires it
     "VK_KHR_cooperative_matrix",
     "VK_EXT_memory_budget",           # per-heap budget and usage in ctx.memory_report()
+    "VK_KHR_external_memory_fd",      # exportable tensors (another VkDevice, CUDA/PyTorch)
+    "VK_KHR_external_semaphore_fd",   # shared timelines (GPU-side order with them)
 )
 
 GET_PROPERTIES2 = "VK_KHR_get_physical_device_properties2"
@@ -61,6 +63,12 @@ _DEPENDENCIES = {
     "VK_KHR_vulkan_memory_model": _NEEDS_PROPERTIES2,
     "VK_KHR_cooperative_matrix": _NEEDS_PROPERTIES2,
     "VK_EXT_memory_budget": _NEEDS_PROPERTIES2,
+    # Below 1.1 each needs its base extension on the device and the base's
+    # capabilities extension (which needs properties2) on the instance.
+    "VK_KHR_external_memory_fd": _Dependencies(
+        (1, 1), (GET_PROPERTIES2, "VK_KHR_external_memory_capabilities"), ("VK_KHR_external_memory",)),
+    "VK_KHR_external_semaphore_fd": _Dependencies(
+        (1, 1), (GET_PROPERTIES2, "VK_KHR_external_semaphore_capabilities"), ("VK_KHR_external_semaphore",)),
 }
 
 # Below these API versions guestcompute has no use for the extension even
@@ -75,6 +83,9 @@ USED_SINCE = {
     "VK_KHR_cooperative_matrix": _SPIRV_1_3,
     "VK_KHR_storage_buffer_storage_class": ((1, 1), "guestcompute needs it only for 16/8-bit storage"),
     "VK_EXT_memory_budget": ((1, 1), "the budget is read with vkGetPhysicalDeviceMemoryProperties2"),
+    "VK_KHR_external_memory_fd": ((1, 1), "the device UUID that names shared memory is a Vulkan 1.1 property"),
+    "VK_KHR_external_semaphore_fd": ((1, 1), "the device UUID that names shared semaphores is a Vulkan 1.1 "
+                                     "property"),
 }
 
 # Vulkan 1.0 core features guestcompute uses when enabled: storage writes
@@ -119,6 +130,7 @@ _CORE_SINCE = {
     "VK_KHR_8bit_storage": (1, 2), "VK_KHR_shader_float16_int8": (1, 2),
     "VK_KHR_timeline_semaphore": (1, 2), "VK_EXT_subgroup_size_control": (1, 3),
     "VK_KHR_push_descriptor": (1, 4), "VK_KHR_vulkan_memory_model": (1, 2),
+    "VK_KHR_external_memory": (1, 1), "VK_KHR_external_semaphore": (1, 1),
 }
 
 
@@ -449,6 +461,17 @@ class HostCaps:
     @property
     def timeline_semaphores(self) -> bool:
         return self.has_extension("VK_KHR_timeline_semaphore") and self.feature("timelineSemaphore")
+
+    @property
+    def external_memory_fd(self) -> bool:
+        """Tensors can be exported to (and imported from) opaque fds."""
+        return self.api_version >= (1, 1) and self.has_extension("VK_KHR_external_memory_fd")
+
+    @property
+    def external_timelines(self) -> bool:
+        """Timeline semaphores can be exported to (and imported from) opaque fds."""
+        return self.api_version >= (1, 1) and self.timeline_semaphores \
+            and self.has_extension("VK_KHR_external_semaphore_fd")
 
     @property
     def cooperative_matrix(self) -> bool:

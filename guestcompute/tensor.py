@@ -1,12 +1,15 @@
 """Tensors: typed, shaped views of a guest-owned or host-imported VkBuffer."""
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
 
+from .device.shared_memory import ExportedMemory
 from .dtypes import DType, as_dtype, host_array
 from .errors import InvalidArgumentError, ShapeError
+from .interop.cuda_memory import CudaView, cuda_memory_for
 from .vk.memory import next_uid
 
 
@@ -217,6 +220,68 @@ class Tensor:
         if not self.is_contiguous:
             raise InvalidArgumentError("write() needs a contiguous tensor; write the base tensor instead")
         ctx.device.transfers.write(self.buffer, self.offset * self.dtype.size, arr.tobytes())
+
+    # -- sharing with another device, CUDA and PyTorch ----------------------------
+    @property
+    def exportable(self) -> bool:
+        """True when the memory can be shared (made with ``exportable=True``,
+        or imported with ``ctx.import_memory``)."""
+        alloc = self.buffer.alloc
+        return alloc is not None and alloc.shareable
+
+    def export(self) -> ExportedMemory:
+        """This tensor's memory as an opaque fd, with where the view lives in
+        it: hand it to ``ctx.import_memory`` of another context on the same
+        physical device (or to CUDA). Each call makes a new fd, which the
+        caller owns (see :class:`~guestcompute.device.shared_memory.ExportedMemory`).
+        Thread-safety: any thread."""
+        ctx = self.ctx
+        ctx.device.check_open()
+        d = self.dtype.size
+        start = self.buffer.window_offset + self.offset * d
+        nbytes = max(0, self.span[1] - self.offset) * d
+        return ctx.device.shared_memory.export(self.buffer.alloc, offset=start, nbytes=nbytes, shape=self.shape,
+                                               dtype=self.dtype.name, strides=self.strides)
+
+    def cuda_view(self) -> CudaView:
+        """This view of an exportable tensor as CUDA sees it, on the CUDA
+        device whose UUID is the Vulkan device's (the memory is imported
+        into CUDA once, on first use). What :meth:`to_torch`, DLPack and
+        ``__cuda_array_interface__`` hand out; it keeps the memory alive."""
+        if not self.exportable:
+            raise InvalidArgumentError("only exportable tensors can be shared with CUDA: make it with "
+                                       "ctx.empty(..., exportable=True) (or ctx.tensor / ctx.zeros likewise)")
+        ctx = self.ctx
+        ctx.device.check_open()
+        memory = cuda_memory_for(self.buffer.alloc, ctx.device.shared_memory)
+        return CudaView(memory, self.buffer, offset=self.buffer.window_offset + self.offset * self.dtype.size,
+                        shape=self.shape, dtype=self.dtype.name, strides=self.strides)
+
+    def to_torch(self):
+        """A ``torch.Tensor`` on the matching CUDA device sharing this
+        tensor's memory (no copy): same shape, dtype and strides. Guest work
+        and torch work on it are ordered by a shared timeline (see
+        "Interop with PyTorch" in docs/integration.md), never implicitly.
+        Needs torch; the tensor must be exportable."""
+        torch = importlib.import_module("torch")
+        return torch.as_tensor(self.cuda_view())
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        # Absent (AttributeError) for tensors CUDA cannot see, so libraries
+        # probing for it fall back to other routes.
+        if not self.exportable:
+            raise AttributeError("only exportable tensors have a __cuda_array_interface__")
+        return self.cuda_view().__cuda_array_interface__
+
+    def __dlpack__(self, *, stream=None, **kwargs):
+        """DLPack capsule of the CUDA view (``torch.from_dlpack(t)``).
+        ``stream`` is accepted and not waited on: guest and CUDA work are
+        ordered by a shared timeline."""
+        return self.cuda_view().dlpack_capsule()
+
+    def __dlpack_device__(self) -> tuple:
+        return self.cuda_view().dlpack_device()
 
     # -- views -----------------------------------------------------------------
     def _view(self, shape, strides, offset) -> "Tensor":

@@ -29,7 +29,7 @@ LAYERS = (
     ("spirv",),
     ("kernels",),
     ("device",),
-    ("tensor", "image"),
+    ("tensor", "image", "interop"),
     ("ops",),
     ("recording",),
     ("warmup", "context"),

@@ -26,6 +26,8 @@ from .epochs import Epochs
 from .image_views import ImageViews
 from .imported_ranges import ImportedRanges
 from .pipelines import Pipelines
+from .shared_memory import SharedMemory
+from .shared_timeline import SharedTimelines
 from .suballocator import Suballocator
 from .transfers import Transfers
 
@@ -41,6 +43,10 @@ def wanted_functions(caps) -> list:
         wanted += optional_names("timeline")
     elif caps.has_extension("VK_KHR_timeline_semaphore"):
         wanted += optional_names("VK_KHR_timeline_semaphore")
+    if caps.external_memory_fd:
+        wanted += optional_names("VK_KHR_external_memory_fd")
+    if caps.external_timelines:
+        wanted += optional_names("VK_KHR_external_semaphore_fd")
     return wanted
 
 
@@ -53,7 +59,8 @@ class Device:
     Services: ``fns``, ``memory`` (VkDeviceMemory, images, counters),
     ``suballocator`` (guest buffers), ``descriptors``, ``spirv``,
     ``pipeline_cache`` (the VkPipelineCache and its file), ``pipelines``,
-    ``epochs``, ``transfers``, ``imported_ranges``. ``standalone``: the guest
+    ``epochs``, ``transfers``, ``imported_ranges``, ``shared_memory`` and
+    ``shared_timelines`` (what other devices and CUDA share). ``standalone``: the guest
     created the device (and may retire epochs itself).
     """
 
@@ -91,6 +98,8 @@ class Device:
         self.epochs.on_advance.append(self.suballocator.tick)
         self.transfers = Transfers(self, compute_copy)
         self.imported_ranges = ImportedRanges()
+        self.shared_memory = SharedMemory(self)
+        self.shared_timelines = SharedTimelines(self)
         self.image_views = ImageViews(handle, self.fns)
         # Open recorders: command-buffer handle value -> thread recording it.
         # stop_recording() waits on the condition for this to empty.
@@ -175,7 +184,8 @@ class Device:
                 "image_views": self.image_views.live_views, "samplers": self.image_views.live_samplers,
                 "pipeline_objects": self.pipelines.live_objects(),
                 "descriptor_sets": self.descriptors.live_sets(), "pending_free": len(self.epochs.graveyard),
-                "retire_waits": len(self.epochs.retire_waits)}
+                "retire_waits": len(self.epochs.retire_waits),
+                "shared_timelines": self.shared_timelines.count}
 
     def memory_report(self) -> dict:
         """See Context.memory_report."""
@@ -221,6 +231,7 @@ class Device:
         self.epochs.retire_all()
         for destroy in before_memory:
             destroy()
+        self.shared_timelines.destroy_all()
         self.transfers.drop_pending_uploads()
         self.image_views.destroy()      # views go before the images they view
         self.suballocator.destroy_all()  # tensors the caller still holds die with the context

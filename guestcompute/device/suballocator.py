@@ -231,12 +231,26 @@ class Suballocator:
             self.dedicated += 1
         return a
 
+    def create_shared(self, size: int, imported=None) -> Allocation:
+        """A buffer with memory of its own that another device or CUDA can
+        share (see MemoryManager.create_shared); destroyed, never recycled,
+        once released."""
+        a = self.memory.create_shared(size, STORAGE_USAGE, imported)
+        self.vulkan_buffers_created += 1
+        with self._lock:
+            self._live[id(a)] = a
+            self.dedicated += 1
+        return a
+
     def release(self, a: Allocation) -> None:
         """``a``'s last use retired: keep it for reuse (see :meth:`tick`)."""
         with self._lock:
             if id(a) not in self._live:
                 return              # destroyed by destroy_all at close
             self.memory.uncount_buffer(a)
+            if a.shareable:         # others may hold its memory: never hand it to another tensor
+                self._destroy(a)
+                return
             # Never keep more idle than is in use (or the floors): a mass
             # free gives its memory back instead of parking it.
             if (self.recycled_bytes + a.size > max(RECYCLE_FLOOR, self.memory.live_bytes)

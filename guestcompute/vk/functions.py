@@ -48,6 +48,9 @@ _OPTIONAL = {
     "vkCmdEndDebugUtilsLabelEXT": "debug_utils",
     "vkSetDebugUtilsObjectNameEXT": "debug_utils",
     "vkGetBufferMemoryRequirements2": "core11",
+    "vkGetMemoryFdKHR": "VK_KHR_external_memory_fd",
+    "vkGetSemaphoreFdKHR": "VK_KHR_external_semaphore_fd",
+    "vkImportSemaphoreFdKHR": "VK_KHR_external_semaphore_fd",
 }
 
 

@@ -12,12 +12,14 @@ lavapipe, resizable BAR) uploads and downloads are plain memcpy.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 
 import vulkan as vk
 from vulkan import ffi, lib
 
-from ..errors import OutOfMemoryError, check
+from ..errors import OutOfMemoryError, UnsupportedError, check
+from . import external
 from .structs import chain, new
 
 STORAGE_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
@@ -46,7 +48,7 @@ class Allocation:
     ``block`` is the suballocator's block the buffer lives in, or None when
     the buffer has its memory to itself (staging, large tensors)."""
     __slots__ = ("buffer", "memory", "offset", "size", "mapped", "host_visible", "coherent", "device_local",
-                 "past_range", "block", "usage", "reserved", "key")
+                 "past_range", "block", "usage", "reserved", "key", "shareable", "cuda")
 
     def __init__(self, buffer, memory, size, mapped, flags, offset=0, block=None, usage=0):
         self.buffer = buffer
@@ -62,6 +64,8 @@ class Allocation:
         self.usage = usage
         self.reserved = size     # bytes taken from the memory (the buffer's memory requirements)
         self.key = None          # the suballocator's recycle key
+        self.shareable = False   # memory another device or CUDA can import (vk/external.py)
+        self.cuda = None         # the memory's CUDA mapping, once made (interop/cuda_memory.py)
 
 
 class ImageAllocation:
@@ -155,11 +159,14 @@ class MemoryManager:
         get(self.device, new("VkBufferMemoryRequirementsInfo2", buffer=buffer), reqs)
         return bool(dedicated.prefersDedicatedAllocation or dedicated.requiresDedicatedAllocation)
 
-    def allocate(self, size: int, type_index: int, hint: str, smaller: str = "tensors", for_buffer=None):
+    def allocate(self, size: int, type_index: int, hint: str, smaller: str = "tensors", for_buffer=None,
+                 extend=None):
         """A VkDeviceMemory of ``size`` bytes of memory type ``type_index``.
         A size past the type's heap is refused before the driver sees it
         (VUID-vkAllocateMemory-pAllocateInfo-01713), as is one allocation
-        more than maxMemoryAllocationCount."""
+        more than maxMemoryAllocationCount. ``extend(info)``: chains more
+        onto the VkMemoryAllocateInfo (export, import) and returns what to
+        call if the allocation fails, or None."""
         heap_index = self.types[type_index][1]
         heap = self.heap_sizes[heap_index]
         if size > heap:
@@ -178,11 +185,16 @@ class MemoryManager:
         if for_buffer is not None:         # memory of the buffer's own, which the driver asked for
             chain(alloc, new("VkMemoryDedicatedAllocateInfo", buffer=for_buffer))
         mem = ffi.new("VkDeviceMemory *")
+        on_failure = None
         try:
+            if extend is not None:
+                on_failure = extend(alloc)
             check("vkAllocateMemory", self.fns.vkAllocateMemory(self.device, alloc, ffi.NULL, mem), hint)
         except BaseException:
             with self._lock:
                 self.allocations -= 1
+            if on_failure is not None:
+                on_failure()
             raise
         with self._lock:
             self.reserved_bytes += size
@@ -262,6 +274,62 @@ class MemoryManager:
             raise
         a = Allocation(buffer, memory, size, mapped, flags, usage=usage)
         a.block = _Dedicated(reqs.size, type_index)
+        self.count_buffer(a)
+        with self._lock:
+            self._live[id(a)] = a
+        return a
+
+    def create_shared(self, size: int, usage: int, imported=None) -> Allocation:
+        """A buffer of ``size`` bytes bound at offset 0 of memory of its own
+        that another VkDevice or CUDA can share through an opaque fd: new,
+        exportable memory, or with ``imported=(fd, allocation_size,
+        type_index, dedicated)`` the memory behind ``fd`` (a duplicate of
+        it is imported). Allocations made here are never recycled."""
+        size = max(16, (size + 15) & ~15)
+        info = new("VkBufferCreateInfo", pNext=external.external_buffer_info(), size=size, usage=usage,
+                   sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+        out = ffi.new("VkBuffer *")
+        check("vkCreateBuffer", self.fns.vkCreateBuffer(self.device, info, ffi.NULL, out))
+        buffer = out[0]
+        reqs = new("VkMemoryRequirements")
+        self.fns.vkGetBufferMemoryRequirements(self.device, buffer, reqs)
+        try:
+            if imported is None:
+                type_index = self.pick_type(reqs.memoryTypeBits, False)
+                alloc_size = reqs.size
+
+                def export(a):
+                    external.export_allocate_info(a, buffer)    # chained structs live as long as ``a``
+                memory = self.allocate(alloc_size, type_index, f"{size} bytes of exportable memory", extend=export)
+            else:
+                fd, alloc_size, type_index, dedicated = imported
+                if not reqs.memoryTypeBits & (1 << type_index) or alloc_size < reqs.size:
+                    raise UnsupportedError(
+                        f"the exported memory (type {type_index}, {alloc_size} bytes) cannot back this "
+                        f"device's buffer of {size} bytes (types {reqs.memoryTypeBits:#x}, "
+                        f"{reqs.size} bytes); export and import on the same physical device")
+
+                def import_fd(a):
+                    _, dup = external.import_allocate_info(a, fd, buffer, dedicated)
+                    return lambda: os.close(dup)
+                memory = self.allocate(alloc_size, type_index, "importing shared memory", extend=import_fd)
+        except BaseException:
+            self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
+            raise
+        flags = self.types[type_index][0]
+        mapped = None
+        try:
+            check("vkBindBufferMemory", self.fns.vkBindBufferMemory(self.device, buffer, memory, 0))
+            if flags & _HOST_VISIBLE:
+                mapped = ffi.buffer(self.map(memory, alloc_size), size)
+        except BaseException:
+            self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
+            self.free(memory, alloc_size, type_index)
+            raise
+        a = Allocation(buffer, memory, size, mapped, flags, usage=usage)
+        a.block = _Dedicated(alloc_size, type_index)
+        a.reserved = alloc_size
+        a.shareable = True
         self.count_buffer(a)
         with self._lock:
             self._live[id(a)] = a

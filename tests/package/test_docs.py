@@ -13,6 +13,7 @@ import vulkan as vk
 from vulkan import ffi
 
 from guestcompute.errors import check
+from guestcompute.testing import HeadlessHost
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -216,3 +217,22 @@ def test_one_program_per_swapchain_image(points_host):
             np.testing.assert_allclose(points_host.target.read(slot).astype(np.float64), want, atol=1.0)
     finally:
         ctx.close()
+
+
+def test_export_between_two_devices_example_runs(modern_host):
+    """The interop section's two-context example, with a second VkDevice of
+    its own (validated too)."""
+    blocks = [b for b in python_test_blocks() if "import_memory" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one export/import example"
+    second = HeadlessHost("modern")
+    ctx, other = modern_host.adopt(), second.adopt()
+    try:
+        if not ctx.caps.external_memory_fd:
+            pytest.skip("the device does not offer VK_KHR_external_memory_fd")
+        exec(compile(blocks[0], str(GUIDE), "exec"), {"np": np, "ctx": ctx, "other_ctx": other})
+    finally:
+        ctx.close()
+        other.close()
+        msgs = list(second.messages)
+        second.close()
+    assert not msgs, "validation layer reported:\n" + "\n\n".join(msgs)

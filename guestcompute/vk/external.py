@@ -1,0 +1,138 @@
+"""Vulkan objects other APIs (a second VkDevice, CUDA) can share: memory
+and timeline semaphores exported as, or imported from, POSIX file
+descriptors (VK_KHR_external_memory_fd, VK_KHR_external_semaphore_fd).
+
+Only the opaque-fd handle type is used: it is the one CUDA's
+cuImportExternalMemory / cuImportExternalSemaphore take on Linux, and the
+one a second VkDevice on the same physical device (same deviceUUID and
+driverUUID) may import. An fd names the whole VkDeviceMemory object, so an
+exportable buffer always gets memory of its own.
+
+Ownership of descriptors follows Vulkan: vkGetMemoryFdKHR /
+vkGetSemaphoreFdKHR hand the caller a new descriptor; a successful import
+takes the one it is given (the functions here import a duplicate, so the
+caller's stays theirs to close).
+"""
+from __future__ import annotations
+
+import os
+
+import vulkan as vk
+from vulkan import ffi, lib
+
+from ..errors import UnsupportedError, check
+from .structs import chain, new
+
+OPAQUE_FD = vk.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT
+SEMAPHORE_OPAQUE_FD = vk.VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT
+
+# vkGetDeviceProcAddr names per extension (resolved only when enabled).
+MEMORY_FD_FUNCTIONS = ("vkGetMemoryFdKHR",)
+SEMAPHORE_FD_FUNCTIONS = ("vkGetSemaphoreFdKHR", "vkImportSemaphoreFdKHR")
+
+
+def device_uuids(physical_device) -> tuple:
+    """(deviceUUID, driverUUID) as 16-byte strings: two devices may share
+    opaque handles only when both match (and CUDA names its devices by the
+    first)."""
+    ids = new("VkPhysicalDeviceIDProperties")
+    props = new("VkPhysicalDeviceProperties2", pNext=ids)
+    lib.vkGetPhysicalDeviceProperties2(physical_device, props)
+    return bytes(ffi.buffer(ids.deviceUUID, 16)), bytes(ffi.buffer(ids.driverUUID, 16))
+
+
+def buffer_export_support(physical_device, usage: int) -> tuple:
+    """(exportable, importable, dedicated_only) of opaque-fd memory for a
+    buffer of ``usage`` (vkGetPhysicalDeviceExternalBufferProperties)."""
+    info = new("VkPhysicalDeviceExternalBufferInfo", usage=usage, handleType=OPAQUE_FD)
+    props = new("VkExternalBufferProperties")
+    lib.vkGetPhysicalDeviceExternalBufferProperties(physical_device, info, props)
+    feats = props.externalMemoryProperties.externalMemoryFeatures
+    return (bool(feats & vk.VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT),
+            bool(feats & vk.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT),
+            bool(feats & vk.VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT))
+
+
+def timeline_export_support(physical_device) -> tuple:
+    """(exportable, importable) of opaque-fd timeline semaphores."""
+    kind = new("VkSemaphoreTypeCreateInfo", semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0)
+    info = new("VkPhysicalDeviceExternalSemaphoreInfo", pNext=kind, handleType=SEMAPHORE_OPAQUE_FD)
+    props = new("VkExternalSemaphoreProperties")
+    lib.vkGetPhysicalDeviceExternalSemaphoreProperties(physical_device, info, props)
+    feats = props.externalSemaphoreFeatures
+    return (bool(feats & vk.VK_EXTERNAL_SEMAPHORE_FEATURE_EXPORTABLE_BIT),
+            bool(feats & vk.VK_EXTERNAL_SEMAPHORE_FEATURE_IMPORTABLE_BIT))
+
+
+def external_buffer_info():
+    """The VkBufferCreateInfo pNext of a buffer bound to shareable memory."""
+    return new("VkExternalMemoryBufferCreateInfo", handleTypes=OPAQUE_FD)
+
+
+def export_allocate_info(alloc_info, buffer):
+    """Chain onto ``alloc_info`` what makes the memory exportable, dedicated
+    to ``buffer``; returns the chained structs (keep them alive)."""
+    export = new("VkExportMemoryAllocateInfo", handleTypes=OPAQUE_FD)
+    dedicated = new("VkMemoryDedicatedAllocateInfo", buffer=buffer)
+    chain(alloc_info, export, dedicated)
+    return export, dedicated
+
+
+def import_allocate_info(alloc_info, fd: int, buffer, dedicated: bool):
+    """Chain onto ``alloc_info`` the import of a duplicate of ``fd``;
+    returns (kept structs, the duplicate), which the driver owns once the
+    allocation succeeds (close it yourself if it fails)."""
+    dup = os.dup(fd)
+    imp = new("VkImportMemoryFdInfoKHR", handleType=OPAQUE_FD, fd=dup)
+    parts = [imp]
+    if dedicated:
+        parts.append(new("VkMemoryDedicatedAllocateInfo", buffer=buffer))
+    chain(alloc_info, *parts)
+    return parts, dup
+
+
+def memory_fd(fns, device, memory) -> int:
+    """A new opaque fd for ``memory`` (the caller owns it)."""
+    fn = getattr(fns, "vkGetMemoryFdKHR", None)
+    if fn is None:
+        raise UnsupportedError("exporting memory needs VK_KHR_external_memory_fd enabled on the device")
+    out = ffi.new("int *")
+    check("vkGetMemoryFdKHR", fn(device, new("VkMemoryGetFdInfoKHR", memory=memory, handleType=OPAQUE_FD), out))
+    return out[0]
+
+
+def create_exportable_timeline(fns, device, initial: int = 0):
+    """A timeline VkSemaphore whose payload can be exported as an opaque fd."""
+    kind = new("VkSemaphoreTypeCreateInfo", semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=initial)
+    export = new("VkExportSemaphoreCreateInfo", handleTypes=SEMAPHORE_OPAQUE_FD)
+    chain(kind, export)
+    out = ffi.new("VkSemaphore *")
+    check("vkCreateSemaphore", fns.vkCreateSemaphore(device, new("VkSemaphoreCreateInfo", pNext=kind),
+                                                     ffi.NULL, out))
+    return out[0], (kind, export)
+
+
+def semaphore_fd(fns, device, semaphore) -> int:
+    """A new opaque fd for ``semaphore``'s payload (the caller owns it)."""
+    out = ffi.new("int *")
+    check("vkGetSemaphoreFdKHR", fns.vkGetSemaphoreFdKHR(
+        device, new("VkSemaphoreGetFdInfoKHR", semaphore=semaphore, handleType=SEMAPHORE_OPAQUE_FD), out))
+    return out[0]
+
+
+def import_timeline(fns, device, fd: int):
+    """A timeline VkSemaphore of ``device`` sharing the payload behind
+    ``fd`` (a duplicate is imported; ``fd`` stays the caller's)."""
+    kind = new("VkSemaphoreTypeCreateInfo", semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0)
+    out = ffi.new("VkSemaphore *")
+    check("vkCreateSemaphore", fns.vkCreateSemaphore(device, new("VkSemaphoreCreateInfo", pNext=kind),
+                                                     ffi.NULL, out))
+    sem = out[0]
+    dup = os.dup(fd)
+    info = new("VkImportSemaphoreFdInfoKHR", semaphore=sem, handleType=SEMAPHORE_OPAQUE_FD, fd=dup)
+    res = fns.vkImportSemaphoreFdKHR(device, info)
+    if res != vk.VK_SUCCESS:
+        os.close(dup)
+        fns.vkDestroySemaphore(device, sem, ffi.NULL)
+        check("vkImportSemaphoreFdKHR", res)
+    return sem

@@ -1,0 +1,171 @@
+"""Exportable tensors: memory one context exports and a second device's
+context imports (same physical device) holds the same bytes both ways,
+with guest ops on each side, under validation on both devices."""
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+import guestcompute as gc
+from guestcompute.host import supported_extensions
+from guestcompute.testing import HeadlessHost
+
+VALIDATION = os.environ.get("GUESTCOMPUTE_TEST_VALIDATION", "1") != "0"
+
+
+@pytest.fixture(scope="module")
+def _second():
+    """A second host: its own instance and VkDevice on the same physical device."""
+    h = HeadlessHost("modern", validation=VALIDATION)
+    yield h
+    h.close()
+
+
+def _check_clean(host):
+    msgs = list(host.messages)
+    host.messages.clear()
+    assert not msgs, "validation layer reported:\n" + "\n\n".join(msgs)
+
+
+@pytest.fixture
+def pair(modern_host, _second):
+    """(host A, ctx A, host B, ctx B): two VkDevices of one physical device."""
+    _second.messages.clear()
+    a, b = modern_host.adopt(), _second.adopt()
+    if not (a.caps.external_memory_fd and b.caps.external_memory_fd):
+        a.close(), b.close()
+        pytest.skip("the device does not offer VK_KHR_external_memory_fd")
+    yield modern_host, a, _second, b
+    a.close()
+    b.close()
+    _check_clean(_second)
+
+
+def test_bytes_cross_between_devices_both_ways(pair):
+    host_a, a, host_b, b = pair
+    data = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = a.tensor(data, exportable=True)           # A writes, B reads
+    back = a.zeros((4, 6), exportable=True)       # B writes, A reads
+    with x.export() as ex, back.export() as eb:
+        x_b, back_b = b.import_memory(ex), b.import_memory(eb)
+    assert x_b.shape == (4, 6) and x_b.dtype == gc.float32 and x_b.exportable
+
+    host_a.run(a, lambda rec: rec.mul(x, 3.0, out=x))       # A's GPU work; the fence wait orders B after it
+    np.testing.assert_array_equal(x_b.numpy(), data * 3)
+    host_b.run(b, lambda rec: rec.add(x_b, 1.0, out=back_b))   # B's GPU work writes A's memory
+    np.testing.assert_array_equal(back.numpy(), data * 3 + 1)
+    total = host_a.run(a, lambda rec: rec.sum(back, axis=1))    # and A's GPU reads what B wrote
+    np.testing.assert_array_equal(total.numpy(), (data * 3 + 1).sum(axis=1))
+
+
+def test_an_exported_view_keeps_shape_strides_and_offset(pair):
+    _, a, _, b = pair
+    data = np.arange(60, dtype=np.int32).reshape(6, 10)
+    t = a.tensor(data, exportable=True)
+    view = t[1:5, 2::3]
+    with view.export() as ex:
+        assert (ex.shape, ex.strides, ex.dtype) == ((4, 3), (10, 3), "int32")
+        assert ex.offset == (10 + 2) * 4
+        seen = b.import_memory(ex)
+    np.testing.assert_array_equal(seen.numpy(), data[1:5, 2::3])
+    # An op in B on the imported view writes through to A's tensor.
+    b.run(lambda rec: rec.fill(seen, 7))
+    expect = data.copy()
+    expect[1:5, 2::3] = 7
+    np.testing.assert_array_equal(t.numpy(), expect)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "float16", "uint8"])
+def test_every_dtype_crosses_exactly(pair, dtype):
+    _, a, _, b = pair
+    try:
+        t = a.tensor(np.arange(50).astype(dtype), exportable=True)
+    except gc.UnsupportedError:
+        pytest.skip(f"{dtype} tensors are not enabled here")
+    with t.export() as ex:
+        u = b.import_memory(ex)
+    np.testing.assert_array_equal(u.numpy(), np.arange(50).astype(dtype))
+
+
+def test_the_import_outlives_the_exporting_tensor(pair):
+    _, a, _, b = pair
+    t = a.tensor(np.full(256, 5, np.float32), exportable=True)
+    with t.export() as ex:
+        u = b.import_memory(ex)
+    del t
+    a.retire()                      # A frees its buffer and memory now
+    assert a.live_objects()["allocations"] == 0
+    np.testing.assert_array_equal(u.numpy(), np.full(256, 5, np.float32))
+    b.run(lambda rec: rec.add(u, 1.0, out=u))
+    np.testing.assert_array_equal(u.numpy(), np.full(256, 6, np.float32))
+
+
+def test_fds_are_the_callers_and_none_leak(pair):
+    _, a, _, b = pair
+    t = a.zeros((1000,), exportable=True)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(40):
+        ex = t.export()
+        u = b.import_memory(ex)
+        os.fstat(ex.fd)                 # still open after the import: a duplicate was imported
+        ex.close()
+        ex.close()                      # closing twice is harmless
+        del u
+        b.retire()
+    assert len(os.listdir("/proc/self/fd")) <= before
+    assert b.live_objects()["buffers"] == 0 and b.live_objects()["allocations"] == 0
+
+
+def test_exportable_tensors_are_released_and_never_recycled(pair):
+    _, a, _, _ = pair
+    base = a.live_objects()
+    for _ in range(5):
+        t = a.empty((4096,), exportable=True)
+        assert t.exportable
+        del t
+        a.retire()
+    after = a.live_objects()
+    assert (after["buffers"], after["allocations"], after["recycled_buffers"]) == \
+        (base["buffers"], base["allocations"], base["recycled_buffers"])
+    plain = a.empty((4096,))
+    assert not plain.exportable             # a plain tensor never gets shareable memory
+
+
+def test_bad_exports_and_imports_raise_typed_errors(pair):
+    _, a, _, b = pair
+    plain = a.empty((8,))
+    with pytest.raises(gc.InvalidArgumentError, match="exportable=True"):
+        plain.export()
+    with pytest.raises(gc.InvalidArgumentError, match="exportable"):
+        plain.cuda_view()
+    assert not hasattr(plain, "__cuda_array_interface__")
+    ex = a.empty((8,), exportable=True).export()
+    with pytest.raises(gc.UnsupportedError, match="deviceUUID"):
+        b.import_memory(dataclasses.replace(ex, fd=os.dup(ex.fd), device_uuid=bytes(16)))
+    ex.close()
+    with pytest.raises(gc.InvalidArgumentError, match="closed"):
+        b.import_memory(ex)
+    with pytest.raises(gc.InvalidArgumentError, match="t.export"):
+        b.import_memory(3)
+
+
+def test_a_device_without_the_extension_refuses_exportable_tensors(bare_host):
+    ctx = bare_host.adopt()
+    try:
+        with pytest.raises(gc.UnsupportedError, match="VK_KHR_external_memory_fd"):
+            ctx.empty((4,), exportable=True)
+        with pytest.raises(gc.UnsupportedError, match="VK_KHR_external_semaphore_fd"):
+            ctx.shared_timeline()
+    finally:
+        ctx.close()
+
+
+def test_requirements_offer_the_sharing_extensions_where_supported(modern_host):
+    req = gc.requirements(modern_host.physical_device, (1, 3))
+    supported = set(supported_extensions(modern_host.physical_device))
+    for ext in ("VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"):
+        assert (ext in req.device_extensions) == (ext in supported)
+    held = gc.requirements(modern_host.physical_device, (1, 0)).held_back
+    if "VK_KHR_external_memory_fd" in supported:
+        assert "VK_KHR_external_memory_fd" in held

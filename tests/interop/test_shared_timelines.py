@@ -1,0 +1,96 @@
+"""Shared timelines: a second device's guest work waits on the GPU for the
+first device's, through one timeline semaphore both import. Needs
+VK_KHR_external_semaphore_fd, which lavapipe does not offer (Mesa 22.3 and
+25.0 alike); the tests run on drivers that do."""
+import os
+
+import numpy as np
+import pytest
+import vulkan as vk
+
+import guestcompute as gc
+from guestcompute.testing import HeadlessHost
+
+VALIDATION = os.environ.get("GUESTCOMPUTE_TEST_VALIDATION", "1") != "0"
+
+
+@pytest.fixture(scope="module")
+def _second():
+    h = HeadlessHost("modern", validation=VALIDATION)
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def pair(modern_host, _second):
+    _second.messages.clear()
+    a, b = modern_host.adopt(), _second.adopt()
+    if not (a.caps.external_timelines and a.caps.external_memory_fd):
+        with pytest.raises(gc.UnsupportedError, match="VK_KHR_external_semaphore_fd"):
+            a.shared_timeline()         # the refusal is typed and says what is missing
+        a.close(), b.close()
+        pytest.skip("the driver does not export timeline semaphores (VK_KHR_external_semaphore_fd)")
+    yield modern_host, a, _second, b
+    a.close()
+    b.close()
+    msgs = list(_second.messages)
+    _second.messages.clear()
+    assert not msgs, "validation layer reported:\n" + "\n\n".join(msgs)
+
+
+def test_the_second_device_waits_on_the_gpu_for_the_first(pair):
+    _, a, _, b = pair
+    tl = a.shared_timeline()
+    tl_b = b.import_timeline(tl)
+    x = a.zeros((1 << 16,), exportable=True)
+    with x.export() as ex:
+        x_b = b.import_memory(ex)
+    signal = tl.signal_point()
+    # B is submitted first and waits for a value A has not signalled yet.
+    done_b = b.submit(lambda rec: rec.add(x_b, 1.0), wait=[tl_b.wait_point(signal[1])])
+    a.submit(lambda rec: rec.fill(x, 41.0), signal=[signal])
+    done_b.wait()
+    np.testing.assert_array_equal(done_b.result.numpy(), np.full(1 << 16, 42, np.float32))
+    assert tl.counter() == tl_b.counter() == signal[1]
+
+
+def test_injected_frames_ping_pong_between_devices(pair):
+    host_a, a, host_b, b = pair
+    tl = a.shared_timeline()
+    tl_b = b.import_timeline(tl)
+    x = a.zeros((4096,), "int32", exportable=True)
+    with x.export() as ex:
+        x_b = b.import_memory(ex)
+    compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+    a_cmds = []
+    for frame in range(10):
+        # A's host submits its frame (guest work injected) signalling the
+        # point the guest gave it; B's host waits on that point.
+        cmd = host_a.begin()
+        a_cmds.append(cmd)
+        with a.record(cmd) as rec:
+            rec.add(x, 1, out=x)
+        host_a.submit(cmd, wait_for=[tl.wait_point(stages=compute)] if frame else [],
+                      signal=[tl.signal_point()], fence=False, block=False, free=False)
+        cmd_b = host_b.begin()
+        with b.record(cmd_b) as rec:
+            rec.mul(x_b, 2, out=x_b)
+        host_b.submit(cmd_b, wait_for=[tl_b.wait_point(stages=compute)], signal=[tl_b.signal_point()])
+    tl.wait()
+    host_a.free(a_cmds)
+    expect = 0
+    for _ in range(10):
+        expect = (expect + 1) * 2
+    np.testing.assert_array_equal(x.numpy(), np.full(4096, expect, np.int32))
+
+
+def test_points_refuse_values_nobody_will_signal(pair):
+    _, a, _, _ = pair
+    tl = a.shared_timeline()
+    assert tl.wait_point() == (tl.semaphore, 0, None)
+    with pytest.raises(gc.InvalidArgumentError, match="reserved"):
+        tl.wait_point(5)
+    fd = tl.export()
+    os.close(fd)
+    tl.destroy()
+    assert a.live_objects()["shared_timelines"] == 0
