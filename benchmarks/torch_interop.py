@@ -26,7 +26,9 @@ Run: ``python -m benchmarks.torch_interop [--frames N] [--mb M]`` (prints JSON).
 """
 from __future__ import annotations
 
+import faulthandler
 import importlib
+import sys
 import time
 
 import numpy as np
@@ -58,6 +60,8 @@ def exact_handoff_loop(ctx, torch, frames: int) -> dict:
     stream = torch.cuda.current_stream()
     start = time.perf_counter()
     for f in range(frames):
+        if f % 250 == 0:
+            _progress("hand-off frame", f)
         ctx.submit(lambda rec: rec.add(base, f % 7, out=x), signal=[tl.signal_point()])
         cuda_tl.wait(stream=stream)
         torch.mul(xt, 3, out=yt)
@@ -88,6 +92,8 @@ def exact_injected_loop(ctx_host, torch, frames: int) -> dict:
     compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
     cmds = []
     for f in range(frames):
+        if f % 250 == 0:
+            _progress("injected frame", f)
         cmd = host.begin()
         with ctx.record(cmd) as rec:
             if f:
@@ -195,9 +201,11 @@ def measure(device=None, frames: int = FRAMES, mb: int = 64) -> dict:
         if not (ctx.caps.external_memory_fd and ctx.caps.external_timelines):
             return {"skipped": f"{ctx.limits.device_name} does not export memory and timeline semaphores"}
         found = {"device": ctx.limits.device_name, "torch": torch.__version__}
-        found["handoff_loop"] = exact_handoff_loop(ctx, torch, frames)
-        found["views"] = views_match(ctx, torch)
-        found["costs"] = exchange_costs(ctx, torch, mb, 200)
+        for name, step in (("views", lambda: views_match(ctx, torch)),
+                           ("handoff_loop", lambda: exact_handoff_loop(ctx, torch, frames)),
+                           ("costs", lambda: exchange_costs(ctx, torch, mb, 200))):
+            found[name] = step()
+            _progress(name, found[name])
     finally:
         ctx.close()
     host = HeadlessHost("modern", validation=False, device=device)
@@ -205,11 +213,16 @@ def measure(device=None, frames: int = FRAMES, mb: int = 64) -> dict:
         hctx = host.adopt()
         try:
             found["injected_loop"] = exact_injected_loop((host, hctx), torch, frames)
+            _progress("injected_loop", found["injected_loop"])
         finally:
             hctx.close()
     finally:
         host.close()
     return found
+
+
+def _progress(step: str, found) -> None:
+    print(f"[torch interop] {step}: {found}", file=sys.stderr, flush=True)
 
 
 def run(env) -> list:
@@ -239,7 +252,10 @@ def main(argv=None) -> int:
     p.add_argument("--frames", type=int, default=FRAMES)
     p.add_argument("--mb", type=int, default=64)
     p.add_argument("--device")
+    p.add_argument("--watchdog", type=float, help="after this many seconds print every thread's stack and exit")
     args = p.parse_args(argv)
+    if args.watchdog:
+        faulthandler.dump_traceback_later(args.watchdog, exit=True)
     print(json.dumps(measure(args.device, args.frames, args.mb), indent=1))
     return 0
 

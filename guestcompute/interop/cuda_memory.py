@@ -46,9 +46,12 @@ class CudaMemory:
         if memory is None:
             return
         self._memory = None
-        cuda = driver()
-        with cuda.current(self.ordinal):
-            cuda.release_memory(self.ptr, memory)
+        try:
+            cuda = driver()
+            with cuda.current(self.ordinal):
+                cuda.release_memory(self.ptr, memory)
+        except Exception:       # interpreter shutdown: CUDA may be gone already, and frees it all anyway
+            pass
 
 
 _mapping_lock = threading.Lock()

@@ -79,4 +79,7 @@ class CudaTimeline:
                 cuda.destroy_semaphore(sem)
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:       # interpreter shutdown: CUDA may be gone already
+            pass
