@@ -99,9 +99,11 @@ def exact_injected_loop(ctx_host, torch, frames: int) -> dict:
             if f:
                 rec.add(acc, y, out=acc)        # what torch wrote last frame
             rec.fill(x, f)
+        # The wait point first: taken after this submission's own signal
+        # point it would default to that value, and the queue would wait forever.
+        wait = [tl.wait_point(stages=compute)] if f else []
         point = tl.signal_point()
-        host.submit(cmd, wait_for=[tl.wait_point(stages=compute)] if f else [], signal=[point],
-                    fence=False, block=False, free=False)
+        host.submit(cmd, wait_for=wait, signal=[point], fence=False, block=False, free=False)
         cmds.append((cmd, point[1]))
         cuda_tl.wait()
         torch.add(xt, 1, out=yt)

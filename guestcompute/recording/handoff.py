@@ -274,6 +274,20 @@ def _parse_signals(signal):
     return out
 
 
+def _check_not_waiting_on_itself(waits, signals) -> None:
+    """A submission that waits for a timeline value it signals itself (or a
+    later one) never runs, and stalls every submission after it on the
+    queue: refuse it before anything is recorded."""
+    signalled = {int(ffi.cast("uintptr_t", sem)): value for sem, value in signals if value is not None}
+    for sem, value, _ in waits:
+        own = signalled.get(int(ffi.cast("uintptr_t", sem)))
+        if value is not None and own is not None and value >= own:
+            raise InvalidArgumentError(
+                f"this submission waits for value {value} of a timeline it signals to {own} itself: it would "
+                "never run. Take the wait point before reserving the signal point (tl.wait_point() "
+                "defaults to the last value reserved)")
+
+
 def ownership_barrier(ctx, cmd, tensors, *, src_family: int, dst_family: int, src_stages: int,
                       src_access: int, dst_stages: int, dst_access: int) -> None:
     """Record a queue-family ownership transfer half (release when ``cmd``
@@ -345,6 +359,7 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
         queue = ctx.queue
     queue = _host.as_handle(queue, "VkQueue", "queue")
     waits, signals = _parse_waits(wait), _parse_signals(signal)
+    _check_not_waiting_on_itself(waits, signals)
     owner = ctx.submitter
     if any(v is not None for _, v, _ in waits) or any(v is not None for _, v in signals):
         if not owner.timeline:

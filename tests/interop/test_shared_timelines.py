@@ -94,3 +94,19 @@ def test_points_refuse_values_nobody_will_signal(pair):
     os.close(fd)
     tl.destroy()
     assert a.live_objects()["shared_timelines"] == 0
+
+
+def test_a_submission_waiting_for_its_own_signal_is_refused(modern_host):
+    """Checked before anything is recorded, on any device with timelines (a
+    shared timeline is not needed to make the mistake)."""
+    ctx = modern_host.adopt()
+    try:
+        if not ctx.caps.timeline_semaphores:
+            pytest.skip("timeline semaphores are not enabled")
+        sub = ctx.submit(lambda rec: None)
+        with pytest.raises(gc.InvalidArgumentError, match="never run"):
+            ctx.submit(lambda rec: None, wait=[(sub.semaphore, 9)], signal=[(sub.semaphore, 9)])
+        assert ctx.cache_stats()["submissions"] == 1        # nothing was submitted
+        sub.wait()
+    finally:
+        ctx.close()
