@@ -216,9 +216,11 @@ class MemoryManager:
         return ptr[0]
 
     # -- buffers ---------------------------------------------------------------------
-    def new_buffer(self, size: int, usage: int):
+    def new_buffer(self, size: int, usage: int, pnext=None):
         """(VkBuffer, VkMemoryRequirements) of a buffer not yet bound to memory."""
         info = new("VkBufferCreateInfo", size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+        if pnext is not None:
+            chain(info, pnext)
         out = ffi.new("VkBuffer *")
         check("vkCreateBuffer", self.fns.vkCreateBuffer(self.device, info, ffi.NULL, out))
         reqs = new("VkMemoryRequirements")
@@ -262,18 +264,24 @@ class MemoryManager:
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
             raise
+        return self._bind_own(buffer, memory, size, reqs.size, type_index, usage)
+
+    def _bind_own(self, buffer, memory, size: int, memory_size: int, type_index: int, usage: int) -> Allocation:
+        """Bind ``buffer`` at offset 0 of ``memory`` (of its own), map it if
+        host-visible, and count it; both are destroyed if that fails."""
         flags = self.types[type_index][0]
         mapped = None
         try:
             check("vkBindBufferMemory", self.fns.vkBindBufferMemory(self.device, buffer, memory, 0))
             if flags & _HOST_VISIBLE:
-                mapped = ffi.buffer(self.map(memory, reqs.size), size)
+                mapped = ffi.buffer(self.map(memory, memory_size), size)
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
-            self.free(memory, reqs.size, type_index)
+            self.free(memory, memory_size, type_index)
             raise
         a = Allocation(buffer, memory, size, mapped, flags, usage=usage)
-        a.block = _Dedicated(reqs.size, type_index)
+        a.block = _Dedicated(memory_size, type_index)
+        a.reserved = memory_size
         self.count_buffer(a)
         with self._lock:
             self._live[id(a)] = a
@@ -286,13 +294,7 @@ class MemoryManager:
         type_index, dedicated)`` the memory behind ``fd`` (a duplicate of
         it is imported). Allocations made here are never recycled."""
         size = max(16, (size + 15) & ~15)
-        info = new("VkBufferCreateInfo", pNext=external.external_buffer_info(), size=size, usage=usage,
-                   sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
-        out = ffi.new("VkBuffer *")
-        check("vkCreateBuffer", self.fns.vkCreateBuffer(self.device, info, ffi.NULL, out))
-        buffer = out[0]
-        reqs = new("VkMemoryRequirements")
-        self.fns.vkGetBufferMemoryRequirements(self.device, buffer, reqs)
+        buffer, reqs = self.new_buffer(size, usage, external.external_buffer_info())
         try:
             if imported is None:
                 type_index = self.pick_type(reqs.memoryTypeBits, False)
@@ -316,23 +318,8 @@ class MemoryManager:
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
             raise
-        flags = self.types[type_index][0]
-        mapped = None
-        try:
-            check("vkBindBufferMemory", self.fns.vkBindBufferMemory(self.device, buffer, memory, 0))
-            if flags & _HOST_VISIBLE:
-                mapped = ffi.buffer(self.map(memory, alloc_size), size)
-        except BaseException:
-            self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
-            self.free(memory, alloc_size, type_index)
-            raise
-        a = Allocation(buffer, memory, size, mapped, flags, usage=usage)
-        a.block = _Dedicated(alloc_size, type_index)
-        a.reserved = alloc_size
+        a = self._bind_own(buffer, memory, size, alloc_size, type_index, usage)
         a.shareable = True
-        self.count_buffer(a)
-        with self._lock:
-            self._live[id(a)] = a
         return a
 
     def create_image(self, info) -> ImageAllocation:

@@ -9,38 +9,6 @@ import pytest
 
 import guestcompute as gc
 from guestcompute.host import supported_extensions
-from guestcompute.testing import HeadlessHost
-
-VALIDATION = os.environ.get("GUESTCOMPUTE_TEST_VALIDATION", "1") != "0"
-
-
-@pytest.fixture(scope="module")
-def _second():
-    """A second host: its own instance and VkDevice on the same physical device."""
-    h = HeadlessHost("modern", validation=VALIDATION)
-    yield h
-    h.close()
-
-
-def _check_clean(host):
-    msgs = list(host.messages)
-    host.messages.clear()
-    assert not msgs, "validation layer reported:\n" + "\n\n".join(msgs)
-
-
-@pytest.fixture
-def pair(modern_host, _second):
-    """(host A, ctx A, host B, ctx B): two VkDevices of one physical device."""
-    _second.messages.clear()
-    a, b = modern_host.adopt(), _second.adopt()
-    if not (a.caps.external_memory_fd and b.caps.external_memory_fd):
-        a.close(), b.close()
-        pytest.skip("the device does not offer VK_KHR_external_memory_fd")
-    yield modern_host, a, _second, b
-    a.close()
-    b.close()
-    _check_clean(_second)
-
 
 def test_bytes_cross_between_devices_both_ways(pair):
     host_a, a, host_b, b = pair
@@ -92,7 +60,7 @@ def test_the_import_outlives_the_exporting_tensor(pair):
     _, a, _, b = pair
     before = a.live_objects()["allocations"]
     t = a.empty((256,), exportable=True)
-    a.run(lambda rec: rec.fill(t, 5.0))         # no staging upload: the only new allocation is t's
+    a.run(lambda rec, t=t: rec.fill(t, 5.0))    # no staging upload: the only new allocation is t's
     with t.export() as ex:
         u = b.import_memory(ex)
     assert a.live_objects()["allocations"] == before + 1
