@@ -225,10 +225,11 @@ class Context:
         with a shared timeline (:meth:`shared_timeline`). The tensor is
         exportable too. Thread-safety: any thread."""
         self.device.check_open()
-        if isinstance(exported, ExportedMemory):
-            self.device.check_dtype_enabled(as_dtype(exported.dtype))
-        alloc = self.device.shared_memory.import_(exported)
+        if not isinstance(exported, ExportedMemory):
+            raise InvalidArgumentError(f"import_memory takes what t.export() returned, got {type(exported).__name__}")
         d = as_dtype(exported.dtype)
+        self.device.check_dtype_enabled(d)       # before the import: nothing to undo
+        alloc = self.device.shared_memory.import_(exported)
         return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), exported.shape, d, exported.strides,
                       exported.offset // d.size)
 

@@ -237,11 +237,9 @@ class Tensor:
         Thread-safety: any thread."""
         ctx = self.ctx
         ctx.device.check_open()
-        d = self.dtype.size
-        start = self.buffer.window_offset + self.offset * d
-        nbytes = max(0, self.span[1] - self.offset) * d
-        return ctx.device.shared_memory.export(self.buffer.alloc, offset=start, nbytes=nbytes, shape=self.shape,
-                                               dtype=self.dtype.name, strides=self.strides)
+        nbytes = max(0, self.span[1] - self.offset) * self.dtype.size
+        return ctx.device.shared_memory.export(self.buffer.alloc, offset=self._first_byte, nbytes=nbytes,
+                                               shape=self.shape, dtype=self.dtype.name, strides=self.strides)
 
     def cuda_view(self) -> CudaView:
         """This view of an exportable tensor as CUDA sees it, on the CUDA
@@ -254,8 +252,13 @@ class Tensor:
         ctx = self.ctx
         ctx.device.check_open()
         memory = cuda_memory_for(self.buffer.alloc, ctx.device.shared_memory)
-        return CudaView(memory, self.buffer, offset=self.buffer.window_offset + self.offset * self.dtype.size,
-                        shape=self.shape, dtype=self.dtype.name, strides=self.strides)
+        return CudaView(memory, self.buffer, offset=self._first_byte, shape=self.shape, dtype=self.dtype.name,
+                        strides=self.strides)
+
+    @property
+    def _first_byte(self) -> int:
+        """Where the first element lives in the VkBuffer's memory, in bytes."""
+        return self.buffer.window_offset + self.offset * self.dtype.size
 
     def to_torch(self):
         """A ``torch.Tensor`` on the matching CUDA device sharing this

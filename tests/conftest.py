@@ -17,12 +17,14 @@ VALIDATION = os.environ.get("GUESTCOMPUTE_TEST_VALIDATION", "1") != "0"
 _hosts = {}
 
 
-def _host(profile):
+def _host(profile, copy: int = 0):
     # One host per profile for the whole run: creating devices under the
-    # validation layer is the slow part of a test.
-    if profile not in _hosts:
-        _hosts[profile] = HeadlessHost(profile, validation=VALIDATION)
-    return _hosts[profile]
+    # validation layer is the slow part of a test. ``copy`` 1 is a second
+    # host of the profile: its own instance and VkDevice on the same
+    # physical device (the interop tests share memory between the two).
+    if (profile, copy) not in _hosts:
+        _hosts[profile, copy] = HeadlessHost(profile, validation=VALIDATION)
+    return _hosts[profile, copy]
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -37,9 +39,9 @@ def _check_clean(host):
     assert not msgs, "validation layer reported:\n" + "\n\n".join(msgs)
 
 
-def _validated(profile):
+def _validated(profile, copy: int = 0):
     """The shared host of ``profile``, with its messages checked after the test."""
-    h = _host(profile)
+    h = _host(profile, copy)
     h.messages.clear()
     yield h
     _check_clean(h)
@@ -53,6 +55,12 @@ def host(request):
 @pytest.fixture
 def modern_host():
     yield from _validated("modern")
+
+
+@pytest.fixture
+def second_host():
+    """A second "modern" host: another VkDevice of the same physical device."""
+    yield from _validated("modern", copy=1)
 
 
 @pytest.fixture

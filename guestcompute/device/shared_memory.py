@@ -98,7 +98,7 @@ class SharedMemory:
         with self._lock:
             if self._support is None:
                 self._support = external.buffer_export_support(self._device.physical_device, STORAGE_USAGE)
-        exportable, importable, _ = self._support
+        exportable, importable = self._support
         if not (exportable and importable):
             raise UnsupportedError("this device cannot export or import storage-buffer memory as an opaque fd "
                                    "(vkGetPhysicalDeviceExternalBufferProperties)")
@@ -124,16 +124,14 @@ class SharedMemory:
     def import_(self, exported: ExportedMemory) -> Allocation:
         """A buffer over the memory ``exported`` names (from a device with
         the same UUIDs), as large as the exporter's."""
-        if not isinstance(exported, ExportedMemory):
-            raise InvalidArgumentError(f"import_memory takes what t.export() returned, got {type(exported).__name__}")
         if exported.fd < 0:
             raise InvalidArgumentError("this export's fd was closed or handed on already; export again")
         self.check_supported()
         if (exported.device_uuid, exported.driver_uuid) != self.uuids:
             raise UnsupportedError("the memory was exported by another physical device or driver (its deviceUUID "
                                    "or driverUUID differs); opaque fds are shared only on the same device and driver")
-        imported = (exported.fd, exported.allocation_size, exported.memory_type_index, exported.dedicated)
         if exported.offset + exported.nbytes > exported.buffer_size:
             raise InvalidArgumentError(f"the exported view ({exported.nbytes} bytes at {exported.offset}) "
                                        f"passes the end of its {exported.buffer_size}-byte buffer")
+        imported = (exported.fd, exported.allocation_size, exported.memory_type_index, exported.dedicated)
         return self._device.suballocator.create_shared(exported.buffer_size, imported)

@@ -78,8 +78,8 @@ class SharedTimeline:
         """The value the semaphore has reached now (vkGetSemaphoreCounterValue)."""
         dev = self._device
         out = ffi.new("uint64_t *")
-        fn = getattr(dev.fns, "vkGetSemaphoreCounterValue", None) or dev.fns.vkGetSemaphoreCounterValueKHR
-        check("vkGetSemaphoreCounterValue", fn(dev.handle, self.semaphore, out))
+        get, _ = epochs.timeline_functions(dev.fns, dev.caps)
+        check("vkGetSemaphoreCounterValue", get(dev.handle, self.semaphore, out))
         return out[0]
 
     def wait(self, value: int = None, timeout: float = None) -> bool:
@@ -88,7 +88,7 @@ class SharedTimeline:
         teardown: frame loops wait on the GPU through wait points."""
         dev = self._device
         value = self.values.last if value is None else epochs.semaphore_value(value, "wait value")
-        fn = getattr(dev.fns, "vkWaitSemaphores", None) or dev.fns.vkWaitSemaphoresKHR
+        _, fn = epochs.timeline_functions(dev.fns, dev.caps)
         sems = ffi.new("VkSemaphore[1]", [self.semaphore])
         vals = ffi.new("uint64_t[1]", [value])
         info = new("VkSemaphoreWaitInfo", semaphoreCount=1, pSemaphores=sems, pValues=vals)
@@ -116,6 +116,7 @@ class SharedTimelines:
         self._device = device
         self._lock = threading.Lock()
         self._live: dict = {}
+        self._support = None
 
     def check_supported(self) -> None:
         caps = self._device.caps
@@ -123,7 +124,10 @@ class SharedTimelines:
             raise UnsupportedError(
                 "shared timelines need timeline semaphores and VK_KHR_external_semaphore_fd enabled on the "
                 "device (Vulkan 1.1+); gc.requirements() lists them where the device supports them")
-        exportable, importable = external.timeline_export_support(self._device.physical_device)
+        with self._lock:
+            if self._support is None:
+                self._support = external.timeline_export_support(self._device.physical_device)
+        exportable, importable = self._support
         if not (exportable and importable):
             raise UnsupportedError("this device cannot export or import timeline semaphores as opaque fds "
                                    "(vkGetPhysicalDeviceExternalSemaphoreProperties)")
@@ -131,7 +135,7 @@ class SharedTimelines:
     def create(self) -> SharedTimeline:
         self.check_supported()
         dev = self._device
-        sem, _ = external.create_exportable_timeline(dev.fns, dev.handle)
+        sem = external.create_exportable_timeline(dev.fns, dev.handle)
         return self._keep(SharedTimeline(dev, sem, TimelineValues()))
 
     def import_(self, source) -> SharedTimeline:

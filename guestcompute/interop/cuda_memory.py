@@ -31,7 +31,6 @@ class CudaMemory:
     def __init__(self, exported, ordinal: int):
         cuda = driver()
         self.ordinal = ordinal
-        self.size = exported.allocation_size
         with cuda.current(ordinal):
             fd = exported.take_fd()
             try:

@@ -20,15 +20,11 @@ import os
 import vulkan as vk
 from vulkan import ffi, lib
 
-from ..errors import UnsupportedError, check
+from ..errors import check
 from .structs import chain, new
 
 OPAQUE_FD = vk.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT
 SEMAPHORE_OPAQUE_FD = vk.VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT
-
-# vkGetDeviceProcAddr names per extension (resolved only when enabled).
-MEMORY_FD_FUNCTIONS = ("vkGetMemoryFdKHR",)
-SEMAPHORE_FD_FUNCTIONS = ("vkGetSemaphoreFdKHR", "vkImportSemaphoreFdKHR")
 
 
 def device_uuids(physical_device) -> tuple:
@@ -42,15 +38,15 @@ def device_uuids(physical_device) -> tuple:
 
 
 def buffer_export_support(physical_device, usage: int) -> tuple:
-    """(exportable, importable, dedicated_only) of opaque-fd memory for a
-    buffer of ``usage`` (vkGetPhysicalDeviceExternalBufferProperties)."""
+    """(exportable, importable) of opaque-fd memory for a buffer of
+    ``usage`` (vkGetPhysicalDeviceExternalBufferProperties). Whether the
+    driver wants it dedicated is not asked: it always is here."""
     info = new("VkPhysicalDeviceExternalBufferInfo", usage=usage, handleType=OPAQUE_FD)
     props = new("VkExternalBufferProperties")
     lib.vkGetPhysicalDeviceExternalBufferProperties(physical_device, info, props)
     feats = props.externalMemoryProperties.externalMemoryFeatures
     return (bool(feats & vk.VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT),
-            bool(feats & vk.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT),
-            bool(feats & vk.VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT))
+            bool(feats & vk.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT))
 
 
 def timeline_export_support(physical_device) -> tuple:
@@ -69,35 +65,28 @@ def external_buffer_info():
     return new("VkExternalMemoryBufferCreateInfo", handleTypes=OPAQUE_FD)
 
 
-def export_allocate_info(alloc_info, buffer):
+def export_allocate_info(alloc_info, buffer) -> None:
     """Chain onto ``alloc_info`` what makes the memory exportable, dedicated
-    to ``buffer``; returns the chained structs (keep them alive)."""
-    export = new("VkExportMemoryAllocateInfo", handleTypes=OPAQUE_FD)
-    dedicated = new("VkMemoryDedicatedAllocateInfo", buffer=buffer)
-    chain(alloc_info, export, dedicated)
-    return export, dedicated
+    to ``buffer`` (``chain`` keeps the structs alive with ``alloc_info``)."""
+    chain(alloc_info, new("VkExportMemoryAllocateInfo", handleTypes=OPAQUE_FD),
+          new("VkMemoryDedicatedAllocateInfo", buffer=buffer))
 
 
-def import_allocate_info(alloc_info, fd: int, buffer, dedicated: bool):
-    """Chain onto ``alloc_info`` the import of a duplicate of ``fd``;
-    returns (kept structs, the duplicate), which the driver owns once the
-    allocation succeeds (close it yourself if it fails)."""
+def import_allocate_info(alloc_info, fd: int, buffer, dedicated: bool) -> int:
+    """Chain onto ``alloc_info`` the import of a duplicate of ``fd`` and
+    return the duplicate, which the driver owns once the allocation
+    succeeds (close it yourself if it fails)."""
     dup = os.dup(fd)
-    imp = new("VkImportMemoryFdInfoKHR", handleType=OPAQUE_FD, fd=dup)
-    parts = [imp]
-    if dedicated:
-        parts.append(new("VkMemoryDedicatedAllocateInfo", buffer=buffer))
-    chain(alloc_info, *parts)
-    return parts, dup
+    chain(alloc_info, new("VkImportMemoryFdInfoKHR", handleType=OPAQUE_FD, fd=dup),
+          new("VkMemoryDedicatedAllocateInfo", buffer=buffer) if dedicated else None)
+    return dup
 
 
 def memory_fd(fns, device, memory) -> int:
     """A new opaque fd for ``memory`` (the caller owns it)."""
-    fn = getattr(fns, "vkGetMemoryFdKHR", None)
-    if fn is None:
-        raise UnsupportedError("exporting memory needs VK_KHR_external_memory_fd enabled on the device")
     out = ffi.new("int *")
-    check("vkGetMemoryFdKHR", fn(device, new("VkMemoryGetFdInfoKHR", memory=memory, handleType=OPAQUE_FD), out))
+    check("vkGetMemoryFdKHR", fns.vkGetMemoryFdKHR(
+        device, new("VkMemoryGetFdInfoKHR", memory=memory, handleType=OPAQUE_FD), out))
     return out[0]
 
 
@@ -109,7 +98,7 @@ def create_exportable_timeline(fns, device, initial: int = 0):
     out = ffi.new("VkSemaphore *")
     check("vkCreateSemaphore", fns.vkCreateSemaphore(device, new("VkSemaphoreCreateInfo", pNext=kind),
                                                      ffi.NULL, out))
-    return out[0], (kind, export)
+    return out[0]
 
 
 def semaphore_fd(fns, device, semaphore) -> int:

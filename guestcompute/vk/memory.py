@@ -301,7 +301,7 @@ class MemoryManager:
                 alloc_size = reqs.size
 
                 def export(a):
-                    external.export_allocate_info(a, buffer)    # chained structs live as long as ``a``
+                    external.export_allocate_info(a, buffer)
                 memory = self.allocate(alloc_size, type_index, f"{size} bytes of exportable memory", extend=export)
             else:
                 fd, alloc_size, type_index, dedicated = imported
@@ -312,7 +312,7 @@ class MemoryManager:
                         f"{reqs.size} bytes); export and import on the same physical device")
 
                 def import_fd(a):
-                    _, dup = external.import_allocate_info(a, fd, buffer, dedicated)
+                    dup = external.import_allocate_info(a, fd, buffer, dedicated)
                     return lambda: os.close(dup)
                 memory = self.allocate(alloc_size, type_index, "importing shared memory", extend=import_fd)
         except BaseException:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from vulkan import ffi
 
 import guestcompute as gc
 from guestcompute.device import caps
@@ -356,22 +357,29 @@ class _FakeCtx:
     physical_device = None
 
 
-def test_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
-    # lavapipe has no cooperative matrices: nothing to use
-    assert caps.coopmat_shapes(ctx.instance, ctx.physical_device, ctx.caps) == ()
-    assert ctx.limits.coopmat_shapes == ()
-    from vulkan import ffi
-    entries = [(16, 8, 16, 0, 0, 1, 1, 3), (16, 8, 8, 0, 0, 0, 0, 3), (8, 8, 32, 4, 4, 6, 6, 3),
-               (16, 16, 16, 0, 0, 1, 1, 2)]       # int8 and workgroup-scope entries are skipped
+def _fake_property_query(entries, fields):
+    """A vkGetPhysicalDeviceCooperativeMatrixProperties* stand-in: the
+    count, then each entry's values written to ``fields`` of the structs."""
 
     def fake_query(pd, count, props):
         if props == ffi.NULL:
             count[0] = len(entries)
             return 0
-        for i, (m, n, k, at, bt, ct, dt, scope) in enumerate(entries):
-            p = props[i]
-            p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.DType, p.scope = m, n, k, at, bt, ct, dt, scope
+        for i, values in enumerate(entries):
+            for name, value in zip(fields, values):
+                setattr(props[i], name, value)
         return 0
+    return fake_query
+
+
+def test_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
+    # lavapipe has no cooperative matrices: nothing to use
+    assert caps.coopmat_shapes(ctx.instance, ctx.physical_device, ctx.caps) == ()
+    assert ctx.limits.coopmat_shapes == ()
+    entries = [(16, 8, 16, 0, 0, 1, 1, 3), (16, 8, 8, 0, 0, 0, 0, 3), (8, 8, 32, 4, 4, 6, 6, 3),
+               (16, 16, 16, 0, 0, 1, 1, 2)]       # int8 and workgroup-scope entries are skipped
+    fake_query = _fake_property_query(entries, ("MSize", "NSize", "KSize", "AType", "BType", "CType", "DType",
+                                                "scope"))
     fake = _FakeCtx()
     monkeypatch.setattr(caps, "instance_function", lambda inst, name: fake_query)
     assert caps.coopmat_shapes(fake.instance, fake.physical_device, fake.caps) == (
@@ -385,19 +393,10 @@ def test_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
 def test_khr_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
     assert caps.coopmat_khr_shapes(ctx.instance, ctx.physical_device, ctx.caps) == ()
     assert ctx.limits.coopmat_khr_shapes == ()
-    from vulkan import ffi
     entries = [(16, 16, 16, 0, 0, 1, 1, 3), (16, 8, 16, 0, 0, 0, 0, 3), (16, 16, 32, 3, 3, 5, 5, 3),
                (16, 16, 16, 0, 0, 1, 0, 3)]       # int8 and mixed C / result types are skipped
-
-    def fake_query(pd, count, props):
-        if props == ffi.NULL:
-            count[0] = len(entries)
-            return 0
-        for i, (m, n, k, at, bt, ct, rt, scope) in enumerate(entries):
-            p = props[i]
-            p.MSize, p.NSize, p.KSize, p.AType, p.BType = m, n, k, at, bt
-            p.CType, p.ResultType, p.scope = ct, rt, scope
-        return 0
+    fake_query = _fake_property_query(entries, ("MSize", "NSize", "KSize", "AType", "BType", "CType",
+                                                "ResultType", "scope"))
     fake = _FakeCtx()
     monkeypatch.setattr(caps, "instance_function", lambda inst, name: fake_query)
     assert caps.coopmat_khr_shapes(fake.instance, fake.physical_device, fake.caps) == (
