@@ -9,7 +9,7 @@ APT_PACKAGES := python3-venv libvulkan1 mesa-vulkan-drivers vulkan-validationlay
                 spirv-tools vulkan-tools xvfb xauth libglfw3 gcc libc6-dev
 export XDG_RUNTIME_DIR ?= /tmp/guestcompute-runtime
 
-.PHONY: all deps venv native test demo bench bake clean
+.PHONY: all deps venv native test test-gpu demo bench bake clean
 
 all: test
 
@@ -43,6 +43,20 @@ native: deps $(VENV)/.installed
 test: venv
 	GUESTCOMPUTE_NATIVE=require $(PY) -m pytest -q
 	GUESTCOMPUTE_NATIVE=off $(PY) -m pytest -q
+
+# The GPU lane: the whole suite on a machine with a GPU and its Vulkan driver,
+# through both walkers, with that machine's own Python (it needs vulkan, numpy,
+# pytest, pytest-xdist and hypothesis; nothing is installed). The Khronos
+# validation layer must be on the loader's path: every message fails a test.
+# `guestcompute doctor` first prints the device the suite will run on.
+GPU_PY   ?= python3
+GPU_JOBS ?= 14
+test-gpu:
+	@mkdir -p $(XDG_RUNTIME_DIR) && chmod 700 $(XDG_RUNTIME_DIR)
+	$(GPU_PY) -m guestcompute doctor
+	$(GPU_PY) -m guestcompute build-native
+	GUESTCOMPUTE_NATIVE=require $(GPU_PY) -m pytest -q -n $(GPU_JOBS)
+	GUESTCOMPUTE_NATIVE=off $(GPU_PY) -m pytest -q -n $(GPU_JOBS)
 
 # The particle demo: a window when there is a display; otherwise offscreen under
 # the validation layer, writing the last frame to out/particles.png.

@@ -22,6 +22,44 @@ def available_layers() -> list:
     return [ffi.string(props[i].layerName).decode() for i in range(count[0])]
 
 
+def layer_extensions(layer: str) -> list:
+    """The instance extensions ``layer`` itself provides."""
+    count = ffi.new("uint32_t *")
+    lib.vkEnumerateInstanceExtensionProperties(layer.encode(), count, ffi.NULL)
+    props = ffi.new("VkExtensionProperties[]", count[0])
+    lib.vkEnumerateInstanceExtensionProperties(layer.encode(), count, props)
+    return [ffi.string(props[i].extensionName).decode() for i in range(count[0])]
+
+
+# Layer settings for synchronization validation, where the layer takes settings
+# (VK_EXT_layer_settings, layers 1.3.268 and later). Without the shader-access
+# heuristic, layer 1.4.309 on the NVIDIA driver reported no hazard at all between
+# two dispatches where one writes a storage buffer the other reads with no
+# barrier between them (the canary test); with it, it reports READ_AFTER_WRITE.
+# The heuristic reads each shader's SPIR-V to tell a binding's reads from its
+# writes instead of treating every storage binding as read-write.
+SYNC_VALIDATION_SETTINGS = (("validate_sync", True), ("syncval_shader_accesses_heuristic", True))
+
+
+def _layer_settings(keep: list, pnext):
+    """A VkLayerSettingsCreateInfoEXT (chained before ``pnext``) turning on
+    SYNC_VALIDATION_SETTINGS; its arrays are appended to ``keep``."""
+    values = [ffi.new("VkBool32 *", int(v)) for _, v in SYNC_VALIDATION_SETTINGS]
+    names = [ffi.new("char[]", n.encode()) for n, _ in SYNC_VALIDATION_SETTINGS]
+    layer = ffi.new("char[]", VALIDATION_LAYER.encode())
+    settings = ffi.new("VkLayerSettingEXT[]", len(values))
+    for i, (name, value) in enumerate(zip(names, values)):
+        settings[i].pLayerName = layer
+        settings[i].pSettingName = name
+        settings[i].type = vk.VK_LAYER_SETTING_TYPE_BOOL32_EXT
+        settings[i].valueCount = 1
+        settings[i].pValues = value
+    keep.extend([values, names, layer, settings])
+    info = new("VkLayerSettingsCreateInfoEXT", pNext=pnext, settingCount=len(values), pSettings=settings)
+    keep.append(info)
+    return info
+
+
 def instance_api_version() -> tuple:
     fn = instance_function(ffi.NULL, "vkEnumerateInstanceVersion")
     if fn is None:
@@ -40,7 +78,11 @@ class DebugMessenger:
 
         def on_message(severity, types, data, user):
             text = ffi.string(data.pMessage).decode(errors="replace")
-            self.messages.append(text)
+            # Layers from 1.3.268 on leave the message's name (e.g.
+            # SYNC-HAZARD-READ-AFTER-WRITE, a VUID) out of the text; it is
+            # pMessageIdName. Each message reads "[name] text", whichever layer.
+            name = ffi.string(data.pMessageIdName).decode(errors="replace") if data.pMessageIdName else ""
+            self.messages.append(text if not name or name in text else f"[{name}] {text}")
             return vk.VK_FALSE
 
         self._callback = ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT", on_message)
@@ -84,6 +126,10 @@ def create_instance(api_version=(1, 3), validation=False, extensions=(), app_nam
         keep.append(enables)
         pnext = new("VkValidationFeaturesEXT", enabledValidationFeatureCount=1,
                     pEnabledValidationFeatures=enables)
+        keep.append(pnext)
+        if "VK_EXT_layer_settings" in layer_extensions(VALIDATION_LAYER):
+            exts.append("VK_EXT_layer_settings")
+            pnext = _layer_settings(keep, pnext)
     app = new("VkApplicationInfo", pApplicationName=app_name, pEngineName="guestcompute",
               apiVersion=vk.VK_MAKE_VERSION(api_version[0], api_version[1], 0))
     info = new("VkInstanceCreateInfo", pNext=pnext, pApplicationInfo=app,

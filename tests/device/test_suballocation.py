@@ -92,20 +92,33 @@ def _frame_loop_memory(host, ctx, signal: str, frames: int):
     return seen
 
 
+FRAMES_IN_FLIGHT = 2          # _frame_loop_memory's loop
+TEMPORARIES_PER_FRAME = 2     # the op output and the explicit temporary, one size class
+
+
 @pytest.mark.parametrize("signal,frames", [("fence", 10_000), ("timeline", 2_000), ("submission", 2_000)])
 def test_a_steady_frame_loop_allocates_nothing_after_warm_up(modern_host, signal, frames):
-    """Fresh tensors every frame: after warm-up no VkDeviceMemory and no
-    VkBuffer is made any more (temporaries are recycled), and what waits for
-    retirement stays within two frames in flight's worth."""
+    """Fresh tensors every frame: no VkDeviceMemory is made after warm-up, and
+    the VkBuffers made stay within what the frames the GPU may still be running
+    hold, however fast the GPU retires them.
+
+    Which frame first needs the last of those buffers depends on when the GPU
+    finishes (a frame may still run when the next one allocates), so the
+    test holds the count to the bound, not to the count at some frame: at
+    most the frames in flight, the frame being recorded and the frame whose
+    signal is polled only when the next epoch closes hold temporaries.
+    Recycling is oldest first, so a kept buffer never idles long enough to
+    be returned and made again: the count made never passes the bound."""
     ctx = modern_host.adopt()
     try:
+        base = ctx.device.suballocator.vulkan_buffers_created
         seen = _frame_loop_memory(modern_host, ctx, signal, frames)
+        bound = base + 2 + TEMPORARIES_PER_FRAME * (FRAMES_IN_FLIGHT + 2)   # 2: the loop's a and acc
         warm = seen[20]
         for frame, (allocations, created, pending, recycled) in enumerate(seen[20:], 20):
             assert allocations == warm[0], (frame, seen[frame])
-            assert created == warm[1], (frame, seen[frame])
-            # two temporaries a frame, at most three frames not yet retired
-            assert pending <= 6 and recycled <= 6, (frame, seen[frame])
+            assert created <= bound, (frame, seen[frame], bound)
+            assert pending <= bound - base and recycled <= bound - base, (frame, seen[frame])
     finally:
         ctx.close()
 

@@ -506,7 +506,7 @@ def tensor_past_max_storage_buffer_range(env, rec):
 
 @case(gc.UnsupportedError, r"split it into several kernels")
 def too_many_bindings(env, rec):
-    n = env.ctx.limits.max_storage_buffers + 1
+    n = env.ctx.device.pipelines.max_bindings + 1
     spec = _kernel(n)
     rec.dispatch(Dispatch(spec, (env.f.buffer,) * n, spec.pack({"p": 0}), (1, 1, 1)))
 
@@ -542,6 +542,11 @@ def _tiny_glsl() -> str:
 
 # -- user kernels (ctx.kernel / rec.run_kernel) ---------------------------------------------------------
 
+# glslang refuses binding numbers far below what some drivers allow (the NVIDIA
+# driver without push descriptors: about 2^20 storage buffers per stage).
+GLSL_MAX_BINDINGS = 4096
+
+
 def _glsl(n_bindings: int = 1, push_words: int = 1) -> str:
     buffers = "".join(f"layout(std430, set = 0, binding = {i}) buffer B{i} {{ float x{i}[]; }};\n"
                       for i in range(n_bindings))
@@ -554,7 +559,11 @@ def _glsl(n_bindings: int = 1, push_words: int = 1) -> str:
 
 @case(gc.UnsupportedError, r"split it, or pack buffers together", recording=False)
 def user_kernel_with_too_many_bindings(env, cmd):
-    env.ctx.kernel(_glsl(n_bindings=env.ctx.limits.max_storage_buffers + 1))
+    n = env.ctx.device.pipelines.max_bindings + 1
+    if n > GLSL_MAX_BINDINGS:
+        pytest.skip(f"this device allows {n - 1} bindings per kernel: more than a GLSL source can "
+                    f"declare for glslc ({GLSL_MAX_BINDINGS}), so no kernel can pass the limit")
+    env.ctx.kernel(_glsl(n_bindings=n))
 
 
 @case(gc.UnsupportedError, r"pass the rest in a small tensor", recording=False)

@@ -59,7 +59,12 @@ def test_injected_frames_ping_pong_between_devices(timelines):
         with b.record(cmd_b) as rec:
             rec.mul(x_b, 2, out=x_b)
         host_b.submit(cmd_b, wait_for=[tl_b.wait_point(stages=compute)], signal=[tl_b.signal_point()])
-    tl.wait()
+        # A's next submission waits for B's signal on the GPU. The validation
+        # layer of A's instance cannot see a signal made through B's import of
+        # the semaphore: it would hold A's submissions as never started and
+        # report their own signals as going backwards. A host wait on A's
+        # device (B's submission is already complete) shows it the value.
+        tl.wait()
     host_a.free(a_cmds)
     expect = 0
     for _ in range(10):

@@ -373,9 +373,13 @@ def _fake_property_query(entries, fields):
 
 
 def test_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
-    # lavapipe has no cooperative matrices: nothing to use
-    assert caps.coopmat_shapes(ctx.instance, ctx.physical_device, ctx.caps) == ()
-    assert ctx.limits.coopmat_shapes == ()
+    # The device's own answer: what the limits hold, fp16 fragments only, and
+    # nothing unless the host enabled the NV extension (lavapipe has none).
+    real = caps.coopmat_shapes(ctx.instance, ctx.physical_device, ctx.caps)
+    assert real == ctx.limits.coopmat_shapes
+    assert all(isinstance(s, mm.CoopShape) and s.acc in ("float16", "float32") for s in real)
+    if not ctx.caps.cooperative_matrix:
+        assert real == ()
     entries = [(16, 8, 16, 0, 0, 1, 1, 3), (16, 8, 8, 0, 0, 0, 0, 3), (8, 8, 32, 4, 4, 6, 6, 3),
                (16, 16, 16, 0, 0, 1, 1, 2)]       # int8 and workgroup-scope entries are skipped
     fake_query = _fake_property_query(entries, ("MSize", "NSize", "KSize", "AType", "BType", "CType", "DType",
@@ -391,8 +395,11 @@ def test_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
 
 
 def test_khr_coopmat_shapes_query_parses_device_properties(monkeypatch, host, ctx):
-    assert caps.coopmat_khr_shapes(ctx.instance, ctx.physical_device, ctx.caps) == ()
-    assert ctx.limits.coopmat_khr_shapes == ()
+    real = caps.coopmat_khr_shapes(ctx.instance, ctx.physical_device, ctx.caps)
+    assert real == ctx.limits.coopmat_khr_shapes
+    assert all(acc in ("float16", "float32") for *_, acc in real)
+    if not ctx.caps.cooperative_matrix_khr:
+        assert real == ()
     entries = [(16, 16, 16, 0, 0, 1, 1, 3), (16, 8, 16, 0, 0, 0, 0, 3), (16, 16, 32, 3, 3, 5, 5, 3),
                (16, 16, 16, 0, 0, 1, 0, 3)]       # int8 and mixed C / result types are skipped
     fake_query = _fake_property_query(entries, ("MSize", "NSize", "KSize", "AType", "BType", "CType",

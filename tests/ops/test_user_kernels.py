@@ -137,12 +137,19 @@ layout(std430, binding = 0) buffer A { float a[]; };
 layout(std430, binding = 2) buffer B { float b[]; };
 void main() { b[0] = a[0]; }
 """
-HUGE_PUSH = """#version 450
+
+
+def huge_push(limit_bytes: int) -> str:
+    """A kernel whose push constants are one vec4 past the device's limit."""
+    n = limit_bytes // 16 + 1
+    return f"""#version 450
 layout(local_size_x = 1) in;
-layout(std430, binding = 0) buffer B { vec4 b[]; };
-layout(push_constant) uniform P { vec4 v[16]; } pc;
-void main() { b[0] = pc.v[15]; }
+layout(std430, binding = 0) buffer B {{ vec4 b[]; }};
+layout(push_constant) uniform P {{ vec4 v[{n}]; }} pc;
+void main() {{ b[0] = pc.v[{n - 1}]; }}
 """
+
+
 CLASH = """#version 450
 layout(local_size_x = 8) in;
 layout(constant_id = 1) const uint FACTOR = 2;
@@ -156,12 +163,16 @@ void main() { b[0] = 1u; }
 """
 
 
-def test_unsupported_declarations(host, ctx):
-    for src in (IMAGE, UNIFORM, SET1, GAP, HUGE_PUSH, CLASH, OTHER_ID):
-        with pytest.raises(gc.UnsupportedError):
-            ctx.kernel(src)
+@pytest.mark.parametrize("name", ["IMAGE", "UNIFORM", "SET1", "GAP", "HUGE_PUSH", "CLASH", "OTHER_ID",
+                                  "WORKGROUP"])
+def test_unsupported_declarations(host, ctx, name):
     with pytest.raises(gc.UnsupportedError):
-        ctx.kernel(SCALE, workgroup=4096)                 # past maxComputeWorkGroupSize
+        if name == "HUGE_PUSH":
+            ctx.kernel(huge_push(ctx.limits.max_push_constants))
+        elif name == "WORKGROUP":                          # past maxComputeWorkGroupSize
+            ctx.kernel(SCALE, workgroup=ctx.limits.max_workgroup_size[0] * 2)
+        else:
+            ctx.kernel(globals()[name])
     assert ctx.cache_stats()["pipelines_created"] == 0
 
 
