@@ -38,9 +38,16 @@ def test_the_second_device_waits_on_the_gpu_for_the_first(timelines):
 
 
 def test_injected_frames_ping_pong_between_devices(timelines):
+    """Each device signals a timeline of its own that the other imports and
+    waits on, as two producers would. (One timeline signalled by both devices
+    works on the GPU too, but a device's validation layer cannot see the
+    signals made through the other device's import: it holds its own
+    submissions as never started and reports their signals as going back.)"""
     host_a, a, host_b, b = timelines
-    tl = a.shared_timeline()
-    tl_b = b.import_timeline(tl)
+    from_a = a.shared_timeline()
+    from_a_in_b = b.import_timeline(from_a)
+    from_b = b.shared_timeline()
+    from_b_in_a = a.import_timeline(from_b)
     x = a.zeros((4096,), "int32", exportable=True)
     with x.export() as ex:
         x_b = b.import_memory(ex)
@@ -48,23 +55,19 @@ def test_injected_frames_ping_pong_between_devices(timelines):
     a_cmds = []
     for frame in range(10):
         # A's host submits its frame (guest work injected) signalling the
-        # point the guest gave it; B's host waits on that point.
+        # point the guest gave it; B's host waits on that point, and A's next
+        # frame on B's.
         cmd = host_a.begin()
         a_cmds.append(cmd)
         with a.record(cmd) as rec:
             rec.add(x, 1, out=x)
-        host_a.submit(cmd, wait_for=[tl.wait_point(stages=compute)] if frame else [],
-                      signal=[tl.signal_point()], fence=False, block=False, free=False)
+        host_a.submit(cmd, wait_for=[from_b_in_a.wait_point(stages=compute)] if frame else [],
+                      signal=[from_a.signal_point()], fence=False, block=False, free=False)
         cmd_b = host_b.begin()
         with b.record(cmd_b) as rec:
             rec.mul(x_b, 2, out=x_b)
-        host_b.submit(cmd_b, wait_for=[tl_b.wait_point(stages=compute)], signal=[tl_b.signal_point()])
-        # A's next submission waits for B's signal on the GPU. The validation
-        # layer of A's instance cannot see a signal made through B's import of
-        # the semaphore: it would hold A's submissions as never started and
-        # report their own signals as going backwards. A host wait on A's
-        # device (B's submission is already complete) shows it the value.
-        tl.wait()
+        host_b.submit(cmd_b, wait_for=[from_a_in_b.wait_point(stages=compute)], signal=[from_b.signal_point()])
+    from_a.wait()
     host_a.free(a_cmds)
     expect = 0
     for _ in range(10):
