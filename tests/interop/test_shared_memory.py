@@ -198,3 +198,19 @@ def test_a_failed_import_closes_its_duplicate_only_while_it_is_still_its_own(tmp
             os.close(other)
     finally:
         os.close(original)
+
+
+def test_probing_for_the_cuda_array_interface_never_raises(pair):
+    """hasattr(t, "__cuda_array_interface__") is how array libraries probe:
+    False (never another error) where CUDA cannot see the tensor."""
+    _, a, _, _ = pair
+    t = a.empty((8,), exportable=True)
+    try:
+        t.cuda_view()
+        cuda_sees_it = True
+    except gc.GuestComputeError:            # no CUDA driver, or no CUDA device with this UUID
+        cuda_sees_it = False
+    assert hasattr(t, "__cuda_array_interface__") == cuda_sees_it
+    if not cuda_sees_it:
+        with pytest.raises(AttributeError, match="no __cuda_array_interface__"):
+            t.__cuda_array_interface__
