@@ -409,13 +409,14 @@ class Tensor:
     def resize(self, shape) -> None:
         """Reallocate this tensor with a new shape (contents are undefined).
         Gives it a new Buffer (a new ``buffer.uid``); programs that captured it re-record lazily.
+        An exportable tensor stays exportable; earlier exports keep naming the old memory.
 
         Thread-safety: not while another thread records with this tensor."""
         ctx = self.ctx
         ctx.device.check_open()
         if self._base is not None:
             raise InvalidArgumentError("resize() a base tensor, not a view")
-        new = ctx.empty(shape, self.dtype)
+        new = ctx.empty(shape, self.dtype, exportable=self.exportable)
         self._swap_buffer(new.buffer)
         self.shape = new.shape
         self.strides = new.strides

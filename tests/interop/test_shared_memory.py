@@ -214,3 +214,16 @@ def test_probing_for_the_cuda_array_interface_never_raises(pair):
     if not cuda_sees_it:
         with pytest.raises(AttributeError, match="no __cuda_array_interface__"):
             t.__cuda_array_interface__
+
+
+def test_resize_keeps_a_tensor_exportable(pair):
+    _, a, _, b = pair
+    t = a.empty((4,), exportable=True)
+    t.resize((3, 5))
+    assert t.exportable and t.shape == (3, 5)
+    a.run(lambda rec: rec.fill(t, 2.0))
+    with t.export() as ex:
+        np.testing.assert_array_equal(b.import_memory(ex).numpy(), np.full((3, 5), 2, np.float32))
+    plain = a.empty((4,))
+    plain.resize((6,))
+    assert not plain.exportable
