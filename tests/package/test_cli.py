@@ -13,6 +13,8 @@ import pytest
 from guestcompute import cli
 from guestcompute.device import pipeline_store as ps
 from guestcompute import bake
+from guestcompute.errors import InvalidArgumentError
+from guestcompute.vk import native_build
 from guestcompute.ops import all_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,7 +188,6 @@ def test_doctor_reports_a_missing_loader_instead_of_crashing():
 
 
 def test_build_native_with_a_missing_compiler_fails_cleanly(tmp_path, monkeypatch, capsys):
-    from guestcompute.vk import native_build
     monkeypatch.setattr(native_build, "library_dirs", lambda: [tmp_path])
     monkeypatch.setenv("CC", "/nonexistent/cc")
     assert cli.main(["build-native"]) == 1
@@ -199,7 +200,6 @@ def test_bake_refuses_a_job_count_below_one(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["bake", "--jobs", "-1"])
     assert exit_.value.code == 2 and "--jobs: '-1': give a whole number, at least 1" in capsys.readouterr().err
-    from guestcompute.errors import InvalidArgumentError
     for jobs in (0, -1, 2.5, True):
         with pytest.raises(InvalidArgumentError, match="jobs="):
             bake.bake(jobs=jobs, specs=[])
