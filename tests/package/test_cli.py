@@ -14,7 +14,7 @@ from guestcompute import cli
 from guestcompute.device import pipeline_store as ps
 from guestcompute import bake
 from guestcompute.errors import InvalidArgumentError
-from guestcompute.vk import native_build
+from guestcompute.vk import command_stream, native_build
 from guestcompute.ops import all_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,3 +203,13 @@ def test_bake_refuses_a_job_count_below_one(capsys):
     for jobs in (0, -1, 2.5, True):
         with pytest.raises(InvalidArgumentError, match="jobs="):
             bake.bake(jobs=jobs, specs=[])
+
+
+def test_doctor_reports_a_library_that_does_not_load(tmp_path, monkeypatch):
+    broken = tmp_path / command_stream.library_name()
+    broken.write_bytes(b"")
+    monkeypatch.setattr(command_stream, "native_library_path", lambda: broken)
+    native = cli._native_record()
+    assert not native["built"] and "does not load" in native["error"]
+    check = cli._native_check()
+    assert check["status"] == "warn" and check["detail"].startswith("does not load")
