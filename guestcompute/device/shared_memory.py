@@ -59,7 +59,7 @@ class ExportedMemory:
         # (dataclasses.replace, copy.copy) gets a duplicate: closing one
         # never closes the other's, nor a file that reused its number.
         fd = self.fd
-        if fd is not None and not isinstance(fd, bool) and isinstance(fd, int) and fd < 0:
+        if isinstance(fd, int) and not isinstance(fd, bool) and fd < 0:
             return                                  # closed or handed on
         self.fd = -1                                # owns nothing until checked
         external.check_fd(fd)

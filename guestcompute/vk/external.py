@@ -89,23 +89,29 @@ def check_fd(fd) -> None:
             raise InvalidArgumentError(f"fd {fd} is {kind}, not an exported Vulkan memory or semaphore handle")
 
 
-def duplicate_fd(fd: int):
-    """(a duplicate of ``fd`` for an import, what closes it if the import
-    fails). A successful import owns the duplicate; some drivers close it
-    on a failed one too, and its number may then belong to a file opened
-    since, so it is closed only while it still names ``fd``'s file."""
-    check_fd(fd)
-    dup = os.dup(fd)
-    original = os.fstat(fd)
+def closer(fd: int):
+    """What closes ``fd`` after an import of it failed: a successful import
+    owns it, and some drivers close it on a failed one too, when its number
+    may be taken by a file opened since; so it is closed only while it still
+    names the file it named now."""
+    before = os.fstat(fd)
 
     def close_if_still_ours():
         try:
-            now = os.fstat(dup)
+            now = os.fstat(fd)
         except OSError:
-            return                          # the driver closed it
-        if (now.st_dev, now.st_ino) == (original.st_dev, original.st_ino):
-            os.close(dup)
-    return dup, close_if_still_ours
+            return                          # the importer closed it
+        if (now.st_dev, now.st_ino) == (before.st_dev, before.st_ino):
+            os.close(fd)
+    return close_if_still_ours
+
+
+def duplicate_fd(fd: int):
+    """(a duplicate of ``fd`` for an import, what closes it if the import
+    fails: see :func:`closer`)."""
+    check_fd(fd)
+    dup = os.dup(fd)
+    return dup, closer(dup)
 
 
 def import_allocate_info(alloc_info, fd: int, buffer, dedicated: bool):

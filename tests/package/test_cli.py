@@ -205,11 +205,14 @@ def test_bake_refuses_a_job_count_below_one(capsys):
             bake.bake(jobs=jobs, specs=[])
 
 
-def test_doctor_reports_a_library_that_does_not_load(tmp_path, monkeypatch):
+def test_info_and_doctor_report_a_library_that_does_not_load(tmp_path, monkeypatch, capsys):
     broken = tmp_path / command_stream.library_name()
     broken.write_bytes(b"")
     monkeypatch.setattr(command_stream, "native_library_path", lambda: broken)
-    native = cli._native_record()
+    assert cli.main(["info", "--json", "--cache-dir", str(tmp_path)]) == 0
+    native = json.loads(capsys.readouterr().out)["command_interpreter"]
     assert not native["built"] and "does not load" in native["error"]
-    check = cli._native_check()
-    assert check["status"] == "warn" and check["detail"].startswith("does not load")
+    cli.main(["doctor", "--json", "--cache-dir", str(tmp_path)])
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["command interpreter"]["status"] == "warn"
+    assert checks["command interpreter"]["detail"].startswith("does not load")
