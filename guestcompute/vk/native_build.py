@@ -24,9 +24,12 @@ _FLAGS = ["-O2", "-std=c99", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror"]
 
 def find_compiler():
     """``$CC``, else the first of cc, gcc, clang on PATH; None without one."""
-    env = os.environ.get("CC")
+    try:
+        env = shlex.split(os.environ.get("CC", ""))
+    except ValueError as e:
+        raise RuntimeError(f"CC={os.environ['CC']!r} is not a command line ({e})") from None
     if env:
-        return shlex.split(env)
+        return env
     for name in ("cc", "gcc", "clang"):
         path = shutil.which(name)
         if path:
