@@ -147,6 +147,7 @@ def test_requirements_offer_the_sharing_extensions_where_supported(modern_host):
 def test_bad_fds_are_typed_errors_that_close_nothing_of_the_callers(pair):
     _, a, _, b = pair
     ex = a.empty((8,), exportable=True).export()
+    before = b.live_objects()
     read_end, write_end = os.pipe()
     try:
         for bad in (read_end, 10 ** 6, "3", True):
@@ -157,6 +158,8 @@ def test_bad_fds_are_typed_errors_that_close_nothing_of_the_callers(pair):
         with pytest.raises(gc.InvalidArgumentError, match="not an open file descriptor"):
             b.import_memory(ex)
         ex.take_fd()                        # its number is not the export's to close any more
+        after = b.live_objects()
+        assert (after["buffers"], after["allocations"]) == (before["buffers"], before["allocations"])
     finally:
         os.close(read_end), os.close(write_end)
 
