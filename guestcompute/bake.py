@@ -22,7 +22,7 @@ from pathlib import Path
 from .paths import atomic_write
 from .spirv.cache import BAKED_DIR
 from .spirv.compiler import compile_glsl, glslc_path, is_spirv, source_key
-from .errors import KernelError
+from .errors import InvalidArgumentError, KernelError
 from .ops import all_specs
 
 INDEX_NAME = "index.json"
@@ -92,6 +92,9 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
     """Compile what is missing into ``out_dir`` (default: the package's
     kernels/baked), drop unused files when ``clean``, write the index.
     ``progress(done, total)`` follows the compiles. Needs glslc."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise InvalidArgumentError(f"jobs={jobs!r}: give a whole number of parallel compiles, at least 1 "
+                                   "(or None for one per CPU)")
     t0 = time.perf_counter()
     out = Path(out_dir or BAKED_DIR)
     specs = list(catalogue() if specs is None else specs)

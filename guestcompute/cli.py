@@ -223,7 +223,8 @@ def _native_check() -> dict:
     native = _native_record()
     if native["built"]:
         return _check("command interpreter", "ok", f"C, {native['path']}")
-    return _check("command interpreter", "warn", "not built: recording uses the Python walker (same "
+    return _check("command interpreter", "warn", ("does not load" if native["error"] else "not built")
+                  + ": recording uses the Python walker (same "
                   "commands, more host time per op)",
                   "run `guestcompute build-native` (needs a C compiler: apt-get install gcc libc6-dev)")
 
@@ -340,10 +341,16 @@ def cmd_bake(args) -> int:
 # -- build-native --------------------------------------------------------------------
 
 def _native_record() -> dict:
-    from .vk.command_stream import ENV, native_library_path
-    path = native_library_path()
-    return {"built": path is not None, "path": str(path) if path else None,
-            "mode": os.environ.get(ENV, "auto")}
+    from .errors import UnsupportedError
+    from .vk.command_stream import ENV, load, native_library_path
+    path, error = native_library_path(), None
+    if path is not None:
+        try:
+            load(path)
+        except UnsupportedError as e:    # a broken build: contexts fall back to the Python walker
+            error = str(e)
+    return {"built": path is not None and error is None, "path": str(path) if path else None,
+            "error": error, "mode": os.environ.get(ENV, "auto")}
 
 
 def cmd_build_native(args) -> int:
@@ -451,6 +458,16 @@ def cmd_bench(args) -> int:
 
 # -- entry point ---------------------------------------------------------------------------
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number, at least 1")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     # Options accepted before or after the subcommand; SUPPRESS keeps a
     # subcommand's default from overwriting a value given before it.
@@ -468,7 +485,7 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_doctor)
     s = sub.add_parser("bake", parents=[common], help="precompile every built-in kernel to SPIR-V")
     s.add_argument("--out", help="output directory (default: the package's kernels/baked)")
-    s.add_argument("--jobs", type=int, default=None, help="parallel glslc processes (default: CPUs)")
+    s.add_argument("--jobs", type=_at_least_one, default=None, help="parallel glslc processes (default: CPUs)")
     s.add_argument("--force", action="store_true", help="recompile files that already exist")
     s.add_argument("--no-clean", action="store_true", help="keep files no kernel needs any more")
     s.add_argument("--check", action="store_true",

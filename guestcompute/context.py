@@ -330,10 +330,11 @@ class Context:
         The host declares how it made the image — ``format`` (a name such as
         ``"rgba8_unorm"`` / ``"bgra8_srgb"`` / ``"rgba16f"`` or a VkFormat),
         ``extent`` (width, height), ``mip_levels``, ``array_layers``,
-        ``usage`` (VkImageUsageFlags or names like ``"sampled|storage"``;
-        default: what the format allows of SAMPLED and STORAGE),
-        ``mutable_format`` (created with MUTABLE_FORMAT: sRGB images may then
-        be written through a UNORM view) — and the contract of every
+        ``usage`` (required: the VkImageUsageFlags it was created with, or
+        names like ``"color_attachment|sampled|storage"``; guest ops read
+        through SAMPLED and write through STORAGE),
+        ``mutable_format`` (created with MUTABLE_FORMAT: an sRGB image with
+        STORAGE usage is then written through a UNORM view) — and the contract of every
         recording: ``layout`` it is in when guest work begins (a preset
         name: ``"shader_read_only"``, ``"color_attachment"``,
         ``"present_src"``, ``"general"``, ``"transfer_src"``, ``"undefined"``
@@ -402,9 +403,11 @@ class Context:
     def program(self, fn, params: dict = None) -> Program:
         """Record ``fn(rec)`` once into a guest-owned secondary command buffer;
         ``rec.execute(prog)`` replays it in any host command buffer. With
-        ``params={"dt": "float32", ...}``, ``fn(rec, params)`` gets 1-element
-        tensors ``params.dt``... that ops read, and ``rec.execute(prog,
-        params={"dt": 0.016})`` sets them per frame. See
+        ``params={"dt": "float32", ...}`` (float32, int32, uint32; GLSL's
+        "float", "int", "uint" name the same 32-bit types), ``fn(rec, params)``
+        gets 1-element tensors ``params.dt``... that ops read, and
+        ``rec.execute(prog, params={"dt": 0.016})`` sets them per frame
+        (fields left out keep the value last written). See
         :class:`~guestcompute.recording.program.Program`.
 
         Thread-safety: any thread; a program may be executed by several

@@ -338,6 +338,43 @@ def check_format_usage(ctx, fmt, usage: int, what: str) -> None:
                                    f"device, so an image of it cannot have {usage_names(bit)} usage")
 
 
+_WRITE_WITHOUT_FORMAT = "shaderStorageImageWriteWithoutFormat"
+
+
+def storage_format(ctx, fmt, mutable_format: bool, what: str):
+    """The format of a storage view of an image of ``fmt``: its own, or for
+    an sRGB image (never a storage format) its UNORM twin, which needs the
+    image made MUTABLE_FORMAT and (for the sampled sRGB view to drop
+    STORAGE) Vulkan 1.1."""
+    if fmt.kind != "srgb":
+        return fmt
+    if not mutable_format:
+        raise UnsupportedError(f"{what}: sRGB images cannot be storage images; create it with "
+                               "VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT (and say mutable_format=True) so the "
+                               "guest writes it through a UNORM view, or write a UNORM image")
+    if ctx.caps.api_version < (1, 1):
+        raise UnsupportedError(f"{what}: a storage {fmt.name} image is written through a {fmt.unorm} view and "
+                               "sampled through an sRGB view without STORAGE usage, which needs Vulkan 1.1 "
+                               "(the host declared an older api_version)")
+    return formats.FORMATS[fmt.unorm]
+
+
+def storage_write_problem(ctx, view_fmt, what: str):
+    """Why guest ops cannot write through a storage view of ``view_fmt``
+    here (a message), or None."""
+    if not ctx.device.format_features[view_fmt.name] & formats.STORAGE:
+        return f"{what}: {view_fmt.name} has no STORAGE_IMAGE feature on this device"
+    if view_fmt.qualifier or ctx.caps.feature(_WRITE_WITHOUT_FORMAT):
+        return None
+    need = f"{what}: GLSL has no storage format for {view_fmt.name}, so writing it needs {_WRITE_WITHOUT_FORMAT}"
+    if _WRITE_WITHOUT_FORMAT in ctx.device.limits.supported_core_features:
+        return (f"{need}; the device supports it but it was not declared at adopt: enable it at vkCreateDevice "
+                f"(VkPhysicalDeviceFeatures) and pass it to gc.adopt (features={{'{_WRITE_WITHOUT_FORMAT}': "
+                "True}, or the VkDeviceCreateInfo)")
+    return (f"{need}, which this device does not support: write a guest image (ctx.image) and have the host "
+            "copy or blit it")
+
+
 def import_image(ctx, vk_image, fmt, extent, *, layout, host_access=None, exit_layout=None, exit_access=None,
                  mip_levels=1, array_layers=1, aspect="color", usage=None, mutable_format=False,
                  samples=1, image_type="2d") -> Image:
@@ -358,15 +395,28 @@ def import_image(ctx, vk_image, fmt, extent, *, layout, host_access=None, exit_l
     w, h = check_extent(extent, mip_levels)
     if isinstance(array_layers, bool) or not isinstance(array_layers, (int, np.integer)) or array_layers < 1:
         raise InvalidArgumentError(f"array_layers must be an int >= 1, got {array_layers!r}")
-    if usage is None:       # not said: whatever of SAMPLED and STORAGE the format allows
-        have = ctx.device.format_features[fmt.name]
-        usage = (SAMPLED_USAGE if have & formats.SAMPLED else 0) | (STORAGE_USAGE if have & formats.STORAGE else 0)
-    else:
-        usage = as_image_usage(usage)
+    if usage is None:
+        # A guess would hide a missing flag until the validation layer reports
+        # every frame (a swapchain made with COLOR_ATTACHMENT only).
+        raise InvalidArgumentError(
+            "import_image: say how the host created the image: usage= its VkImageCreateInfo.usage (or the "
+            "swapchain's imageUsage), e.g. usage=\"color_attachment|sampled|storage\"; guest ops read an image "
+            "through SAMPLED and write it through STORAGE")
+    usage = as_image_usage(usage)
     if not usage & (SAMPLED_USAGE | STORAGE_USAGE):
         raise InvalidArgumentError(f"import_image: usage {usage_names(usage)} has neither SAMPLED nor STORAGE; "
                                    "guest ops read images sampled and write them as storage images")
-    check_format_usage(ctx, fmt, usage, "import_image")
+    if usage & STORAGE_USAGE:
+        # Writes go through a storage view: of the image's own format, or
+        # of an sRGB image's UNORM twin when it was made MUTABLE_FORMAT.
+        view_fmt = storage_format(ctx, fmt, mutable_format, "import_image")
+        problem = storage_write_problem(ctx, view_fmt, "import_image")
+        if problem:
+            raise UnsupportedError(f"{problem}; or, if the guest only reads this image, declare usage without "
+                                   "'storage'")
+        check_format_usage(ctx, fmt, usage & ~STORAGE_USAGE, "import_image")
+    else:
+        check_format_usage(ctx, fmt, usage, "import_image")
     img = Image(ctx, handle, fmt, (w, h), mip_levels=mip_levels, array_layers=array_layers, usage=usage,
                 mutable_format=mutable_format)
     img.entry = as_host_image_state(layout, host_access)

@@ -8,7 +8,7 @@ import numpy as np
 
 from .device.shared_memory import ExportedMemory
 from .dtypes import DType, as_dtype, host_array
-from .errors import InvalidArgumentError, ShapeError
+from .errors import GuestComputeError, InvalidArgumentError, ShapeError
 from .interop.cuda_memory import CudaView, cuda_memory_for
 from .vk.memory import next_uid
 
@@ -275,7 +275,11 @@ class Tensor:
         # probing for it fall back to other routes.
         if not self.exportable:
             raise AttributeError("only exportable tensors have a __cuda_array_interface__")
-        return self.cuda_view().__cuda_array_interface__
+        try:
+            view = self.cuda_view()
+        except GuestComputeError as e:      # no CUDA driver or device, a dtype CUDA lacks...
+            raise AttributeError(f"no __cuda_array_interface__: {e}") from e
+        return view.__cuda_array_interface__
 
     def __dlpack__(self, *, stream=None, **kwargs):
         """DLPack capsule of the CUDA view (``torch.from_dlpack(t)``).
@@ -405,13 +409,14 @@ class Tensor:
     def resize(self, shape) -> None:
         """Reallocate this tensor with a new shape (contents are undefined).
         Gives it a new Buffer (a new ``buffer.uid``); programs that captured it re-record lazily.
+        An exportable tensor stays exportable; earlier exports keep naming the old memory.
 
         Thread-safety: not while another thread records with this tensor."""
         ctx = self.ctx
         ctx.device.check_open()
         if self._base is not None:
             raise InvalidArgumentError("resize() a base tensor, not a view")
-        new = ctx.empty(shape, self.dtype)
+        new = ctx.empty(shape, self.dtype, exportable=self.exportable)
         self._swap_buffer(new.buffer)
         self.shape = new.shape
         self.strides = new.strides

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import vulkan as vk
 from vulkan import ffi, lib
 
-from ..host import version_tuple
+from ..host import CORE_FEATURES, version_tuple
 from ..vk.formats import FORMATS, format_features
 from ..vk.functions import instance_function
 from ..vk.structs import chain, new
@@ -48,6 +48,9 @@ class DeviceLimits:
     timestamp_period: float
     # Storage buffers one kernel may bind (per-stage and per-set limits).
     max_storage_buffers: int = 4
+    # The host.CORE_FEATURES the device supports, enabled or not (an error
+    # can then say whether the host should enable one or cannot).
+    supported_core_features: frozenset = frozenset()
     # Subgroup arithmetic (subgroupAdd, subgroupExclusiveAdd) in compute
     # shaders: a Vulkan 1.1 device, as the host declared it, whose driver
     # reports arithmetic operations in the compute stage.
@@ -82,6 +85,8 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
                       and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
                       and bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT))
     name = ffi.string(props.deviceName).decode()
+    have = new("VkPhysicalDeviceFeatures")
+    lib.vkGetPhysicalDeviceFeatures(pd, have)
     return DeviceLimits(
         device_name=name, device_type=props.deviceType,
         vendor_id=props.vendorID, device_id=props.deviceID, driver_version=props.driverVersion,
@@ -96,6 +101,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         min_storage_offset_alignment=lim.minStorageBufferOffsetAlignment,
         subgroup_size=subgroup, timestamp_period=lim.timestampPeriod,
         max_storage_buffers=min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers),
+        supported_core_features=frozenset(f for f in CORE_FEATURES if getattr(have, f)),
         subgroup_arithmetic=arithmetic,
         coopmat_shapes=coopmat_shapes(instance, pd, caps),
         coopmat_khr_shapes=coopmat_khr_shapes(instance, pd, caps),

@@ -10,13 +10,20 @@ made it (an importer on another physical device or driver is refused).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..vk import external
 from ..vk.memory import STORAGE_USAGE, Allocation
+
+
+# fd -> the live ExportedMemory that closes it.
+_owners: "weakref.WeakValueDictionary[int, ExportedMemory]" = weakref.WeakValueDictionary()
+_owners_lock = threading.Lock()
 
 
 @dataclass
@@ -31,7 +38,8 @@ class ExportedMemory:
     VkBuffer dedicated to it (an import repeats all four).
     ``offset``: the byte where the tensor's first element lives, ``nbytes``
     the bytes from there the view spans; ``shape``, ``dtype`` (a name),
-    ``strides`` (in elements) describe the tensor.
+    ``strides`` (in elements) describe the tensor. A copy (``copy.copy``,
+    ``dataclasses.replace``) holds a duplicate of ``fd`` of its own.
     """
     fd: int
     allocation_size: int
@@ -46,17 +54,46 @@ class ExportedMemory:
     device_uuid: bytes
     driver_uuid: bytes
 
+    def __post_init__(self):
+        # Each ExportedMemory closes its own fd, so one made from another
+        # (dataclasses.replace, copy.copy) gets a duplicate: closing one
+        # never closes the other's, nor a file that reused its number.
+        fd = self.fd
+        if isinstance(fd, int) and not isinstance(fd, bool) and fd < 0:
+            return                                  # closed or handed on
+        self.fd = -1                                # owns nothing until checked
+        external.check_fd(fd)
+        with _owners_lock:
+            owner = _owners.get(fd)
+            if owner is not None and owner.fd == fd:
+                fd = os.dup(fd)
+            _owners[fd] = self
+        self.fd = fd
+
+    def __copy__(self):
+        return dataclasses.replace(self)
+
+    def __deepcopy__(self, memo):
+        return dataclasses.replace(self)
+
     def close(self) -> None:
         """Close ``fd`` (once; later calls do nothing)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        fd = self._disown()
+        if fd >= 0:
+            os.close(fd)
 
     def take_fd(self) -> int:
         """Hand ``fd`` to an importer that owns it from now on."""
         if self.fd < 0:
             raise InvalidArgumentError("this export's fd was closed or handed on already; call t.export() again")
+        return self._disown()
+
+    def _disown(self) -> int:
         fd, self.fd = self.fd, -1
+        if fd >= 0:
+            with _owners_lock:
+                if _owners.get(fd) is self:
+                    del _owners[fd]
         return fd
 
     def __enter__(self):

@@ -12,10 +12,10 @@ context's close while a torch tensor still views it.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 
 from ..errors import InvalidArgumentError, UnsupportedError
+from ..vk import external
 from .cuda_driver import driver
 
 _TYPESTR = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "uint32": "<u4", "uint8": "|u1"}
@@ -33,10 +33,11 @@ class CudaMemory:
         self.ordinal = ordinal
         with cuda.current(ordinal):
             fd = exported.take_fd()
+            close_on_failure = external.closer(fd)
             try:
                 self._memory = cuda.import_memory(fd, exported.allocation_size)
             except BaseException:
-                os.close(fd)         # CUDA owns it only on success
+                close_on_failure()      # CUDA owns it only on success
                 raise
             self.ptr = cuda.map_buffer(self._memory, 0, exported.allocation_size)
 

@@ -13,10 +13,10 @@ interleave their signals without counting by hand::
 """
 from __future__ import annotations
 
-import os
 import sys
 
 from ..errors import InvalidArgumentError
+from ..vk import external
 from .cuda_driver import driver
 
 
@@ -43,11 +43,12 @@ class CudaTimeline:
         self.ordinal = ordinal
         cuda = driver()
         fd = timeline.export()
+        close_on_failure = external.closer(fd)
         with cuda.current(ordinal):
             try:
                 self._semaphore = cuda.import_timeline(fd)
             except BaseException:
-                os.close(fd)        # CUDA owns it only on success
+                close_on_failure()      # CUDA owns it only on success
                 raise
 
     def wait(self, value: int = None, stream=None) -> int:

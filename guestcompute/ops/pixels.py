@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ..dtypes import float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
-from ..image import SAMPLED, STORAGE, Image, ImageBinding, ImageLevel
+from ..image import SAMPLED, STORAGE, Image, ImageBinding, ImageLevel, storage_format, storage_write_problem
 from ..host_images import STORAGE_USAGE, usage_names
 from ..kernels.spec import READ, Binding, Push
 from ..tensor import Tensor
@@ -253,19 +253,6 @@ def sampled_binding(ctx, level: ImageLevel, what: str, sampler: str = "nearest",
     return ImageBinding(img, level.mip, level.layer, kind, sampler=sampler, view_usage=narrow)
 
 
-def storage_view_format(img, what: str):
-    """The format a storage view of ``img`` has: its own, or for an sRGB
-    image (never a storage format) its UNORM twin, which needs MUTABLE_FORMAT."""
-    fmt = img.format
-    if fmt.kind != "srgb":
-        return fmt
-    if not img.mutable_format:
-        raise UnsupportedError(f"{what}: sRGB images cannot be storage images; create it with "
-                               "VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT (and say mutable_format=True) so the "
-                               "guest writes it through a UNORM view, or write a UNORM image")
-    return formats.FORMATS[fmt.unorm]
-
-
 def read_pixels(ctx, x, what: str, sampler: str = "nearest", any_channels: bool = False) -> Pixels:
     """A readable operand for a tensor or an image level."""
     if isinstance(x, Tensor):
@@ -299,14 +286,12 @@ def write_pixels(ctx, x, what: str, any_channels: bool = False) -> Pixels:
     if not img.storage_usage:
         raise UnsupportedError(_usage_hint(img, what, "write"))
     w, h = level.extent
-    view_fmt = storage_view_format(img, what)
+    view_fmt = storage_format(ctx, fmt, img.mutable_format, what)
     layout = "put_srgb" if view_fmt is not fmt else "put"
-    if not ctx.device.format_features[view_fmt.name] & formats.STORAGE:
-        raise UnsupportedError(f"{what}: {view_fmt.name} has no STORAGE_IMAGE feature on this device")
+    problem = storage_write_problem(ctx, view_fmt, what)
+    if problem:
+        raise UnsupportedError(problem)
     qualifier = view_fmt.qualifier or ""
-    if not qualifier and not ctx.caps.feature("shaderStorageImageWriteWithoutFormat"):
-        raise UnsupportedError(f"{what}: GLSL has no storage format for {view_fmt.name}; writing it needs "
-                               "the shaderStorageImageWriteWithoutFormat feature enabled by the host")
     res = ImageBinding(img, level.mip, level.layer, STORAGE, view_fmt.vk_format)
     return Pixels(level, f"{layout}:{qualifier}", res, h, w, fmt.channels)
 

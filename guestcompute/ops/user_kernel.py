@@ -46,7 +46,7 @@ import numpy as np
 
 from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutOfMemoryError,
                       UnsupportedError, VulkanError, WrongContextError)
-from ..image import SAMPLED, STORAGE, TEXTURE, Image, ImageBinding, ImageLevel, SamplerBinding
+from ..image import SAMPLED, STORAGE, TEXTURE, Image, ImageBinding, ImageLevel, SamplerBinding, storage_format
 from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, op
 from ..spirv.capabilities import check_capabilities, check_shared_memory
@@ -278,7 +278,7 @@ def _image_resource(ctx, kernel, i: int, spec_binding, reflected, arg):
     if kind == "storage":
         if not img.storage_usage:
             raise UnsupportedError(f"{what} is a storage image; the image has no STORAGE usage")
-        view = px.storage_view_format(img, what)
+        view = storage_format(ctx, img.format, img.mutable_format, what)
         want = reflected.image.format
         if want and want != view.qualifier:
             raise InvalidArgumentError(f"{what} is declared layout({want}); the image's storage format is "

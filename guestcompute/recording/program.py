@@ -55,6 +55,9 @@ _EMPTY = frozenset()
 # vkCmdUpdateBuffer moves at most 65536 bytes; parameters are a few scalars.
 _MAX_PARAMS = 1024
 _PARAM_DTYPES = ("float32", "int32", "uint32")
+# GLSL's scalar names mean the 32-bit types, as in push_layout and in the
+# shader that reads the field (numpy would read "float" as float64).
+_GLSL_SCALARS = {"float": "float32", "int": "int32", "uint": "uint32"}
 
 
 class ProgramPool:
@@ -114,9 +117,13 @@ class Params:
         for name, dtype in fields.items():
             if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
                 raise InvalidArgumentError(f"param name {name!r} must be an identifier not starting with _")
-            d = as_dtype(dtype)
-            if d.name not in _PARAM_DTYPES:
-                raise DTypeError(f"param {name!r}: dtype {d} not supported; use one of {list(_PARAM_DTYPES)}")
+            try:
+                d = as_dtype(_GLSL_SCALARS.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+            except DTypeError:
+                d = None
+            if d is None or d.name not in _PARAM_DTYPES:
+                raise DTypeError(f"param {name!r}: dtype {dtype!r} not supported; use one of {list(_PARAM_DTYPES)} "
+                                 f"(or GLSL's {list(_GLSL_SCALARS)}, the same 32-bit types)")
             self._names.append(name)
             self._dtypes[name] = d
         # All fields are 4 bytes: field k lives at byte 4k of one buffer.

@@ -42,6 +42,7 @@ import vulkan as vk
 from vulkan import ffi
 
 from ..errors import UnsupportedError
+from ..log import log
 from ..paths import cache_root
 
 BARRIER = 1        # stream word: four more follow (src stages, dst stages, src access, dst access)
@@ -161,9 +162,20 @@ class CommandInterpreter:
         if mode == "require" and self.library is None:
             raise UnsupportedError(f"{ENV}=require, but the command interpreter is not built; run "
                                    "`guestcompute build-native` (needs a C compiler)")
+        self._record = None
+        if self.library is not None:
+            try:
+                self._record = load(self.library)
+            except UnsupportedError as e:
+                if mode == "require":
+                    raise
+                # auto: a library that does not load (a broken build) must
+                # not stop contexts from being made; the Python walker
+                # records the same commands.
+                log.warning("guestcompute: %s; recording uses the Python walker", e)
+                self.library = None
         self.kind = "native" if self.library is not None else "python"
         if self.kind == "native":
-            self._record = load(self.library)
             table = self._functions = ffi.new("uint64_t[]", len(_FUNCTIONS))
             for i, name in enumerate(_FUNCTIONS):
                 fn = getattr(fns, name, None)
@@ -269,12 +281,26 @@ def load(path: Path):
     nothing needs C declarations parsed at import time."""
     fn = _loaded.get(path)
     if fn is None:
+        try:
+            fn = _loaded[path] = open_library(path)
+        except UnsupportedError as e:
+            raise UnsupportedError(f"{e}; rebuild it with `guestcompute build-native`") from None
+    return fn
+
+
+def open_library(path: Path):
+    """gc_record of the library at ``path``, uncached; UnsupportedError when
+    the file does not load or does not export what the walker calls (an
+    empty or foreign file, a build of another layout)."""
+    try:
         lib = ctypes.CDLL(str(path))
-        if lib.gc_dispatch_size() != _WORDS * 8:
-            raise UnsupportedError(f"{path.name} was built for another layout of gc_dispatch; rebuild it with "
-                                   "`guestcompute build-native`")
-        fn = lib.gc_record
-        fn.restype = ctypes.c_ulonglong
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
-        _loaded[path] = fn
+        size, fn = lib.gc_dispatch_size, lib.gc_record
+    except (OSError, AttributeError) as e:
+        raise UnsupportedError(f"the command interpreter {path} does not load ({e})") from None
+    size.restype = ctypes.c_uint
+    size.argtypes = []
+    if size() != _WORDS * 8:
+        raise UnsupportedError(f"{path.name} was built for another layout of gc_dispatch")
+    fn.restype = ctypes.c_ulonglong
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
     return fn

@@ -16,11 +16,12 @@ caller's stays theirs to close).
 from __future__ import annotations
 
 import os
+import stat
 
 import vulkan as vk
 from vulkan import ffi, lib
 
-from ..errors import check
+from ..errors import InvalidArgumentError, check
 from .structs import chain, new
 
 OPAQUE_FD = vk.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT
@@ -72,14 +73,55 @@ def export_allocate_info(alloc_info, buffer) -> None:
           new("VkMemoryDedicatedAllocateInfo", buffer=buffer))
 
 
-def import_allocate_info(alloc_info, fd: int, buffer, dedicated: bool) -> int:
-    """Chain onto ``alloc_info`` the import of a duplicate of ``fd`` and
-    return the duplicate, which the driver owns once the allocation
-    succeeds (close it yourself if it fails)."""
+def check_fd(fd) -> None:
+    """InvalidArgumentError unless ``fd`` is an open descriptor that can
+    name memory or a semaphore. Pipes, sockets and folders never do (a
+    driver may block reading one); what a driver's opaque fds are
+    otherwise differs by driver, so the driver judges the rest."""
+    if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
+        raise InvalidArgumentError(f"fd={fd!r}: give an open file descriptor (an int, at least 0)")
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as e:
+        raise InvalidArgumentError(f"fd {fd} is not an open file descriptor ({e.strerror})") from None
+    for is_kind, kind in ((stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if is_kind(mode):
+            raise InvalidArgumentError(f"fd {fd} is {kind}, not an exported Vulkan memory or semaphore handle")
+
+
+def closer(fd: int):
+    """What closes ``fd`` after an import of it failed: a successful import
+    owns it, and some drivers close it on a failed one too, when its number
+    may be taken by a file opened since; so it is closed only while it still
+    names the file it named now."""
+    before = os.fstat(fd)
+
+    def close_if_still_ours():
+        try:
+            now = os.fstat(fd)
+        except OSError:
+            return                          # the importer closed it
+        if (now.st_dev, now.st_ino) == (before.st_dev, before.st_ino):
+            os.close(fd)
+    return close_if_still_ours
+
+
+def duplicate_fd(fd: int):
+    """(a duplicate of ``fd`` for an import, what closes it if the import
+    fails: see :func:`closer`)."""
+    check_fd(fd)
     dup = os.dup(fd)
+    return dup, closer(dup)
+
+
+def import_allocate_info(alloc_info, fd: int, buffer, dedicated: bool):
+    """Chain onto ``alloc_info`` the import of a duplicate of ``fd`` (which
+    the driver owns once the allocation succeeds); returns what to call if
+    the allocation fails."""
+    dup, on_failure = duplicate_fd(fd)
     chain(alloc_info, new("VkImportMemoryFdInfoKHR", handleType=OPAQUE_FD, fd=dup),
           new("VkMemoryDedicatedAllocateInfo", buffer=buffer) if dedicated else None)
-    return dup
+    return on_failure
 
 
 def memory_fd(fns, device, memory) -> int:
@@ -117,11 +159,15 @@ def import_timeline(fns, device, fd: int):
     check("vkCreateSemaphore", fns.vkCreateSemaphore(device, new("VkSemaphoreCreateInfo", pNext=kind),
                                                      ffi.NULL, out))
     sem = out[0]
-    dup = os.dup(fd)
+    try:
+        dup, on_failure = duplicate_fd(fd)
+    except BaseException:
+        fns.vkDestroySemaphore(device, sem, ffi.NULL)
+        raise
     info = new("VkImportSemaphoreFdInfoKHR", semaphore=sem, handleType=SEMAPHORE_OPAQUE_FD, fd=dup)
     res = fns.vkImportSemaphoreFdKHR(device, info)
     if res != vk.VK_SUCCESS:
-        os.close(dup)
+        on_failure()
         fns.vkDestroySemaphore(device, sem, ffi.NULL)
         check("vkImportSemaphoreFdKHR", res)
     return sem

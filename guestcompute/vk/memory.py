@@ -12,7 +12,6 @@ lavapipe, resizable BAR) uploads and downloads are plain memcpy.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 
 import vulkan as vk
@@ -312,8 +311,7 @@ class MemoryManager:
                         f"{reqs.size} bytes); export and import on the same physical device")
 
                 def import_fd(a):
-                    dup = external.import_allocate_info(a, fd, buffer, dedicated)
-                    return lambda: os.close(dup)
+                    return external.import_allocate_info(a, fd, buffer, dedicated)
                 memory = self.allocate(alloc_size, type_index, "importing shared memory", extend=import_fd)
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)

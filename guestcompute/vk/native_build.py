@@ -16,16 +16,20 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .command_stream import SOURCE, library_dirs, library_name
+from ..errors import UnsupportedError
+from .command_stream import SOURCE, library_dirs, library_name, open_library
 
 _FLAGS = ["-O2", "-std=c99", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror"]
 
 
 def find_compiler():
     """``$CC``, else the first of cc, gcc, clang on PATH; None without one."""
-    env = os.environ.get("CC")
+    try:
+        env = shlex.split(os.environ.get("CC", ""))
+    except ValueError as e:
+        raise RuntimeError(f"CC={os.environ['CC']!r} is not a command line ({e})") from None
     if env:
-        return shlex.split(env)
+        return env
     for name in ("cc", "gcc", "clang"):
         path = shutil.which(name)
         if path:
@@ -33,9 +37,21 @@ def find_compiler():
     return None
 
 
+def _check_loads(path: str, compiler: list) -> None:
+    """A compiler that exits 0 may still leave no library (``CC=true``) or
+    one for another platform: the build only replaces a good library with
+    one this process can load and that exports what the walker calls."""
+    try:
+        open_library(Path(path))
+    except UnsupportedError as e:
+        raise RuntimeError(f"{shlex.join(compiler)!r} exited 0 but what it built is not a usable command "
+                           f"interpreter: {e}; nothing was installed") from None
+
+
 def build(dest: Path = None) -> Path:
     """Compile the interpreter; returns the library's path. Raises
-    RuntimeError without a compiler or when compilation fails."""
+    RuntimeError without a compiler, when compilation fails, and when the
+    result does not load; a library already installed is then kept."""
     compiler = find_compiler()
     if compiler is None:
         raise RuntimeError("no C compiler (set CC, or install cc/gcc/clang); recording will use the "
@@ -53,9 +69,14 @@ def build(dest: Path = None) -> Path:
             errors.append(f"{folder}: {e}")
             continue
         try:
-            done = subprocess.run([*compiler, *_FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True)
+            try:
+                done = subprocess.run([*compiler, *_FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True)
+            except OSError as e:
+                raise RuntimeError(f"cannot run the C compiler {shlex.join(compiler)!r} ({e.strerror or e}); "
+                                   "set CC to a working compiler") from None
             if done.returncode != 0:
                 raise RuntimeError(f"compiling {SOURCE.name} failed:\n{done.stderr.strip()}")
+            _check_loads(tmp, compiler)
             path = folder / library_name()
             os.replace(tmp, path)
             for old in folder.glob("command_interpreter-*"):     # builds of earlier sources

@@ -1,6 +1,7 @@
 """Exportable tensors: memory one context exports and a second device's
 context imports (same physical device) holds the same bytes both ways,
 with guest ops on each side, under validation on both devices."""
+import copy
 import dataclasses
 import os
 
@@ -9,6 +10,7 @@ import pytest
 
 import guestcompute as gc
 from guestcompute.host import supported_extensions
+from guestcompute.vk import external
 
 def test_bytes_cross_between_devices_both_ways(pair):
     host_a, a, host_b, b = pair
@@ -140,3 +142,91 @@ def test_requirements_offer_the_sharing_extensions_where_supported(modern_host):
     held = gc.requirements(modern_host.physical_device, (1, 0)).held_back
     if "VK_KHR_external_memory_fd" in supported:
         assert "VK_KHR_external_memory_fd" in held
+
+
+def test_bad_fds_are_typed_errors_that_close_nothing_of_the_callers(pair):
+    _, a, _, b = pair
+    ex = a.empty((8,), exportable=True).export()
+    before = b.live_objects()
+    read_end, write_end = os.pipe()
+    try:
+        for bad in (read_end, 10 ** 6, "3", True):
+            with pytest.raises(gc.InvalidArgumentError, match="fd"):
+                dataclasses.replace(ex, fd=bad)
+        os.fstat(read_end)                  # a refused fd stays the caller's
+        os.close(ex.fd)                     # closed behind the export's back
+        with pytest.raises(gc.InvalidArgumentError, match="not an open file descriptor"):
+            b.import_memory(ex)
+        ex.take_fd()                        # its number is not the export's to close any more
+        after = b.live_objects()
+        assert (after["buffers"], after["allocations"]) == (before["buffers"], before["allocations"])
+    finally:
+        os.close(read_end), os.close(write_end)
+
+
+def test_a_copy_of_an_export_holds_its_own_fd(pair):
+    _, a, _, b = pair
+    t = a.tensor(np.arange(8, dtype=np.float32), exportable=True)
+    ex = t.export()
+    copies = [copy.copy(ex), copy.deepcopy(ex), dataclasses.replace(ex, shape=(4,), strides=(2,))]
+    assert len({ex.fd, *(c.fd for c in copies)}) == 4
+    ex.close()
+    for c in copies:
+        os.fstat(c.fd)                      # closing the original closed none of its copies
+    np.testing.assert_array_equal(b.import_memory(copies[0]).numpy(), np.arange(8))
+    np.testing.assert_array_equal(b.import_memory(copies[2]).numpy(), np.arange(0, 8, 2))
+    for c in copies:
+        c.close()
+
+
+def test_a_failed_import_closes_its_duplicate_only_while_it_is_still_its_own(tmp_path):
+    """A driver may close the imported duplicate even when the import fails;
+    the number may then name a file opened since, which must stay open."""
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    original = os.open(path, os.O_RDONLY)
+    try:
+        dup, on_failure = external.duplicate_fd(original)
+        on_failure()                        # still ours: closed
+        with pytest.raises(OSError):
+            os.fstat(dup)
+        dup, on_failure = external.duplicate_fd(original)
+        os.close(dup)                       # as a driver that closes it on failure does
+        other = os.open(os.devnull, os.O_RDONLY)
+        try:
+            assert other == dup             # the lowest free number is reused
+            on_failure()
+            os.fstat(other)                 # the unrelated file is still open
+        finally:
+            os.close(other)
+    finally:
+        os.close(original)
+
+
+def test_probing_for_the_cuda_array_interface_never_raises(pair):
+    """hasattr(t, "__cuda_array_interface__") is how array libraries probe:
+    False (never another error) where CUDA cannot see the tensor."""
+    _, a, _, _ = pair
+    t = a.empty((8,), exportable=True)
+    try:
+        t.cuda_view()
+        cuda_sees_it = True
+    except gc.GuestComputeError:            # no CUDA driver, or no CUDA device with this UUID
+        cuda_sees_it = False
+    assert hasattr(t, "__cuda_array_interface__") == cuda_sees_it
+    if not cuda_sees_it:
+        with pytest.raises(AttributeError, match="no __cuda_array_interface__"):
+            t.__cuda_array_interface__
+
+
+def test_resize_keeps_a_tensor_exportable(pair):
+    _, a, _, b = pair
+    t = a.empty((4,), exportable=True)
+    t.resize((3, 5))
+    assert t.exportable and t.shape == (3, 5)
+    a.run(lambda rec: rec.fill(t, 2.0))
+    with t.export() as ex:
+        np.testing.assert_array_equal(b.import_memory(ex).numpy(), np.full((3, 5), 2, np.float32))
+    plain = a.empty((4,))
+    plain.resize((6,))
+    assert not plain.exportable

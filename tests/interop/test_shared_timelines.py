@@ -101,3 +101,17 @@ def test_a_submission_waiting_for_its_own_signal_is_refused(modern_host):
         sub.wait()
     finally:
         ctx.close()
+
+
+def test_a_bad_timeline_fd_is_a_typed_error(timelines):
+    _, _, _, b = timelines
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(gc.InvalidArgumentError, match="pipe"):
+            b.import_timeline(read_end)
+        os.fstat(read_end)                  # still the caller's
+    finally:
+        os.close(read_end), os.close(write_end)
+    with pytest.raises(gc.InvalidArgumentError, match="not an open file descriptor"):
+        b.import_timeline(10 ** 6)
+    assert b.live_objects()["shared_timelines"] == 0

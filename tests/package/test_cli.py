@@ -13,6 +13,8 @@ import pytest
 from guestcompute import cli
 from guestcompute.device import pipeline_store as ps
 from guestcompute import bake
+from guestcompute.errors import InvalidArgumentError
+from guestcompute.vk import command_stream, native_build
 from guestcompute.ops import all_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,3 +185,34 @@ def test_doctor_reports_a_missing_loader_instead_of_crashing():
     report = json.loads(proc.stdout)
     assert report["ok"] is False
     assert report["checks"][0]["name"] == "loader" and "libvulkan1" in report["checks"][0]["fix"]
+
+
+def test_build_native_with_a_missing_compiler_fails_cleanly(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(native_build, "library_dirs", lambda: [tmp_path])
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    assert cli.main(["build-native"]) == 1
+    assert "cannot run the C compiler '/nonexistent/cc'" in capsys.readouterr().out
+    assert not list(tmp_path.iterdir())
+    assert cli.main(["build-native", "--optional"]) == 0
+
+
+def test_bake_refuses_a_job_count_below_one(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["bake", "--jobs", "-1"])
+    assert exit_.value.code == 2 and "--jobs: '-1': give a whole number, at least 1" in capsys.readouterr().err
+    for jobs in (0, -1, 2.5, True):
+        with pytest.raises(InvalidArgumentError, match="jobs="):
+            bake.bake(jobs=jobs, specs=[])
+
+
+def test_info_and_doctor_report_a_library_that_does_not_load(tmp_path, monkeypatch, capsys):
+    broken = tmp_path / command_stream.library_name()
+    broken.write_bytes(b"")
+    monkeypatch.setattr(command_stream, "native_library_path", lambda: broken)
+    assert cli.main(["info", "--json", "--cache-dir", str(tmp_path)]) == 0
+    native = json.loads(capsys.readouterr().out)["command_interpreter"]
+    assert not native["built"] and "does not load" in native["error"]
+    cli.main(["doctor", "--json", "--cache-dir", str(tmp_path)])
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["command interpreter"]["status"] == "warn"
+    assert checks["command interpreter"]["detail"].startswith("does not load")

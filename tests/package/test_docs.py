@@ -13,6 +13,7 @@ import vulkan as vk
 from vulkan import ffi
 
 from guestcompute.errors import check
+from guestcompute.ops.base import registered_ops
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -231,3 +232,11 @@ def test_export_between_two_devices_example_runs(modern_host, second_host):
     finally:
         ctx.close()
         other.close()
+
+
+def test_the_readmes_op_table_names_every_registered_op():
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Operations"):]
+    table = table[:table.index("\n\n", table.index("| group |"))]
+    named = set(re.findall(r"[a-z_0-9]+", table))
+    assert not sorted(set(registered_ops()) - named), "ops missing from README.md's table"

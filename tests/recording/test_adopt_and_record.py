@@ -1,6 +1,7 @@
 """Adopt, tensors, import, cached pipelines, barriers, errors: one op from host to dispatch."""
 import numpy as np
 import pytest
+from vulkan import ffi
 
 import guestcompute as gc
 from guestcompute.testing import HeadlessHost
@@ -263,3 +264,8 @@ def test_standalone_context_run():
         out = ctx.run(lambda rec: rec.scale(a, 3.0))
         np.testing.assert_array_equal(out.numpy(), np.arange(10) * 3.0)
         assert ctx.messenger.messages == []
+
+
+def test_ctx_device_handle_is_the_adopted_vkdevice(host, ctx):
+    """As documented: ctx.device is guestcompute's object, its handle the VkDevice."""
+    assert int(ffi.cast("uintptr_t", ctx.device.handle)) == int(ffi.cast("uintptr_t", host.device))

@@ -188,3 +188,33 @@ def test_build_writes_a_library_the_loader_accepts(tmp_path):
     # A second build replaces the first and leaves no temporary files behind.
     assert native_build.build(tmp_path) == path
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_library_that_does_not_load_falls_back_in_auto_and_raises_in_require(monkeypatch, modern_host,
+                                                                              tmp_path):
+    """A broken build (an empty file where the library should be) must not
+    stop contexts from being made: auto records through the Python walker,
+    require says what is wrong."""
+    broken = tmp_path / command_stream.library_name()
+    broken.write_bytes(b"")
+    monkeypatch.setattr(command_stream, "native_library_path", lambda: broken)
+    interpreter = CommandInterpreter(modern_host.fns, mode="auto")
+    assert interpreter.kind == "python" and interpreter.library is None
+    with pytest.raises(UnsupportedError, match="does not load.*build-native"):
+        CommandInterpreter(modern_host.fns, mode="require")
+
+
+@pytest.mark.skipif(native_build.find_compiler() is None, reason="no C compiler")
+@pytest.mark.parametrize("cc, message", [("true", "not a usable command interpreter"),
+                                         ("/nonexistent/cc", "cannot run the C compiler")])
+def test_a_failed_build_keeps_the_installed_library(tmp_path, monkeypatch, cc, message):
+    """A compiler that exits 0 without building (CC=true) or one that does
+    not exist is a clear RuntimeError, and the good library stays."""
+    path = native_build.build(tmp_path)
+    good = path.read_bytes()
+    monkeypatch.setenv("CC", cc)
+    with pytest.raises(RuntimeError, match=message):
+        native_build.build(tmp_path)
+    assert path.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert callable(command_stream.open_library(path))

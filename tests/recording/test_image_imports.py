@@ -10,6 +10,7 @@ import vulkan as vk
 
 import guestcompute as gc
 from guestcompute.ops.base import registered_ops
+from guestcompute.vk import formats
 
 W, H = 12, 7
 RGBA8 = vk.VK_FORMAT_R8G8B8A8_UNORM
@@ -44,7 +45,8 @@ def host_reuses(host, cmd, img, layout):
 
 def test_read_and_write_a_host_image_in_the_hosts_frame(host, ctx):
     himg = host_image_cleared(host, (1.0, 0.5, 0.25, 1.0))
-    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", host_access="fragment_read")
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only",
+                           host_access="fragment_read")
     t = ctx.empty((H, W, 4))
     cmd = host.begin()
     with ctx.record(cmd) as rec:
@@ -61,7 +63,7 @@ def test_a_wrong_declared_layout_is_reported(host, ctx):
     """Control: the checks above can fail. The host left the image in
     SHADER_READ_ONLY but declares GENERAL: the layer reports it."""
     himg = host_image_cleared(host, (1, 1, 1, 1))
-    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="general")
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="general")
     cmd = host.begin()
     with ctx.record(cmd) as rec:
         rec.copy(img)
@@ -72,7 +74,8 @@ def test_a_wrong_declared_layout_is_reported(host, ctx):
 
 def test_exit_layout_and_per_recording_override(host, ctx):
     himg = host_image_cleared(host, (0.2, 0.4, 0.6, 0.8), final=TRANSFER_DST)
-    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="transfer_dst", exit_layout="shader_read_only")
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="transfer_dst",
+                           exit_layout="shader_read_only")
     out = ctx.empty((H, W, 4))
     cmd = host.begin()
     with ctx.record(cmd) as rec:
@@ -92,7 +95,7 @@ def test_exit_layout_and_per_recording_override(host, ctx):
 def test_rebind_re_records_programs_and_stale_dispatches_refuse(host, ctx):
     first = host_image_cleared(host, (1, 0, 0, 1))
     second = host_image_cleared(host, (0, 1, 0, 1))
-    img = ctx.import_image(first, "rgba8_unorm", (W, H), layout="shader_read_only")
+    img = ctx.import_image(first, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only")
     out = ctx.empty((H, W, 4))
     prog = ctx.program(lambda rec: rec.copy(img, out=out))
     for expected, version in (((1, 0, 0, 1), 0), ((0, 1, 0, 1), 1)):
@@ -117,25 +120,29 @@ def test_rebind_re_records_programs_and_stale_dispatches_refuse(host, ctx):
 def test_hostile_image_declarations_raise_typed_errors(host, ctx):
     himg = host_image_cleared(host, (1, 1, 1, 1))
     with pytest.raises(gc.UnsupportedError, match="not a format"):
-        ctx.import_image(himg, "rgb9e5", (W, H), layout="shader_read_only")
+        ctx.import_image(himg, "rgb9e5", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only")
     with pytest.raises(gc.InvalidArgumentError, match="unknown image layout"):
-        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="color_attachment_optimal_please")
+        ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE,
+                         layout="color_attachment_optimal_please")
     with pytest.raises(gc.InvalidArgumentError, match="undefined"):
-        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="undefined")
+        ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="undefined")
     with pytest.raises(gc.UnsupportedError, match="multisampled"):
-        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", samples=4)
+        ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only", samples=4)
     with pytest.raises(gc.UnsupportedError, match="3d"):
-        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", image_type="3d")
+        ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only",
+                         image_type="3d")
     with pytest.raises(gc.InvalidArgumentError, match="aspect"):
-        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", aspect="depth")
+        ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only",
+                         aspect="depth")
     with pytest.raises(gc.InvalidArgumentError, match="mip levels"):
-        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", mip_levels=9)
-    with pytest.raises(gc.UnsupportedError, match="STORAGE_IMAGE"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only",
+                         mip_levels=9)
+    with pytest.raises(gc.UnsupportedError, match="MUTABLE_FORMAT"):
         ctx.import_image(himg, "rgba8_srgb", (W, H), layout="shader_read_only", usage="sampled|storage")
     with pytest.raises(gc.InvalidArgumentError, match="neither SAMPLED nor STORAGE"):
         ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", usage="transfer_dst")
     with pytest.raises(gc.InvalidArgumentError, match="VkImage"):
-        ctx.import_image(ctx.empty((4,)), "rgba8_unorm", (W, H), layout="shader_read_only")
+        ctx.import_image(ctx.empty((4,)), "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only")
     read_only = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", usage="sampled")
     depth = ctx.image((4, 4), "d32_sfloat")
     cmd = host.begin()
@@ -158,7 +165,7 @@ def test_depth_images_are_read_sampled(host, ctx):
 
 def test_a_dispatch_planned_before_a_rebind_refuses_to_record(host, ctx):
     first, second = host_image_cleared(host, (1, 0, 0, 1)), host_image_cleared(host, (0, 1, 0, 1))
-    img = ctx.import_image(first, "rgba8_unorm", (W, H), layout="shader_read_only")
+    img = ctx.import_image(first, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only")
     dispatches = registered_ops()["copy"](ctx, img, out=ctx.empty((H, W, 4))).dispatches
     img.rebind(second)
     cmd = host.begin()
@@ -171,8 +178,73 @@ def test_a_dispatch_planned_before_a_rebind_refuses_to_record(host, ctx):
 
 def test_hand_off_submissions_take_guest_images_only(host, ctx):
     himg = host_image_cleared(host, (1, 1, 1, 1))
-    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only")
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only")
     guest = ctx.image((W, H), "rgba8_unorm")
     with pytest.raises(gc.UnsupportedError, match="hand-off"):
         ctx.submit(lambda rec: rec.copy(img, out=guest)).wait(timeout=10)
     ctx.submit(lambda rec: rec.gaussian_blur(guest, 1.0, out=guest)).wait(timeout=10)
+
+
+def test_usage_is_said_by_the_host_never_guessed(host, ctx):
+    """A swapchain made with COLOR_ATTACHMENT only: a guessed SAMPLED|STORAGE
+    gave validation errors every frame; now the import is a typed error."""
+    himg = host_image_cleared(host, (1, 1, 1, 1))
+    with pytest.raises(gc.InvalidArgumentError, match="usage=.*VkImageCreateInfo.usage"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only")
+    with pytest.raises(gc.InvalidArgumentError, match="neither SAMPLED nor STORAGE"):
+        ctx.import_image(himg, "rgba8_unorm", (W, H), layout="color_attachment",
+                         usage=vk.VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT)
+
+
+MUTABLE_FORMAT, EXTENDED_USAGE = vk.VK_IMAGE_CREATE_MUTABLE_FORMAT_BIT, 0x100   # the latter: Vulkan 1.1
+
+
+def test_a_mutable_format_srgb_host_image_is_written_through_a_unorm_view(host, ctx):
+    """An sRGB swapchain made MUTABLE_FORMAT with SAMPLED|STORAGE: the guest
+    writes it through an rgba8_unorm view (encoding sRGB itself) and reads
+    it through an sRGB view (decoding), under validation."""
+    usage = "sampled|storage|transfer_dst"
+    if ctx.caps.api_version < (1, 1):
+        with pytest.raises(gc.UnsupportedError, match="Vulkan 1.1"):
+            ctx.import_image(host_image_cleared(host, (0, 0, 0, 0)), "rgba8_srgb", (W, H), layout="general",
+                             usage=usage, mutable_format=True)
+        pytest.skip("an sRGB storage image needs Vulkan 1.1 (EXTENDED_USAGE, view usage)")
+    if not ctx.device.format_features["rgba8_unorm"] & formats.STORAGE:
+        pytest.skip("rgba8_unorm is no storage format on this device")
+    himg = host.create_image(W, H, vk.VK_FORMAT_R8G8B8A8_SRGB, SAMPLED_STORAGE, flags=MUTABLE_FORMAT | EXTENDED_USAGE)
+    img = ctx.import_image(himg, "rgba8_srgb", (W, H), layout="undefined", exit_layout="shader_read_only",
+                           usage=usage, mutable_format=True)
+    linear = np.linspace(0, 1, H * W * 4, dtype=np.float32).reshape(H, W, 4)
+    src, back = ctx.tensor(linear), ctx.empty((H, W, 4))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        rec.copy(src, out=img)
+        rec.copy(img, out=back)
+    host.submit_and_wait(cmd)
+    # One 8-bit sRGB code near 0 is about 3e-4 linear; near 1 about 4e-3.
+    np.testing.assert_allclose(back.numpy(), linear, atol=5e-3)
+
+
+def test_storage_writes_without_a_glsl_format_are_checked_at_import(host):
+    """A BGRA image with STORAGE usage needs shaderStorageImageWriteWithoutFormat
+    enabled at vkCreateDevice and declared at adopt; the import says which
+    of the two is missing, not the first frame."""
+    feature = "shaderStorageImageWriteWithoutFormat"
+    undeclared = host.adopt(features={k: v for k, v in host.features.items() if k != feature})
+    try:
+        himg = host_image_cleared(host, (1, 1, 1, 1))
+        if not undeclared.device.format_features["bgra8_unorm"] & formats.STORAGE:
+            missing = "bgra8_unorm has no STORAGE_IMAGE feature"
+        elif feature in undeclared.device.limits.supported_core_features:
+            missing = f"{feature}; the device supports it but it was not declared at adopt"
+        else:
+            missing = f"{feature}, which this device does not support"
+        with pytest.raises(gc.UnsupportedError, match=missing):
+            undeclared.import_image(himg, "bgra8_unorm", (W, H), layout="general", usage="sampled|storage")
+        undeclared.import_image(himg, "bgra8_unorm", (W, H), layout="general", usage="sampled")    # reads only
+        if missing.endswith("not declared at adopt") and host.features.get(feature):
+            declared = host.adopt()             # the test host enabled it at vkCreateDevice and declares it
+            declared.import_image(himg, "bgra8_unorm", (W, H), layout="general", usage="sampled|storage")
+            declared.close()
+    finally:
+        undeclared.close()

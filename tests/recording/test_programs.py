@@ -223,3 +223,14 @@ def test_program_errors(host, ctx):
             rec.execute("program")
     host.submit_and_wait(cmd)
     assert plain.stats["replays"] == 0 and withp.stats["replays"] == 0
+
+
+def test_glsl_scalar_names_mean_the_32_bit_types_in_params(host, ctx):
+    """"float" is float32 in params= as in push_layout and in the shader
+    (numpy alone would read it as float64)."""
+    prog = ctx.program(lambda rec, p: None, params={"s": "float", "k": "int", "n": "uint"})
+    assert [prog.params[n].dtype for n in ("s", "k", "n")] == [gc.float32, gc.int32, gc.uint32]
+    host.run(ctx, lambda rec: rec.execute(prog, params={"s": 0.1, "k": -2, "n": 7}))
+    np.testing.assert_array_equal(prog.params.s.numpy(), np.float32([0.1]))
+    with pytest.raises(gc.DTypeError, match="GLSL's"):
+        ctx.program(lambda rec, p: None, params={"s": "float64"})
