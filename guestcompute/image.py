@@ -208,10 +208,8 @@ class Image:
             self.width, self.height = check_extent(extent, self.mip_levels)
         self.uid = next_uid()
         self.last_epoch = 0
-        Image.rebinds += 1
+        self.ctx.count_swap()       # programs that captured the image look again
         self.ctx.device.retire_image(old_uid, last)
-
-    rebinds = 0     # class-wide count: programs skip their staleness scan while it is unchanged
 
     def __del__(self):
         ctx = self.ctx

@@ -392,15 +392,12 @@ class Tensor:
             dim += 1
         return self._view(tuple(shape), tuple(strides), offset)
 
-    # Counts buffer swaps across all tensors: a program compares it with the
-    # value it saw at recording, and checks each captured tensor's buffer uid
-    # only when it changed. Code that swaps a tensor's memory must go through
-    # _swap_buffer.
-    swaps = 0
-
+    # Code that swaps a tensor's memory must go through _swap_buffer: the
+    # context's swap count tells programs and remembered calls to look at
+    # their tensors again.
     def _swap_buffer(self, buffer: Buffer) -> None:
         self.buffer = buffer
-        Tensor.swaps += 1
+        self.ctx.count_swap()
 
     def resize(self, shape) -> None:
         """Reallocate this tensor with a new shape (contents are undefined).

@@ -261,7 +261,7 @@ class Recorder(OpMethods):
         remember the call when the op says its result is reusable."""
         memory = self._memory
         past_range = memory.past_range_count
-        swaps = Tensor.swaps
+        swaps = self.ctx.swaps
         try:
             result = planner(self.ctx, *args, **kwargs)
         except TypeError:
@@ -583,7 +583,7 @@ def _op_method(name: str, planner):
             self.check_active()
         key = (name, *map(id, args), *kwargs, *map(id, kwargs.values())) if kwargs else (name, *map(id, args))
         entry = self._calls(key)
-        if entry is not None and entry[0] == Tensor.swaps:
+        if entry is not None and entry[0] == self.ctx.swaps:
             self._call_hits += 1
             dispatches, where = entry[1], entry[2]
             value = None if where is None else args[where] if where.__class__ is int else kwargs[where]
