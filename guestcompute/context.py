@@ -326,7 +326,8 @@ class Context:
             size = self.limits.max_storage_buffer_range
             if offset + nbytes > size:
                 raise UnsupportedError("imported view ends past maxStorageBufferRange")
-        keys = self.device.imported_ranges.hazard_keys(handle, offset, offset + nbytes)
+        keys = self.device.imported_ranges.hazard_keys(handle, offset, offset + nbytes,
+                                                       guest=self.device.suballocator.holds(handle))
         buffer = Buffer(self, handle, size, None, access, usage=usage_flags, hazard_keys=keys)
         return Tensor(buffer, shape, d, offset=offset // d.size)
 

@@ -387,10 +387,10 @@ class Recorder(OpMethods):
         entry, exit_state = image_states_for(image, layout, exit_layout, host_access, exit_access, "rec.using")
         if image.ctx is not self.ctx:
             raise InvalidArgumentError("rec.using: the image belongs to another context")
-        if image.uid in self.state.images:
+        if image.handle_key in self.state.images:
             raise RecordingError("rec.using: this recording already used the image; declare its layouts "
                                  "before the first op that touches it")
-        self.state.image_states[image.uid] = (entry, exit_state)
+        self.state.image_states[image.handle_key] = (entry, exit_state)
 
     # -- GPU timestamps and debug labels ---------------------------------------------
     def timing(self, name: str):
