@@ -9,10 +9,11 @@ layer), read *sampled* (``texelFetch``/``texture`` through a sampler2D,
 which decodes sRGB and swizzles BGRA) or written as a *storage* image.
 
 Hazards are tracked per VkImage and subresource (``hazard_key``), in the
-same tracker as buffers, so two imports of one VkImage are one image there. Imported images carry the host's declared layout
-and accesses (``entry`` / ``exit``); guest work uses them in GENERAL, so
-the recorder transitions an imported image once on entry and once on exit
-(see vk/sync.py). Guest-owned images live in GENERAL from creation on.
+same tracker as buffers, so two imports of one VkImage are one image
+there. Imported images carry the host's declared layout and accesses
+(``entry`` / ``exit``); guest work uses them in GENERAL, so the recorder
+transitions an imported image once on entry and once on exit (see
+vk/sync.py). Guest-owned images live in GENERAL from creation on.
 
 ``uid`` changes whenever the VkImage changes (``rebind`` after a
 swapchain resize), so programs that captured the image re-record and

@@ -45,8 +45,8 @@ from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, group
 from ..tensor import Tensor
 from .base import Dispatch, OpResult, check_dtype, check_tensor, normalize_axis, op, same_dtype
 from .elementwise import output_tensor, storage_extensions, storage_features
-from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks, rows_push,
-                   split_rows)
+from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
+                   rows_push, split_rows)
 
 WORKGROUP = 128
 # softmax keeps a row of up to WORKGROUP * REGISTER_FLOATS elements in registers

@@ -19,6 +19,10 @@ without a kernel):
   whole vec4s, four at a time before combining them, so a long loop keeps
   several loads in flight instead of waiting on each.
 
+On a driver that caps an invocation's loop iterations (lavapipe, see
+:func:`.rows.loop_budget`), ``cols`` takes only rows within the budget and
+the ``rows`` kernel chunks every row one workgroup cannot sweep within it.
+
 Semantics: float16 accumulates in float32; int32/uint32 sums wrap mod 2**32
 (numpy's ``sum(dtype=int32)``); ``mean`` is for floats only. ``max``/``min``
 propagate NaN and ``argmax``/``argmin`` return the first NaN, else the first
