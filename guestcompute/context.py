@@ -9,6 +9,7 @@ submissions) and the order of teardown.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -69,12 +70,21 @@ class Context:
         self._destroyed = False        # close() finished destroying what the guest made
         self.plan_memo = PlanMemo()
         self.call_memo = CallMemo()
+        # Changes at every tensor resize and image rebind of this context:
+        # remembered calls and programs compare it with the value they saw,
+        # and look at their own tensors and images only when it changed.
+        self.swaps = 0
+        self._swap_numbers = itertools.count(1)
         self.program_pool = ProgramPool(self)
         self.submitter = Submitter(self)
         self.timestamps = Timestamps(self)
         self.debug_labels = DebugLabels(self)
         self.device.epochs.on_advance.append(self.submitter.poll)
         self.device.epochs.on_retire.append(self.timestamps.collect)
+
+    def count_swap(self) -> None:
+        """A tensor of this context got a new Buffer, or an image a new VkImage."""
+        self.swaps = next(self._swap_numbers)     # atomic: no lost count between threads
 
     # -- what the host handed over, and device facts -----------------------------
     instance = property(lambda self: self.device.instance, doc="The VkInstance.")
@@ -316,7 +326,8 @@ class Context:
             size = self.limits.max_storage_buffer_range
             if offset + nbytes > size:
                 raise UnsupportedError("imported view ends past maxStorageBufferRange")
-        keys = self.device.imported_ranges.hazard_keys(handle, offset, offset + nbytes)
+        keys = self.device.imported_ranges.hazard_keys(handle, offset, offset + nbytes,
+                                                       guest=self.device.suballocator.holds(handle))
         buffer = Buffer(self, handle, size, None, access, usage=usage_flags, hazard_keys=keys)
         return Tensor(buffer, shape, d, offset=offset // d.size)
 

@@ -8,11 +8,12 @@ binds one 2-D subresource, an :class:`ImageBinding` — (mip level, array
 layer), read *sampled* (``texelFetch``/``texture`` through a sampler2D,
 which decodes sRGB and swizzles BGRA) or written as a *storage* image.
 
-Hazards are tracked per mip level of each image (``hazard_key``), in the
-same tracker as buffers. Imported images carry the host's declared layout
-and accesses (``entry`` / ``exit``); guest work uses them in GENERAL, so
-the recorder transitions an imported image once on entry and once on exit
-(see vk/sync.py). Guest-owned images live in GENERAL from creation on.
+Hazards are tracked per VkImage and subresource (``hazard_key``), in the
+same tracker as buffers, so two imports of one VkImage are one image
+there. Imported images carry the host's declared layout and accesses
+(``entry`` / ``exit``); guest work uses them in GENERAL, so the recorder
+transitions an imported image once on entry and once on exit (see
+vk/sync.py). Guest-owned images live in GENERAL from creation on.
 
 ``uid`` changes whenever the VkImage changes (``rebind`` after a
 swapchain resize), so programs that captured the image re-record and
@@ -24,16 +25,14 @@ import numpy as np
 
 import vulkan as vk
 
-from .errors import InvalidArgumentError, ShapeError, UnsupportedError
+from .errors import InvalidArgumentError, RecordingError, ShapeError, UnsupportedError
 from .host import as_handle
 from .host_images import (SAMPLED_USAGE, STORAGE_USAGE, TRANSFER_USAGE, HostImageState, as_host_image_state,
                           as_image_usage, usage_names)
 from .vk import formats
 from .vk.memory import next_uid
 from .vk.structs import new
-
-IMAGE_HAZARD = "image"
-
+from .vk.sync import handle_value, image_hazard_key
 
 def check_extent(extent, mip_levels: int = 1) -> tuple:
     """(width, height) from a pair of positive ints; the mip chain must fit."""
@@ -90,6 +89,7 @@ class Image:
                  mutable_format=False, alloc=None, entry: HostImageState = None, exit: HostImageState = None):
         self.ctx = ctx
         self.handle = handle
+        self.handle_key = handle_value(handle)
         self.format = fmt
         self.width, self.height = int(extent[0]), int(extent[1])
         self.mip_levels = int(mip_levels)
@@ -104,6 +104,9 @@ class Image:
         # A guest image created without a queue: its first recording moves it
         # from UNDEFINED to GENERAL (see Transfers.flush_pending_uploads).
         self.pending_init = False
+        # The BarrierStates of open recordings that moved this (imported)
+        # image out of the host's layout: rebind waits until their exit.
+        self.open_recordings: set = set()
 
     # -- facts -----------------------------------------------------------------
     @property
@@ -134,8 +137,8 @@ class Image:
         w, h = self.mip_extent(mip)
         return (h, w) + self.format.host_shape_tail
 
-    def hazard_key(self, mip: int) -> tuple:
-        return (IMAGE_HAZARD, self.uid, mip)
+    def hazard_key(self, mip: int, layer: int) -> tuple:
+        return image_hazard_key(self.handle_key, mip, layer)
 
     @property
     def memo_identity(self) -> int:
@@ -202,16 +205,22 @@ class Image:
         if not self.imported:
             raise UnsupportedError("rebind() is for imported images; make a new guest image instead")
         self.ctx.device.check_open()
+        handle = as_handle(handle, "VkImage", "Image.rebind image")
+        if self.open_recordings:
+            # Its exit transition (back to the host's layout) is still to be
+            # recorded, for the VkImage the recording used.
+            raise RecordingError("Image.rebind() while an open recording uses the image: that recording "
+                                 "still hands the old VkImage back to the host at its end; rebind after "
+                                 "its `with ctx.record(cmd)` block")
         old_uid, last = self.uid, self.last_epoch
-        self.handle = as_handle(handle, "VkImage", "Image.rebind image")
+        self.handle = handle
+        self.handle_key = handle_value(handle)
         if extent is not None:
             self.width, self.height = check_extent(extent, self.mip_levels)
         self.uid = next_uid()
         self.last_epoch = 0
-        Image.rebinds += 1
+        self.ctx.count_swap()       # programs that captured the image look again
         self.ctx.device.retire_image(old_uid, last)
-
-    rebinds = 0     # class-wide count: programs skip their staleness scan while it is unchanged
 
     def __del__(self):
         ctx = self.ctx
@@ -301,7 +310,7 @@ class ImageBinding:
         self.view_usage = view_usage        # 0: the image's usage
         self.uid = (image.uid, mip, layer, kind, self.vk_format, sampler, view_usage)
         self.owner_uid = image.uid
-        self.hazard_keys = (image.hazard_key(mip),)
+        self.hazard_keys = (image.hazard_key(mip, layer),)
         self.view = self.sampler_handle = None
         self.alloc = None           # buffer facts the dispatch plan asks every binding
         self.host_access = None

@@ -11,6 +11,7 @@ from .dtypes import DType, as_dtype, host_array
 from .errors import GuestComputeError, InvalidArgumentError, ShapeError
 from .interop.cuda_memory import CudaView, cuda_memory_for
 from .vk.memory import next_uid
+from .vk.sync import buffer_hazard_key, handle_value
 
 
 class Buffer:
@@ -22,10 +23,11 @@ class Buffer:
     ``usage`` the VkBufferUsageFlags it declared (None: not said).
 
     ``hazard_keys`` name the memory the buffer covers, for the hazard
-    tracker: a guest-owned buffer is its own memory, ``(uid,)``; an import
-    has the key of its byte range of the host's VkBuffer (shared by every
-    import of the same range) followed by the keys of the earlier imports
-    whose ranges overlap it (see ``device/imported_ranges.py``).
+    tracker: a guest-owned buffer is its own VkBuffer, whose key
+    (``vk/sync.buffer_hazard_key``) imports of that VkBuffer list too; an
+    import has the key of its byte range of the host's VkBuffer (shared by
+    every import of the same range) followed by the keys of the earlier
+    imports whose ranges overlap it (see ``device/imported_ranges.py``).
     """
     __slots__ = ("uid", "handle", "hazard_keys", "size", "alloc", "ctx", "host_access", "usage", "last_epoch",
                  "window_offset", "__weakref__")
@@ -38,7 +40,7 @@ class Buffer:
         self.window_offset = 0
         self.uid = next_uid()
         self.handle = handle
-        self.hazard_keys = hazard_keys if hazard_keys is not None else (self.uid,)
+        self.hazard_keys = hazard_keys if hazard_keys is not None else (buffer_hazard_key(handle_value(handle)),)
         self.size = size
         self.alloc = alloc
         self.ctx = ctx
@@ -396,15 +398,12 @@ class Tensor:
             dim += 1
         return self._view(tuple(shape), tuple(strides), offset)
 
-    # Counts buffer swaps across all tensors: a program compares it with the
-    # value it saw at recording, and checks each captured tensor's buffer uid
-    # only when it changed. Code that swaps a tensor's memory must go through
-    # _swap_buffer.
-    swaps = 0
-
+    # Code that swaps a tensor's memory must go through _swap_buffer: the
+    # context's swap count tells programs and remembered calls to look at
+    # their tensors again.
     def _swap_buffer(self, buffer: Buffer) -> None:
         self.buffer = buffer
-        Tensor.swaps += 1
+        self.ctx.count_swap()
 
     def resize(self, shape) -> None:
         """Reallocate this tensor with a new shape (contents are undefined).

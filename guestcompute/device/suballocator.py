@@ -242,6 +242,11 @@ class Suballocator:
             self.dedicated += 1
         return a
 
+    def holds(self, handle) -> bool:
+        """Whether VkBuffer ``handle`` is one of the guest's (a tensor's own)."""
+        with self._lock:
+            return any(a.buffer == handle for a in self._live.values())
+
     def release(self, a: Allocation) -> None:
         """``a``'s last use retired: keep it for reuse (see :meth:`tick`)."""
         with self._lock:

@@ -154,20 +154,17 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
     value or a pair ``(s, t)``.
 
     Everything but the buffers depends only on the views' layouts, so it is
-    remembered per layout (``_LAYOUTS``): the same op on fresh tensors of a
-    shape seen before skips the planning below."""
+    remembered per layout (``ctx.plan_memo.layouts``): the same op on fresh
+    tensors of a shape seen before skips the planning below."""
     key = (expr, out_dtype, scalar_type, helpers, ctx.limits.max_workgroup_count, scalar_key(scalar),
            out.shape, out.strides, out.offset, *((t.dtype, t.shape, t.strides, t.offset) for t in inputs))
-    known = _LAYOUTS.get(key)
+    layouts = ctx.plan_memo.layouts
+    known = layouts.get(key)
     if known is None:
         known = _plan_layout(ctx, expr, inputs, out, out_dtype, scalar, scalar_type, helpers)
-        store_bounded(_LAYOUTS, key, known, LIMIT)
+        store_bounded(layouts, key, known, LIMIT)
     spec, push, groups = known
     return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), push, groups)
-
-
-# (expr, dtypes, layouts, scalar...) -> (spec, push bytes, groups), oldest dropped first.
-_LAYOUTS: dict = {}
 
 
 def _plan_layout(ctx, expr, inputs, out, out_dtype, scalar, scalar_type, helpers) -> tuple:

@@ -12,7 +12,9 @@ records with no lookups.
 Validation is not lost: a tensor's shape, strides, offset, dtype and context
 never change except through ``resize()``, which swaps its Buffer, and a hit
 requires every tensor to still have the Buffer it had when the plan was
-validated (images: the same uid, which ``rebind`` changes). Keys hold
+validated (images: the same uid, which ``rebind`` changes). Scalars are
+keyed by type and, for floats, by their bits: ``0.0`` and ``-0.0`` (and
+NaNs of different payloads) compare equal but are different operands. Keys hold
 tensor ids, never the tensors: an entry is dropped by a
 weakref callback the moment any of its tensors dies (so an id is never
 reused while its entry exists, and a plan never keeps memory alive past its
@@ -22,8 +24,11 @@ Thread-safety: dict operations only; entries are immutable once stored.
 """
 from __future__ import annotations
 
+import struct
 import threading
 import weakref
+
+import numpy as np
 
 from ..tensor import Tensor
 
@@ -31,10 +36,14 @@ LIMIT = 4096
 
 
 class PlanMemo:
-    __slots__ = ("_entries", "limit", "hits", "misses")
+    """One context's plans. ``layouts`` is the elementwise planner's
+    (layout, scalar) -> (spec, push bytes, groups) memo: per context like
+    everything here, since what it stores depends on the device's limits."""
+    __slots__ = ("_entries", "layouts", "limit", "hits", "misses")
 
     def __init__(self, limit: int = LIMIT):
         self._entries: dict = {}     # key -> (buffers, dispatches, weakrefs)
+        self.layouts: dict = {}
         self.limit = limit
         self.hits = 0
         self.misses = 0
@@ -90,13 +99,27 @@ def identity(x):
 
 
 def scalar_key(scalar):
-    """A key part telling apart scalars that compare equal but validate
-    differently (``1`` / ``1.0`` / ``True``)."""
+    """A key part telling apart scalars that compare equal but validate or
+    compute differently: ``1`` / ``1.0`` / ``True`` by their type, and
+    floats by their bits (``0.0`` / ``-0.0``, NaN payloads; a NaN never
+    equals itself, so keying by value would also miss every repeat)."""
     if scalar is None:
         return None
     if isinstance(scalar, tuple):
-        return tuple((type(v), v) for v in scalar)
-    return (type(scalar), scalar)
+        return tuple(_one_scalar_key(v) for v in scalar)
+    return _one_scalar_key(scalar)
+
+
+_DOUBLE = struct.Struct("<d")
+
+
+def _one_scalar_key(v):
+    cls = type(v)
+    if cls is float:
+        return (cls, _DOUBLE.pack(v))
+    if isinstance(v, (float, np.floating)):
+        return (cls, np.asarray(v).tobytes())
+    return (cls, v)
 
 
 class CallMemo:
@@ -110,8 +133,8 @@ class CallMemo:
     ``None``) are held strongly — so while an entry exists no other object
     can have one of its ids. Calls with any other kind of argument (lists,
     images, arrays) are not remembered. An entry also holds the value
-    ``Tensor.swaps`` had when it was stored; any ``resize()`` since makes
-    every entry stale (the planner runs again and replaces it).
+    ``ctx.swaps`` had when it was stored; any ``resize()`` in the context
+    since makes every entry stale (the planner runs again and replaces it).
 
     Only results an op marked ``reusable`` (a plan that depends on nothing
     but its arguments, returning ``None`` or one of its arguments) are

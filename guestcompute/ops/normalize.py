@@ -14,6 +14,16 @@ long (``vec=4``) softmax moves whole vec4s. Rows of up to
 invocation keeps its share of the row in registers (``slots``) between the
 reduction and the write, one DRAM read and one write per element.
 
+On a driver that caps an invocation's loop iterations (lavapipe, see
+:func:`.rows.loop_budget`), a row too long for one workgroup's sweeps is cut
+into chunks of one workgroup each, in two dispatches: ``stage="stats"``
+writes each chunk's partial statistics (softmax: its maximum and the sum of
+``exp(x - max)``; layer_norm: its mean and sum of squared deviations, both
+relative to the row's first element; rms_norm: its sum of squares), then
+``stage="apply"`` has every chunk's workgroup merge its row's partials (the
+chunks' deviations combined as in Chan et al.'s parallel variance) and
+write its chunk.
+
 Numerics: softmax subtracts the row maximum before ``exp`` (no overflow);
 log_softmax is ``(x - max) - log(sum(exp(x - max)))``, subtracted in that
 order (``x - (max + log(sum))`` would round the sum to the grid of ``x``'s
@@ -35,7 +45,8 @@ from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, group
 from ..tensor import Tensor
 from .base import Dispatch, OpResult, check_dtype, check_tensor, normalize_axis, op, same_dtype
 from .elementwise import output_tensor, storage_extensions, storage_features
-from .rows import GROUP_INDEX, glsl_element_offset, glsl_row_bases, glsl_tree, rows_push, split_rows
+from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
+                   rows_push, split_rows)
 
 WORKGROUP = 128
 # softmax keeps a row of up to WORKGROUP * REGISTER_FLOATS elements in registers
@@ -67,6 +78,33 @@ def _row_loop(body: str) -> str:
 _HEAD = ["void main() {", f"  uint row = {GROUP_INDEX};",
          "  if (row >= pc.rows) return;   // whole workgroups leave together",
          glsl_row_bases(2), "  uint lid = gl_LocalInvocationID.x;"]
+
+
+def _chunk_loop(body: str) -> str:
+    return (f"  for (uint r = lo + lid; r < hi; r += gl_WorkGroupSize.x) {{\n"
+            f"    float v = float(in0[base0 + elem0(r)]);\n    {body}\n  }}")
+
+
+def _chunk_head(operands: int) -> list:
+    """The start of a chunked kernel: workgroup ``g`` takes chunk ``chunk``
+    (elements ``lo..hi``) of row ``row``; its partials live at ``stats[2g]``."""
+    return ["void main() {", f"  uint g = {GROUP_INDEX};",
+            "  if (g >= pc.rows * pc.chunks) return;   // whole workgroups leave together",
+            "  uint row = g / pc.chunks, chunk = g % pc.chunks;",
+            glsl_row_bases(operands), "  uint lid = gl_LocalInvocationID.x;",
+            "  uint lo = chunk * pc.chunk_len, hi = min(pc.row_len, lo + pc.chunk_len);"]
+
+
+# Over the chunks' partials of this workgroup's row: p0/p1 the two values, cn the chunk's length.
+_FOR_PARTIALS = ("  for (uint c = lid; c < pc.chunks; c += gl_WorkGroupSize.x) {{\n"
+                 "    uint at = 2u * (row * pc.chunks + c);\n"
+                 "    float p0 = stats[at], p1 = stats[at + 1u];\n"
+                 "    float cn = float(min(pc.row_len, (c + 1u) * pc.chunk_len) - c * pc.chunk_len);\n"
+                 "    {body}\n  }}")
+
+
+def chunk_push(operands: int) -> list:
+    return rows_push(operands, operands, 1) + [Push("chunks", "uint"), Push("chunk_len", "uint")]
 
 
 def _glsl_online_softmax() -> str:
@@ -128,6 +166,16 @@ def _render_softmax(spec: KernelSpec) -> str:
     # log_softmax subtracts in two steps: x - (max + lse) would round
     # max + lse to the grid of the row's magnitude first (1e-3 wide at 1e4)
     result = "(v - rmax) - lse" if spec.param("log") else "exp(v - rmax) * inv"   # no divide per element
+    stage = spec.param("stage")
+    if stage == "stats":
+        return "\n".join([glsl_element_offset(1, 1), _glsl_online_softmax()] + _chunk_head(1) + [
+            _chunk_loop("grow(v); rsum += term(v);"), "  row_max_sum();",
+            "  if (lid == 0u) { stats[2u * g] = rmax; stats[2u * g + 1u] = rsum; }", "}"])
+    if stage == "apply":
+        return "\n".join([glsl_element_offset(1, 2), _glsl_online_softmax()] + _chunk_head(2) + [
+            _FOR_PARTIALS.format(body="merge(p0, p1);"), "  row_max_sum();",
+            "  float lse = log(rsum), inv = 1.0 / rsum;",
+            _chunk_loop(f"out0[base1 + elem1(r)] = {out_t}({result});"), "}"])
     lines = [glsl_element_offset(1, 2), _glsl_online_softmax()] + _HEAD
     if spec.param("slots", 0):
         return "\n".join(lines + _render_softmax_registers(spec, result))
@@ -148,10 +196,19 @@ def _render_softmax(spec: KernelSpec) -> str:
     return "\n".join(lines)
 
 
-def softmax_spec(dtype, log: bool, vec: int = 1, slots: int = 0) -> KernelSpec:
+def softmax_spec(dtype, log: bool, vec: int = 1, slots: int = 0, stage: str = None) -> KernelSpec:
     """``vec`` 4: both rows contiguous, 16-byte aligned, a multiple of 4 long.
     ``slots`` > 0: the row held in registers, ``slots`` vec-wide values per
-    invocation (rows up to ``WORKGROUP * slots * vec`` elements)."""
+    invocation (rows up to ``WORKGROUP * slots * vec`` elements). ``stage``
+    "stats" / "apply": the two dispatches of rows cut into chunks."""
+    if stage is not None:
+        stats = Binding("stats", "float", WRITE if stage == "stats" else READ)
+        bindings = (Binding("in0", dtype.glsl, READ), stats)
+        if stage == "apply":
+            bindings += (Binding("out0", dtype.glsl, WRITE),)
+        return KernelSpec("softmax", bindings, tuple(chunk_push(1 if stage == "stats" else 2)),
+                          (("dtype", dtype.name), ("log", log), ("stage", stage)), (WORKGROUP, 1, 1),
+                          storage_extensions([dtype]), storage_features([dtype]))
     bindings = (Binding("in0", dtype.vec(vec), READ), Binding("out0", dtype.vec(vec), WRITE))
     params = (("dtype", dtype.name), ("log", log)) + ((("vec", vec),) if vec != 1 else ())
     params += (("slots", slots),) if slots else ()
@@ -159,9 +216,50 @@ def softmax_spec(dtype, log: bool, vec: int = 1, slots: int = 0) -> KernelSpec:
                       storage_extensions([dtype]), storage_features([dtype]))
 
 
+def _norm_output(spec: KernelSpec, y: str) -> str:
+    """The write of ``y`` (weight and bias applied) to element ``r``."""
+    if spec.param("weight"):
+        y += " y *= float(weight[int(pc.offw) + int(r) * pc.stw]);"
+    if spec.param("bias"):
+        y += " y += float(bias[int(pc.offb) + int(r) * pc.stb]);"
+    return f"{y} out0[base1 + elem1(r)] = {as_dtype(spec.param('dtype')).glsl}(y);"
+
+
+def _render_norm_chunks(spec: KernelSpec, stage: str) -> str:
+    layer = spec.param("kind") == "layer"
+    pivot = "  float pivot = float(in0[base0 + elem0(0u)]);"
+    if stage == "stats":
+        lines = [glsl_element_offset(1, 1), _glsl_row_reductions()] + _chunk_head(1)
+        if layer:       # the chunk's own two passes, relative to the row's first element
+            lines += [pivot, "  float cn = float(hi - lo), mean = 0.0;", _chunk_loop("mean += v - pivot;"),
+                      "  mean = row_sum(mean) / cn;", "  float m2 = 0.0;",
+                      _chunk_loop("float d = (v - pivot) - mean; m2 += d * d;"), "  m2 = row_sum(m2);",
+                      "  if (lid == 0u) { stats[2u * g] = mean; stats[2u * g + 1u] = m2; }", "}"]
+        else:
+            lines += ["  float squares = 0.0;", _chunk_loop("squares += v * v;"), "  squares = row_sum(squares);",
+                      "  if (lid == 0u) { stats[2u * g] = squares; stats[2u * g + 1u] = 0.0; }", "}"]
+        return "\n".join(lines)
+    lines = [glsl_element_offset(1, 2), _glsl_row_reductions()] + _chunk_head(2)
+    lines.append("  float n = float(pc.row_len);")
+    if layer:
+        # The row's mean from the chunks' means, then its squared deviations:
+        # each chunk's own plus its count times its mean's distance from the row's.
+        lines += [pivot, "  float mean = 0.0;", _FOR_PARTIALS.format(body="mean += cn * p0;"),
+                  "  mean = row_sum(mean) / n;", "  float m2 = 0.0;",
+                  _FOR_PARTIALS.format(body="float d = p0 - mean; m2 += p1 + cn * d * d;"),
+                  "  float inv = inversesqrt(row_sum(m2) / n + pc.eps);"]
+        y = "float y = ((v - pivot) - mean) * inv;"
+    else:
+        lines += ["  float squares = 0.0;", _FOR_PARTIALS.format(body="squares += p0;"),
+                  "  float inv = inversesqrt(row_sum(squares) / n + pc.eps);"]
+        y = "float y = v * inv;"
+    return "\n".join(lines + [_chunk_loop(_norm_output(spec, y)), "}"])
+
+
 @family("norm")
 def _render_norm(spec: KernelSpec) -> str:
-    out_t = as_dtype(spec.param("dtype")).glsl
+    if spec.param("stage"):
+        return _render_norm_chunks(spec, spec.param("stage"))
     lines = [glsl_element_offset(1, 2), _glsl_row_reductions()] + _HEAD
     lines.append("  float n = float(pc.row_len);")
     if spec.param("kind") == "layer":
@@ -180,17 +278,22 @@ def _render_norm(spec: KernelSpec) -> str:
         lines += ["  float squares = 0.0;", _row_loop("squares += v * v;"),
                   "  float inv = inversesqrt(row_sum(squares) / n + pc.eps);"]
         y = "float y = v * inv;"
-    if spec.param("weight"):
-        y += " y *= float(weight[int(pc.offw) + int(r) * pc.stw]);"
-    if spec.param("bias"):
-        y += " y += float(bias[int(pc.offb) + int(r) * pc.stb]);"
-    lines += [_row_loop(f"{y} out0[base1 + elem1(r)] = {out_t}(y);"), "}"]
+    lines += [_row_loop(_norm_output(spec, y)), "}"]
     return "\n".join(lines)
 
 
-def norm_spec(dtype, kind: str, weight: bool, bias: bool) -> KernelSpec:
+def norm_spec(dtype, kind: str, weight: bool, bias: bool, stage: str = None) -> KernelSpec:
+    """``stage`` "stats" / "apply": the two dispatches of rows cut into chunks."""
+    if stage == "stats":
+        bindings = (Binding("in0", dtype.glsl, READ), Binding("stats", "float", WRITE))
+        return KernelSpec("norm", bindings, tuple(chunk_push(1)),
+                          (("dtype", dtype.name), ("kind", kind), ("stage", stage)), (WORKGROUP, 1, 1),
+                          storage_extensions([dtype]), storage_features([dtype]))
     bindings = [Binding("in0", dtype.glsl, READ)]
     push = rows_push(2, 2, 1) + [Push("eps", "float")]
+    if stage == "apply":
+        bindings.append(Binding("stats", "float", READ))
+        push = chunk_push(2) + [Push("eps", "float")]
     if weight:
         bindings.append(Binding("weight", dtype.glsl, READ))
         push += [Push("offw", "uint"), Push("stw", "int")]
@@ -199,6 +302,7 @@ def norm_spec(dtype, kind: str, weight: bool, bias: bool) -> KernelSpec:
         push += [Push("offb", "uint"), Push("stb", "int")]
     bindings.append(Binding("out0", dtype.glsl, WRITE))
     params = (("dtype", dtype.name), ("kind", kind), ("weight", weight), ("bias", bias))
+    params += (("stage", stage),) if stage else ()
     return KernelSpec("norm", tuple(bindings), tuple(push), params, (WORKGROUP, 1, 1),
                       storage_extensions([dtype]), storage_features([dtype]))
 
@@ -211,6 +315,32 @@ def _plan_rows(ctx, spec, x, axis: int, out, extra_buffers=(), extra_values=None
     values.update(extra_values or {})
     groups = groups_for(L.rows * WORKGROUP, WORKGROUP, ctx.limits.max_workgroup_count)
     return Dispatch(spec, (x.buffer,) + tuple(extra_buffers) + (out.buffer,), spec.pack(values), groups)
+
+
+def _chunking(ctx, row_len: int, sweeps: int) -> tuple:
+    """(chunks, chunk_len) of rows cut for a loop-capped driver, or None when
+    one workgroup's ``sweeps`` over a whole row stay within its budget."""
+    budget = loop_budget(ctx.limits)
+    if not budget or sweeps * -(-row_len // WORKGROUP) <= budget:
+        return None
+    return row_chunks(row_len, 2, budget, WORKGROUP)    # stats: two sweeps; apply: one, plus the partials
+
+
+def _plan_chunks(ctx, stats_spec, apply_spec, x, axis: int, out, chunking, extra_buffers=(),
+                 extra_values=None) -> list:
+    """The two dispatches of rows cut into ``chunking`` pieces: partials of
+    every chunk into a (rows, chunks, 2) scratch tensor, then the write."""
+    chunks, chunk_len = chunking
+    L = split_rows(x.shape, (axis,), [x.strides, out.strides], stats_spec.family)
+    stats = ctx.empty((L.rows, chunks, 2), "float32")
+    groups = groups_for(L.rows * chunks * WORKGROUP, WORKGROUP, ctx.limits.max_workgroup_count)
+    first = Rows(L.rows, L.row_len, L.kshape, L.kst[:1], L.rshape, L.rst[:1])
+    values = dict(first.values((x.offset,), reduced=1), chunks=chunks, chunk_len=chunk_len)
+    apply_values = dict(L.values((x.offset, out.offset), reduced=2), chunks=chunks, chunk_len=chunk_len)
+    apply_values.update(extra_values or {})
+    return [Dispatch(stats_spec, (x.buffer, stats.buffer), stats_spec.pack(values), groups),
+            Dispatch(apply_spec, (x.buffer, stats.buffer) + tuple(extra_buffers) + (out.buffer,),
+                     apply_spec.pack(apply_values), groups)]
 
 
 def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
@@ -229,6 +359,11 @@ def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
     vec = 4 if aligned and L.rst == ((1,), (1,)) and L.row_len % 4 == 0 else 1
     fits = SOFTMAX_IN_REGISTERS and L.row_len <= WORKGROUP * REGISTER_FLOATS
     slots = REGISTER_FLOATS // vec if fits else 0
+    chunking = None if fits else _chunking(ctx, -(-L.row_len // vec), 2)
+    if chunking is not None:
+        chunking = _chunking(ctx, L.row_len, 2)      # the chunked kernels load scalars
+        return OpResult(out, _plan_chunks(ctx, softmax_spec(x.dtype, log, stage="stats"),
+                                          softmax_spec(x.dtype, log, stage="apply"), x, axis, out, chunking))
     return OpResult(out, [_plan_rows(ctx, softmax_spec(x.dtype, log, vec, slots), x, axis, out)])
 
 
@@ -270,7 +405,6 @@ def _norm(ctx, kind: str, x, weight, bias, eps, out) -> OpResult:
     out = output_tensor(ctx, out, x.shape, x.dtype, [t for t in (x, weight, bias) if t is not None])
     if out.size == 0:
         return OpResult(out, [])
-    spec = norm_spec(x.dtype, kind, weight is not None, bias is not None)
     values, extra = {"eps": float(eps)}, []
     if weight is not None:
         values.update(offw=weight.offset, stw=weight.strides[0])
@@ -278,6 +412,12 @@ def _norm(ctx, kind: str, x, weight, bias, eps, out) -> OpResult:
     if bias is not None:
         values.update(offb=bias.offset, stb=bias.strides[0])
         extra.append(bias.buffer)
+    chunking = _chunking(ctx, x.shape[-1], 3 if kind == "layer" else 2)
+    if chunking is not None:
+        return OpResult(out, _plan_chunks(ctx, norm_spec(x.dtype, kind, False, False, "stats"),
+                                          norm_spec(x.dtype, kind, weight is not None, bias is not None, "apply"),
+                                          x, x.ndim - 1, out, chunking, extra, values))
+    spec = norm_spec(x.dtype, kind, weight is not None, bias is not None)
     return OpResult(out, [_plan_rows(ctx, spec, x, x.ndim - 1, out, extra, values)])
 
 
@@ -301,6 +441,8 @@ def _softmax_variants():
             for vec in (1, 4):
                 yield softmax_spec(as_dtype(name), log, vec)
                 yield softmax_spec(as_dtype(name), log, vec, REGISTER_FLOATS // vec)
+            for stage in ("stats", "apply"):
+                yield softmax_spec(as_dtype(name), log, stage=stage)
 
 
 @variants("norm")
@@ -308,5 +450,9 @@ def _norm_variants():
     for name in FLOATS:
         for weight in (False, True):
             yield norm_spec(as_dtype(name), "rms", weight, False)
+            yield norm_spec(as_dtype(name), "rms", weight, False, "apply")
             for bias in (False, True):
                 yield norm_spec(as_dtype(name), "layer", weight, bias)
+                yield norm_spec(as_dtype(name), "layer", weight, bias, "apply")
+        for kind in ("rms", "layer"):
+            yield norm_spec(as_dtype(name), kind, False, False, "stats")

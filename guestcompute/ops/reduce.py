@@ -19,6 +19,10 @@ without a kernel):
   whole vec4s, four at a time before combining them, so a long loop keeps
   several loads in flight instead of waiting on each.
 
+On a driver that caps an invocation's loop iterations (lavapipe, see
+:func:`.rows.loop_budget`), ``cols`` takes only rows within the budget and
+the ``rows`` kernel chunks every row one workgroup cannot sweep within it.
+
 Semantics: float16 accumulates in float32; int32/uint32 sums wrap mod 2**32
 (numpy's ``sum(dtype=int32)``); ``mean`` is for floats only. ``max``/``min``
 propagate NaN and ``argmax``/``argmin`` return the first NaN, else the first
@@ -48,7 +52,8 @@ from ..tensor import contiguous_strides
 from .base import (Dispatch, OpResult, check_dtype, check_tensor, normalize_axes, normalize_axis,
                    op)
 from .elementwise import COMPUTE_TYPE, NUMERIC, output_tensor, storage_extensions, storage_features
-from .rows import GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, rows_push, split_rows
+from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
+                   rows_push, split_rows)
 
 WORKGROUP = 128        # a power of two: the tree halves it
 CHUNK = 4096           # a row this long keeps one workgroup busy enough
@@ -203,18 +208,25 @@ KERNELS = (
 )
 
 
-def choose_kernel(L: Rows) -> str:
-    return next(k.mode for k in KERNELS if k.applies(L))
+def choose_kernel(L: Rows, budget: int = 0) -> str:
+    """``budget``: loop iterations an invocation may run (0: any), which
+    one invocation per row (``cols``) must not pass."""
+    return next(k.mode for k in KERNELS if k.applies(L) and not (k.mode == "cols" and budget and L.row_len > budget))
 
 
-def chunking(L: Rows) -> tuple:
-    """(chunks, chunk_len) for the rows kernel: split only a few long rows."""
+def chunking(L: Rows, budget: int = 0) -> tuple:
+    """(chunks, chunk_len) for the rows kernel: split only a few long rows,
+    and (``budget``) every row one workgroup cannot sweep within it."""
     if L.rows * 2 > TARGET_GROUPS or L.row_len < 2 * CHUNK:
-        return 1, max(L.row_len, 1)
-    chunks = min(-(-L.row_len // CHUNK), TARGET_GROUPS // L.rows)
-    chunk_len = -(-L.row_len // chunks)
-    chunk_len = -(-chunk_len // WORKGROUP) * WORKGROUP
-    return -(-L.row_len // chunk_len), chunk_len
+        chunks, chunk_len = 1, max(L.row_len, 1)
+    else:
+        chunks = min(-(-L.row_len // CHUNK), TARGET_GROUPS // L.rows)
+        chunk_len = -(-L.row_len // chunks)
+        chunk_len = -(-chunk_len // WORKGROUP) * WORKGROUP
+        chunks, chunk_len = -(-L.row_len // chunk_len), chunk_len
+    if budget and -(-chunk_len // WORKGROUP) > budget:
+        return row_chunks(L.row_len, 1, budget, WORKGROUP)
+    return chunks, chunk_len
 
 
 def vec_width(L: Rows, offset: int, chunk_len: int) -> int:
@@ -299,8 +311,9 @@ def _reduce(ctx, name: str, x, axis, keepdims: bool, out, mean: bool = False) ->
     if is_sum_float:
         final_scale = (1.0 / L.row_len if L.row_len else float("nan")) if mean else 1.0
 
-    mode = choose_kernel(L)
-    chunks, chunk_len = chunking(L) if mode == "rows" else (1, None)
+    budget = loop_budget(ctx.limits)
+    mode = choose_kernel(L, budget)
+    chunks, chunk_len = chunking(L, budget) if mode == "rows" else (1, None)
     vec = vec_width(L, x.offset, chunk_len) if mode == "rows" else 1
     if chunks == 1:
         spec = reduce_spec(op_name, x.dtype, out_dtype, mode, L.rrank, vec=vec)

@@ -120,6 +120,25 @@ def glsl_element_offset(rrank: int, reduced: int) -> str:
     return "\n".join(out)
 
 
+def loop_budget(limits) -> int:
+    """Loop iterations a row kernel lets one invocation run in its sweeps
+    over the row, or 0 for no limit. Drivers that stop an invocation's loops
+    after ``limits.loop_iteration_cap`` iterations in all (lavapipe) get
+    half of it: the rest is ample for the fixed loops (row bases, trees)."""
+    return limits.loop_iteration_cap // 2
+
+
+def row_chunks(row_len: int, sweeps: int, budget: int, workgroup: int) -> tuple:
+    """(chunks, chunk_len): the fewest pieces of a row, each a multiple of
+    ``workgroup`` long, that one workgroup sweeps ``sweeps`` times within
+    ``budget`` iterations per invocation (``budget`` 0: one piece)."""
+    longest = max(1, budget // sweeps) * workgroup if budget else row_len
+    chunks = max(1, -(-row_len // longest))
+    chunk_len = -(-row_len // chunks)
+    chunk_len = -(-chunk_len // workgroup) * workgroup
+    return -(-row_len // chunk_len) if row_len else 1, max(chunk_len, 1)
+
+
 def glsl_tree(step: str, loads: str, stores: str) -> str:
     """Shared-memory tree over the workgroup (size a power of two): each
     round, the lower half combines its partner's value into its own with

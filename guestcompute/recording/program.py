@@ -325,7 +325,7 @@ class Program:
         r = self._recording
         if self._invalid or r is None:
             return True
-        now = (Tensor.swaps, Image.rebinds)
+        now = self._ctx.swaps
         if r.swaps == now:
             return False
         if any(_current_uid(t) != gen for t, gen in r.captured):
@@ -354,7 +354,7 @@ class Program:
                             pInheritanceInfo=inherit)
                 check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
                 capture = ProgramCapture()
-                swaps = (Tensor.swaps, Image.rebinds)
+                swaps = ctx.swaps
                 with Recorder(ctx, cmd, capture) as rec:
                     value = self._fn(rec, self.params) if self.params is not None else self._fn(rec)
                 check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))

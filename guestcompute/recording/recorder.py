@@ -261,7 +261,7 @@ class Recorder(OpMethods):
         remember the call when the op says its result is reusable."""
         memory = self._memory
         past_range = memory.past_range_count
-        swaps = Tensor.swaps
+        swaps = self.ctx.swaps
         try:
             result = planner(self.ctx, *args, **kwargs)
         except TypeError:
@@ -387,10 +387,10 @@ class Recorder(OpMethods):
         entry, exit_state = image_states_for(image, layout, exit_layout, host_access, exit_access, "rec.using")
         if image.ctx is not self.ctx:
             raise InvalidArgumentError("rec.using: the image belongs to another context")
-        if image.uid in self.state.images:
+        if image.handle_key in self.state.images:
             raise RecordingError("rec.using: this recording already used the image; declare its layouts "
                                  "before the first op that touches it")
-        self.state.image_states[image.uid] = (entry, exit_state)
+        self.state.image_states[image.handle_key] = (entry, exit_state)
 
     # -- GPU timestamps and debug labels ---------------------------------------------
     def timing(self, name: str):
@@ -583,7 +583,7 @@ def _op_method(name: str, planner):
             self.check_active()
         key = (name, *map(id, args), *kwargs, *map(id, kwargs.values())) if kwargs else (name, *map(id, args))
         entry = self._calls(key)
-        if entry is not None and entry[0] == Tensor.swaps:
+        if entry is not None and entry[0] == self.ctx.swaps:
             self._call_hits += 1
             dispatches, where = entry[1], entry[2]
             value = None if where is None else args[where] if where.__class__ is int else kwargs[where]

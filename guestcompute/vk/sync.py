@@ -6,7 +6,8 @@ accesses count as writes. The module records nothing: it says which
 barrier is needed, and the recorder emits it.
 
 **Hazards.** ``HazardTracker`` keeps, per hazard key (``Buffer.hazard_keys``:
-a guest buffer, or a byte range of a host VkBuffer), whether it was written
+a guest buffer's VkBuffer, or a byte range of a host VkBuffer; an image's
+VkImage and subresource), whether it was written
 or read since the last barrier, and the stages (and write accesses) that did
 it. A command that reads something written (RAW), writes something read
 (WAR) or writes something written (WAW) since then needs a barrier; the
@@ -27,6 +28,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import vulkan as vk
+from vulkan import ffi
 
 from .structs import array
 
@@ -80,6 +82,26 @@ GUEST_LAYOUT = GENERAL
 # Writing a layout transition is a write: its source scope must include the
 # last accesses of the old layout, and what follows must wait for it.
 IMAGE_GUEST_ACCESS = SHADER_RW | TRANSFER_READ | TRANSFER_WRITE
+
+
+def handle_value(handle) -> int:
+    """A Vulkan handle as an int: what two imports of one object share."""
+    return int(ffi.cast("uintptr_t", handle))
+
+
+# Hazard keys name memory by the Vulkan object holding it, never by the
+# guest object that reaches it: two imports of one VkImage, or a guest
+# tensor's VkBuffer imported with import_buffer, are one resource to the
+# tracker. A handle value the driver reuses after a destroy can only add
+# barriers (the old object's work is finished before it is destroyed).
+def buffer_hazard_key(handle_key: int) -> tuple:
+    """A whole VkBuffer: every guest buffer has one of its own."""
+    return ("buffer", handle_key)
+
+
+def image_hazard_key(handle_key: int, mip: int, layer: int) -> tuple:
+    """One subresource (mip level, array layer) of a VkImage."""
+    return ("image", handle_key, mip, layer)
 
 
 class ImageTransition(NamedTuple):
@@ -148,12 +170,15 @@ class BarrierState:
     declares its own host access. ``wrote_mapped``: a write to host-mapped
     guest memory (the exit barrier makes it visible to the host).
     ``extra_stages`` / ``extra_access``: non-dispatch guest work since entry.
-    ``images``: uid -> [Image, written] per imported image met, and
-    ``image_states`` the (entry, exit) layouts a recording declared for some
-    of them (``rec.using``); the exit barrier moves each back to its exit layout.
+    ``images``: VkImage handle value -> [Image, written] per imported VkImage
+    met (two imports of one VkImage are one entry: the first met gives the
+    layouts), and ``image_states`` the (entry, exit) layouts a recording
+    declared for some of them (``rec.using``); the exit barrier moves each
+    back to its exit layout. ``users``: every import met while it waits for
+    the host (each refuses ``rebind`` until the exit barrier).
     """
     __slots__ = ("hazards", "entered", "covered_stages", "covered_access", "imports", "wrote_mapped",
-                 "extra_stages", "extra_access", "waits_for_host", "images", "image_states")
+                 "extra_stages", "extra_access", "waits_for_host", "images", "image_states", "users")
 
     def __init__(self, *, entered: bool = False, waits_for_host: bool = True):
         self.hazards = HazardTracker()
@@ -161,8 +186,9 @@ class BarrierState:
         self.waits_for_host = waits_for_host
         self.covered_stages = self.covered_access = 0 if waits_for_host else ALL_BITS
         self.imports: dict = {}
-        self.images: dict = {}          # uid -> [Image, written] per imported image met
-        self.image_states: dict = {}    # uid -> (entry, exit) HostImageStates a recording overrides
+        self.images: dict = {}          # VkImage handle value -> [Image, written] per imported image met
+        self.image_states: dict = {}    # VkImage handle value -> (entry, exit) a recording overrides
+        self.users: list = []           # the imports whose open_recordings hold this state
         self.wrote_mapped = False
         self.extra_stages = 0
         self.extra_access = 0
@@ -174,15 +200,21 @@ class BarrierState:
         move from its declared layout to GENERAL. A recording that does not
         wait for the host (a program capture) transitions nothing: the
         recorder replaying it does."""
-        seen = self.images.get(img.uid)
+        key = img.handle_key
+        seen = self.images.get(key)
         if seen is not None:
             if written:
                 seen[1] = True
+            if seen[0] is not img and self.waits_for_host and self not in img.open_recordings:
+                img.open_recordings.add(self)     # another import of the same VkImage
+                self.users.append(img)
             return 0, 0, None
-        self.images[img.uid] = [img, written]
+        self.images[key] = [img, written]
         if not self.waits_for_host:
             return 0, 0, None
-        entry = self.image_states.get(img.uid, (img.entry, img.exit))[0]
+        img.open_recordings.add(self)
+        self.users.append(img)
+        entry = self.image_states.get(key, (img.entry, img.exit))[0]
         ha = entry.access
         transition = None
         if entry.layout != GUEST_LAYOUT:
@@ -248,8 +280,8 @@ class BarrierState:
                 dst_access |= b.host_access.access
                 if written:
                     src_access = SHADER_WRITE | extra_access
-            for img, written in self.images.values():
-                exit_state = self.image_states.get(img.uid, (img.entry, img.exit))[1]
+            for key, (img, written) in self.images.items():
+                exit_state = self.image_states.get(key, (img.entry, img.exit))[1]
                 ha = exit_state.access
                 dst_stage |= ha.stages
                 dst_access |= ha.access
@@ -268,6 +300,9 @@ class BarrierState:
         if to_host_accesses:
             self.images.clear()
             self.image_states.clear()
+            for img in self.users:
+                img.open_recordings.discard(self)
+            self.users.clear()
         self.wrote_mapped = False
         self.entered = False
         if to_host_accesses:

@@ -1,12 +1,13 @@
 """Op plans reused for repeated calls on the same tensors: same results, same
 validation, no memory kept alive."""
 import gc as pygc
+import struct
 
 import numpy as np
 import pytest
 
 from guestcompute.errors import InvalidArgumentError, ShapeError
-from guestcompute.ops.memo import PlanMemo
+from guestcompute.ops.memo import PlanMemo, scalar_key
 
 
 def _hits(ctx) -> int:
@@ -64,6 +65,50 @@ def test_equal_scalars_of_other_types_are_validated_again(host, ctx):
         host.run(ctx, lambda rec: rec.add(x, True, out=y))      # bool is not a number here
     host.run(ctx, lambda rec: rec.add(x, 1.0, out=y))
     np.testing.assert_array_equal(y.numpy(), np.arange(8) + 1)
+
+
+def test_signed_zeros_are_different_scalars(host, ctx):
+    """0.0 == -0.0, but x / -0.0 is -inf: a repeat with the other zero is a new plan."""
+    x, y = ctx.tensor(np.ones(8, np.float32)), ctx.empty((8,))
+    for zero in (0.0, -0.0, 0.0):
+        host.run(ctx, lambda rec: rec.div(x, zero, out=y))
+        np.testing.assert_array_equal(y.numpy(), np.float32(1) / np.float32(zero))
+    for zero in (-0.0, 0.0):
+        host.run(ctx, lambda rec: rec.fill(y, zero))
+        assert np.signbit(y.numpy()).tolist() == [np.signbit(zero)] * 8
+
+
+def test_scalar_keys_follow_the_bits_of_floats():
+    quiet, payload = (struct.unpack("<d", struct.pack("<Q", bits))[0]
+                      for bits in (0x7FF8000000000000, 0x7FF8000000000001))
+    assert scalar_key(0.0) != scalar_key(-0.0)
+    assert scalar_key(np.float32(0.0)) != scalar_key(np.float32(-0.0))
+    assert scalar_key(quiet) != scalar_key(payload)
+    assert scalar_key(quiet) == scalar_key(struct.unpack("<d", struct.pack("<d", quiet))[0])   # a repeat hits
+    assert scalar_key((1.0, -0.0)) != scalar_key((1.0, 0.0))
+    assert scalar_key(1) != scalar_key(1.0) != scalar_key(True)
+
+
+def test_contexts_share_no_plans(host, ctx):
+    """Two contexts of one process: one's plans (and resizes) never reach the other."""
+    other = host.adopt()
+    try:
+        a, b, negative_zero = ctx.empty((8,)), other.empty((8,)), -0.0
+
+        def fill_a(rec):
+            rec.fill(a, negative_zero)
+        host.run(ctx, fill_a)
+        host.run(other, lambda rec: rec.fill(b, 0.0))
+        assert not np.signbit(b.numpy()).any()
+        assert np.signbit(a.numpy()).all()
+        # A resize in the other context leaves this one's remembered calls valid.
+        hits = ctx.call_memo.hits
+        host.run(ctx, fill_a)
+        other.empty((4,)).resize((5,))
+        host.run(ctx, fill_a)
+        assert ctx.call_memo.hits == hits + 2
+    finally:
+        other.close()
 
 
 def test_views_made_per_call_work_and_leave_no_entries(host, ctx):
