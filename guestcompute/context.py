@@ -474,10 +474,17 @@ class Context:
 
     def retire(self, epoch: int = None) -> None:
         """The host promises all GPU work recorded in epochs ≤ ``epoch`` has
-        completed; guest memory freed since then is destroyed now. Without an
-        argument: everything up to the current epoch (device idle). An epoch
+        completed; guest memory freed since then is destroyed now. An epoch
         that is not closed yet (the current one or later) raises
-        InvalidArgumentError: close it with :meth:`advance_epoch` first.
+        InvalidArgumentError: close it with :meth:`advance_epoch` first; one
+        in which a recording still open began raises RecordingError.
+
+        Without an argument (the device is idle, e.g. after
+        vkDeviceWaitIdle): everything recorded before this call — the current
+        epoch is closed, so what is recorded after it is not covered — and
+        every fence and semaphore poll of :meth:`retire_when` is forgotten
+        (the host may destroy what it handed over). While a recording is
+        open, only the epochs before the one it began in retire.
 
         Thread-safety: any thread, but the promise covers every thread's work
         in those epochs: retire only once all of it completed."""

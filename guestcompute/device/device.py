@@ -131,10 +131,12 @@ class Device:
                                      "everything through the open one (nested ctx.record(cmd) on one "
                                      "command buffer would miss barriers between the two)")
             self._open_recorders[cmd_key] = threading.get_ident()
+            self.epochs.recording_opened(cmd_key)
 
     def recorder_closed(self, cmd_key: int) -> None:
         with self.lock:
             self._open_recorders.pop(cmd_key, None)
+            self.epochs.recording_closed(cmd_key)
             if not self._open_recorders:
                 self._recorders_left.notify_all()
 
