@@ -498,7 +498,9 @@ class Context:
         a given ``epoch`` must be closed already (as for :meth:`retire`).
         Polled, in order, by :meth:`advance_epoch`; returns the epoch.
 
-        The fence or semaphore must stay alive until then. A fence the host
+        The fence or semaphore must stay alive until its epoch retires;
+        :meth:`retire` without an argument forgets every poll at once (a
+        host re-creating its swapchain destroys them after that). A fence the host
         resets before the poll sees it only delays retirement until it is
         signalled again.
 
