@@ -165,6 +165,7 @@ class Image:
         in the format's own bytes and channel order (BGRA stays BGRA; packed
         formats give their 32-bit words). Guest images only: read an
         imported image with ``rec.copy(img, out=tensor)``."""
+        self.ctx.device.check_open()
         if self.imported:
             raise UnsupportedError("numpy() of an imported image: its contents and layout are the host's; "
                                    "record rec.copy(image, out=tensor) and read the tensor")
@@ -175,6 +176,7 @@ class Image:
     def write(self, data, mip: int = 0, layer: int = 0) -> None:
         """Upload ``data`` (shape :meth:`host_shape`, any dtype that converts
         exactly to the format's channel dtype) into (mip, layer)."""
+        self.ctx.device.check_open()
         if self.imported:
             raise UnsupportedError("write() into an imported image: the host owns its contents; record "
                                    "rec.copy(tensor, out=image) instead")

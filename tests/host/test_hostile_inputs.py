@@ -72,6 +72,13 @@ class Env:
         c.close()
         return c, t
 
+    def closed_image(self):
+        """A guest image whose context is already closed."""
+        c = self.host.adopt()
+        img = c.image((4, 4), "rgba8_unorm")
+        c.close()
+        return img
+
     def close(self):
         for c in self._others:
             c.close()
@@ -371,6 +378,26 @@ def numpy_of_a_tensor_whose_context_closed(env, cmd):
 def record_on_a_closed_context(env, cmd):
     closed, _ = env.closed()
     closed.record(cmd)
+
+
+@case(gc.ContextClosedError, r"create or adopt a new context", recording=False)
+def numpy_of_an_image_whose_context_closed(env, cmd):
+    env.closed_image().numpy()
+
+
+@case(gc.ContextClosedError, r"create or adopt a new context", recording=False)
+def write_into_an_image_whose_context_closed(env, cmd):
+    env.closed_image().write(np.zeros((4, 4, 4), np.uint8))
+
+
+@case(gc.ContextClosedError, r"create or adopt a new context", recording=False)
+def numpy_of_a_level_of_an_image_whose_context_closed(env, cmd):
+    env.closed_image().level(0).numpy()
+
+
+@case(gc.ContextClosedError, r"create or adopt a new context", recording=False)
+def write_into_a_level_of_an_image_whose_context_closed(env, cmd):
+    env.closed_image().level(0).write(np.zeros((4, 4, 4), np.uint8))
 
 
 @case(gc.ContextClosedError, r"with a new context", recording=False)
