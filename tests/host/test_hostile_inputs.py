@@ -21,6 +21,7 @@ import pytest
 import guestcompute as gc
 from guestcompute.kernels.spec import READWRITE, Binding, KernelSpec, Push, family
 from guestcompute.ops.base import Dispatch
+from guestcompute.testing import limit_binding_range
 
 PROFILES = ("bare", "modern")
 ONE, TWO = 0x3F800000, 0x40000000          # 1.0f and 2.0f as fill words
@@ -524,11 +525,45 @@ def shape_whose_size_overflows_64_bits(env, cmd):
     env.ctx.empty((1 << 40, 1 << 40))
 
 
-@case(gc.UnsupportedError, r"rec.sort has no windowed form; split the work into smaller tensors")
-def tensor_past_max_storage_buffer_range(env, rec):
+@case(gc.OutOfMemoryError, r"use smaller tensors", profiles=("modern",), recording=False)
+def tensor_larger_than_one_allocation(env, cmd):
+    # (maxMemoryAllocationSize: 4 GiB - 2 MiB of a 141 GB heap on an H200; a 1.0 host cannot ask it)
+    env.ctx.empty((env.ctx.limits.max_memory_allocation_size // 4 + 1024,))
+
+
+@case(gc.UnsupportedError, r"rec.sort has no windowed form; split the work into smaller tensors", recording=False)
+def tensor_past_max_storage_buffer_range(env, cmd):
     # (point-wise ops, reductions, concat, matmul... run such tensors in windows)
-    n = env.ctx.limits.max_storage_buffer_range // 4 + 16
-    rec.sort(env.ctx.empty((n,), "uint32"))
+    # One allocation may hold less than one binding reaches (an H200's
+    # maxMemoryAllocationSize is below its 4 GiB maxStorageBufferRange), so
+    # a context with a smaller reach makes the tensor.
+    ctx = env.other()
+    limit_binding_range(ctx, 1 << 20)
+    n = ctx.limits.max_storage_buffer_range // 4 + 16
+    with ctx.record(cmd) as rec:
+        rec.sort(ctx.empty((n,), "uint32"))
+
+
+@case(gc.UnsupportedError, r"use a smaller image", recording=False)
+def image_wider_than_the_device_allows(env, cmd):
+    env.ctx.image((env.ctx.limits.max_image_dimension_2d + 1, 4), "rgba8_unorm")
+
+
+@case(gc.UnsupportedError, r"use a smaller image", recording=False)
+def image_of_a_million_texels_square(env, cmd):
+    env.ctx.image((1 << 20, 1 << 20), "rgba32f")
+
+
+@case(gc.UnsupportedError, r"use fewer layers", recording=False)
+def image_with_more_layers_than_the_device_allows(env, cmd):
+    env.ctx.image((4, 4), "rgba8_unorm", layers=env.ctx.limits.max_image_array_layers + 1)
+
+
+@case(gc.GuestComputeError, r"use (a )?smaller image", recording=False)
+def image_of_more_bytes_than_the_device_allows(env, cmd):
+    # Within every extent and layer limit: refused for its bytes (maxResourceSize, or the heap).
+    side, layers = env.ctx.limits.max_image_dimension_2d, env.ctx.limits.max_image_array_layers
+    env.ctx.image((side, side), "rgba32f", layers=layers)
 
 
 @case(gc.UnsupportedError, r"split it into several kernels")
