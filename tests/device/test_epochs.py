@@ -201,10 +201,12 @@ def test_retire_without_an_epoch_keeps_what_is_recorded_after_it(host, ctx, trim
     del b
 
 
-def test_retire_and_trim_inside_an_open_recording(host, ctx):
+@pytest.mark.parametrize("trim", [False, True], ids=["recycled", "trimmed"])
+def test_retire_and_trim_inside_an_open_recording(host, ctx, trim):
     """retire() inside a recording retires only what came before it (its
-    queued commands still use what was dropped in the block), and
-    trim_memory() then gives back nothing the recording uses."""
+    queued commands still use what was dropped in the block: a new tensor
+    must not take their buffers), and trim_memory() then gives back
+    nothing the recording uses."""
     x = ctx.tensor(np.arange(64, dtype=np.float32))
     a = ctx.tensor(np.full(64, 2.0, np.float32))
     cmd = host.begin()
@@ -214,7 +216,8 @@ def test_retire_and_trim_inside_an_open_recording(host, ctx):
         copied = rec.copy(a)
         del tmp, a                                  # dropped while their commands are queued
         ctx.retire()
-        ctx.trim_memory()
+        if trim:
+            ctx.trim_memory()
         assert ctx.live_objects()["pending_free"] == 2
         b = ctx.tensor(np.full(64, 10.0, np.float32))
         late = rec.add(out, b)
