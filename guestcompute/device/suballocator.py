@@ -34,7 +34,8 @@ Policy (numbers in the constants below):
 - :meth:`tick` (every epoch advance) ages the recycle list and empty
   blocks: what stayed unused for ``KEEP_TICKS`` advances goes back to the
   driver. :meth:`trim` returns it all at once. When an allocation would
-  pass maxMemoryAllocationCount, idle blocks are freed first.
+  pass maxMemoryAllocationCount or the heap's budget, idle blocks are
+  freed first.
 
 Thread-safety: every method may be called from any thread.
 """
