@@ -233,15 +233,17 @@ class Context:
         bytes, shape, dtype and strides, no copy. ``exported.fd`` stays the
         caller's (a duplicate is imported). Order the two contexts' accesses
         with a shared timeline (:meth:`shared_timeline`). The tensor is
-        exportable too. Thread-safety: any thread."""
+        exportable too. The view ``exported`` describes must lie inside its
+        buffer (BufferRangeError) and start at a whole element of its dtype
+        (InvalidArgumentError). Thread-safety: any thread."""
         self.device.check_open()
         if not isinstance(exported, ExportedMemory):
             raise InvalidArgumentError(f"import_memory takes what t.export() returned, got {type(exported).__name__}")
         d = as_dtype(exported.dtype)
         self.device.check_dtype_enabled(d)       # before the import: nothing to undo
+        shape, strides, first = _exported_view(exported, d)
         alloc = self.device.shared_memory.import_(exported)
-        return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), exported.shape, d, exported.strides,
-                      exported.offset // d.size)
+        return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), shape, d, strides, first)
 
     def shared_timeline(self) -> SharedTimeline:
         """A timeline semaphore other contexts (:meth:`import_timeline`) and
@@ -488,10 +490,17 @@ class Context:
 
     def retire(self, epoch: int = None) -> None:
         """The host promises all GPU work recorded in epochs ≤ ``epoch`` has
-        completed; guest memory freed since then is destroyed now. Without an
-        argument: everything up to the current epoch (device idle). An epoch
+        completed; guest memory freed since then is destroyed now. An epoch
         that is not closed yet (the current one or later) raises
-        InvalidArgumentError: close it with :meth:`advance_epoch` first.
+        InvalidArgumentError: close it with :meth:`advance_epoch` first; one
+        in which a recording still open began raises RecordingError.
+
+        Without an argument (the device is idle, e.g. after
+        vkDeviceWaitIdle): everything recorded before this call — the current
+        epoch is closed, so what is recorded after it is not covered — and
+        every fence and semaphore poll of :meth:`retire_when` is forgotten
+        (the host may destroy what it handed over). While a recording is
+        open, only the epochs before the one it began in retire.
 
         Thread-safety: any thread, but the promise covers every thread's work
         in those epochs: retire only once all of it completed."""
@@ -505,7 +514,9 @@ class Context:
         a given ``epoch`` must be closed already (as for :meth:`retire`).
         Polled, in order, by :meth:`advance_epoch`; returns the epoch.
 
-        The fence or semaphore must stay alive until then. A fence the host
+        The fence or semaphore must stay alive until its epoch retires;
+        :meth:`retire` without an argument forgets every poll at once (a
+        host re-creating its swapchain destroys them after that). A fence the host
         resets before the poll sees it only delays retirement until it is
         signalled again.
 
@@ -651,6 +662,37 @@ def _check_queue_family(pd, index) -> None:
     if not props[index].queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
         raise InvalidArgumentError(f"queue family {index} has no compute support; guestcompute records "
                                    "compute dispatches: pass a family with VK_QUEUE_COMPUTE_BIT")
+
+
+def _exported_view(exported: ExportedMemory, d) -> tuple:
+    """(shape, strides, offset in elements) of the view ``exported``
+    describes, once it is known to lie inside the exported buffer at whole
+    elements: an import trusts none of it (a view past the buffer would
+    read past the memory; an offset between elements would shift every
+    element)."""
+    shape = _as_shape(exported.shape)
+    strides = exported.strides
+    if (not isinstance(strides, (tuple, list)) or len(strides) != len(shape)
+            or not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in strides)):
+        raise InvalidArgumentError(f"import_memory: strides {strides!r} must be {len(shape)} ints (in elements), "
+                                   f"one per axis of shape {shape}; pass what t.export() returned")
+    strides = tuple(int(s) for s in strides)
+    offset, size = exported.offset, exported.buffer_size
+    for name, value in (("offset", offset), ("buffer_size", size)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise InvalidArgumentError(f"import_memory: {name} must be a non-negative int, got {value!r}; pass "
+                                       "what t.export() returned")
+    if offset % d.size:
+        raise InvalidArgumentError(f"import_memory: offset {offset} is not a multiple of {d.name}'s "
+                                   f"{d.size} bytes, so no element starts there; pass what t.export() returned")
+    if math.prod(shape):
+        lo = offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides)) * d.size
+        hi = offset + (sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + 1) * d.size
+        if lo < 0 or hi > size:
+            raise BufferRangeError(f"import_memory: the view (bytes {lo} to {hi}) lies outside the exported "
+                                   f"{size}-byte buffer; shrink the shape or the offset, or pass what "
+                                   "t.export() returned")
+    return shape, strides, int(offset) // d.size
 
 
 def _as_shape(shape) -> tuple:

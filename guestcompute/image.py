@@ -168,6 +168,7 @@ class Image:
         in the format's own bytes and channel order (BGRA stays BGRA; packed
         formats give their 32-bit words). Guest images only: read an
         imported image with ``rec.copy(img, out=tensor)``."""
+        self.ctx.device.check_open()
         if self.imported:
             raise UnsupportedError("numpy() of an imported image: its contents and layout are the host's; "
                                    "record rec.copy(image, out=tensor) and read the tensor")
@@ -178,6 +179,7 @@ class Image:
     def write(self, data, mip: int = 0, layer: int = 0) -> None:
         """Upload ``data`` (shape :meth:`host_shape`, any dtype that converts
         exactly to the format's channel dtype) into (mip, layer)."""
+        self.ctx.device.check_open()
         if self.imported:
             raise UnsupportedError("write() into an imported image: the host owns its contents; record "
                                    "rec.copy(tensor, out=image) instead")
@@ -384,6 +386,37 @@ def storage_write_problem(ctx, view_fmt, what: str):
             "copy or blit it")
 
 
+def check_image_limits(ctx, fmt, extent, mips: int, layers: int, usage: int, flags: int) -> None:
+    """UnsupportedError unless the device can make this image: its extent,
+    layers, mips and bytes within the device's limits (maxImageDimension2D,
+    maxImageArrayLayers) and those of the format with this usage
+    (vkGetPhysicalDeviceImageFormatProperties). Asked before vkCreateImage,
+    which drivers need not survive past them."""
+    w, h = extent
+    dev = ctx.device
+    limits = dev.image_limits(fmt.vk_format, usage, flags)
+    if limits is None:
+        raise UnsupportedError(f"ctx.image: this device makes no {fmt.name} image with usage "
+                               f"{usage_names(usage)}; use another format or usage")
+    max_w = min(dev.limits.max_image_dimension_2d, limits.max_width)
+    max_h = min(dev.limits.max_image_dimension_2d, limits.max_height)
+    if w > max_w or h > max_h:
+        raise UnsupportedError(f"ctx.image: a {w}x{h} {fmt.name} image is larger than this device allows "
+                               f"({max_w}x{max_h} at most); use a smaller image, or tiles of one")
+    max_layers = min(dev.limits.max_image_array_layers, limits.max_array_layers)
+    if layers > max_layers:
+        raise UnsupportedError(f"ctx.image: {layers} array layers, but this device allows {max_layers} in one "
+                               f"{fmt.name} image; use fewer layers, or several images")
+    if mips > limits.max_mip_levels:
+        raise UnsupportedError(f"ctx.image: {mips} mip levels, but this device allows {limits.max_mip_levels} "
+                               f"for {fmt.name}; use fewer mips")
+    nbytes = sum(max(1, w >> m) * max(1, h >> m) for m in range(mips)) * layers * fmt.texel_bytes
+    if nbytes > limits.max_resource_size:
+        raise UnsupportedError(f"ctx.image: the image needs {nbytes} bytes, more than the "
+                               f"{limits.max_resource_size} this device allows one {fmt.name} image "
+                               "(maxResourceSize); use a smaller image or fewer layers")
+
+
 def import_image(ctx, vk_image, fmt, extent, *, layout, host_access=None, exit_layout=None, exit_access=None,
                  mip_levels=1, array_layers=1, aspect="color", usage=None, mutable_format=False,
                  samples=1, image_type="2d") -> Image:
@@ -455,6 +488,7 @@ def create_image(ctx, extent, fmt, *, mips=1, layers=1, usage=None) -> Image:
         usage = as_image_usage(usage) | TRANSFER_USAGE
     check_format_usage(ctx, fmt, usage & ~(STORAGE_USAGE if srgb_storage else 0), "ctx.image")
     flags = (_MUTABLE_FORMAT | _EXTENDED_USAGE) if srgb_storage else 0
+    check_image_limits(ctx, fmt, (w, h), int(mips), int(layers), usage, flags)
     info = new("VkImageCreateInfo", flags=flags, imageType=vk.VK_IMAGE_TYPE_2D, format=fmt.vk_format,
                extent=dict(width=w, height=h, depth=1), mipLevels=int(mips), arrayLayers=int(layers),
                samples=vk.VK_SAMPLE_COUNT_1_BIT, tiling=vk.VK_IMAGE_TILING_OPTIMAL, usage=usage,

@@ -65,6 +65,23 @@ class DeviceLimits:
     # (M, N, K, accumulator) fragment shapes of VK_KHR_cooperative_matrix for
     # fp16 A/B at subgroup scope; () unless the host enabled it.
     coopmat_khr_shapes: tuple = ()
+    # Largest width or height of a 2-D image, and array layers of one image.
+    max_image_dimension_2d: int = 4096
+    max_image_array_layers: int = 256
+    # Bytes one VkDeviceMemory may hold (maxMemoryAllocationSize, Vulkan 1.1);
+    # None where it cannot be asked (a Vulkan 1.0 host).
+    max_memory_allocation_size: int = None
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """What vkGetPhysicalDeviceImageFormatProperties allows for 2-D images
+    of one format, usage and create flags (optimal tiling)."""
+    max_width: int
+    max_height: int
+    max_mip_levels: int
+    max_array_layers: int
+    max_resource_size: int
 
 
 def query_limits(instance, pd, caps) -> DeviceLimits:
@@ -74,12 +91,14 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
     lib.vkGetPhysicalDeviceProperties(pd, props)
     lim = props.limits
     device_api = version_tuple(props.apiVersion)
-    subgroup, arithmetic = 1, False
+    subgroup, arithmetic, max_allocation = 1, False, None
     if api >= (1, 1):
         sub = new("VkPhysicalDeviceSubgroupProperties")
+        maintenance3 = new("VkPhysicalDeviceMaintenance3Properties")
         p2 = new("VkPhysicalDeviceProperties2")
-        chain(p2, sub)
+        chain(p2, sub, maintenance3)
         lib.vkGetPhysicalDeviceProperties2(pd, p2)
+        max_allocation = maintenance3.maxMemoryAllocationSize or None    # 0: a 1.0 device left it unset
         subgroup = sub.subgroupSize
         arithmetic = (device_api >= (1, 1)
                       and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
@@ -105,7 +124,9 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         subgroup_arithmetic=arithmetic,
         coopmat_shapes=coopmat_shapes(instance, pd, caps),
         coopmat_khr_shapes=coopmat_khr_shapes(instance, pd, caps),
-        loop_iteration_cap=LLVMPIPE_LOOP_CAP if name.startswith("llvmpipe") else 0)
+        loop_iteration_cap=LLVMPIPE_LOOP_CAP if name.startswith("llvmpipe") else 0,
+        max_image_dimension_2d=lim.maxImageDimension2D, max_image_array_layers=lim.maxImageArrayLayers,
+        max_memory_allocation_size=max_allocation)
 
 
 LLVMPIPE_LOOP_CAP = 65535
@@ -170,3 +191,16 @@ def query_format_features(pd) -> dict:
     """Format name -> optimal-tiling VkFormatFeatureFlags, for every format
     guestcompute knows (vk/formats.py)."""
     return {name: format_features(pd, fmt) for name, fmt in FORMATS.items()}
+
+
+def query_image_limits(pd, vk_format: int, usage: int, flags: int):
+    """The :class:`ImageLimits` of 2-D optimal-tiling images of ``vk_format``
+    with ``usage`` and create ``flags``; None when the device supports no
+    such image."""
+    props = new("VkImageFormatProperties")
+    result = lib.vkGetPhysicalDeviceImageFormatProperties(pd, vk_format, vk.VK_IMAGE_TYPE_2D,
+                                                          vk.VK_IMAGE_TILING_OPTIMAL, usage, flags, props)
+    if result != vk.VK_SUCCESS:
+        return None
+    return ImageLimits(props.maxExtent.width, props.maxExtent.height, props.maxMipLevels,
+                       props.maxArrayLayers, props.maxResourceSize)

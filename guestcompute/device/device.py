@@ -21,7 +21,7 @@ from ..vk.command_stream import CommandInterpreter
 from ..vk.descriptors import Descriptors
 from ..vk.functions import DeviceFunctions, optional_names
 from ..vk.memory import Allocation, MemoryManager, heap_budgets
-from .caps import query_format_features, query_limits
+from .caps import query_format_features, query_image_limits, query_limits
 from .epochs import Epochs
 from .image_views import ImageViews
 from .imported_ranges import ImportedRanges
@@ -81,10 +81,13 @@ class Device:
         self.closed = False
         self.limits = query_limits(instance, physical_device, caps)
         self.format_features = query_format_features(physical_device)
+        self._image_limits: dict = {}       # (VkFormat, usage, flags) -> ImageLimits or None
         self.fns = DeviceFunctions(handle, wanted_functions(caps))
         # Records batches of planned commands (C when built, else Python).
         self.commands = CommandInterpreter(self.fns)
-        self.memory = MemoryManager(handle, self.fns, physical_device, self.limits.max_storage_buffer_range)
+        self.memory = MemoryManager(handle, self.fns, physical_device, self.limits.max_storage_buffer_range,
+                                    self.limits.max_memory_allocation_size,
+                                    read_budget=self._heap_budgets if self.budget_known else None)
         self.suballocator = Suballocator(self.memory)
         push = caps.push_descriptors and self.fns.has("vkCmdPushDescriptorSetKHR")
         # The VkPipelineCache: the host's, or our own seeded from the per-device file.
@@ -105,6 +108,24 @@ class Device:
         # stop_recording() waits on the condition for this to empty.
         self._open_recorders: dict = {}
         self._recorders_left = threading.Condition(self.lock)
+
+    # -- device facts -----------------------------------------------------------------
+    @property
+    def budget_known(self) -> bool:
+        """The host enabled VK_EXT_memory_budget (read through Vulkan 1.1)."""
+        return self.caps.has_extension("VK_EXT_memory_budget") and self.caps.api_version >= (1, 1)
+
+    def _heap_budgets(self) -> list:
+        return heap_budgets(self.physical_device, len(self.memory.heap_sizes))
+
+    def image_limits(self, vk_format: int, usage: int, flags: int):
+        """The device's ImageLimits for guest images of this kind (None:
+        unsupported); asked once per kind."""
+        key = (vk_format, usage, flags)
+        limits = self._image_limits.get(key)
+        if limits is None and key not in self._image_limits:
+            limits = self._image_limits[key] = query_image_limits(self.physical_device, *key)
+        return limits
 
     # -- state checks ---------------------------------------------------------------
     def check_open(self) -> None:
@@ -131,10 +152,12 @@ class Device:
                                      "everything through the open one (nested ctx.record(cmd) on one "
                                      "command buffer would miss barriers between the two)")
             self._open_recorders[cmd_key] = threading.get_ident()
+            self.epochs.recording_opened(cmd_key)
 
     def recorder_closed(self, cmd_key: int) -> None:
         with self.lock:
             self._open_recorders.pop(cmd_key, None)
+            self.epochs.recording_closed(cmd_key)
             if not self._open_recorders:
                 self._recorders_left.notify_all()
 
@@ -190,9 +213,7 @@ class Device:
     def memory_report(self) -> dict:
         """See Context.memory_report."""
         m, sub = self.memory, self.suballocator
-        budgets = None
-        if self.caps.has_extension("VK_EXT_memory_budget") and self.caps.api_version >= (1, 1):
-            budgets = heap_budgets(self.physical_device, len(m.heap_sizes))
+        budgets = self._heap_budgets() if self.budget_known else None
         heaps = []
         for i, size in enumerate(m.heap_sizes):
             heap = {"index": i, "size": size, "device_local": m.heap_device_local[i],

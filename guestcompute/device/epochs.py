@@ -18,6 +18,14 @@ Only closed epochs can be retired: an epoch number is an integer (numpy
 integers too, never bools or floats) below the current epoch. Retiring the
 current or a future epoch would free memory that command buffers still being
 recorded use, so ``retire`` and ``retire_when`` reject it.
+
+Open recordings are tracked with the epoch each began in: a recording may
+stamp its resources with every epoch from that one on, so nothing from it
+on retires while it is open. ``retire()`` without an epoch ("the device is
+idle") closes the current epoch and retires it — or, while a recording is
+open, everything before the oldest open one — and forgets every pending
+poll, since all of it is done (the host may then destroy the fences and
+semaphores it handed over).
 """
 from __future__ import annotations
 
@@ -29,7 +37,7 @@ import vulkan as vk
 from vulkan import ffi
 
 from .. import host as _host
-from ..errors import InvalidArgumentError, UnsupportedError, check
+from ..errors import InvalidArgumentError, RecordingError, UnsupportedError, check
 
 
 class Epochs:
@@ -46,6 +54,7 @@ class Epochs:
         self._lock = threading.RLock()
         self.graveyard = collections.deque()    # (epoch, Allocation or destroy(), uid or None)
         self.retire_waits = collections.deque()  # (epoch, done()) from retire_when, in order
+        self._open_recordings: dict = {}         # recording key -> the epoch it began in
         self.on_advance: list = []
         self.on_retire: list = []
 
@@ -60,14 +69,54 @@ class Epochs:
         return closed
 
     def retire(self, epoch: int = None) -> None:
-        """Everything recorded in epochs <= ``epoch`` (default: all) finished
-        on the GPU; destroy what waited for that (see Context.retire)."""
+        """Everything recorded in epochs <= ``epoch`` finished on the GPU;
+        without ``epoch``, everything recorded so far did (the device is
+        idle). Destroy what waited for that (see Context.retire)."""
+        closed = False
         with self._lock:
-            upto = self.current if epoch is None else self.closed_epoch(epoch, "retire")
-            self.retired = max(self.retired, upto)
+            oldest_open = min(self._open_recordings.values(), default=None)
+            if epoch is None:
+                # Idle: every poll would say done, and the host may now
+                # destroy what it handed over, so none may be polled again.
+                self.retire_waits.clear()
+                if oldest_open is None:
+                    # Close the epoch: what is recorded after this call
+                    # belongs to the next one and is not retired here.
+                    upto, closed = self.current, True
+                    self.current += 1
+                else:
+                    upto = oldest_open - 1
+            else:
+                upto = self.closed_epoch(epoch, "retire")
+                if oldest_open is not None and upto >= oldest_open:
+                    raise RecordingError(
+                        f"retire({upto}): a recording begun in epoch {oldest_open} is still open, so "
+                        "the GPU cannot have finished it; retire that epoch once the recording was "
+                        "submitted and its work completed (ctx.retire() without an epoch retires "
+                        "everything before the open recording)")
+            self._retire_through(upto)
+        if closed:
+            for listener in self.on_advance:
+                listener()
         self.collect()
         for listener in self.on_retire:
             listener(self.retired)
+
+    def _retire_through(self, upto: int) -> None:
+        """Epochs <= ``upto`` are retired (caller holds the lock); polls
+        for them can only repeat that, so they go."""
+        self.retired = max(self.retired, upto)
+        if any(e <= self.retired for e, _ in self.retire_waits):
+            self.retire_waits = collections.deque(w for w in self.retire_waits if w[0] > self.retired)
+
+    def recording_opened(self, key) -> None:
+        """A recording begins now, in the current epoch."""
+        with self._lock:
+            self._open_recordings[key] = self.current
+
+    def recording_closed(self, key) -> None:
+        with self._lock:
+            self._open_recordings.pop(key, None)
 
     def retire_all(self) -> None:
         """Teardown: every epoch counts as retired, the polls are dropped."""
@@ -138,8 +187,17 @@ class Epochs:
             waits = self.retire_waits
             while waits and waits[0][1]():
                 last = waits.popleft()[0]
-        if last is not None:
-            self.retire(last)
+            if last is None:
+                return
+            # A recording still open began before its work could be in the
+            # signalled submission: retire only what precedes it.
+            oldest_open = min(self._open_recordings.values(), default=None)
+            if oldest_open is not None:
+                last = min(last, oldest_open - 1)
+            self._retire_through(last)
+        self.collect()
+        for listener in self.on_retire:
+            listener(self.retired)
 
     def retire_later(self, epoch: int, destroy) -> None:
         """Call ``destroy()`` once ``epoch`` retired (guest objects other than

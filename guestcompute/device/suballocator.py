@@ -34,7 +34,8 @@ Policy (numbers in the constants below):
 - :meth:`tick` (every epoch advance) ages the recycle list and empty
   blocks: what stayed unused for ``KEEP_TICKS`` advances goes back to the
   driver. :meth:`trim` returns it all at once. When an allocation would
-  pass maxMemoryAllocationCount, idle blocks are freed first.
+  pass maxMemoryAllocationCount or the heap's budget, idle blocks are
+  freed first.
 
 Thread-safety: every method may be called from any thread.
 """
@@ -161,9 +162,11 @@ class Suballocator:
         """A buffer of at least ``size`` bytes (its :func:`size_class`): a
         recycled one of the same class and kind when there is one."""
         asked, size = size, size_class(size)
-        reach = self.memory.max_binding_range
-        if reach is not None and asked <= reach < size:
-            size = _align_up(asked, 64)     # never past one binding's reach when the tensor is not
+        # Never past one binding's reach, or what one allocation holds, when
+        # the tensor itself is not.
+        for limit in (self.memory.max_binding_range, self.memory.max_allocation_size):
+            if limit is not None and asked <= limit < size:
+                size = _align_up(asked, 64)
         key = (size, usage, host_visible)
         with self._lock:
             waiting = self._recycled.get(key)

@@ -224,7 +224,7 @@ class Transfers:
             finally:
                 self._depth -= 1
             if dev.standalone and self._depth == 0:
-                dev.epochs.retire(dev.epochs.advance())
+                dev.epochs.retire()        # what it recorded and everything before (never an open recording)
 
     def _submit_once(self, body) -> None:
         dev = self.device

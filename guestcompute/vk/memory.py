@@ -91,11 +91,16 @@ class MemoryManager:
     ``max_allocations`` is the device's maxMemoryAllocationCount: an
     allocation past it is refused here with OutOfMemoryError, before the
     driver sees it (VUID-vkAllocateMemory-maxMemoryAllocationCount-04101).
+    So is one larger than its heap, than ``max_allocation_size``
+    (maxMemoryAllocationSize, where known) or, where ``read_budget()``
+    gives (budget, usage) per heap (VK_EXT_memory_budget), than what is
+    left of its heap's budget.
 
     Thread-safety: all methods may be called from any thread.
     """
 
-    def __init__(self, device, fns, physical_device, max_binding_range: int | None = None):
+    def __init__(self, device, fns, physical_device, max_binding_range: int | None = None,
+                 max_allocation_size: int | None = None, read_budget=None):
         self.device = device
         self.fns = fns
         props = new("VkPhysicalDeviceMemoryProperties")
@@ -124,9 +129,11 @@ class MemoryManager:
         # compare per op, whether an op just made one (see recording/recorder.py).
         self.max_binding_range = max_binding_range
         self.past_range_count = 0
+        self.max_allocation_size = max_allocation_size
+        self.read_budget = read_budget
         # Called with no arguments when an allocation would pass
-        # max_allocations, before refusing: the suballocator frees its idle
-        # blocks there.
+        # max_allocations or the heap's budget, before refusing: the
+        # suballocator frees its idle blocks there.
         self.on_allocation_limit = None
 
     # -- device memory -------------------------------------------------------------
@@ -159,18 +166,22 @@ class MemoryManager:
         return bool(dedicated.prefersDedicatedAllocation or dedicated.requiresDedicatedAllocation)
 
     def allocate(self, size: int, type_index: int, hint: str, smaller: str = "tensors", for_buffer=None,
-                 extend=None):
+                 extend=None, budgeted: bool = True):
         """A VkDeviceMemory of ``size`` bytes of memory type ``type_index``.
         A size past the type's heap is refused before the driver sees it
         (VUID-vkAllocateMemory-pAllocateInfo-01713), as is one allocation
         more than maxMemoryAllocationCount. ``extend(info)``: chains more
         onto the VkMemoryAllocateInfo (export, import) and returns what to
-        call if the allocation fails, or None."""
+        call if the allocation fails, or None. ``budgeted=False``: the
+        memory exists already (an import), so the budget is not asked."""
         heap_index = self.types[type_index][1]
         heap = self.heap_sizes[heap_index]
         if size > heap:
             raise OutOfMemoryError("vkAllocateMemory", -2, f"{size} bytes requested but the memory "
                                    f"heap has {heap}; use smaller {smaller}")
+        self.check_allocation_size(size, smaller)
+        if budgeted and self.read_budget is not None:
+            self._check_budget(heap_index, size, smaller)
         if self.allocations >= self.max_allocations and self.on_allocation_limit is not None:
             self.on_allocation_limit()
         with self._lock:
@@ -199,6 +210,31 @@ class MemoryManager:
             self.reserved_bytes += size
             self.heap_reserved[heap_index] += size
         return mem[0]
+
+    def check_allocation_size(self, size: int, smaller: str = "tensors") -> None:
+        """OutOfMemoryError when one VkDeviceMemory cannot hold ``size``
+        bytes (maxMemoryAllocationSize: drivers fail or misbehave past it)."""
+        limit = self.max_allocation_size
+        if limit is not None and size > limit:
+            raise OutOfMemoryError("vkAllocateMemory", -2, f"{size} bytes requested but one memory allocation "
+                                   f"holds at most {limit} on this device (maxMemoryAllocationSize); use "
+                                   f"smaller {smaller}")
+
+    def _check_budget(self, heap_index: int, size: int, smaller: str) -> None:
+        """OutOfMemoryError when ``size`` bytes more would pass what the
+        process may use of the heap (its budget), after giving idle guest
+        memory back. A budget of 0 means the driver does not say."""
+        budget, usage = self.read_budget()[heap_index]
+        if budget == 0 or usage + size <= budget:
+            return
+        if self.on_allocation_limit is not None:
+            self.on_allocation_limit()
+            budget, usage = self.read_budget()[heap_index]
+            if usage + size <= budget:
+                return
+        raise OutOfMemoryError("vkAllocateMemory", -2, f"{size} bytes requested but the memory heap's budget "
+                               f"(VK_EXT_memory_budget) has {max(0, budget - usage)} of {budget} left; free "
+                               f"tensors or images, or use smaller {smaller}")
 
     def free(self, memory, size: int, type_index: int) -> None:
         """Free a VkDeviceMemory from :meth:`allocate` (unmapped implicitly)."""
@@ -255,6 +291,7 @@ class MemoryManager:
         if size > largest:
             raise OutOfMemoryError("vkAllocateMemory", -2, f"{size} bytes requested but the largest memory "
                                    f"heap has {largest}; use smaller tensors")
+        self.check_allocation_size(size)
         buffer, reqs = self.new_buffer(size, usage)
         try:
             type_index = self.pick_type(reqs.memoryTypeBits, host_visible)
@@ -293,6 +330,7 @@ class MemoryManager:
         type_index, dedicated)`` the memory behind ``fd`` (a duplicate of
         it is imported). Allocations made here are never recycled."""
         size = max(16, (size + 15) & ~15)
+        self.check_allocation_size(size)
         buffer, reqs = self.new_buffer(size, usage, external.external_buffer_info())
         try:
             if imported is None:
@@ -312,7 +350,8 @@ class MemoryManager:
 
                 def import_fd(a):
                     return external.import_allocate_info(a, fd, buffer, dedicated)
-                memory = self.allocate(alloc_size, type_index, "importing shared memory", extend=import_fd)
+                memory = self.allocate(alloc_size, type_index, "importing shared memory", extend=import_fd,
+                                       budgeted=False)
         except BaseException:
             self.fns.vkDestroyBuffer(self.device, buffer, ffi.NULL)
             raise

@@ -175,3 +175,119 @@ def test_memory_stays_bounded_over_10000_frames(host):
     finally:
         frames.close()
         ctx.close()
+
+
+# -- retire() without an epoch: exactly what was recorded before it --------------------------------
+
+@pytest.mark.parametrize("trim", [False, True], ids=["recycled", "trimmed"])
+def test_retire_without_an_epoch_keeps_what_is_recorded_after_it(host, ctx, trim):
+    """The next frame's dropped tensor is not retired by an earlier retire():
+    recycled (or destroyed by trim_memory) while that frame is unsubmitted,
+    a new tensor would take its buffer and the frame would read its data."""
+    ctx.retire()                                    # the device is idle
+    a = ctx.tensor(np.full(64, 2.0, np.float32))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        out = rec.copy(a)
+    del a                                           # recorded after retire(): kept
+    if trim:
+        ctx.trim_memory()
+    assert ctx.live_objects()["pending_free"] == 1
+    b = ctx.tensor(np.full(64, 10.0, np.float32))   # same size class as a
+    host.submit_and_wait(cmd)
+    np.testing.assert_array_equal(out.numpy(), np.full(64, 2.0, np.float32))
+    ctx.retire()
+    assert ctx.live_objects()["pending_free"] == 0
+    del b
+
+
+@pytest.mark.parametrize("trim", [False, True], ids=["recycled", "trimmed"])
+def test_retire_and_trim_inside_an_open_recording(host, ctx, trim):
+    """retire() inside a recording retires only what came before it (its
+    queued commands still use what was dropped in the block: a new tensor
+    must not take their buffers), and trim_memory() then gives back
+    nothing the recording uses."""
+    x = ctx.tensor(np.arange(64, dtype=np.float32))
+    a = ctx.tensor(np.full(64, 2.0, np.float32))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        tmp = rec.add(x, 1.0)
+        out = rec.mul(tmp, 2.0)
+        copied = rec.copy(a)
+        del tmp, a                                  # dropped while their commands are queued
+        ctx.retire()
+        if trim:
+            ctx.trim_memory()
+        assert ctx.live_objects()["pending_free"] == 2
+        b = ctx.tensor(np.full(64, 10.0, np.float32))
+        late = rec.add(out, b)
+    host.submit_and_wait(cmd)
+    want = (np.arange(64, dtype=np.float32) + 1) * 2
+    np.testing.assert_array_equal(out.numpy(), want)
+    np.testing.assert_array_equal(copied.numpy(), np.full(64, 2.0, np.float32))
+    np.testing.assert_array_equal(late.numpy(), want + 10)
+    ctx.retire()
+    assert ctx.live_objects()["pending_free"] == 0
+
+
+def test_retiring_the_epoch_of_an_open_recording_is_refused(host, ctx):
+    x = ctx.tensor(np.ones(16, np.float32))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        rec.add(x, 1.0)                             # a dropped result of this recording
+        epoch = ctx.advance_epoch()
+        with pytest.raises(gc.RecordingError, match="still open"):
+            ctx.retire(epoch)
+        ctx.retire(epoch - 1)                       # before the recording: fine
+        assert ctx.live_objects()["pending_free"] == 1
+    host.submit_and_wait(cmd)
+    ctx.retire(epoch)
+    assert ctx.live_objects()["pending_free"] == 0
+
+
+def test_a_signalled_fence_does_not_retire_an_open_recording(host, ctx):
+    """retire_when closes the epoch an open recording began in; the fence
+    (submitted before) cannot cover that recording, so its poll retires
+    only the epochs before it."""
+    x = ctx.tensor(np.ones(16, np.float32))
+    signalled = ffi.new("VkFence *")
+    info = new("VkFenceCreateInfo", flags=vk.VK_FENCE_CREATE_SIGNALED_BIT)
+    assert host.fns.vkCreateFence(host.device, info, ffi.NULL, signalled) == vk.VK_SUCCESS
+    try:
+        cmd = host.begin()
+        with ctx.record(cmd) as rec:
+            rec.add(x, 1.0)
+            epoch = ctx.retire_when(fence=signalled[0])
+            ctx.advance_epoch()                     # polls: signalled, but the recording is open
+            assert ctx.device.epochs.retired < epoch
+            assert ctx.live_objects()["pending_free"] == 1
+        host.submit_and_wait(cmd)
+        ctx.retire()
+        assert ctx.live_objects()["pending_free"] == 0
+    finally:
+        host.fns.vkDestroyFence(host.device, signalled[0], ffi.NULL)
+
+
+def test_retire_forgets_every_fence_and_semaphore_it_was_handed(host, ctx):
+    """A host re-creating its swapchain waits for the device, destroys the
+    fences (and semaphores) it handed to retire_when, and says
+    ctx.retire(): nothing of them may be polled afterwards."""
+    fns, dev = host.fns, host.device
+    fence = ffi.new("VkFence *")
+    assert fns.vkCreateFence(dev, new("VkFenceCreateInfo"), ffi.NULL, fence) == vk.VK_SUCCESS
+    ctx.retire_when(fence=fence[0])                 # never signalled: the poll stays pending
+    semaphore = None
+    if ctx.caps.timeline_semaphores:
+        semaphore = ffi.new("VkSemaphore *")
+        kind = new("VkSemaphoreTypeCreateInfo", semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0)
+        assert fns.vkCreateSemaphore(dev, new("VkSemaphoreCreateInfo", pNext=kind), ffi.NULL,
+                                     semaphore) == vk.VK_SUCCESS
+        ctx.retire_when(semaphore=(semaphore[0], 1))
+    assert ctx.live_objects()["retire_waits"] == (2 if semaphore is not None else 1)
+    fns.vkDeviceWaitIdle(dev)
+    fns.vkDestroyFence(dev, fence[0], ffi.NULL)
+    if semaphore is not None:
+        fns.vkDestroySemaphore(dev, semaphore[0], ffi.NULL)
+    ctx.retire()
+    assert ctx.live_objects()["retire_waits"] == 0
+    ctx.advance_epoch()                             # polls nothing (a destroyed fence would crash)

@@ -295,8 +295,62 @@ def test_size_classes_never_push_a_tensor_past_one_binding(modern_host):
     ctx = modern_host.adopt()
     try:
         reach = ctx.limits.max_storage_buffer_range
-        t = ctx.empty((reach // 4 - 1000,))           # fits one binding; its class would not
-        assert t.buffer.size <= reach
+        # One allocation may hold less than one binding reaches (an H200:
+        # 4 GiB - 2 MiB against 4 GiB - 1): the largest tensor there is is
+        # what both allow.
+        largest = min(reach, ctx.limits.max_memory_allocation_size)
+        t = ctx.empty((largest // 4 - 1000,))         # fits one binding; its class would not
+        assert t.buffer.size <= largest
         del t
+    finally:
+        ctx.close()
+
+
+def test_a_tensor_past_one_allocation_is_refused_before_the_driver(modern_host):
+    """maxMemoryAllocationSize bounds one VkDeviceMemory whatever the heap
+    holds; a tensor that needs more is refused with OutOfMemoryError, and
+    size classes never push one that fits past it."""
+    ctx = modern_host.adopt()
+    try:
+        # As on a device whose allocations hold far less than its heap (an
+        # H200: 4 GiB - 2 MiB of 141 GB), without allocating that much; like
+        # there, the limit is no size class (48 MiB is).
+        limit = min(ctx.limits.max_memory_allocation_size, (48 << 20) - (2 << 20))
+        ctx.memory.max_allocation_size = limit
+        start = _allocations(ctx)
+        with pytest.raises(gc.OutOfMemoryError, match="maxMemoryAllocationSize"):
+            ctx.empty((limit // 4 + 1,))
+        if ctx.caps.external_memory_fd:              # memory of its own that others can share
+            with pytest.raises(gc.OutOfMemoryError, match="maxMemoryAllocationSize"):
+                ctx.empty((limit // 4 + 1,), exportable=True)
+        assert _allocations(ctx) == start
+        t = ctx.empty((limit // 4 - 1000,))          # fits one allocation; its class would not
+        assert t.buffer.size <= limit
+        del t
+    finally:
+        ctx.close()
+
+
+def test_an_allocation_past_the_heap_budget_is_refused_before_the_driver(modern_host):
+    """Where VK_EXT_memory_budget says what the process may still use of a
+    heap, an allocation past it is refused with OutOfMemoryError (the
+    driver would fail it) — after idle guest memory was given back."""
+    ctx = modern_host.adopt()
+    try:
+        memory = ctx.memory
+        budget = memory.reserved_bytes + (30 << 20)
+        # A heap with 30 MiB left for this context, its usage what the guest reserved.
+        memory.read_budget = lambda: [(budget, memory.reserved_bytes)] * len(memory.heap_sizes)
+        start = _allocations(ctx)
+        with pytest.raises(gc.OutOfMemoryError, match="budget"):
+            ctx.empty((40 << 20) // 4)
+        assert _allocations(ctx) == start
+        kept = ctx.empty((12 << 20) // 4)
+        del kept
+        ctx.retire()                                  # its buffer now idle, kept for reuse
+        assert ctx.live_objects()["recycled_buffers"] == 1
+        big = ctx.empty((20 << 20) // 4)              # fits once the idle buffer's memory went back
+        assert ctx.live_objects()["recycled_buffers"] == 0
+        del big
     finally:
         ctx.close()

@@ -21,6 +21,7 @@ import pytest
 import guestcompute as gc
 from guestcompute.kernels.spec import READWRITE, Binding, KernelSpec, Push, family
 from guestcompute.ops.base import Dispatch
+from guestcompute.testing import limit_binding_range
 
 PROFILES = ("bare", "modern")
 ONE, TWO = 0x3F800000, 0x40000000          # 1.0f and 2.0f as fill words
@@ -71,6 +72,13 @@ class Env:
         t = c.tensor(np.ones(4, np.float32))
         c.close()
         return c, t
+
+    def closed_image(self):
+        """A guest image whose context is already closed."""
+        c = self.host.adopt()
+        img = c.image((4, 4), "rgba8_unorm")
+        c.close()
+        return img
 
     def close(self):
         for c in self._others:
@@ -373,6 +381,26 @@ def record_on_a_closed_context(env, cmd):
     closed.record(cmd)
 
 
+@case(gc.ContextClosedError, r"create or adopt a new context", recording=False)
+def numpy_of_an_image_whose_context_closed(env, cmd):
+    env.closed_image().numpy()
+
+
+@case(gc.ContextClosedError, r"create or adopt a new context", recording=False)
+def write_into_an_image_whose_context_closed(env, cmd):
+    env.closed_image().write(np.zeros((4, 4, 4), np.uint8))
+
+
+@case(gc.ContextClosedError, r"create or adopt a new context", recording=False)
+def numpy_of_a_level_of_an_image_whose_context_closed(env, cmd):
+    env.closed_image().level(0).numpy()
+
+
+@case(gc.ContextClosedError, r"create or adopt a new context", recording=False)
+def write_into_a_level_of_an_image_whose_context_closed(env, cmd):
+    env.closed_image().level(0).write(np.zeros((4, 4, 4), np.uint8))
+
+
 @case(gc.ContextClosedError, r"with a new context", recording=False)
 def context_closed_while_recording(env, cmd):
     """close() on another thread waits for this block; ops recorded meanwhile raise."""
@@ -497,11 +525,45 @@ def shape_whose_size_overflows_64_bits(env, cmd):
     env.ctx.empty((1 << 40, 1 << 40))
 
 
-@case(gc.UnsupportedError, r"rec.sort has no windowed form; split the work into smaller tensors")
-def tensor_past_max_storage_buffer_range(env, rec):
+@case(gc.OutOfMemoryError, r"use smaller tensors", profiles=("modern",), recording=False)
+def tensor_larger_than_one_allocation(env, cmd):
+    # (maxMemoryAllocationSize: 4 GiB - 2 MiB of a 141 GB heap on an H200; a 1.0 host cannot ask it)
+    env.ctx.empty((env.ctx.limits.max_memory_allocation_size // 4 + 1024,))
+
+
+@case(gc.UnsupportedError, r"rec.sort has no windowed form; split the work into smaller tensors", recording=False)
+def tensor_past_max_storage_buffer_range(env, cmd):
     # (point-wise ops, reductions, concat, matmul... run such tensors in windows)
-    n = env.ctx.limits.max_storage_buffer_range // 4 + 16
-    rec.sort(env.ctx.empty((n,), "uint32"))
+    # One allocation may hold less than one binding reaches (an H200's
+    # maxMemoryAllocationSize is below its 4 GiB maxStorageBufferRange), so
+    # a context with a smaller reach makes the tensor.
+    ctx = env.other()
+    limit_binding_range(ctx, 1 << 20)
+    n = ctx.limits.max_storage_buffer_range // 4 + 16
+    with ctx.record(cmd) as rec:
+        rec.sort(ctx.empty((n,), "uint32"))
+
+
+@case(gc.UnsupportedError, r"use a smaller image", recording=False)
+def image_wider_than_the_device_allows(env, cmd):
+    env.ctx.image((env.ctx.limits.max_image_dimension_2d + 1, 4), "rgba8_unorm")
+
+
+@case(gc.UnsupportedError, r"use a smaller image", recording=False)
+def image_of_a_million_texels_square(env, cmd):
+    env.ctx.image((1 << 20, 1 << 20), "rgba32f")
+
+
+@case(gc.UnsupportedError, r"use fewer layers", recording=False)
+def image_with_more_layers_than_the_device_allows(env, cmd):
+    env.ctx.image((4, 4), "rgba8_unorm", layers=env.ctx.limits.max_image_array_layers + 1)
+
+
+@case(gc.GuestComputeError, r"use (a )?smaller image", recording=False)
+def image_of_more_bytes_than_the_device_allows(env, cmd):
+    # Within every extent and layer limit: refused for its bytes (maxResourceSize, or the heap).
+    side, layers = env.ctx.limits.max_image_dimension_2d, env.ctx.limits.max_image_array_layers
+    env.ctx.image((side, side), "rgba32f", layers=layers)
 
 
 @case(gc.UnsupportedError, r"split it into several kernels")

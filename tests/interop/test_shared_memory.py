@@ -46,6 +46,29 @@ def test_an_exported_view_keeps_shape_strides_and_offset(pair):
     np.testing.assert_array_equal(t.numpy(), expect)
 
 
+@pytest.mark.parametrize("change,error,message", [
+    (dict(shape=(800,)), gc.BufferRangeError, "outside the exported"),       # past the exported bytes
+    (dict(shape=(8, 2), strides=(1, 100)), gc.BufferRangeError, "outside the exported"),
+    (dict(strides=(-1,)), gc.BufferRangeError, "outside the exported"),     # before its first byte
+    (dict(offset=2), gc.InvalidArgumentError, "not a multiple"),            # between two elements
+    (dict(offset=-4), gc.InvalidArgumentError, "non-negative"),
+    (dict(strides=(1, 1)), gc.InvalidArgumentError, "one per axis"),
+    (dict(shape=(-8,)), gc.ShapeError, "negative"),
+], ids=["shape", "strides", "negative-stride", "misaligned", "negative-offset", "strides-rank", "bad-shape"])
+def test_an_import_trusts_no_view_past_the_exported_buffer(pair, change, error, message):
+    """The view an ExportedMemory describes is checked against its buffer
+    and its dtype before anything is imported: one past the bytes would
+    read past the memory, an offset between elements shifts every one."""
+    _, a, _, b = pair
+    t = a.tensor(np.arange(8, dtype=np.float32), exportable=True)
+    with t.export() as ex:
+        allocations = b.live_objects()["allocations"]
+        with dataclasses.replace(ex, fd=os.dup(ex.fd), **change) as bad, pytest.raises(error, match=message):
+            b.import_memory(bad)
+        assert b.live_objects()["allocations"] == allocations
+        np.testing.assert_array_equal(b.import_memory(ex).numpy(), np.arange(8, dtype=np.float32))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "float16", "uint8"])
 def test_every_dtype_crosses_exactly(pair, dtype):
     _, a, _, b = pair
