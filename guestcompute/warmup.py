@@ -153,7 +153,9 @@ def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
                 progress(done, total)
         _create_in_parallel(create, missing, threads, one_done)
     created = ctx.device.pipelines.stats["pipelines_created"] - before
-    return WarmupReport(total=total, created=created, existing=existing, skipped=skipped,
+    # Two specs may name one pipeline (kernel parameters that change neither
+    # the source nor the layout): the second found it made by the first.
+    return WarmupReport(total=total, created=created, existing=total - created, skipped=skipped,
                         seconds=time.perf_counter() - t0, threads=threads)
 
 
