@@ -49,7 +49,7 @@ def test_a_tensors_own_buffer_imported_is_ordered_against_the_tensor(host, ctx):
 
 def test_rebind_refuses_while_an_open_recording_uses_the_image(host, ctx):
     himg, other = host_image_cleared(host, (1, 0, 0, 1)), host_image_cleared(host, (0, 1, 0, 1))
-    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only")
+    img = ctx.import_image(himg, "rgba8_unorm", (W, H), layout="shader_read_only", usage="sampled|storage")
     out = ctx.empty((H, W, 4))
     cmd = host.begin()
     with ctx.record(cmd) as rec:
