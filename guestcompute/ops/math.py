@@ -237,14 +237,128 @@ for _name, (_table, _hint) in BINARY_OPS.items():
 
 # -- unary -------------------------------------------------------------------
 
+# exp, log, sin and cos are the library's own (reduction + short polynomial),
+# not the driver's: GLSL leaves their precision loose (exp/log to 3 + 2|x|
+# ulp, sin/cos to an absolute error) and NVIDIA's builtins are approximate.
+# The polynomials are Cephes' expf, logf, sinf and cosf minimax fits.
+_EXP_CORE = """\
+float gc_exp_core(float a) {
+  // Cody-Waite: a = k ln2 + r, |r| <= ln2 / 2, with ln2 in two parts; the
+  // first has 9 bits, so k * 0.693359375 is exact for |k| <= 2**15.
+  float x = min(max(a, -104.0), 89.0);    // beyond, the result is 0 or inf: the scaling gives them
+  float k = roundEven(x * 1.44269504088896341);
+  float r = (x - k * 0.693359375) + k * 2.12194440e-4;
+  float p = (((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
+             + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * (r * r) + r + 1.0;
+  int n = int(k);
+  // p * 2**n in two exact steps (2**128 alone is not a float); below 2**-125
+  // the subnormal result is built from its bits, as a device may flush
+  // subnormal results of multiplication.
+  int half_n = n >> 1;
+  float normal = p * uintBitsToFloat(uint(half_n + 127) << 23) * uintBitsToFloat(uint(n - half_n + 127) << 23);
+  uint subnormal = uint(roundEven(p * uintBitsToFloat(uint(max(n + 149, -126) + 127) << 23)));
+  return n >= -125 ? normal : uintBitsToFloat(subnormal);
+}
+"""
+_EXP = Helper("gc_exp", "float", ("float",), "  return isnan(a) ? a : gc_exp_core(a);", prelude=_EXP_CORE)
 _LOG = Helper("gc_log", "float", ("float",), f"""\
   // Classified by bits: a flushing device compares a subnormal equal to 0.
   uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
-  if (mag > 0x7f800000u) return a;                  // NaN
-  if (mag == 0u) return -{INF};                     // log(±0) == -inf
-  if ((bits >> 31) != 0u) return {NAN};             // below zero, -inf and negative subnormals included
-  if (mag < {SUBNORMAL_LIMIT}) return log(float(mag)) - {LN2_TIMES_149};   // mag * 2**-149
-  return log(a);""")
+  if (mag > 0x7f800000u || bits == 0x7f800000u) return a;   // NaN, log(inf) == inf
+  if (mag == 0u) return -{INF};                    // log(±0) == -inf
+  if ((bits >> 31) != 0u) return {NAN};            // below zero, -inf and negative subnormals included
+  // a = m * 2**e with m in [sqrt(1/2), sqrt(2)); a subnormal is mag * 2**-149
+  // and float(mag) is exact and normal.
+  int e = 0;
+  if (mag < {SUBNORMAL_LIMIT}) {{ bits = floatBitsToUint(float(mag)); e = -149; }}
+  e += int(bits >> 23) - 126;
+  float m = uintBitsToFloat((bits & 0x007fffffu) | 0x3f000000u);    // [1/2, 1)
+  if (m < 0.70710678118654752) {{ e -= 1; m = m + m; }}
+  // f = m - 1 is exact, so log(1 + f) keeps its relative precision near 1.
+  float f = m - 1.0;
+  float z = f * f;
+  float y = ((((((((7.0376836292e-2 * f - 1.1514610310e-1) * f + 1.1676998740e-1) * f
+            - 1.2420140846e-1) * f + 1.4249322787e-1) * f - 1.6668057665e-1) * f
+            + 2.0000714765e-1) * f - 2.4999993993e-1) * f + 3.3333331174e-1) * f * z;
+  // e ln2 with ln2 in two parts (e * 0.693359375 is exact).
+  float fe = float(e);
+  y = y - 2.12194440e-4 * fe - 0.5 * z;
+  return (f + y) + 0.693359375 * fe;""")
+_TRIG_CORE = """\
+// Bits of 2/pi, most significant first, after two zero words: word w, bit s
+// of this table is bit 32 w + s - 64 after the binary point of 2/pi.
+const uint GC_TWO_OVER_PI[9] = uint[9](0u, 0u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u,
+                                        0xDB629599u, 0x3C439041u, 0xFE5163ABu);
+
+uint gc_two_over_pi_bits(uint bit) {
+  // The 32 bits of the table from bit ``bit`` on (0 <= bit & 31 <= 31).
+  uint w = bit >> 5u, s = bit & 31u;
+  return (GC_TWO_OVER_PI[w] << s) | ((GC_TWO_OVER_PI[w + 1u] >> 1u) >> (31u - s));
+}
+
+float gc_trig_reduce(uint mag, out uint quadrant) {
+  // Payne-Hanek: |a| = m 2**(e-23) (mag its bits, finite, > pi/4) is
+  // reduced to r = |a| - quadrant pi/2, |r| <= pi/4, in integer arithmetic,
+  // exactly enough for every float32 (its nearest approach to a multiple of
+  // pi/2 is about 2**-30 |a|). The bits of 2/pi that would only add multiples
+  // of 4 to |a| 2/pi are skipped; the next 96 multiply m.
+  int e = int(mag >> 23u) - 127;
+  uint m = (mag & 0x007fffffu) | 0x00800000u;
+  uint start = uint(e + 39);              // bit e - 25 of 2/pi
+  uint w0 = gc_two_over_pi_bits(start), w1 = gc_two_over_pi_bits(start + 32u),
+       w2 = gc_two_over_pi_bits(start + 64u);
+  // |a| 2/pi = (m * w0:w1:w2) 2**-94: bits 95 and 94 are the quadrant (mod 4),
+  // the 64 below it the fraction (the words above only add multiples of 4).
+  uint h2, l2, h1, l1, carry;
+  umulExtended(m, w2, h2, l2);
+  umulExtended(m, w1, h1, l1);
+  uint p2 = uaddCarry(l1, h2, carry);
+  uint p1 = m * w0 + h1 + carry;
+  quadrant = p1 >> 30u;
+  uint hi = (p1 << 2u) | (p2 >> 30u), lo = (p2 << 2u) | (l2 >> 30u);
+  // A fraction of 1/2 or more rounds to the next quadrant: r is negative.
+  bool negative = (hi >> 31u) != 0u;
+  if (negative) { quadrant += 1u; lo = 0u - lo; hi = ~hi + uint(lo == 0u); }
+  // Normalise the fraction, multiply by pi/2 (0xC90FDAA2 2**-31) and convert.
+  uint shift = 0u;
+  if (hi == 0u) { hi = lo; lo = 0u; shift = 32u; }
+  uint lead = 31u - uint(findMSB(hi));
+  hi = (hi << lead) | ((lo >> 1u) >> (31u - lead));
+  uint ph, pl;
+  umulExtended(hi, 0xC90FDAA2u, ph, pl);
+  float r = float(ph | uint(pl != 0u))       // the low word only as a sticky bit for rounding
+          * uintBitsToFloat((127u - 31u - lead - shift) << 23u);
+  return negative ? -r : r;
+}
+
+float gc_sin_poly(float r) {   // |r| <= pi/4
+  float z = r * r;
+  return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+}
+
+float gc_cos_poly(float r) {   // |r| <= pi/4
+  float z = r * r;
+  return ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * (z * z)
+         - 0.5 * z + 1.0;
+}
+
+float gc_sin_cos(float a, uint offset) {
+  // sin(a) for offset 0, cos(a) = sin(|a| + pi/2) for offset 1.
+  uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
+  if (mag >= 0x7f800000u) return uintBitsToFloat(0x7fc00000u);    // inf and NaN
+  uint quadrant = 0u;
+  float r = uintBitsToFloat(mag);
+  if (mag > 0x3f490fdbu) r = gc_trig_reduce(mag, quadrant);        // |a| > pi/4
+  quadrant += offset;
+  float s = (quadrant & 1u) == 0u ? gc_sin_poly(r) : gc_cos_poly(r);
+  // sin(x) == x for |x| < 2**-12 (subnormals too, kept by their bits)
+  if (mag < 0x39800000u) s = offset == 0u ? r : 1.0;
+  bool flip = ((quadrant & 2u) != 0u) != (offset == 0u && (bits >> 31u) != 0u);
+  return flip ? -s : s;
+}
+"""
+_SIN = Helper("gc_sin", "float", ("float",), "  return gc_sin_cos(a, 0u);", prelude=_TRIG_CORE)
+_COS = Helper("gc_cos", "float", ("float",), "  return gc_sin_cos(a, 1u);", prelude=_TRIG_CORE)
 _SQRT = Helper("gc_sqrt", "float", ("float",), f"""\
   uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
   if (mag == 0u || mag > 0x7f800000u) return a;     // sqrt(±0) == ±0, NaN stays NaN
@@ -300,12 +414,12 @@ UNARY_OPS = {
     # Clearing the sign bit keeps subnormals on devices whose abs() flushes them.
     "abs": ({"float": "uintBitsToFloat(floatBitsToUint(x0) & 0x7fffffffu)", "int": "abs(x0)", "uint": "x0"},
             "|x|"),
-    "exp": ({"float": "exp(x0)"}, "e**x"),
+    "exp": ({"float": _EXP}, "e**x"),
     "log": ({"float": _LOG}, "natural log (NaN below 0, -inf at 0)"),
     "sqrt": ({"float": _SQRT}, "square root (NaN below 0)"),
     "rsqrt": ({"float": _RSQRT}, "1 / sqrt(x) (NaN below 0, ±inf at ±0)"),
-    "sin": ({"float": "sin(x0)"}, "sine"),
-    "cos": ({"float": "cos(x0)"}, "cosine"),
+    "sin": ({"float": _SIN}, "sine"),
+    "cos": ({"float": _COS}, "cosine"),
     "tanh": ({"float": _TANH}, "hyperbolic tangent"),
     "sigmoid": ({"float": "1.0 / (1.0 + exp(-x0))"}, "1 / (1 + e**-x)"),
     "relu": ({"float": _RELU, "int": "max(x0, 0)"}, "max(x, 0) (NaN stays NaN)"),

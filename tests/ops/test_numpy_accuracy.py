@@ -1,0 +1,103 @@
+"""float32 accuracy against numpy's own validation data and ulp bounds.
+
+numpy ships, for each transcendental ufunc, rows of (input, correctly
+rounded output, allowed ulp error) that its ``test_umath_accuracy`` checks
+its own SIMD kernels against. Every float32 row of the functions
+guestcompute has is run here, through the kernel, against numpy's bound —
+read from the installed numpy at test time, not copied. Random sweeps then
+measure the bounds the op docs state (docs/integration.md, "Accuracy")."""
+import pathlib
+
+import numpy as np
+import pytest
+
+F32 = np.float32
+DATA = pathlib.Path(np.__file__).parent / "_core" / "tests" / "data"
+# guestcompute op -> numpy's validation file name
+VALIDATED = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh"}
+# the bound the op docs state, in float32 ulp, checked on the sweeps below
+DOCUMENTED_ULP = {"exp": 2, "log": 2, "sin": 2, "cos": 2, "tanh": 2}
+
+
+def validation_rows(name):
+    """(inputs, expected, max ulp) of numpy's float32 rows for ``name``."""
+    path = DATA / f"umath-validation-set-{name}.csv"
+    if not path.exists():
+        pytest.skip(f"this numpy ships no validation data ({path.name})")
+    rows = [line.split(",") for line in path.read_text().splitlines()
+            if line.startswith("np.float32,")]
+    assert rows, f"{path.name} has no float32 rows"
+    bits = lambda column: np.array([int(r[column], 16) for r in rows], np.uint32).view(F32)  # noqa: E731
+    return bits(1), bits(2), max(int(r[3]) for r in rows)
+
+
+def ulp_distance(got, want):
+    """Units in the last place between float32 arrays (numpy's nulp_diff:
+    through the ordered integer line, so 0 and the subnormals count too);
+    0 where both are NaN or equal infinities."""
+    got, want = np.asarray(got, F32), np.asarray(want, F32)
+    ordered = lambda x: np.where(x.view(np.int32) < 0, np.int64(-2**31) - x.view(np.int32),  # noqa: E731
+                                 x.view(np.int32).astype(np.int64))
+    d = np.abs(ordered(got) - ordered(want))
+    both_nan = np.isnan(got) & np.isnan(want)
+    d = np.where(both_nan | (got == want), 0, d)
+    return np.where(np.isnan(got) != np.isnan(want), np.iinfo(np.int64).max, d)
+
+
+def assert_within_ulp(x, got, want, bound, name):
+    d = ulp_distance(got, want)
+    bad = d > bound
+    assert not bad.any(), (f"{name}: {bad.sum()} of {x.size} beyond {bound} ulp (worst {d.max()}):\n"
+                           + "\n".join(f"  {name}({v!r} = {v.view(np.uint32):#010x}) = {g!r}, want {w!r} "
+                                       f"({u} ulp)" for v, g, w, u in
+                                       list(zip(x[bad], got[bad], want[bad], d[bad]))[:12]))
+
+
+@pytest.mark.parametrize("name", sorted(VALIDATED))
+def test_numpy_validation_data_within_numpys_ulp_bound(host, ctx, name):
+    x, want, bound = validation_rows(VALIDATED[name])
+    got = host.run(ctx, lambda rec: getattr(rec, name)(ctx.tensor(x))).numpy()
+    assert_within_ulp(x, got, want, bound, name)
+
+
+# -- sweeps: the documented bounds ---------------------------------------------------
+
+def random_floats(rng, n, lo_bits, hi_bits, negative=False):
+    """n float32 values uniform in their bit patterns between two bit
+    patterns (so every binade is sampled), optionally of either sign."""
+    bits = rng.integers(lo_bits, hi_bits, n, dtype=np.uint64).astype(np.uint32)
+    if negative:
+        bits |= rng.integers(0, 2, n, dtype=np.uint32) << np.uint32(31)
+    return bits.view(F32)
+
+
+def f32_bits(v):
+    return int(np.array(v, F32).view(np.uint32))
+
+
+SWEEPS = {
+    # exp: every input with a finite, nonzero result, subnormal results included
+    "exp": (np.exp, lambda rng: np.concatenate([random_floats(rng, 60000, 0, f32_bits(88.7), True),
+                                                -random_floats(rng, 20000, f32_bits(80), f32_bits(103.9)),
+                                                rng.uniform(-1, 1, 20000).astype(F32)])),
+    # log: all positive floats, subnormals included, and the neighbourhood of 1
+    "log": (np.log, lambda rng: np.concatenate([random_floats(rng, 80000, 1, 0x7f800000),
+                                                (1 + rng.uniform(-2**-8, 2**-8, 20000)).astype(F32)])),
+    # sin, cos: every finite float, huge ones included
+    "sin": (np.sin, lambda rng: np.concatenate([random_floats(rng, 80000, 0, 0x7f800000, True),
+                                                rng.uniform(-200, 200, 20000).astype(F32)])),
+    "cos": (np.cos, lambda rng: np.concatenate([random_floats(rng, 80000, 0, 0x7f800000, True),
+                                                rng.uniform(-200, 200, 20000).astype(F32)])),
+    "tanh": (np.tanh, lambda rng: np.concatenate([random_floats(rng, 80000, 0, f32_bits(12), True),
+                                                  rng.uniform(-3, 3, 20000).astype(F32)])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWEEPS))
+def test_sweep_within_documented_ulp_bound(host, ctx, name):
+    reference, inputs = SWEEPS[name]
+    x = inputs(np.random.default_rng(25))
+    got = host.run(ctx, lambda rec: getattr(rec, name)(ctx.tensor(x))).numpy()
+    # float64 numpy rounded once to float32: within half an ulp of the exact value
+    want = reference(x.astype(np.float64)).astype(F32)
+    assert_within_ulp(x, got, want, DOCUMENTED_ULP[name], name)
