@@ -148,6 +148,14 @@ _IFLOORDIV = Helper("gc_floordiv", "int", ("int", "int"), """\
   if (a - q * b != 0 && ((a < 0) != (b < 0))) q -= 1;
   return q;""")
 _UFLOORDIV = Helper("gc_floordiv", "uint", ("uint", "uint"), "  return b == 0u ? 0u : a / b;")
+_DIV_BODY_TEXT = """\
+  // Drivers may divide as a * (1 / b), and 1 / b underflows to 0 (or to a
+  // subnormal that is flushed) for |b| >= 2**126: 1e38 / 1e38 would be 0.
+  // Scaling both operands by 1/4 there is exact and keeps the quotient.
+  float scale = (floatBitsToUint(b) & 0x7f800000u) >= 0x7e800000u ? 0.25 : 1.0;
+  return (a * scale) / (b * scale);"""
+_FDIV = Helper("gc_div", "float", ("float", "float"), _DIV_BODY_TEXT)
+_DIV_BODY = f"float gc_div(float a, float b) {{\n{_DIV_BODY_TEXT}\n}}\n"
 _FPOW = Helper("gc_pow", "float", ("float", "float"), f"""\
   // C99 Annex F pow special cases, as numpy's np.power applies them. They
   // come first: GLSL's pow is undefined for bases <= 0 and for inf/NaN.
@@ -174,10 +182,18 @@ _FPOW = Helper("gc_pow", "float", ("float", "float"), f"""\
   // Odd integer exponents keep the base's sign, ±0 and ±inf included.
   bool odd = integral && mod(b, 2.0) == 1.0;
   return odd && a_negative ? -r : r;""", prelude=f"""\
+{_DIV_BODY}
 float gc_pow_positive(uint bits, float b) {{
-  // bits: a finite base > 0; a subnormal one goes through its exact log2.
+  // bits: a finite base > 0. The exponents numpy computes exactly (x ** 1,
+  // x * x, sqrt, 1 / x) are taken exactly; the rest go through log2 and
+  // exp2, a subnormal base through its exact log2.
+  float a = uintBitsToFloat(bits);
+  if (b == 1.0) return a;
+  if (b == 2.0) return a * a;
+  if (b == -1.0) return gc_div(1.0, a);
+  if (b == 0.5) return bits < {SUBNORMAL_LIMIT} ? sqrt(2.0 * float(bits)) * exp2(-75.0) : sqrt(a);
   if (bits < {SUBNORMAL_LIMIT}) return exp2(b * (log2(float(bits)) - 149.0));
-  return pow(uintBitsToFloat(bits), b);
+  return pow(a, b);
 }}
 """)
 _IPOW = Helper("gc_pow", "int", ("int", "int"), """\
@@ -191,7 +207,7 @@ _UPOW = Helper("gc_pow", "uint", ("uint", "uint"), """\
   return r;""")
 
 BINARY_OPS = {
-    "div": ({"float": "x0 / x1"},
+    "div": ({"float": _FDIV},
             "div is true division; use floordiv for integer floor division, or cast to float32"),
     "floordiv": ({"int": _IFLOORDIV, "uint": _UFLOORDIV},
                  "floordiv is for int32/uint32; for floats use div (and round as you need)"),
@@ -377,7 +393,8 @@ _TANH = Helper("gc_tanh", "float", ("float",), """\
   // Built-in tanh is (e^2x - 1) / (e^2x + 1) on some devices: NaN for NaN
   // inputs after clamping, and no relative precision near 0 (lavapipe gives
   // 3e-8 for 1e-40). Small |x| use the minimax odd polynomial of Cephes'
-  // tanhf, the rest 1 - 2 / (e^2|x| + 1), which saturates to 1 without inf/inf.
+  // tanhf, the rest 1 - 2 / (e^2|x| + 1), which saturates to 1 without inf/inf
+  // (with the library's exp: the driver's may be approximate).
   if (isnan(a) || a == 0.0) return a;    // NaN stays NaN, tanh(±0) == ±0
   float m = abs(a);
   if (m < 0.625) {
@@ -385,11 +402,18 @@ _TANH = Helper("gc_tanh", "float", ("float",), """\
     return a + a * z * ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z
                           + 1.33314422036e-1) * z - 3.33332819422e-1);
   }
-  float r = 1.0 - 2.0 / (exp(2.0 * m) + 1.0);
-  return a < 0.0 ? -r : r;""")
+  float r = 1.0 - 2.0 / (gc_exp_core(2.0 * m) + 1.0);
+  return a < 0.0 ? -r : r;""", prelude=_EXP_CORE)
 _SILU = Helper("gc_silu", "float", ("float",), f"""\
   // The limit at -inf is -0 (the formula would give -inf / inf).
-  return a == -{INF} ? {NEG_ZERO} : a / (1.0 + exp(-a));""")
+  if (isnan(a)) return a;
+  return a == -{INF} ? {NEG_ZERO} : a / (1.0 + gc_exp_core(-a));""", prelude=_EXP_CORE)
+_SIGMOID = Helper("gc_sigmoid", "float", ("float",), """\
+  // e**-|x| never overflows: for x < 0, e**x / (1 + e**x) keeps the tiny
+  // results (1 / (1 + e**-x) would be 1 / inf == 0 below -88.7).
+  if (isnan(a)) return a;
+  float e = gc_exp_core(-abs(a));
+  return (a < 0.0 ? e : 1.0) / (1.0 + e);""", prelude=_EXP_CORE)
 _RELU = Helper("gc_relu", "float", ("float",), "  return isnan(a) ? a : max(a, 0.0);")
 _GELU = Helper("gc_gelu", "float", ("float",), f"""\
   // x * Phi(x) with erfc(|x|/sqrt 2) from Abramowitz & Stegun 7.1.26; using the
@@ -397,9 +421,9 @@ _GELU = Helper("gc_gelu", "float", ("float",), f"""\
   float y = abs(a) * 0.70710678118654752;
   float t = 1.0 / (1.0 + 0.3275911 * y);
   float erfc = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741
-             + t * (-1.453152027 + t * 1.061405429)))) * exp(-y * y);
+             + t * (-1.453152027 + t * 1.061405429)))) * gc_exp_core(-y * y);
   if (a == -{INF}) return {NEG_ZERO};   // the limit (-inf * 0 would be NaN)
-  return a * (a >= 0.0 ? 1.0 - 0.5 * erfc : 0.5 * erfc);""")
+  return a * (a >= 0.0 ? 1.0 - 0.5 * erfc : 0.5 * erfc);""", prelude=_EXP_CORE)
 _GELU_TANH = Helper("gc_gelu_tanh", "float", ("float",), f"""\
   if (a == -{INF}) return {NEG_ZERO};   // the limit (-inf * 0 would be NaN)
   // tanh saturates to ±1 in fp32 long before |u| = 15; clamping keeps
@@ -421,7 +445,7 @@ UNARY_OPS = {
     "sin": ({"float": _SIN}, "sine"),
     "cos": ({"float": _COS}, "cosine"),
     "tanh": ({"float": _TANH}, "hyperbolic tangent"),
-    "sigmoid": ({"float": "1.0 / (1.0 + exp(-x0))"}, "1 / (1 + e**-x)"),
+    "sigmoid": ({"float": _SIGMOID}, "1 / (1 + e**-x)"),
     "relu": ({"float": _RELU, "int": "max(x0, 0)"}, "max(x, 0) (NaN stays NaN)"),
     "silu": ({"float": _SILU}, "x * sigmoid(x)"),
 }

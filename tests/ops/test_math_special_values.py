@@ -142,7 +142,8 @@ UNARY_REFERENCE = {
     "sin": (np.sin, 2e-6),
     "cos": (np.cos, 2e-6),
     "tanh": (np.tanh, 2e-6),
-    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), 2e-6),
+    # in float64: float32's 1 / (1 + e**100) is 0, sigmoid(-100) is 3.7e-44
+    "sigmoid": (lambda x: (1 / (1 + np.exp(-x.astype(np.float64)))).astype(F32), 2e-6),
     "relu": (lambda x: np.maximum(x, F32(0)), 0),
     # silu and gelu have no numpy function: the formulas, with their limit -0 at -inf
     "silu": (lambda x: at_minus_inf(x, -0.0, x / (1 + np.exp(-x))), 2e-6),

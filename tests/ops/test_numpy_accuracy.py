@@ -16,7 +16,9 @@ DATA = pathlib.Path(np.__file__).parent / "_core" / "tests" / "data"
 # guestcompute op -> numpy's validation file name
 VALIDATED = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh"}
 # the bound the op docs state, in float32 ulp, checked on the sweeps below
-DOCUMENTED_ULP = {"exp": 2, "log": 2, "sin": 2, "cos": 2, "tanh": 2}
+DOCUMENTED_ULP = {"exp": 2, "log": 2, "sin": 2, "cos": 2, "tanh": 2, "sigmoid": 3, "silu": 3}
+# ops that are one GLSL operation: Vulkan's required precision for it
+DEVICE_ULP = {"sqrt": 3, "div": 3}
 
 
 def validation_rows(name):
@@ -88,6 +90,13 @@ SWEEPS = {
                                                 rng.uniform(-200, 200, 20000).astype(F32)])),
     "cos": (np.cos, lambda rng: np.concatenate([random_floats(rng, 80000, 0, 0x7f800000, True),
                                                 rng.uniform(-200, 200, 20000).astype(F32)])),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)),
+                # (down to the smallest normal result: subnormal results are the device's business)
+                lambda rng: np.concatenate([random_floats(rng, 80000, 0, f32_bits(87.3), True),
+                                            rng.uniform(-20, 20, 20000).astype(F32)])),
+    "silu": (lambda x: x / (1 + np.exp(-x)),
+             lambda rng: np.concatenate([random_floats(rng, 80000, 0, f32_bits(88), True),
+                                         rng.uniform(-20, 20, 20000).astype(F32)])),
     "tanh": (np.tanh, lambda rng: np.concatenate([random_floats(rng, 80000, 0, f32_bits(12), True),
                                                   rng.uniform(-3, 3, 20000).astype(F32)])),
 }
@@ -101,3 +110,42 @@ def test_sweep_within_documented_ulp_bound(host, ctx, name):
     # float64 numpy rounded once to float32: within half an ulp of the exact value
     want = reference(x.astype(np.float64)).astype(F32)
     assert_within_ulp(x, got, want, DOCUMENTED_ULP[name], name)
+
+
+# -- pow and div -------------------------------------------------------------------------
+
+def test_pow_small_integer_and_half_exponents_are_exact(host, ctx):
+    # numpy's float32 x ** 1 is x, x ** 2 is x * x and x ** 0.5 the square root;
+    # exp2(b log2 x) in float32 is tens of ulp off for large results.
+    rng = np.random.default_rng(3)
+    x = np.concatenate([random_floats(rng, 4000, 0x00800000, f32_bits(1.8e19)),
+                        np.array([3.0, 1e19, 1.5e-19, 7.0], F32)])
+    xt = ctx.tensor(x)
+    ones, twos, halves, scalar_twos, roots = host.run(ctx, lambda rec: (
+        rec.pow(xt, ctx.tensor(np.ones_like(x))), rec.pow(xt, ctx.tensor(np.full_like(x, 2))),
+        rec.pow(xt, ctx.tensor(np.full_like(x, 0.5))), rec.pow(xt, 2.0), rec.sqrt(xt)))
+    np.testing.assert_array_equal(ones.numpy(), x)
+    np.testing.assert_array_equal(twos.numpy(), x * x)
+    np.testing.assert_array_equal(scalar_twos.numpy(), x * x)
+    np.testing.assert_array_equal(halves.numpy(), roots.numpy())     # the device's sqrt, whatever it is
+    assert_within_ulp(x, halves.numpy(), np.sqrt(x), DEVICE_ULP["sqrt"], "pow(x, 0.5)")
+
+
+def test_pow_minus_one_is_the_reciprocal(host, ctx):
+    # (1 / x is subnormal beyond 2**126: left out, subnormal results are the device's business)
+    x = np.array([3.0, 8.5e37, -8e37, 1.2e-38, 2e-38, 0.1, 7.0, -3.0], F32)
+    got = host.run(ctx, lambda rec: rec.pow(ctx.tensor(x), -1.0)).numpy()
+    assert_within_ulp(x, got, F32(1) / x, DEVICE_ULP["div"], "pow(x, -1)")
+
+
+def test_div_of_huge_and_subnormal_divisors_like_numpy(host, ctx):
+    # A device that divides as a * (1 / b) gives 0 for 1e38 / 1e38 (1 / b
+    # underflows) unless the operands are scaled first.
+    # (normal operands and results: subnormals are the device's business)
+    a = np.array([1e38, 3e38, 2e38, -3.4e38, 1e30, 5.0, np.inf, 3e38, 1e-30, 7.0], F32)
+    b = np.array([1e38, 2e38, -3e38, 1.7e38, 1e38, 1e38, 3e38, np.inf, 1e-30, 3.0], F32)
+    got, scalar = host.run(ctx, lambda rec: (rec.div(ctx.tensor(a), ctx.tensor(b)),
+                                             rec.div(ctx.tensor(a), 2e38)))
+    with np.errstate(all="ignore"):
+        assert_within_ulp(a, got.numpy(), a / b, DEVICE_ULP["div"], "div")
+        assert_within_ulp(a, scalar.numpy(), a / F32(2e38), DEVICE_ULP["div"], "div by 2e38")
