@@ -135,6 +135,49 @@ def _entry(table: dict, dtype, name: str, hint: str):
     return entry
 
 
+_EXP_CORE = """\
+float gc_exp_parts(float a, float tail) {
+  // e**(a + tail), |tail| <= ulp(a). Cody-Waite: a = k ln2 + r, |r| <= ln2 / 2,
+  // with ln2 in two parts; the first has 9 bits, so k * 0.693359375 is exact.
+  float x = min(max(a, -104.0), 89.0);    // beyond, the result is 0 or inf: the scaling gives them
+  float k = roundEven(x * 1.44269504088896341);
+  float r = ((x - k * 0.693359375) + k * 2.12194440e-4) + tail;
+  float p = (((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
+             + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * (r * r) + r + 1.0;
+  int n = int(k);
+  // p * 2**n in two exact steps (2**128 alone is not a float); below 2**-125
+  // the subnormal result is built from its bits, as a device may flush
+  // subnormal results of multiplication.
+  int half_n = n >> 1;
+  float normal = p * uintBitsToFloat(uint(half_n + 127) << 23) * uintBitsToFloat(uint(n - half_n + 127) << 23);
+  uint subnormal = uint(roundEven(p * uintBitsToFloat(uint(max(n + 149, -126) + 127) << 23)));
+  return n >= -125 ? normal : uintBitsToFloat(subnormal);
+}
+
+float gc_exp_core(float a) { return gc_exp_parts(a, 0.0); }
+"""
+_LOG_REDUCE = f"""\
+float gc_log_reduce(uint bits, out int e) {{
+  // bits: a finite float > 0, as m 2**e with m in [sqrt(1/2), sqrt(2));
+  // returns m - 1, exact. A subnormal is bits * 2**-149, and float(bits) is
+  // exact and normal.
+  e = 0;
+  if (bits < {SUBNORMAL_LIMIT}) {{ bits = floatBitsToUint(float(bits)); e = -149; }}
+  e += int(bits >> 23) - 126;
+  float m = uintBitsToFloat((bits & 0x007fffffu) | 0x3f000000u);    // [1/2, 1)
+  if (m < 0.70710678118654752) {{ e -= 1; m = m + m; }}
+  return m - 1.0;
+}}
+
+float gc_log1p_tail(float f) {{
+  // log(1 + f) - f + f**2 / 2 for |f| <= sqrt(2) - 1 (Cephes' logf fit)
+  return ((((((((7.0376836292e-2 * f - 1.1514610310e-1) * f + 1.1676998740e-1) * f
+          - 1.2420140846e-1) * f + 1.4249322787e-1) * f - 1.6668057665e-1) * f
+          + 2.0000714765e-1) * f - 2.4999993993e-1) * f + 3.3333331174e-1) * f * (f * f);
+}}
+"""
+
+
 # -- binary ------------------------------------------------------------------
 
 _FMAX = Helper("gc_maximum", "float", ("float", "float"),
@@ -182,7 +225,25 @@ _FPOW = Helper("gc_pow", "float", ("float", "float"), f"""\
   // Odd integer exponents keep the base's sign, ±0 and ±inf included.
   bool odd = integral && mod(b, 2.0) == 1.0;
   return odd && a_negative ? -r : r;""", prelude=f"""\
-{_DIV_BODY}
+{_DIV_BODY}{_EXP_CORE}{_LOG_REDUCE}
+float gc_split(float v) {{ return uintBitsToFloat(floatBitsToUint(v) & 0xfffff000u); }}   // its top 12 bits
+
+void gc_two_product(float v, float w, out float hi, out float lo) {{
+  // v w == hi + lo exactly (Dekker; the 12-bit halves multiply exactly).
+  precise float vh = gc_split(v), vl = v - vh, wh = gc_split(w), wl = w - wh;
+  precise float pr = v * w;
+  precise float err = (((vh * wh - pr) + vh * wl) + vl * wh) + vl * wl;
+  hi = pr; lo = err;
+}}
+
+void gc_two_sum(float v, float w, out float hi, out float lo) {{
+  // v + w == hi + lo exactly (Knuth).
+  precise float sum = v + w;
+  precise float bv = sum - v;
+  precise float err = (v - (sum - bv)) + (w - bv);
+  hi = sum; lo = err;
+}}
+
 float gc_pow_positive(uint bits, float b) {{
   // bits: a finite base > 0. The exponents numpy computes exactly (x ** 1,
   // x * x, sqrt, 1 / x) are taken exactly; the rest go through log2 and
@@ -192,8 +253,26 @@ float gc_pow_positive(uint bits, float b) {{
   if (b == 2.0) return a * a;
   if (b == -1.0) return gc_div(1.0, a);
   if (b == 0.5) return bits < {SUBNORMAL_LIMIT} ? sqrt(2.0 * float(bits)) * exp2(-75.0) : sqrt(a);
-  if (bits < {SUBNORMAL_LIMIT}) return exp2(b * (log2(float(bits)) - 149.0));
-  return pow(a, b);
+  // e**(b log a), with b log a in two floats: log a = e ln2 + f - f**2 / 2 + tail
+  // has exact parts but the small tail, and each product with b is split.
+  int e;
+  float f = gc_log_reduce(bits, e);
+  float fe = float(e);
+  // Far beyond float32's range the result is inf or 0 (and the exact
+  // products below could overflow into inf - inf).
+  float rough = b * (0.69314718 * fe + f);
+  if (abs(rough) > 200.0) return rough > 0.0 ? {INF} : 0.0;
+  float hi, lo, p, q, r;
+  gc_two_product(b, 0.693359375 * fe, hi, lo);       // 0.693359375 fe is exact
+  gc_two_product(b, f, p, q);
+  gc_two_sum(hi, p, hi, p);
+  lo += p + q;
+  gc_two_product(f, f, p, q);                        // -f**2 / 2 == -(p + q) / 2
+  gc_two_product(b, -0.5 * p, p, r);
+  gc_two_sum(hi, p, hi, p);
+  lo += p + r + b * (gc_log1p_tail(f) - 0.5 * q - 2.12194440e-4 * fe);
+  gc_two_sum(hi, lo, hi, lo);
+  return gc_exp_parts(hi, lo);
 }}
 """)
 _IPOW = Helper("gc_pow", "int", ("int", "int"), """\
@@ -257,25 +336,6 @@ for _name, (_table, _hint) in BINARY_OPS.items():
 # not the driver's: GLSL leaves their precision loose (exp/log to 3 + 2|x|
 # ulp, sin/cos to an absolute error) and NVIDIA's builtins are approximate.
 # The polynomials are Cephes' expf, logf, sinf and cosf minimax fits.
-_EXP_CORE = """\
-float gc_exp_core(float a) {
-  // Cody-Waite: a = k ln2 + r, |r| <= ln2 / 2, with ln2 in two parts; the
-  // first has 9 bits, so k * 0.693359375 is exact for |k| <= 2**15.
-  float x = min(max(a, -104.0), 89.0);    // beyond, the result is 0 or inf: the scaling gives them
-  float k = roundEven(x * 1.44269504088896341);
-  float r = (x - k * 0.693359375) + k * 2.12194440e-4;
-  float p = (((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
-             + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * (r * r) + r + 1.0;
-  int n = int(k);
-  // p * 2**n in two exact steps (2**128 alone is not a float); below 2**-125
-  // the subnormal result is built from its bits, as a device may flush
-  // subnormal results of multiplication.
-  int half_n = n >> 1;
-  float normal = p * uintBitsToFloat(uint(half_n + 127) << 23) * uintBitsToFloat(uint(n - half_n + 127) << 23);
-  uint subnormal = uint(roundEven(p * uintBitsToFloat(uint(max(n + 149, -126) + 127) << 23)));
-  return n >= -125 ? normal : uintBitsToFloat(subnormal);
-}
-"""
 _EXP = Helper("gc_exp", "float", ("float",), "  return isnan(a) ? a : gc_exp_core(a);", prelude=_EXP_CORE)
 _LOG = Helper("gc_log", "float", ("float",), f"""\
   // Classified by bits: a flushing device compares a subnormal equal to 0.
@@ -283,23 +343,13 @@ _LOG = Helper("gc_log", "float", ("float",), f"""\
   if (mag > 0x7f800000u || bits == 0x7f800000u) return a;   // NaN, log(inf) == inf
   if (mag == 0u) return -{INF};                    // log(±0) == -inf
   if ((bits >> 31) != 0u) return {NAN};            // below zero, -inf and negative subnormals included
-  // a = m * 2**e with m in [sqrt(1/2), sqrt(2)); a subnormal is mag * 2**-149
-  // and float(mag) is exact and normal.
-  int e = 0;
-  if (mag < {SUBNORMAL_LIMIT}) {{ bits = floatBitsToUint(float(mag)); e = -149; }}
-  e += int(bits >> 23) - 126;
-  float m = uintBitsToFloat((bits & 0x007fffffu) | 0x3f000000u);    // [1/2, 1)
-  if (m < 0.70710678118654752) {{ e -= 1; m = m + m; }}
-  // f = m - 1 is exact, so log(1 + f) keeps its relative precision near 1.
-  float f = m - 1.0;
-  float z = f * f;
-  float y = ((((((((7.0376836292e-2 * f - 1.1514610310e-1) * f + 1.1676998740e-1) * f
-            - 1.2420140846e-1) * f + 1.4249322787e-1) * f - 1.6668057665e-1) * f
-            + 2.0000714765e-1) * f - 2.4999993993e-1) * f + 3.3333331174e-1) * f * z;
-  // e ln2 with ln2 in two parts (e * 0.693359375 is exact).
+  // f = m - 1 is exact, so log(1 + f) keeps its relative precision near 1;
+  // e ln2 has ln2 in two parts (e * 0.693359375 is exact).
+  int e;
+  float f = gc_log_reduce(mag, e);
   float fe = float(e);
-  y = y - 2.12194440e-4 * fe - 0.5 * z;
-  return (f + y) + 0.693359375 * fe;""")
+  float y = gc_log1p_tail(f) - 2.12194440e-4 * fe - 0.5 * (f * f);
+  return (f + y) + 0.693359375 * fe;""", prelude=_LOG_REDUCE)
 _TRIG_CORE = """\
 // Bits of 2/pi, most significant first, after two zero words: word w, bit s
 // of this table is bit 32 w + s - 64 after the binary point of 2/pi.

@@ -16,7 +16,7 @@ DATA = pathlib.Path(np.__file__).parent / "_core" / "tests" / "data"
 # guestcompute op -> numpy's validation file name
 VALIDATED = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh"}
 # the bound the op docs state, in float32 ulp, checked on the sweeps below
-DOCUMENTED_ULP = {"exp": 2, "log": 2, "sin": 2, "cos": 2, "tanh": 2, "sigmoid": 3, "silu": 3}
+DOCUMENTED_ULP = {"exp": 2, "log": 2, "sin": 2, "cos": 2, "tanh": 2, "sigmoid": 3, "silu": 3, "pow": 8}
 # ops that are one GLSL operation: Vulkan's required precision for it
 DEVICE_ULP = {"sqrt": 3, "div": 3}
 
@@ -149,3 +149,18 @@ def test_div_of_huge_and_subnormal_divisors_like_numpy(host, ctx):
     with np.errstate(all="ignore"):
         assert_within_ulp(a, got.numpy(), a / b, DEVICE_ULP["div"], "div")
         assert_within_ulp(a, scalar.numpy(), a / F32(2e38), DEVICE_ULP["div"], "div by 2e38")
+
+
+def test_pow_sweep_within_documented_ulp_bound(host, ctx):
+    # positive bases of every binade, exponents up to the edge of float32's
+    # range (|b log2 a| < 120), a third of them small
+    rng = np.random.default_rng(25)
+    x = random_floats(rng, 60000, 0x00800000, 0x7f000000)
+    log2x = np.log2(x.astype(np.float64))
+    y = rng.uniform(-120, 120, x.size) / np.where(np.abs(log2x) < 1e-3, 1e-3, log2x)
+    y = np.where(rng.uniform(size=x.size) < 0.3, rng.uniform(-4, 4, x.size), y).astype(F32)
+    want = np.power(x.astype(np.float64), y.astype(np.float64))
+    normal = (want > np.finfo(F32).smallest_normal) & (want < np.finfo(F32).max)
+    x, y, want = x[normal], y[normal], want[normal].astype(F32)
+    got = host.run(ctx, lambda rec: rec.pow(ctx.tensor(x), ctx.tensor(y))).numpy()
+    assert_within_ulp(x, got, want, DOCUMENTED_ULP["pow"], "pow")
