@@ -44,11 +44,39 @@ Semantics, chosen to match numpy:
   SPIR-V is the same for every device, and lavapipe supports neither
   ``shaderDenormPreserveFloat32`` nor ``shaderDenormFlushToZeroFloat32``),
   so a device may flush subnormal inputs and results of arithmetic, of
-  ``relu``/``clamp`` and of ``exp``/``sigmoid``/``pow`` to ±0 (lavapipe keeps them in ``add``/``mul``
-  but its ``exp`` flushes results below 2**-126 to 0). float16 subnormals
+  ``relu``/``clamp`` and of ``sigmoid``/``pow`` to ±0 (lavapipe keeps them in ``add``/``mul``;
+  ``exp`` builds its subnormal results from their bits). float16 subnormals
   are normal numbers once loaded into fp32, so they compute exactly; a
   result stored into float16's subnormal range is rounded by the device's
   conversion (lavapipe keeps it, as numpy).
+- Accuracy (float32, in ulp of the correctly rounded result; numpy's own
+  bound in brackets where it ships validation data, which
+  tests/ops/test_numpy_accuracy.py runs in full; sweeps over every binade
+  check the rest):
+
+  ========  ==========  ====================================================
+  op        ulp         notes
+  ========  ==========  ====================================================
+  exp       2  [3]      Cody-Waite reduction; subnormal results built from bits
+  log       2  [4]      exact ``m - 1`` near 1 (log(1 - 2**-24) is right)
+  sin, cos  2  [2]      Payne-Hanek reduction, exact for every float32
+  tanh      2  [2]
+  sigmoid   3           e**x / (1 + e**x) below 0: no overflow to 0
+  silu      3
+  pow       8           exact for ``b`` 1 and 2, ``sqrt`` for 0.5, ``div``
+                        for -1; results between float32's smallest normal
+                        and largest value
+  div       device      Vulkan requires 2.5 ulp (lavapipe: exact)
+  sqrt      device      Vulkan: as 1 / inversesqrt (lavapipe: exact)
+  rsqrt     device      Vulkan requires 2 ulp
+  gelu      absolute    |error| < 1e-6 (erfc of Abramowitz & Stegun 7.1.26)
+  ========  ==========  ====================================================
+
+  exp, log, sin, cos, pow (and tanh, sigmoid, silu, gelu through exp) are
+  the library's own reduction and short polynomials on every device, not the
+  driver's builtins: GLSL lets those be loose (and NVIDIA's are
+  approximate). ``div`` scales both operands by 1/4 when ``|b| >= 2**126``,
+  as drivers that divide by multiplying with ``1 / b`` would underflow it.
 - ``gelu`` defaults to the exact erf form, with erfc from Abramowitz &
   Stegun 7.1.26 (absolute error below 1.5e-7, computed without cancellation
   for negative inputs); ``approximate="tanh"`` is the tanh formula.
@@ -295,9 +323,11 @@ BINARY_OPS = {
     "minimum": ({"float": _FMIN, "int": "min(x0, x1)", "uint": "min(x0, x1)"}, ""),
 }
 _BINARY_DOCS = {
-    "div": "true division ``a / b`` (float dtypes only)",
+    "div": "true division ``a / b`` (float dtypes only; the device's division accuracy, "
+           "Vulkan's 2.5 ulp at most, for every finite operand)",
     "floordiv": "numpy's ``a // b`` for int32/uint32 (``x // 0 == 0``)",
-    "pow": "``a ** b`` (numpy's rules for negative bases; ints wrap)",
+    "pow": "``a ** b`` (numpy's rules for negative bases; ints wrap; float32 within 8 ulp, "
+           "exact for b = 1, 2 and as sqrt / div for 0.5 / -1)",
     "maximum": "elementwise maximum, NaN-propagating like numpy",
     "minimum": "elementwise minimum, NaN-propagating like numpy",
 }
@@ -488,16 +518,16 @@ UNARY_OPS = {
     # Clearing the sign bit keeps subnormals on devices whose abs() flushes them.
     "abs": ({"float": "uintBitsToFloat(floatBitsToUint(x0) & 0x7fffffffu)", "int": "abs(x0)", "uint": "x0"},
             "|x|"),
-    "exp": ({"float": _EXP}, "e**x"),
-    "log": ({"float": _LOG}, "natural log (NaN below 0, -inf at 0)"),
+    "exp": ({"float": _EXP}, "e**x (within 2 ulp)"),
+    "log": ({"float": _LOG}, "natural log (NaN below 0, -inf at 0; within 2 ulp)"),
     "sqrt": ({"float": _SQRT}, "square root (NaN below 0)"),
     "rsqrt": ({"float": _RSQRT}, "1 / sqrt(x) (NaN below 0, ±inf at ±0)"),
-    "sin": ({"float": _SIN}, "sine"),
-    "cos": ({"float": _COS}, "cosine"),
-    "tanh": ({"float": _TANH}, "hyperbolic tangent"),
-    "sigmoid": ({"float": _SIGMOID}, "1 / (1 + e**-x)"),
+    "sin": ({"float": _SIN}, "sine (within 2 ulp for every float32)"),
+    "cos": ({"float": _COS}, "cosine (within 2 ulp for every float32)"),
+    "tanh": ({"float": _TANH}, "hyperbolic tangent (within 2 ulp)"),
+    "sigmoid": ({"float": _SIGMOID}, "1 / (1 + e**-x) (within 3 ulp)"),
     "relu": ({"float": _RELU, "int": "max(x0, 0)"}, "max(x, 0) (NaN stays NaN)"),
-    "silu": ({"float": _SILU}, "x * sigmoid(x)"),
+    "silu": ({"float": _SILU}, "x * sigmoid(x) (within 3 ulp)"),
 }
 
 

@@ -164,3 +164,15 @@ def test_pow_sweep_within_documented_ulp_bound(host, ctx):
     x, y, want = x[normal], y[normal], want[normal].astype(F32)
     got = host.run(ctx, lambda rec: rec.pow(ctx.tensor(x), ctx.tensor(y))).numpy()
     assert_within_ulp(x, got, want, DOCUMENTED_ULP["pow"], "pow")
+
+
+def test_documented_bounds_are_the_tested_ones():
+    # docs/integration.md's accuracy table states what this module checks
+    doc = (pathlib.Path(__file__).parents[2] / "docs" / "integration.md").read_text()
+    rows = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[1][:1].isdigit():
+            for op in cells[0].replace("`", "").split(","):
+                rows[op.strip()] = int(cells[1].split()[0])
+    assert rows == DOCUMENTED_ULP
