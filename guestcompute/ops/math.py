@@ -427,6 +427,26 @@ float gc_trig_reduce(uint mag, out uint quadrant) {
   return negative ? -r : r;
 }
 
+float gc_trig_reduce_medium(float x, out uint quadrant) {
+  // Cody-Waite for pi/4 < x < 6432 (quadrant < 2**12): pi/2 in five parts,
+  // the first four of 12 bits, so each k * part is exact; the subtractions
+  // are exact or their errors are carried (Knuth's two-sum), so r is right to
+  // well below an ulp even at x's nearest approach to a multiple of pi/2
+  // (about 2**-28 here).
+  float k = roundEven(x * 0.636619772367581343);
+  quadrant = uint(k);
+  float t = (x - k * uintBitsToFloat(0x3fc90000u)) - k * uintBitsToFloat(0x39fda000u);   // exact
+  precise float p3 = k * uintBitsToFloat(0x33a22000u);
+  precise float t3 = t - p3;
+  precise float b3 = t3 - t;
+  precise float e3 = (t - (t3 - b3)) - (p3 + b3);
+  precise float p4 = k * uintBitsToFloat(0x2c346000u);
+  precise float t4 = t3 - p4;
+  precise float b4 = t4 - t3;
+  precise float e4 = (t3 - (t4 - b4)) - (p4 + b4);
+  return t4 + ((e3 + e4) - k * uintBitsToFloat(0x248d3132u));
+}
+
 float gc_sin_poly(float r) {   // |r| <= pi/4
   float z = r * r;
   return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
@@ -444,7 +464,9 @@ float gc_sin_cos(float a, uint offset) {
   if (mag >= 0x7f800000u) return uintBitsToFloat(0x7fc00000u);    // inf and NaN
   uint quadrant = 0u;
   float r = uintBitsToFloat(mag);
-  if (mag > 0x3f490fdbu) r = gc_trig_reduce(mag, quadrant);        // |a| > pi/4
+  if (mag > 0x3f490fdbu) {                                          // |a| > pi/4
+    r = mag < 0x45c90000u ? gc_trig_reduce_medium(r, quadrant) : gc_trig_reduce(mag, quadrant);
+  }
   quadrant += offset;
   float s = (quadrant & 1u) == 0u ? gc_sin_poly(r) : gc_cos_poly(r);
   // sin(x) == x for |x| < 2**-12 (subnormals too, kept by their bits)
