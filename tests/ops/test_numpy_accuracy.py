@@ -176,3 +176,16 @@ def test_documented_bounds_are_the_tested_ones():
             for op in cells[0].replace("`", "").split(","):
                 rows[op.strip()] = int(cells[1].split()[0])
     assert rows == DOCUMENTED_ULP
+
+
+def test_trig_arguments_hard_to_reduce(host, ctx):
+    # the float32 closest to a multiple of pi/2 below 6432 (r ~ 2**-28), the
+    # edges of the two reductions, multiples of pi/2 and huge arguments
+    x = np.array([252.89820861816406, 6431.99951171875, 6432.0, 6432.00048828125, np.pi / 2, np.pi,
+                  3 * np.pi / 2, 2 * np.pi, 1e10, 2.0 ** 24 * np.pi, 1e22, 3.4e38, 0.7853982, 0.78539824],
+                 F32)
+    x = np.concatenate([x, -x])
+    got_sin, got_cos = host.run(ctx, lambda rec: (rec.sin(ctx.tensor(x)), rec.cos(ctx.tensor(x))))
+    assert_within_ulp(x, got_sin.numpy(), np.sin(x.astype(np.float64)).astype(F32), DOCUMENTED_ULP["sin"], "sin")
+    assert_within_ulp(x, got_cos.numpy(), np.cos(x.astype(np.float64)).astype(F32), DOCUMENTED_ULP["cos"], "cos")
+    assert abs(got_sin.numpy()[8] - (-0.48750603)) < 2e-7        # sin(1e10), as numpy
