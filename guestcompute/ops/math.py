@@ -9,8 +9,10 @@ from the table is a :class:`DTypeError` naming what to do instead.
 
 Semantics, chosen to match numpy:
 
-- ``div`` is true division and exists only for floats (numpy's int ``/``
-  would give float64); ``floordiv`` is numpy's ``//`` for int32/uint32:
+- ``div`` is true division; on int32/uint32 it gives float32 (numpy's
+  int ``/`` gives float64, which guestcompute does not have), computed as
+  ``float(a) / float(b)`` (exact operands up to 2**24), with ``x / 0``
+  ±inf and ``0 / 0`` NaN as numpy. ``floordiv`` is numpy's ``//`` for int32/uint32:
   rounds toward minus infinity, and ``x // 0 == 0`` as numpy returns.
   ``floordiv`` on floats raises (numpy's float ``//`` has fmod-based rounding
   rules; use ``div`` and round yourself).
@@ -212,6 +214,15 @@ _FMAX = Helper("gc_maximum", "float", ("float", "float"),
                "  if (isnan(a)) return a;\n  if (isnan(b)) return b;\n  return max(a, b);")
 _FMIN = Helper("gc_minimum", "float", ("float", "float"),
                "  if (isnan(a)) return a;\n  if (isnan(b)) return b;\n  return min(a, b);")
+def _true_division(kind: str) -> Helper:
+    """int32/uint32 ``a / b`` as float32 (numpy's is float64, which
+    guestcompute does not have); x / 0 is ±inf or NaN, as numpy gives it."""
+    zero = "0" if kind == "int" else "0u"
+    return Helper("gc_true_div", "float", (kind, kind), f"""\
+  if (b == {zero}) return a == {zero} ? {NAN} : (a > {zero} ? {INF} : -{INF});
+  return gc_div(float(a), float(b));""", prelude=_DIV_BODY)
+
+
 _IFLOORDIV = Helper("gc_floordiv", "int", ("int", "int"), """\
   if (b == 0) return 0;         // numpy: x // 0 == 0
   if (b == -1) return -a;       // INT_MIN / -1 overflows in SPIR-V; numpy wraps to INT_MIN
@@ -314,8 +325,7 @@ _UPOW = Helper("gc_pow", "uint", ("uint", "uint"), """\
   return r;""")
 
 BINARY_OPS = {
-    "div": ({"float": _FDIV},
-            "div is true division; use floordiv for integer floor division, or cast to float32"),
+    "div": ({"float": _FDIV, "int": _true_division("int"), "uint": _true_division("uint")}, ""),
     "floordiv": ({"int": _IFLOORDIV, "uint": _UFLOORDIV},
                  "floordiv is for int32/uint32; for floats use div (and round as you need)"),
     "pow": ({"float": _FPOW, "int": _IPOW, "uint": _UPOW}, ""),
@@ -323,14 +333,20 @@ BINARY_OPS = {
     "minimum": ({"float": _FMIN, "int": "min(x0, x1)", "uint": "min(x0, x1)"}, ""),
 }
 _BINARY_DOCS = {
-    "div": "true division ``a / b`` (float dtypes only; the device's division accuracy, "
-           "Vulkan's 2.5 ulp at most, for every finite operand)",
+    "div": "true division ``a / b`` (the device's division accuracy, Vulkan's 2.5 ulp at most, "
+           "for every finite operand; int32/uint32 operands give float32, where numpy gives "
+           "float64: ``float(a) / float(b)``, exact inputs up to 2**24)",
     "floordiv": "numpy's ``a // b`` for int32/uint32 (``x // 0 == 0``)",
     "pow": "``a ** b`` (numpy's rules for negative bases; ints wrap; float32 within 8 ulp, "
            "exact for b = 1, 2 and as sqrt / div for 0.5 / -1)",
     "maximum": "elementwise maximum, NaN-propagating like numpy",
     "minimum": "elementwise minimum, NaN-propagating like numpy",
 }
+
+
+def _result_dtype(name: str, dtype):
+    """True division of integers gives float32 (numpy: float64)."""
+    return as_dtype("float32") if name == "div" and dtype.kind != "float" else dtype
 
 
 def _binary(name: str, table: dict, hint: str):
@@ -344,12 +360,14 @@ def _binary(name: str, table: dict, hint: str):
         entry = _entry(table, dtype, name, hint)
         if isinstance(b, Tensor):
             expr, helpers = _expr(entry, ("x0", "x1"))
-            return elementwise(ctx, expr, [a, b], out, allowed=NUMERIC, name=name, helpers=helpers)
+            return elementwise(ctx, expr, [a, b], out, out_dtype=_result_dtype(name, dtype), allowed=NUMERIC,
+                               name=name, helpers=helpers)
         if name == "pow" and dtype.kind != "float" and isinstance(b, (int, float)) and b < 0:
             raise InvalidArgumentError("integers to negative integer powers are not allowed "
                                        "(as in numpy); cast to float32 first")
         expr, helpers = _expr(entry, ("x0", "s"), uniform=(1,))
-        return elementwise(ctx, expr, [a], out, scalar=b, allowed=NUMERIC, name=name, helpers=helpers)
+        return elementwise(ctx, expr, [a], out, out_dtype=_result_dtype(name, dtype), scalar=b, allowed=NUMERIC,
+                           name=name, helpers=helpers)
     binary_op.__name__ = name
     binary_op.__doc__ = (f"{_BINARY_DOCS[name]}, with numpy broadcasting; ``b`` may be a Python "
                          "number. Allocates ``out`` when omitted.")
@@ -675,14 +693,15 @@ def _math_variants():
     for name in NUMERIC:
         d = as_dtype(name)
         kind = COMPUTE_TYPE[d.kind]
-        for table, _ in BINARY_OPS.values():
+        for op_name, (table, _) in BINARY_OPS.items():
             entry = table.get(kind)
             if entry is None:
                 continue
+            result = _result_dtype(op_name, d)
             expr, helpers = _expr(entry, ("x0", "x1"))
-            yield from map_variants(expr, [d, d], d, helpers=helpers)
+            yield from map_variants(expr, [d, d], result, helpers=helpers)
             expr, helpers = _expr(entry, ("x0", "s"), uniform=(1,))
-            yield from map_variants(expr, [d], d, kind, helpers=helpers)
+            yield from map_variants(expr, [d], result, kind, helpers=helpers)
         for table in [t for t, _ in UNARY_OPS.values()] + list(GELU.values()):
             entry = table.get(kind)
             if entry is not None:
