@@ -400,14 +400,18 @@ _LOG = Helper("gc_log", "float", ("float",), f"""\
   return (f + y) + 0.693359375 * fe;""", prelude=_LOG_REDUCE)
 _TRIG_CORE = """\
 // Bits of 2/pi, most significant first, after two zero words: word w, bit s
-// of this table is bit 32 w + s - 64 after the binary point of 2/pi.
-const uint GC_TWO_OVER_PI[9] = uint[9](0u, 0u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u,
-                                        0xDB629599u, 0x3C439041u, 0xFE5163ABu);
+// of this table is bit 32 w + s - 64 after the binary point of 2/pi. (A
+// chain of selects, not a const array: some compilers copy an indexed
+// array into every invocation's private memory.)
+uint gc_two_over_pi_word(uint w) {
+  return w < 5u ? (w < 3u ? (w < 2u ? 0u : 0xA2F9836Eu) : (w < 4u ? 0x4E441529u : 0xFC2757D1u))
+                : (w < 7u ? (w < 6u ? 0xF534DDC0u : 0xDB629599u) : (w < 8u ? 0x3C439041u : 0xFE5163ABu));
+}
 
 uint gc_two_over_pi_bits(uint bit) {
-  // The 32 bits of the table from bit ``bit`` on (0 <= bit & 31 <= 31).
+  // The 32 bits of the table from bit ``bit`` on.
   uint w = bit >> 5u, s = bit & 31u;
-  return (GC_TWO_OVER_PI[w] << s) | ((GC_TWO_OVER_PI[w + 1u] >> 1u) >> (31u - s));
+  return (gc_two_over_pi_word(w) << s) | ((gc_two_over_pi_word(w + 1u) >> 1u) >> (31u - s));
 }
 
 float gc_trig_reduce(uint mag, out uint quadrant) {
