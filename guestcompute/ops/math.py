@@ -66,8 +66,10 @@ Semantics, chosen to match numpy:
   sigmoid   3           e**x / (1 + e**x) below 0: no overflow to 0
   silu      3
   pow       8           exact for ``b`` 1 and 2, ``sqrt`` for 0.5, ``div``
-                        for -1; results between float32's smallest normal
-                        and largest value
+                        for -1, correctly rounded (but near-ties) for other
+                        whole ``|b| <= 64`` with results within 2**±100;
+                        results between float32's smallest normal and
+                        largest value
   div       device      Vulkan requires 2.5 ulp (lavapipe: exact)
   sqrt      device      Vulkan: as 1 / inversesqrt (lavapipe: exact)
   rsqrt     device      Vulkan requires 2 ulp
@@ -283,6 +285,37 @@ void gc_two_sum(float v, float w, out float hi, out float lo) {{
   hi = sum; lo = err;
 }}
 
+void gc_fast_two_sum(float v, float w, out float hi, out float lo) {{
+  // v + w == hi + lo exactly, for |v| >= |w| (Dekker).
+  precise float sum = v + w;
+  precise float err = w - (sum - v);
+  hi = sum; lo = err;
+}}
+
+float gc_pow_integer(float x, float b) {{
+  // x ** n for whole 2 < |n| <= 64 with a result well inside the normal
+  // range: binary powering in two floats (about 44 bits), so the result is
+  // correctly rounded but for near-ties, and exact when it is a float.
+  uint n = uint(abs(b));
+  float hi = 1.0, lo = 0.0, sh = x, sl = 0.0, p, e;
+  for (;;) {{
+    if ((n & 1u) != 0u) {{                          // (hi, lo) *= (sh, sl)
+      gc_two_product(hi, sh, p, e);
+      gc_fast_two_sum(p, e + (hi * sl + lo * sh), hi, lo);
+    }}
+    n >>= 1u;
+    if (n == 0u) break;
+    gc_two_product(sh, sh, p, e);                   // (sh, sl) squared
+    gc_fast_two_sum(p, e + 2.0 * sh * sl, sh, sl);
+  }}
+  if (b > 0.0) return hi + lo;
+  // 1 / (hi + lo): the device's quotient, then one correction step from the
+  // exact residual 1 - q (hi + lo) (1 - p is exact: p is within an ulp or so of 1).
+  float q = 1.0 / hi;
+  gc_two_product(q, hi, p, e);
+  return q + q * (((1.0 - p) - e) - q * lo);
+}}
+
 float gc_pow_positive(uint bits, float b) {{
   // bits: a finite base > 0. The exponents numpy computes exactly (x ** 1,
   // x * x, sqrt, 1 / x) are taken exactly; the rest go through log2 and
@@ -301,6 +334,7 @@ float gc_pow_positive(uint bits, float b) {{
   // products below could overflow into inf - inf).
   float rough = b * (0.69314718 * fe + f);
   if (abs(rough) > 200.0) return rough > 0.0 ? {INF} : 0.0;
+  if (abs(rough) < 69.0 && abs(b) <= 64.0 && floor(b) == b) return gc_pow_integer(a, b);
   float hi, lo, p, q, r;
   gc_two_product(b, 0.693359375 * fe, hi, lo);       // 0.693359375 fe is exact
   gc_two_product(b, f, p, q);
@@ -338,7 +372,8 @@ _BINARY_DOCS = {
            "float64: ``float(a) / float(b)``, exact inputs up to 2**24)",
     "floordiv": "numpy's ``a // b`` for int32/uint32 (``x // 0 == 0``)",
     "pow": "``a ** b`` (numpy's rules for negative bases; ints wrap; float32 within 8 ulp, "
-           "exact for b = 1, 2 and as sqrt / div for 0.5 / -1)",
+           "exact for b = 1, 2 and as sqrt / div for 0.5 / -1, correctly rounded for other whole "
+           "|b| <= 64 with results within 2**±100)",
     "maximum": "elementwise maximum, NaN-propagating like numpy",
     "minimum": "elementwise minimum, NaN-propagating like numpy",
 }
