@@ -1,4 +1,4 @@
-"""Radix sort: ``rec.sort(keys, values=None)`` and ``rec.argsort(keys)``.
+"""Radix sort: ``rec.sort(keys, values=None)`` and ``rec.argsort(keys, axis=-1)``.
 
 A stable LSD radix sort over 4-bit digits (8 passes for 32-bit keys), each
 pass three steps over tiles of ``TILE`` keys, one workgroup per tile:
