@@ -9,8 +9,10 @@ from the table is a :class:`DTypeError` naming what to do instead.
 
 Semantics, chosen to match numpy:
 
-- ``div`` is true division and exists only for floats (numpy's int ``/``
-  would give float64); ``floordiv`` is numpy's ``//`` for int32/uint32:
+- ``div`` is true division; on int32/uint32 it gives float32 (numpy's
+  int ``/`` gives float64, which guestcompute does not have), computed as
+  ``float(a) / float(b)`` (exact operands up to 2**24), with ``x / 0``
+  ±inf and ``0 / 0`` NaN as numpy. ``floordiv`` is numpy's ``//`` for int32/uint32:
   rounds toward minus infinity, and ``x // 0 == 0`` as numpy returns.
   ``floordiv`` on floats raises (numpy's float ``//`` has fmod-based rounding
   rules; use ``div`` and round yourself).
@@ -44,11 +46,41 @@ Semantics, chosen to match numpy:
   SPIR-V is the same for every device, and lavapipe supports neither
   ``shaderDenormPreserveFloat32`` nor ``shaderDenormFlushToZeroFloat32``),
   so a device may flush subnormal inputs and results of arithmetic, of
-  ``relu``/``clamp`` and of ``exp``/``sigmoid``/``pow`` to ±0 (lavapipe keeps them in ``add``/``mul``
-  but its ``exp`` flushes results below 2**-126 to 0). float16 subnormals
+  ``relu``/``clamp`` and of ``sigmoid``/``pow`` to ±0 (lavapipe keeps them in ``add``/``mul``;
+  ``exp`` builds its subnormal results from their bits). float16 subnormals
   are normal numbers once loaded into fp32, so they compute exactly; a
   result stored into float16's subnormal range is rounded by the device's
   conversion (lavapipe keeps it, as numpy).
+- Accuracy (float32, in ulp of the correctly rounded result; numpy's own
+  bound in brackets where it ships validation data, which
+  tests/ops/test_numpy_accuracy.py runs in full; sweeps over every binade
+  check the rest):
+
+  ========  ==========  ====================================================
+  op        ulp         notes
+  ========  ==========  ====================================================
+  exp       2  [3]      Cody-Waite reduction; subnormal results built from bits
+  log       2  [4]      exact ``m - 1`` near 1 (log(1 - 2**-24) is right)
+  sin, cos  2  [2]      Payne-Hanek reduction, exact for every float32
+  tanh      2  [2]
+  sigmoid   3           e**x / (1 + e**x) below 0: no overflow to 0
+  silu      3
+  pow       8           exact for ``b`` 1 and 2, ``sqrt`` for 0.5, ``div``
+                        for -1, correctly rounded (but near-ties) for other
+                        whole ``|b| <= 64`` with results within 2**±100;
+                        results between float32's smallest normal and
+                        largest value
+  div       device      Vulkan requires 2.5 ulp (lavapipe: exact)
+  sqrt      device      Vulkan: as 1 / inversesqrt (lavapipe: exact)
+  rsqrt     device      Vulkan requires 2 ulp
+  gelu      absolute    |error| < 1e-6 (erfc of Abramowitz & Stegun 7.1.26)
+  ========  ==========  ====================================================
+
+  exp, log, sin, cos, pow (and tanh, sigmoid, silu, gelu through exp) are
+  the library's own reduction and short polynomials on every device, not the
+  driver's builtins: GLSL lets those be loose (and NVIDIA's are
+  approximate). ``div`` scales both operands by 1/4 when ``|b| >= 2**126``,
+  as drivers that divide by multiplying with ``1 / b`` would underflow it.
 - ``gelu`` defaults to the exact erf form, with erfc from Abramowitz &
   Stegun 7.1.26 (absolute error below 1.5e-7, computed without cancellation
   for negative inputs); ``approximate="tanh"`` is the tanh formula.
@@ -135,12 +167,64 @@ def _entry(table: dict, dtype, name: str, hint: str):
     return entry
 
 
+_EXP_CORE = """\
+float gc_exp_parts(float a, float tail) {
+  // e**(a + tail), |tail| <= ulp(a). Cody-Waite: a = k ln2 + r, |r| <= ln2 / 2,
+  // with ln2 in two parts; the first has 9 bits, so k * 0.693359375 is exact.
+  float x = min(max(a, -104.0), 89.0);    // beyond, the result is 0 or inf: the scaling gives them
+  float k = roundEven(x * 1.44269504088896341);
+  float r = ((x - k * 0.693359375) + k * 2.12194440e-4) + tail;
+  float p = (((((1.9875691500e-4 * r + 1.3981999507e-3) * r + 8.3334519073e-3) * r
+             + 4.1665795894e-2) * r + 1.6666665459e-1) * r + 5.0000001201e-1) * (r * r) + r + 1.0;
+  int n = int(k);
+  // p * 2**n in two exact steps (2**128 alone is not a float); below 2**-125
+  // the subnormal result is built from its bits, as a device may flush
+  // subnormal results of multiplication.
+  int half_n = n >> 1;
+  float normal = p * uintBitsToFloat(uint(half_n + 127) << 23) * uintBitsToFloat(uint(n - half_n + 127) << 23);
+  uint subnormal = uint(roundEven(p * uintBitsToFloat(uint(max(n + 149, -126) + 127) << 23)));
+  return n >= -125 ? normal : uintBitsToFloat(subnormal);
+}
+
+float gc_exp_core(float a) { return gc_exp_parts(a, 0.0); }
+"""
+_LOG_REDUCE = f"""\
+float gc_log_reduce(uint bits, out int e) {{
+  // bits: a finite float > 0, as m 2**e with m in [sqrt(1/2), sqrt(2));
+  // returns m - 1, exact. A subnormal is bits * 2**-149, and float(bits) is
+  // exact and normal.
+  e = 0;
+  if (bits < {SUBNORMAL_LIMIT}) {{ bits = floatBitsToUint(float(bits)); e = -149; }}
+  e += int(bits >> 23) - 126;
+  float m = uintBitsToFloat((bits & 0x007fffffu) | 0x3f000000u);    // [1/2, 1)
+  if (m < 0.70710678118654752) {{ e -= 1; m = m + m; }}
+  return m - 1.0;
+}}
+
+float gc_log1p_tail(float f) {{
+  // log(1 + f) - f + f**2 / 2 for |f| <= sqrt(2) - 1 (Cephes' logf fit)
+  return ((((((((7.0376836292e-2 * f - 1.1514610310e-1) * f + 1.1676998740e-1) * f
+          - 1.2420140846e-1) * f + 1.4249322787e-1) * f - 1.6668057665e-1) * f
+          + 2.0000714765e-1) * f - 2.4999993993e-1) * f + 3.3333331174e-1) * f * (f * f);
+}}
+"""
+
+
 # -- binary ------------------------------------------------------------------
 
 _FMAX = Helper("gc_maximum", "float", ("float", "float"),
                "  if (isnan(a)) return a;\n  if (isnan(b)) return b;\n  return max(a, b);")
 _FMIN = Helper("gc_minimum", "float", ("float", "float"),
                "  if (isnan(a)) return a;\n  if (isnan(b)) return b;\n  return min(a, b);")
+def _true_division(kind: str) -> Helper:
+    """int32/uint32 ``a / b`` as float32 (numpy's is float64, which
+    guestcompute does not have); x / 0 is ±inf or NaN, as numpy gives it."""
+    zero = "0" if kind == "int" else "0u"
+    return Helper("gc_true_div", "float", (kind, kind), f"""\
+  if (b == {zero}) return a == {zero} ? {NAN} : (a > {zero} ? {INF} : -{INF});
+  return gc_div(float(a), float(b));""", prelude=_DIV_BODY)
+
+
 _IFLOORDIV = Helper("gc_floordiv", "int", ("int", "int"), """\
   if (b == 0) return 0;         // numpy: x // 0 == 0
   if (b == -1) return -a;       // INT_MIN / -1 overflows in SPIR-V; numpy wraps to INT_MIN
@@ -148,6 +232,14 @@ _IFLOORDIV = Helper("gc_floordiv", "int", ("int", "int"), """\
   if (a - q * b != 0 && ((a < 0) != (b < 0))) q -= 1;
   return q;""")
 _UFLOORDIV = Helper("gc_floordiv", "uint", ("uint", "uint"), "  return b == 0u ? 0u : a / b;")
+_DIV_BODY_TEXT = """\
+  // Drivers may divide as a * (1 / b), and 1 / b underflows to 0 (or to a
+  // subnormal that is flushed) for |b| >= 2**126: 1e38 / 1e38 would be 0.
+  // Scaling both operands by 1/4 there is exact and keeps the quotient.
+  float scale = (floatBitsToUint(b) & 0x7f800000u) >= 0x7e800000u ? 0.25 : 1.0;
+  return (a * scale) / (b * scale);"""
+_FDIV = Helper("gc_div", "float", ("float", "float"), _DIV_BODY_TEXT)
+_DIV_BODY = f"float gc_div(float a, float b) {{\n{_DIV_BODY_TEXT}\n}}\n"
 _FPOW = Helper("gc_pow", "float", ("float", "float"), f"""\
   // C99 Annex F pow special cases, as numpy's np.power applies them. They
   // come first: GLSL's pow is undefined for bases <= 0 and for inf/NaN.
@@ -174,10 +266,86 @@ _FPOW = Helper("gc_pow", "float", ("float", "float"), f"""\
   // Odd integer exponents keep the base's sign, ±0 and ±inf included.
   bool odd = integral && mod(b, 2.0) == 1.0;
   return odd && a_negative ? -r : r;""", prelude=f"""\
+{_DIV_BODY}{_EXP_CORE}{_LOG_REDUCE}
+float gc_split(float v) {{ return uintBitsToFloat(floatBitsToUint(v) & 0xfffff000u); }}   // its top 12 bits
+
+void gc_two_product(float v, float w, out float hi, out float lo) {{
+  // v w == hi + lo exactly (Dekker; the 12-bit halves multiply exactly).
+  precise float vh = gc_split(v), vl = v - vh, wh = gc_split(w), wl = w - wh;
+  precise float pr = v * w;
+  precise float err = (((vh * wh - pr) + vh * wl) + vl * wh) + vl * wl;
+  hi = pr; lo = err;
+}}
+
+void gc_two_sum(float v, float w, out float hi, out float lo) {{
+  // v + w == hi + lo exactly (Knuth).
+  precise float sum = v + w;
+  precise float bv = sum - v;
+  precise float err = (v - (sum - bv)) + (w - bv);
+  hi = sum; lo = err;
+}}
+
+void gc_fast_two_sum(float v, float w, out float hi, out float lo) {{
+  // v + w == hi + lo exactly, for |v| >= |w| (Dekker).
+  precise float sum = v + w;
+  precise float err = w - (sum - v);
+  hi = sum; lo = err;
+}}
+
+float gc_pow_integer(float x, float b) {{
+  // x ** n for whole 2 < |n| <= 64 with a result well inside the normal
+  // range: binary powering in two floats (about 44 bits), so the result is
+  // correctly rounded but for near-ties, and exact when it is a float.
+  uint n = uint(abs(b));
+  float hi = 1.0, lo = 0.0, sh = x, sl = 0.0, p, e;
+  for (;;) {{
+    if ((n & 1u) != 0u) {{                          // (hi, lo) *= (sh, sl)
+      gc_two_product(hi, sh, p, e);
+      gc_fast_two_sum(p, e + (hi * sl + lo * sh), hi, lo);
+    }}
+    n >>= 1u;
+    if (n == 0u) break;
+    gc_two_product(sh, sh, p, e);                   // (sh, sl) squared
+    gc_fast_two_sum(p, e + 2.0 * sh * sl, sh, sl);
+  }}
+  if (b > 0.0) return hi + lo;
+  // 1 / (hi + lo): the device's quotient, then one correction step from the
+  // exact residual 1 - q (hi + lo) (1 - p is exact: p is within an ulp or so of 1).
+  float q = 1.0 / hi;
+  gc_two_product(q, hi, p, e);
+  return q + q * (((1.0 - p) - e) - q * lo);
+}}
+
 float gc_pow_positive(uint bits, float b) {{
-  // bits: a finite base > 0; a subnormal one goes through its exact log2.
-  if (bits < {SUBNORMAL_LIMIT}) return exp2(b * (log2(float(bits)) - 149.0));
-  return pow(uintBitsToFloat(bits), b);
+  // bits: a finite base > 0. The exponents numpy computes exactly (x ** 1,
+  // x * x, sqrt, 1 / x) are taken exactly; the rest go through log2 and
+  // exp2, a subnormal base through its exact log2.
+  float a = uintBitsToFloat(bits);
+  if (b == 1.0) return a;
+  if (b == 2.0) return a * a;
+  if (b == -1.0) return gc_div(1.0, a);
+  if (b == 0.5) return bits < {SUBNORMAL_LIMIT} ? sqrt(2.0 * float(bits)) * exp2(-75.0) : sqrt(a);
+  // e**(b log a), with b log a in two floats: log a = e ln2 + f - f**2 / 2 + tail
+  // has exact parts but the small tail, and each product with b is split.
+  int e;
+  float f = gc_log_reduce(bits, e);
+  float fe = float(e);
+  // Far beyond float32's range the result is inf or 0 (and the exact
+  // products below could overflow into inf - inf).
+  float rough = b * (0.69314718 * fe + f);
+  if (abs(rough) > 200.0) return rough > 0.0 ? {INF} : 0.0;
+  if (abs(rough) < 69.0 && abs(b) <= 64.0 && floor(b) == b) return gc_pow_integer(a, b);
+  float hi, lo, p, q, r;
+  gc_two_product(b, 0.693359375 * fe, hi, lo);       // 0.693359375 fe is exact
+  gc_two_product(b, f, p, q);
+  gc_two_sum(hi, p, hi, p);
+  lo += p + q;
+  gc_two_product(f, f, p, q);                        // -f**2 / 2 == -(p + q) / 2
+  gc_two_product(b, -0.5 * p, p, r);
+  gc_two_sum(hi, p, hi, p);
+  lo += p + r + b * (gc_log1p_tail(f) - 0.5 * q - 2.12194440e-4 * fe);
+  gc_two_sum(hi, lo, hi, lo);
+  return gc_exp_parts(hi, lo);
 }}
 """)
 _IPOW = Helper("gc_pow", "int", ("int", "int"), """\
@@ -191,8 +359,7 @@ _UPOW = Helper("gc_pow", "uint", ("uint", "uint"), """\
   return r;""")
 
 BINARY_OPS = {
-    "div": ({"float": "x0 / x1"},
-            "div is true division; use floordiv for integer floor division, or cast to float32"),
+    "div": ({"float": _FDIV, "int": _true_division("int"), "uint": _true_division("uint")}, ""),
     "floordiv": ({"int": _IFLOORDIV, "uint": _UFLOORDIV},
                  "floordiv is for int32/uint32; for floats use div (and round as you need)"),
     "pow": ({"float": _FPOW, "int": _IPOW, "uint": _UPOW}, ""),
@@ -200,12 +367,21 @@ BINARY_OPS = {
     "minimum": ({"float": _FMIN, "int": "min(x0, x1)", "uint": "min(x0, x1)"}, ""),
 }
 _BINARY_DOCS = {
-    "div": "true division ``a / b`` (float dtypes only)",
+    "div": "true division ``a / b`` (the device's division accuracy, Vulkan's 2.5 ulp at most, "
+           "for every finite operand; int32/uint32 operands give float32, where numpy gives "
+           "float64: ``float(a) / float(b)``, exact inputs up to 2**24)",
     "floordiv": "numpy's ``a // b`` for int32/uint32 (``x // 0 == 0``)",
-    "pow": "``a ** b`` (numpy's rules for negative bases; ints wrap)",
+    "pow": "``a ** b`` (numpy's rules for negative bases; ints wrap; float32 within 8 ulp, "
+           "exact for b = 1, 2 and as sqrt / div for 0.5 / -1, correctly rounded for other whole "
+           "|b| <= 64 with results within 2**±100)",
     "maximum": "elementwise maximum, NaN-propagating like numpy",
     "minimum": "elementwise minimum, NaN-propagating like numpy",
 }
+
+
+def _result_dtype(name: str, dtype):
+    """True division of integers gives float32 (numpy: float64)."""
+    return as_dtype("float32") if name == "div" and dtype.kind != "float" else dtype
 
 
 def _binary(name: str, table: dict, hint: str):
@@ -219,12 +395,14 @@ def _binary(name: str, table: dict, hint: str):
         entry = _entry(table, dtype, name, hint)
         if isinstance(b, Tensor):
             expr, helpers = _expr(entry, ("x0", "x1"))
-            return elementwise(ctx, expr, [a, b], out, allowed=NUMERIC, name=name, helpers=helpers)
+            return elementwise(ctx, expr, [a, b], out, out_dtype=_result_dtype(name, dtype), allowed=NUMERIC,
+                               name=name, helpers=helpers)
         if name == "pow" and dtype.kind != "float" and isinstance(b, (int, float)) and b < 0:
             raise InvalidArgumentError("integers to negative integer powers are not allowed "
                                        "(as in numpy); cast to float32 first")
         expr, helpers = _expr(entry, ("x0", "s"), uniform=(1,))
-        return elementwise(ctx, expr, [a], out, scalar=b, allowed=NUMERIC, name=name, helpers=helpers)
+        return elementwise(ctx, expr, [a], out, out_dtype=_result_dtype(name, dtype), scalar=b, allowed=NUMERIC,
+                           name=name, helpers=helpers)
     binary_op.__name__ = name
     binary_op.__doc__ = (f"{_BINARY_DOCS[name]}, with numpy broadcasting; ``b`` may be a Python "
                          "number. Allocates ``out`` when omitted.")
@@ -237,14 +415,125 @@ for _name, (_table, _hint) in BINARY_OPS.items():
 
 # -- unary -------------------------------------------------------------------
 
+# exp, log, sin and cos are the library's own (reduction + short polynomial),
+# not the driver's: GLSL leaves their precision loose (exp/log to 3 + 2|x|
+# ulp, sin/cos to an absolute error) and NVIDIA's builtins are approximate.
+# The polynomials are Cephes' expf, logf, sinf and cosf minimax fits.
+_EXP = Helper("gc_exp", "float", ("float",), "  return isnan(a) ? a : gc_exp_core(a);", prelude=_EXP_CORE)
 _LOG = Helper("gc_log", "float", ("float",), f"""\
   // Classified by bits: a flushing device compares a subnormal equal to 0.
   uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
-  if (mag > 0x7f800000u) return a;                  // NaN
-  if (mag == 0u) return -{INF};                     // log(±0) == -inf
-  if ((bits >> 31) != 0u) return {NAN};             // below zero, -inf and negative subnormals included
-  if (mag < {SUBNORMAL_LIMIT}) return log(float(mag)) - {LN2_TIMES_149};   // mag * 2**-149
-  return log(a);""")
+  if (mag > 0x7f800000u || bits == 0x7f800000u) return a;   // NaN, log(inf) == inf
+  if (mag == 0u) return -{INF};                    // log(±0) == -inf
+  if ((bits >> 31) != 0u) return {NAN};            // below zero, -inf and negative subnormals included
+  // f = m - 1 is exact, so log(1 + f) keeps its relative precision near 1;
+  // e ln2 has ln2 in two parts (e * 0.693359375 is exact).
+  int e;
+  float f = gc_log_reduce(mag, e);
+  float fe = float(e);
+  float y = gc_log1p_tail(f) - 2.12194440e-4 * fe - 0.5 * (f * f);
+  return (f + y) + 0.693359375 * fe;""", prelude=_LOG_REDUCE)
+_TRIG_CORE = """\
+// Bits of 2/pi, most significant first, after two zero words: word w, bit s
+// of this table is bit 32 w + s - 64 after the binary point of 2/pi. (A
+// chain of selects, not a const array: some compilers copy an indexed
+// array into every invocation's private memory.)
+uint gc_two_over_pi_word(uint w) {
+  return w < 5u ? (w < 3u ? (w < 2u ? 0u : 0xA2F9836Eu) : (w < 4u ? 0x4E441529u : 0xFC2757D1u))
+                : (w < 7u ? (w < 6u ? 0xF534DDC0u : 0xDB629599u) : (w < 8u ? 0x3C439041u : 0xFE5163ABu));
+}
+
+uint gc_two_over_pi_bits(uint bit) {
+  // The 32 bits of the table from bit ``bit`` on.
+  uint w = bit >> 5u, s = bit & 31u;
+  return (gc_two_over_pi_word(w) << s) | ((gc_two_over_pi_word(w + 1u) >> 1u) >> (31u - s));
+}
+
+float gc_trig_reduce(uint mag, out uint quadrant) {
+  // Payne-Hanek: |a| = m 2**(e-23) (mag its bits, finite, > pi/4) is
+  // reduced to r = |a| - quadrant pi/2, |r| <= pi/4, in integer arithmetic,
+  // exactly enough for every float32 (its nearest approach to a multiple of
+  // pi/2 is about 2**-30 |a|). The bits of 2/pi that would only add multiples
+  // of 4 to |a| 2/pi are skipped; the next 96 multiply m.
+  int e = int(mag >> 23u) - 127;
+  uint m = (mag & 0x007fffffu) | 0x00800000u;
+  uint start = uint(e + 39);              // bit e - 25 of 2/pi
+  uint w0 = gc_two_over_pi_bits(start), w1 = gc_two_over_pi_bits(start + 32u),
+       w2 = gc_two_over_pi_bits(start + 64u);
+  // |a| 2/pi = (m * w0:w1:w2) 2**-94: bits 95 and 94 are the quadrant (mod 4),
+  // the 64 below it the fraction (the words above only add multiples of 4).
+  uint h2, l2, h1, l1, carry;
+  umulExtended(m, w2, h2, l2);
+  umulExtended(m, w1, h1, l1);
+  uint p2 = uaddCarry(l1, h2, carry);
+  uint p1 = m * w0 + h1 + carry;
+  quadrant = p1 >> 30u;
+  uint hi = (p1 << 2u) | (p2 >> 30u), lo = (p2 << 2u) | (l2 >> 30u);
+  // A fraction of 1/2 or more rounds to the next quadrant: r is negative.
+  bool negative = (hi >> 31u) != 0u;
+  if (negative) { quadrant += 1u; lo = 0u - lo; hi = ~hi + uint(lo == 0u); }
+  // Normalise the fraction, multiply by pi/2 (0xC90FDAA2 2**-31) and convert.
+  uint shift = 0u;
+  if (hi == 0u) { hi = lo; lo = 0u; shift = 32u; }
+  uint lead = 31u - uint(findMSB(hi));
+  hi = (hi << lead) | ((lo >> 1u) >> (31u - lead));
+  uint ph, pl;
+  umulExtended(hi, 0xC90FDAA2u, ph, pl);
+  float r = float(ph | uint(pl != 0u))       // the low word only as a sticky bit for rounding
+          * uintBitsToFloat((127u - 31u - lead - shift) << 23u);
+  return negative ? -r : r;
+}
+
+float gc_trig_reduce_medium(float x, out uint quadrant) {
+  // Cody-Waite for pi/4 < x < 6432 (quadrant < 2**12): pi/2 in five parts,
+  // the first four of 12 bits, so each k * part is exact; the subtractions
+  // are exact or their errors are carried (Knuth's two-sum), so r is right to
+  // well below an ulp even at x's nearest approach to a multiple of pi/2
+  // (about 2**-28 here).
+  float k = roundEven(x * 0.636619772367581343);
+  quadrant = uint(k);
+  float t = (x - k * uintBitsToFloat(0x3fc90000u)) - k * uintBitsToFloat(0x39fda000u);   // exact
+  precise float p3 = k * uintBitsToFloat(0x33a22000u);
+  precise float t3 = t - p3;
+  precise float b3 = t3 - t;
+  precise float e3 = (t - (t3 - b3)) - (p3 + b3);
+  precise float p4 = k * uintBitsToFloat(0x2c346000u);
+  precise float t4 = t3 - p4;
+  precise float b4 = t4 - t3;
+  precise float e4 = (t3 - (t4 - b4)) - (p4 + b4);
+  return t4 + ((e3 + e4) - k * uintBitsToFloat(0x248d3132u));
+}
+
+float gc_sin_poly(float r) {   // |r| <= pi/4
+  float z = r * r;
+  return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+}
+
+float gc_cos_poly(float r) {   // |r| <= pi/4
+  float z = r * r;
+  return ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * (z * z)
+         - 0.5 * z + 1.0;
+}
+
+float gc_sin_cos(float a, uint offset) {
+  // sin(a) for offset 0, cos(a) = sin(|a| + pi/2) for offset 1.
+  uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
+  if (mag >= 0x7f800000u) return uintBitsToFloat(0x7fc00000u);    // inf and NaN
+  uint quadrant = 0u;
+  float r = uintBitsToFloat(mag);
+  if (mag > 0x3f490fdbu) {                                          // |a| > pi/4
+    r = mag < 0x45c90000u ? gc_trig_reduce_medium(r, quadrant) : gc_trig_reduce(mag, quadrant);
+  }
+  quadrant += offset;
+  float s = (quadrant & 1u) == 0u ? gc_sin_poly(r) : gc_cos_poly(r);
+  // sin(x) == x for |x| < 2**-12 (subnormals too, kept by their bits)
+  if (mag < 0x39800000u) s = offset == 0u ? r : 1.0;
+  bool flip = ((quadrant & 2u) != 0u) != (offset == 0u && (bits >> 31u) != 0u);
+  return flip ? -s : s;
+}
+"""
+_SIN = Helper("gc_sin", "float", ("float",), "  return gc_sin_cos(a, 0u);", prelude=_TRIG_CORE)
+_COS = Helper("gc_cos", "float", ("float",), "  return gc_sin_cos(a, 1u);", prelude=_TRIG_CORE)
 _SQRT = Helper("gc_sqrt", "float", ("float",), f"""\
   uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
   if (mag == 0u || mag > 0x7f800000u) return a;     // sqrt(±0) == ±0, NaN stays NaN
@@ -263,7 +552,8 @@ _TANH = Helper("gc_tanh", "float", ("float",), """\
   // Built-in tanh is (e^2x - 1) / (e^2x + 1) on some devices: NaN for NaN
   // inputs after clamping, and no relative precision near 0 (lavapipe gives
   // 3e-8 for 1e-40). Small |x| use the minimax odd polynomial of Cephes'
-  // tanhf, the rest 1 - 2 / (e^2|x| + 1), which saturates to 1 without inf/inf.
+  // tanhf, the rest 1 - 2 / (e^2|x| + 1), which saturates to 1 without inf/inf
+  // (with the library's exp: the driver's may be approximate).
   if (isnan(a) || a == 0.0) return a;    // NaN stays NaN, tanh(±0) == ±0
   float m = abs(a);
   if (m < 0.625) {
@@ -271,11 +561,18 @@ _TANH = Helper("gc_tanh", "float", ("float",), """\
     return a + a * z * ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z
                           + 1.33314422036e-1) * z - 3.33332819422e-1);
   }
-  float r = 1.0 - 2.0 / (exp(2.0 * m) + 1.0);
-  return a < 0.0 ? -r : r;""")
+  float r = 1.0 - 2.0 / (gc_exp_core(2.0 * m) + 1.0);
+  return a < 0.0 ? -r : r;""", prelude=_EXP_CORE)
 _SILU = Helper("gc_silu", "float", ("float",), f"""\
   // The limit at -inf is -0 (the formula would give -inf / inf).
-  return a == -{INF} ? {NEG_ZERO} : a / (1.0 + exp(-a));""")
+  if (isnan(a)) return a;
+  return a == -{INF} ? {NEG_ZERO} : a / (1.0 + gc_exp_core(-a));""", prelude=_EXP_CORE)
+_SIGMOID = Helper("gc_sigmoid", "float", ("float",), """\
+  // e**-|x| never overflows: for x < 0, e**x / (1 + e**x) keeps the tiny
+  // results (1 / (1 + e**-x) would be 1 / inf == 0 below -88.7).
+  if (isnan(a)) return a;
+  float e = gc_exp_core(-abs(a));
+  return (a < 0.0 ? e : 1.0) / (1.0 + e);""", prelude=_EXP_CORE)
 _RELU = Helper("gc_relu", "float", ("float",), "  return isnan(a) ? a : max(a, 0.0);")
 _GELU = Helper("gc_gelu", "float", ("float",), f"""\
   // x * Phi(x) with erfc(|x|/sqrt 2) from Abramowitz & Stegun 7.1.26; using the
@@ -283,9 +580,9 @@ _GELU = Helper("gc_gelu", "float", ("float",), f"""\
   float y = abs(a) * 0.70710678118654752;
   float t = 1.0 / (1.0 + 0.3275911 * y);
   float erfc = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741
-             + t * (-1.453152027 + t * 1.061405429)))) * exp(-y * y);
+             + t * (-1.453152027 + t * 1.061405429)))) * gc_exp_core(-y * y);
   if (a == -{INF}) return {NEG_ZERO};   // the limit (-inf * 0 would be NaN)
-  return a * (a >= 0.0 ? 1.0 - 0.5 * erfc : 0.5 * erfc);""")
+  return a * (a >= 0.0 ? 1.0 - 0.5 * erfc : 0.5 * erfc);""", prelude=_EXP_CORE)
 _GELU_TANH = Helper("gc_gelu_tanh", "float", ("float",), f"""\
   if (a == -{INF}) return {NEG_ZERO};   // the limit (-inf * 0 would be NaN)
   // tanh saturates to ±1 in fp32 long before |u| = 15; clamping keeps
@@ -300,16 +597,16 @@ UNARY_OPS = {
     # Clearing the sign bit keeps subnormals on devices whose abs() flushes them.
     "abs": ({"float": "uintBitsToFloat(floatBitsToUint(x0) & 0x7fffffffu)", "int": "abs(x0)", "uint": "x0"},
             "|x|"),
-    "exp": ({"float": "exp(x0)"}, "e**x"),
-    "log": ({"float": _LOG}, "natural log (NaN below 0, -inf at 0)"),
+    "exp": ({"float": _EXP}, "e**x (within 2 ulp)"),
+    "log": ({"float": _LOG}, "natural log (NaN below 0, -inf at 0; within 2 ulp)"),
     "sqrt": ({"float": _SQRT}, "square root (NaN below 0)"),
     "rsqrt": ({"float": _RSQRT}, "1 / sqrt(x) (NaN below 0, ±inf at ±0)"),
-    "sin": ({"float": "sin(x0)"}, "sine"),
-    "cos": ({"float": "cos(x0)"}, "cosine"),
-    "tanh": ({"float": _TANH}, "hyperbolic tangent"),
-    "sigmoid": ({"float": "1.0 / (1.0 + exp(-x0))"}, "1 / (1 + e**-x)"),
+    "sin": ({"float": _SIN}, "sine (within 2 ulp for every float32)"),
+    "cos": ({"float": _COS}, "cosine (within 2 ulp for every float32)"),
+    "tanh": ({"float": _TANH}, "hyperbolic tangent (within 2 ulp)"),
+    "sigmoid": ({"float": _SIGMOID}, "1 / (1 + e**-x) (within 3 ulp)"),
     "relu": ({"float": _RELU, "int": "max(x0, 0)"}, "max(x, 0) (NaN stays NaN)"),
-    "silu": ({"float": _SILU}, "x * sigmoid(x)"),
+    "silu": ({"float": _SILU}, "x * sigmoid(x) (within 3 ulp)"),
 }
 
 
@@ -435,14 +732,15 @@ def _math_variants():
     for name in NUMERIC:
         d = as_dtype(name)
         kind = COMPUTE_TYPE[d.kind]
-        for table, _ in BINARY_OPS.values():
+        for op_name, (table, _) in BINARY_OPS.items():
             entry = table.get(kind)
             if entry is None:
                 continue
+            result = _result_dtype(op_name, d)
             expr, helpers = _expr(entry, ("x0", "x1"))
-            yield from map_variants(expr, [d, d], d, helpers=helpers)
+            yield from map_variants(expr, [d, d], result, helpers=helpers)
             expr, helpers = _expr(entry, ("x0", "s"), uniform=(1,))
-            yield from map_variants(expr, [d], d, kind, helpers=helpers)
+            yield from map_variants(expr, [d], result, kind, helpers=helpers)
         for table in [t for t, _ in UNARY_OPS.values()] + list(GELU.values()):
             entry = table.get(kind)
             if entry is not None:

@@ -59,7 +59,7 @@ from . import matmul_kernels as kernels
 from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_tensor, coalesce, op, registered_ops,
                    overlaps, same_dtype)
 
-DTYPES = ("float32", "float16")
+DTYPES = ("float32", "float16", "int32")
 
 
 # -- what selection may know about the device ------------------------------------
@@ -266,6 +266,8 @@ def _coopmat_spec(p, d):
 
 def _vec4_why_not(tile: str):
     def why_not(p, d):
+        if p.dtype in kernels.INT_DTYPES:
+            return "the vec4 kernels are for floats"
         if a_layout(p) is None:
             return "A is not contiguous along K or M with a multiple-of-4 size and aligned"
         if b_layout(p) is None:
@@ -457,7 +459,8 @@ def matmul(ctx, a, b, *, out=None, kernel: str = None, accumulate: str = "float3
     matrices, leading (batch) dims broadcast, a 1-D ``a`` is a row vector
     and a 1-D ``b`` a column vector (that dim is dropped from the result).
     float32 or float16 (stored as fp16, accumulated in fp32 — in the
-    device's accumulator type on the cooperative-matrix path). Operands may
+    device's accumulator type on the cooperative-matrix path), or int32
+    (wrapping mod 2**32 as numpy's int32 matmul does). Operands may
     be any views (transposes, slices): they are read in place. ``out`` must
     not overlap ``a`` or ``b``. Allocates ``out`` when omitted. ``kernel``
     forces one of :data:`CANDIDATES` by name (benchmarks, tests).

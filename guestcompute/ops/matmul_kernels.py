@@ -12,7 +12,8 @@ Shared conventions (all families):
 - ``x0/y0/z0`` are the first workgroup of a dispatch: grids larger than
   ``maxComputeWorkGroupCount`` are split into several dispatches;
 - float16 operands are loaded to float and accumulated in float32 (the
-  cooperative-matrix kernel accumulates in the fragment type its spec names).
+  cooperative-matrix kernel accumulates in the fragment type its spec names);
+  int32 ones (GEMV and tiled kernels only) in int, wrapping mod 2**32.
 """
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ from ..kernels.glsl_lib import F16_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
 
 DTYPES = ("float32", "float16")
+# int32 products accumulate in int (wrapping mod 2**32, as numpy's int32
+# matmul); only the GEMV and tiled kernels take them.
+INT_DTYPES = ("int32",)
+
+
+def _acc(dtype: str) -> tuple:
+    """(accumulator GLSL type, its zero) for ``dtype``."""
+    return ("int", "0") if dtype in INT_DTYPES else ("float", "0.0")
 UNROLL = ("GL_EXT_control_flow_attributes",)
 
 # Push layout of the GEMM families (tiled, vec4): 92 bytes, under the
@@ -81,16 +90,17 @@ def gemv_spec(dtype: str, mode: str, reduce: str = "shared", workgroup: int = 64
 @family("matmul_gemv")
 def _render_gemv(spec: KernelSpec) -> str:
     t = as_dtype(spec.param("dtype")).glsl
+    acc, zero = _acc(spec.param("dtype"))
     mode, reduce = spec.param("mode"), spec.param("reduce")
     head = ["void main() {",
             "  uint z = gl_WorkGroupID.z + pc.z0;",
             _batch_offsets(["m", "v", "o"])]
-    dot = ("acc += float(mat[om + int(r) * pc.sr + int(k) * pc.sk]) * "
-           "float(vec[ov + int(k) * pc.sv]);")
+    dot = (f"acc += {acc}(mat[om + int(r) * pc.sr + int(k) * pc.sk]) * "
+           f"{acc}(vec[ov + int(k) * pc.sv]);")
     if mode == "cols":
         body = ["  uint r = (gl_WorkGroupID.x + pc.x0) * gl_WorkGroupSize.x + gl_LocalInvocationID.x;",
                 "  if (r >= pc.R) return;",
-                "  float acc = 0.0;",
+                f"  {acc} acc = {zero};",
                 f"  for (uint k = 0u; k < pc.K; ++k) {{ {dot} }}",
                 f"  outv[oo + int(r) * pc.so] = {t}(acc);",
                 "}"]
@@ -99,14 +109,14 @@ def _render_gemv(spec: KernelSpec) -> str:
     # grid, so every invocation reaches the barriers).
     body = ["  uint r = gl_WorkGroupID.x + pc.x0;",
             "  uint lid = gl_LocalInvocationID.x;",
-            "  float acc = 0.0;",
+            f"  {acc} acc = {zero};",
             f"  for (uint k = lid; k < pc.K; k += gl_WorkGroupSize.x) {{ {dot} }}"]
     if reduce == "subgroup":
         body += ["  acc = subgroupAdd(acc);",
                  "  if (subgroupElect()) red[gl_SubgroupID] = acc;",
                  "  barrier();",
                  "  if (lid == 0u) {",
-                 "    float total = 0.0;",
+                 f"    {acc} total = {zero};",
                  "    for (uint s = 0u; s < gl_NumSubgroups; ++s) total += red[s];",
                  f"    outv[oo + int(r) * pc.so] = {t}(total);",
                  "  }"]
@@ -119,7 +129,7 @@ def _render_gemv(spec: KernelSpec) -> str:
                  "  }",
                  f"  if (lid == 0u) outv[oo + int(r) * pc.so] = {t}(red[0]);"]
     body.append("}")
-    return "shared float red[gl_WorkGroupSize.x];\n" + "\n".join(head + body)
+    return f"shared {acc} red[gl_WorkGroupSize.x];\n" + "\n".join(head + body)
 
 
 # -- tiled shared-memory GEMM ------------------------------------------------------
@@ -136,22 +146,23 @@ def tiled_spec(dtype: str, tile: int = 16) -> KernelSpec:
 @family("matmul_tiled")
 def _render_tiled(spec: KernelSpec) -> str:
     t = as_dtype(spec.param("dtype")).glsl
+    acc, zero = _acc(spec.param("dtype"))
     tile = spec.param("tile")
     return "\n".join([
         f"const uint T = {tile}u;",
-        "shared float As[T][T + 1u];",    # +1: no bank conflicts on column reads
-        "shared float Bs[T][T + 1u];",
+        f"shared {acc} As[T][T + 1u];",    # +1: no bank conflicts on column reads
+        f"shared {acc} Bs[T][T + 1u];",
         "void main() {",
         "  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;",
         "  uint col = (gl_WorkGroupID.x + pc.x0) * T + tx;",
         "  uint row = (gl_WorkGroupID.y + pc.y0) * T + ty;",
         "  uint z = gl_WorkGroupID.z + pc.z0;",
         _batch_offsets(["a", "b", "c"]),
-        "  float acc = 0.0;",
+        f"  {acc} acc = {zero};",
         "  for (uint k0 = 0u; k0 < pc.K; k0 += T) {",
         "    uint ka = k0 + tx, kb = k0 + ty;",
-        "    As[ty][tx] = (row < pc.M && ka < pc.K) ? float(a[oa + int(row) * pc.sam + int(ka) * pc.sak]) : 0.0;",
-        "    Bs[ty][tx] = (kb < pc.K && col < pc.N) ? float(b[ob + int(kb) * pc.sbk + int(col) * pc.sbn]) : 0.0;",
+        f"    As[ty][tx] = (row < pc.M && ka < pc.K) ? {acc}(a[oa + int(row) * pc.sam + int(ka) * pc.sak]) : {zero};",
+        f"    Bs[ty][tx] = (kb < pc.K && col < pc.N) ? {acc}(b[ob + int(kb) * pc.sbk + int(col) * pc.sbn]) : {zero};",
         "    barrier();",
         "    [[unroll]] for (uint k = 0u; k < T; ++k) acc += As[ty][k] * Bs[k][tx];",
         "    barrier();",
@@ -662,7 +673,7 @@ def _render_coopmat_khr(spec: KernelSpec) -> str:
 
 @variants("matmul_gemv")
 def _gemv_variants():
-    for dtype in DTYPES:
+    for dtype in DTYPES + INT_DTYPES:
         yield gemv_spec(dtype, "cols", workgroup=64)
         for wg in (64, 128, 256):
             yield gemv_spec(dtype, "rows", "shared", wg)
@@ -671,7 +682,7 @@ def _gemv_variants():
 
 @variants("matmul_tiled")
 def _tiled_variants():
-    for dtype in DTYPES:
+    for dtype in DTYPES + INT_DTYPES:
         for tile in (8, 16):
             yield tiled_spec(dtype, tile)
 

@@ -1,4 +1,4 @@
-"""Radix sort: ``rec.sort(keys, values=None)`` and ``rec.argsort(keys)``.
+"""Radix sort: ``rec.sort(keys, values=None)`` and ``rec.argsort(keys, axis=-1)``.
 
 A stable LSD radix sort over 4-bit digits (8 passes for 32-bit keys), each
 pass three steps over tiles of ``TILE`` keys, one workgroup per tile:
@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import uint32
+from ..dtypes import as_dtype, uint32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
 from .base import Dispatch, OpResult, check_tensor, op, overlaps
-from .elementwise import plan_map
+from .elementwise import map_variants, plan_map
 from .scan import ROW_RANK, WG_INDEX, Operand, blelloch, plan_scan
 
 WG = 128
@@ -327,10 +327,17 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
 
 
 @op("argsort")
-def argsort(ctx, keys, out=None, *, key_bits: int = 32):
-    """Indices that stably sort 1-D ``keys`` (uint32, int32 or float32):
-    numpy's ``np.argsort(keys, kind="stable")`` as uint32 (``out`` may be
-    uint32 or int32)."""
+def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32):
+    """Indices that stably sort ``keys`` (uint32, int32 or float32) along
+    ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32
+    (``out`` may be uint32 or int32). Over a tensor of two or more
+    dimensions each line along ``axis`` is sorted on its own (one sort of all
+    keys, then a stable sort of the result by line)."""
+    checked = check_tensor(ctx, keys, "argsort keys")
+    if checked.ndim >= 2:
+        return _argsort_lines(ctx, checked, out, axis, key_bits)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or axis not in (0, -1):
+        raise ShapeError(f"argsort: axis {axis!r} does not fit a 1-D tensor; use 0 or -1")
     keys = _vector(ctx, keys, "argsort keys", KEY_DTYPES)
     key_bits = _key_bits(keys, key_bits)
     n = keys.size
@@ -344,6 +351,46 @@ def argsort(ctx, keys, out=None, *, key_bits: int = 32):
         return OpResult(out, [])
     sorted_keys = ctx.empty((n,), keys.dtype)   # ping-pong end point, not returned
     return OpResult(out, plan_sort(ctx, keys, None, sorted_keys, out, "iota", key_bits))
+
+
+def _argsort_lines(ctx, keys, out, axis, key_bits) -> OpResult:
+    """argsort along ``axis`` of an N-D tensor: the lines are moved last
+    and copied contiguous, all keys sorted at once (stable, flat indices),
+    then the indices sorted stably by their line (flat index // line
+    length): each line's indices in key order, as flat index % line length."""
+    if keys.dtype.name not in KEY_DTYPES:
+        raise DTypeError(f"argsort keys: dtype {keys.dtype} not supported; use one of {list(KEY_DTYPES)}")
+    key_bits = _key_bits(keys, key_bits)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -keys.ndim <= axis < keys.ndim:
+        raise ShapeError(f"argsort: axis {axis!r} is out of range for a {keys.ndim}-d tensor; "
+                         f"use {-keys.ndim}..{keys.ndim - 1}")
+    if keys.size >= 2 ** 31:
+        raise InvalidArgumentError("argsort: more than 2**31 keys")
+    last = [a for a in range(keys.ndim) if a != int(axis) % keys.ndim] + [int(axis) % keys.ndim]
+    if out is not None:
+        out = check_tensor(ctx, out, "argsort out")
+        if out.shape != keys.shape:
+            raise ShapeError(f"argsort out has shape {out.shape}, the result has shape {keys.shape}")
+        if out.dtype.name not in ("uint32", "int32"):
+            raise DTypeError(f"argsort out has dtype {out.dtype}; it must be uint32 or int32")
+        if overlaps(out, keys):
+            raise InvalidArgumentError("argsort: out overlaps the keys; pass a separate tensor")
+    else:
+        out = ctx.empty(keys.shape, uint32)
+    n, line = keys.size, keys.shape[int(axis) % keys.ndim]
+    if n == 0:
+        return OpResult(out, [])
+    moved, moved_out = keys.permute(last), out.permute(last)
+    flat = ctx.empty((n,), keys.dtype)
+    steps = [plan_map(ctx, "x0", [_bits(moved)], _bits(flat.reshape(moved.shape)), uint32)]
+    order, lines = ctx.empty((n,), uint32), ctx.empty((n,), uint32)
+    steps += plan_sort(ctx, flat, None, ctx.empty((n,), keys.dtype), order, "iota", key_bits)
+    steps.append(plan_map(ctx, "x0 / s", [order], lines, uint32, line, "uint"))
+    by_line = ctx.empty((n,), uint32)
+    line_bits = max(1, (n // line - 1).bit_length())
+    steps += plan_sort(ctx, lines, order, ctx.empty((n,), uint32), by_line, "values", line_bits)
+    steps.append(plan_map(ctx, "x0 % s", [by_line.reshape(moved.shape)], moved_out, out.dtype, line, "uint"))
+    return OpResult(out, steps)
 
 
 def _check_outputs(outs, ins):
@@ -371,3 +418,11 @@ def _scatter_variants():
     for key in KEY_DTYPES:
         for payload in PAYLOADS:
             yield scatter_spec(key, payload)
+
+
+@variants("map")
+def _argsort_lines_variants():
+    # the line of each flat index, and its place in the line (into uint32 or int32 outputs)
+    yield from map_variants("x0 / s", [uint32], uint32, "uint")
+    for out in ("uint32", "int32"):
+        yield from map_variants("x0 % s", [uint32], as_dtype(out), "uint")

@@ -91,10 +91,29 @@ def test_integer_division_is_floor_division(host, ctx):
         np.testing.assert_array_equal(qs.numpy(), a_np // np.int32(-4))
     cmd = host.begin()
     with ctx.record(cmd) as rec:
-        with pytest.raises(gc.DTypeError, match="floordiv"):
-            rec.div(a, b)                       # true division of ints would be float64 in numpy
         with pytest.raises(gc.DTypeError):
             rec.floordiv(ctx.tensor(np.ones(3, np.float32)), 2.0)
+    host.submit_and_wait(cmd)
+
+
+def test_integer_true_division_gives_float32(host, ctx):
+    # numpy's int / int is float64; guestcompute has no float64 and gives
+    # float32, with numpy's inf and NaN for x / 0.
+    a_np = np.array([7, -7, 1, 0, 5, -5, 0, 2**24, -2**31, 2**31 - 1, 1, 3], np.int32)
+    b_np = np.array([2, 2, 3, 7, 0, 0, 0, 3, 7, -1, -2**31, 10], np.int32)
+    ua_np = np.array([7, 0, 2**32 - 1, 5, 0, 1], np.uint32)
+    ub_np = np.array([2, 3, 7, 0, 0, 3], np.uint32)
+    a, b, ua, ub = map(ctx.tensor, (a_np, b_np, ua_np, ub_np))
+    q, uq, qs, out = host.run(ctx, lambda rec: (rec.div(a, b), rec.div(ua, ub), rec.div(a, -4),
+                                                rec.div(a, b, out=ctx.empty(a.shape, "float32"))))
+    assert q.dtype.name == uq.dtype.name == qs.dtype.name == "float32"
+    with np.errstate(all="ignore"):
+        for got, want in ((q, a_np / b_np), (uq, ua_np / ub_np), (qs, a_np / -4), (out, a_np / b_np)):
+            np.testing.assert_allclose(got.numpy(), want.astype(np.float32), rtol=3e-7)
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(gc.DTypeError):
+            rec.div(a, b, out=ctx.empty(a.shape, "int32"))     # the result is float32
     host.submit_and_wait(cmd)
 
 

@@ -448,13 +448,35 @@ def test_every_selected_spec_is_in_the_catalogue(modern_ctx):
     catalogue = set(all_specs())
     for sa, sb, dtype in [((256, 128), (128, 256), "float16"), ((64, 33), (33, 64), "float32"),
                           ((1, 64), (64, 300), "float32"), ((300, 64), (64, 1), "float16"),
-                          ((600, 512), (512, 600), "float32"), ((64, 32), (32, 36), "float16")]:
+                          ((600, 512), (512, 600), "float32"), ((64, 32), (32, 36), "float16"),
+                          ((64, 33), (33, 64), "int32"), ((1, 64), (64, 300), "int32"),
+                          ((300, 64), (64, 1), "int32")]:
         for acc, device in itertools.product(("float32", "float16"), (NV, PLAIN, TINY)):
             p = _problem(modern_ctx, sa, sb, dtype, acc=acc)
             for c in mm.CANDIDATES:       # every kernel that applies, chosen or forced
                 if c.why_not(p, device) is None:
                     spec = mm.select(p, device, c.name)[1]
                     assert spec in catalogue, (c.name, spec)
+
+
+# -- int32 -------------------------------------------------------------------------
+
+def test_int32_matmul_wraps_like_numpy(host, ctx):
+    # numpy's int32 matmul is int32, wrapping mod 2**32; GEMV, tiled, batched
+    # and transposed operands, and products that overflow
+    rng = np.random.default_rng(11)
+    a_np = rng.integers(-1000, 1000, (3, 37, 70), dtype=np.int32)
+    b_np = rng.integers(-1000, 1000, (70, 45), dtype=np.int32)
+    big = np.full((4, 6), 2 ** 20, np.int32)
+    v_np = rng.integers(-50, 50, 70, dtype=np.int32)
+    a, b, v, bg = map(ctx.tensor, (a_np, b_np, v_np, big))
+    got = host.run(ctx, lambda rec: (rec.matmul(a, b), rec.matmul(a, v), rec.matmul(v, b),
+                                     rec.matmul(b.T, a[1].T), rec.matmul(bg, bg.T)))
+    with np.errstate(over="ignore"):
+        want = (a_np @ b_np, a_np @ v_np, v_np @ b_np, b_np.T @ a_np[1].T, big @ big.T)
+    for g, w in zip(got, want):
+        assert g.dtype.name == "int32"
+        np.testing.assert_array_equal(g.numpy(), w)
 
 
 # -- typed errors -------------------------------------------------------------------
@@ -465,7 +487,7 @@ def test_typed_errors(host, ctx):
     cmd = host.begin()
     with ctx.record(cmd) as rec:
         with pytest.raises(gc.DTypeError):
-            rec.matmul(ctx.tensor(np.ones((4, 5), np.int32)), ctx.tensor(np.ones((5, 3), np.int32)))
+            rec.matmul(ctx.tensor(np.ones((4, 5), np.uint32)), ctx.tensor(np.ones((5, 3), np.uint32)))
         with pytest.raises(gc.DTypeError):
             rec.matmul(a, ctx.tensor(np.ones((5, 3), np.int32)))
         with pytest.raises(gc.ShapeError):

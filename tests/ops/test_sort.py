@@ -181,4 +181,42 @@ def test_planned_kernels_are_in_the_bake_catalogue(host, ctx):
         planned += ops["sort"](ctx, k, ctx.empty(k.shape, "float32")).dispatches
     k = ctx.empty((100,), "uint32")
     planned += ops["sort"](ctx, k, k, out_keys=k, key_bits=3).dispatches     # single pass + copies
+    for dtype in ("uint32", "int32", "float32"):                            # along an axis, into both dtypes
+        k2 = ctx.empty((3, 50, 7), dtype)
+        planned += ops["argsort"](ctx, k2).dispatches + ops["argsort"](ctx, k2[:, ::2], axis=1).dispatches
+        planned += ops["argsort"](ctx, k2, ctx.empty(k2.shape, "int32"), axis=0).dispatches
     assert planned and all(d.spec in catalogue for d in planned)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_argsort_along_an_axis_of_a_2d_tensor(host, ctx, axis):
+    rng = np.random.default_rng(7)
+    k_np = rng.integers(-4, 4, (37, 300)).astype(np.float32)    # many ties: stability shows
+    k_np[3, 5] = np.nan
+    k_np[4, :3] = [-0.0, 0.0, -0.0]
+    keys = ctx.tensor(k_np)
+    idx, into_int = host.run(ctx, lambda rec: (rec.argsort(keys, axis=axis),
+                                               rec.argsort(keys, ctx.empty(k_np.shape, "int32"), axis=axis)))
+    want = np.argsort(k_np, axis=axis, kind="stable")
+    assert idx.dtype.name == "uint32" and idx.shape == k_np.shape
+    np.testing.assert_array_equal(idx.numpy(), want)
+    np.testing.assert_array_equal(into_int.numpy(), want)
+
+
+def test_argsort_of_3d_views_and_int_keys(host, ctx):
+    rng = np.random.default_rng(8)
+    k_np = rng.integers(-1000, 1000, (5, 6, 70), dtype=np.int32)
+    keys = ctx.tensor(k_np)
+    view = keys[:, ::2, 3:].transpose(0, 2)                   # strided, permuted
+    idx = host.run(ctx, lambda rec: rec.argsort(view, axis=1))
+    np.testing.assert_array_equal(idx.numpy(), np.argsort(k_np[:, ::2, 3:].transpose(2, 1, 0), axis=1,
+                                                          kind="stable"))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(gc.ShapeError):
+            rec.argsort(keys, axis=3)
+        with pytest.raises(gc.ShapeError):
+            rec.argsort(keys, ctx.empty((5, 6), "uint32"))
+        with pytest.raises(gc.DTypeError):
+            rec.argsort(keys, ctx.empty(k_np.shape, "float32"))
+    host.submit_and_wait(cmd)
