@@ -101,8 +101,8 @@ class Image:
         self.exit = exit
         self.uid = next_uid()
         self.last_epoch = 0
-        # A guest image created without a queue: its first recording moves it
-        # from UNDEFINED to GENERAL (see Transfers.flush_pending_uploads).
+        # A guest image still UNDEFINED: the first command buffer that uses
+        # it moves it to GENERAL (see Transfers.init_image).
         self.pending_init = False
 
     # -- facts -----------------------------------------------------------------

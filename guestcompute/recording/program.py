@@ -216,6 +216,9 @@ class ProgramCapture(Target):
         self.access = sync.SHADER_RW
         self.write_access = 0
         self.specs: dict = {}
+        # uid -> (Image, written) of guest images still UNDEFINED: the first
+        # replay sets their layout (see Recorder._image_entry).
+        self.first_layouts: dict = {}
 
     @property
     def capture(self):
@@ -233,6 +236,9 @@ class ProgramCapture(Target):
 
     def dispatch(self, d, plan) -> None:
         self.specs[d.spec] = None
+        for img, w in plan.images:
+            if img.pending_init:
+                self.first_layouts[img.uid] = (img, w)
         for b in plan.buffers:
             self.buffers[b.uid] = b
         self.reads.update(plan.reads)
@@ -362,7 +368,7 @@ class Program:
         r.reads = frozenset(capture.reads)
         r.writes = frozenset(capture.writes)
         r.imports = tuple((b, w) for b, w in state.imports.values())
-        r.images = tuple((img, w) for img, w in state.images.values())
+        r.images = tuple((img, w) for img, w in state.images.values()) + tuple(capture.first_layouts.values())
         r.stages = capture.stages
         r.access = capture.access
         r.write_access = capture.write_access or sync.SHADER_WRITE

@@ -1,0 +1,229 @@
+"""The queue promise: while a recording is open on a thread — a `with
+ctx.record(cmd)` block, a program's recording — guestcompute reaches no
+queue from that thread, even on a context adopted with ``queue=``. What an
+op creates (an output or scratch image, a tensor) is initialised by commands
+recorded in that recording, and ``submit_and_wait`` refuses to run there.
+
+Every registered op is recorded with sample arguments (tensors and images,
+``out=`` given and not), directly and inside a program, with the queue
+functions of ``ctx.device.fns`` counting their calls.
+"""
+import inspect
+import shutil
+import types
+
+import numpy as np
+import pytest
+
+import guestcompute as gc
+from guestcompute.image import Image, ImageLevel
+from guestcompute.recording.op_methods import OPS
+
+QUEUE_FUNCTIONS = ("vkQueueSubmit", "vkQueueSubmit2", "vkQueueSubmit2KHR", "vkQueueWaitIdle",
+                   "vkWaitForFences", "vkDeviceWaitIdle", "vkWaitSemaphores", "vkWaitSemaphoresKHR")
+
+
+class QueueCalls:
+    """Device functions that count every call reaching a queue (or waiting
+    on one), then make it."""
+
+    def __init__(self, fns):
+        self._fns = fns
+        self.calls = []
+
+    def __getattr__(self, name):
+        fn = getattr(self._fns, name)
+        if name not in QUEUE_FUNCTIONS or fn is None:
+            return fn
+
+        def counted(*args):
+            self.calls.append(name)
+            return fn(*args)
+        return counted
+
+
+def _counting(ctx) -> QueueCalls:
+    """Route ``ctx``'s device functions through a QueueCalls (recorders made
+    from now on take them; the walker records vkCmd* only, so it stays)."""
+    calls = QueueCalls(ctx.device.fns)
+    ctx.device.fns = calls
+    return calls
+
+
+USER_KERNEL = """#version 450
+layout(local_size_x = 32) in;
+layout(std430, binding = 0) buffer Acc { float acc[]; };
+void main() { acc[gl_GlobalInvocationID.x] += 1.0; }
+"""
+
+
+def _samples(ctx) -> types.SimpleNamespace:
+    """The arguments the sample calls take, made (and uploaded) before counting starts."""
+    rng = np.random.default_rng(25)
+    s = types.SimpleNamespace()
+    s.x = ctx.tensor(rng.uniform(0.5, 2.0, (4, 8)).astype(np.float32))
+    s.y = ctx.tensor(rng.uniform(0.5, 2.0, (4, 8)).astype(np.float32))
+    s.m = ctx.tensor(rng.uniform(-1, 1, (8, 8)).astype(np.float32))
+    s.w = ctx.tensor(rng.uniform(0.5, 1.5, (8,)).astype(np.float32))
+    s.keys = ctx.tensor(rng.integers(0, 1000, 64).astype(np.uint32))
+    s.values = ctx.tensor(np.arange(64, dtype=np.uint32))
+    s.ints = ctx.tensor(rng.integers(-50, 50, (4, 8)).astype(np.int32))
+    s.idx = ctx.tensor(np.array([3, 0, 2, 1], np.int32))
+    s.idx2 = ctx.tensor(rng.integers(0, 4, (4, 8)).astype(np.int32))
+    s.count = ctx.tensor(np.array([40], np.uint32))
+    s.groups = ctx.tensor(np.array([1, 1, 1], np.uint32))
+    s.lut = ctx.tensor(rng.uniform(0, 1, (4, 4, 4, 3)).astype(np.float32))
+    s.pixels = ctx.tensor(rng.uniform(0, 1, (8, 8, 4)).astype(np.float32))
+    s.hdr = ctx.image_from(rng.uniform(0, 4, (16, 16, 4)).astype(np.float16), "rgba16f")
+    s.ldr = ctx.image_from(rng.integers(0, 256, (16, 16, 4), dtype=np.uint8), "rgba8_unorm")
+    s.mipped = ctx.image((16, 16), "rgba16f", mips=3)
+    s.mipped.write(rng.uniform(0, 1, (16, 16, 4)).astype(np.float16))
+    s.kernel = ctx.kernel(USER_KERNEL) if shutil.which("glslc") else None
+    s.acc = ctx.zeros((64,))
+    return s
+
+
+# One or more calls per op, each without out= (a second call with a fresh
+# out= like the first call's result is made for every op taking ``out``).
+SAMPLES = {
+    "abs": [lambda rec, s: rec.abs(s.x)],
+    "add": [lambda rec, s: rec.add(s.x, s.y)],
+    "argmax": [lambda rec, s: rec.argmax(s.x, axis=1)],
+    "argmin": [lambda rec, s: rec.argmin(s.x)],
+    "argsort": [lambda rec, s: rec.argsort(s.keys)],
+    "bloom": [lambda rec, s: rec.bloom(s.hdr, levels=3), lambda rec, s: rec.bloom(s.hdr, out=s.hdr, levels=3)],
+    "cast": [lambda rec, s: rec.cast(s.x, "int32")],
+    "clamp": [lambda rec, s: rec.clamp(s.x, 0.7, 1.5)],
+    "colour_lut": [lambda rec, s: rec.colour_lut(s.hdr, s.lut), lambda rec, s: rec.colour_lut(s.pixels, s.lut)],
+    "colour_matrix": [lambda rec, s: rec.colour_matrix(s.hdr, np.eye(4) * 0.5),
+                      lambda rec, s: rec.colour_matrix(s.ldr, np.eye(3), out=s.ldr)],
+    "concat": [lambda rec, s: rec.concat([s.x, s.y], axis=1)],
+    "contiguous": [lambda rec, s: rec.contiguous(s.x)],
+    "conv2d": [lambda rec, s: rec.conv2d(s.hdr, np.full((3, 3), 1 / 9, np.float32))],
+    "copy": [lambda rec, s: rec.copy(s.x), lambda rec, s: rec.copy(s.ldr), lambda rec, s: rec.copy(s.pixels)],
+    "cos": [lambda rec, s: rec.cos(s.x)],
+    "cumsum": [lambda rec, s: rec.cumsum(s.x, axis=1)],
+    "dispatch_count": [lambda rec, s: rec.dispatch_count(s.count, "scale", s.keys, 2)],
+    "dispatch_indirect": [lambda rec, s: rec.dispatch_indirect(s.groups, "add", s.x, 1.0)],
+    "div": [lambda rec, s: rec.div(s.x, s.y)],
+    "exp": [lambda rec, s: rec.exp(s.x)],
+    "fill": [lambda rec, s: rec.fill(s.acc, 2.0)],
+    "floordiv": [lambda rec, s: rec.floordiv(s.ints, 3)],
+    "gather": [lambda rec, s: rec.gather(s.x, s.idx2, axis=1)],
+    "gaussian_blur": [lambda rec, s: rec.gaussian_blur(s.hdr, 1.0), lambda rec, s: rec.gaussian_blur(s.ldr, 1.5)],
+    "gelu": [lambda rec, s: rec.gelu(s.x)],
+    "generate_mips": [lambda rec, s: rec.generate_mips(s.mipped)],
+    "groups_from_count": [lambda rec, s: rec.groups_from_count(s.count, 64)],
+    "histogram": [lambda rec, s: rec.histogram(s.x, 16, range=(0.0, 2.0)),
+                  lambda rec, s: rec.histogram(s.ldr, 16)],
+    "index_select": [lambda rec, s: rec.index_select(s.x, s.idx, axis=0)],
+    "layer_norm": [lambda rec, s: rec.layer_norm(s.x, s.w, s.w)],
+    "log": [lambda rec, s: rec.log(s.x)],
+    "log_softmax": [lambda rec, s: rec.log_softmax(s.x)],
+    "luminance": [lambda rec, s: rec.luminance(s.hdr)],
+    "matmul": [lambda rec, s: rec.matmul(s.x, s.m)],
+    "max": [lambda rec, s: rec.max(s.x, axis=0)],
+    "maximum": [lambda rec, s: rec.maximum(s.x, s.y)],
+    "mean": [lambda rec, s: rec.mean(s.x)],
+    "min": [lambda rec, s: rec.min(s.x, axis=1)],
+    "minimum": [lambda rec, s: rec.minimum(s.x, s.y)],
+    "mul": [lambda rec, s: rec.mul(s.x, s.y)],
+    "neg": [lambda rec, s: rec.neg(s.x)],
+    "permute": [lambda rec, s: rec.permute(s.x, (1, 0))],
+    "pow": [lambda rec, s: rec.pow(s.x, s.y)],
+    "relu": [lambda rec, s: rec.relu(s.x)],
+    "resize": [lambda rec, s: rec.resize(s.hdr, size=(8, 8)), lambda rec, s: rec.resize(s.ldr, size=(24, 20))],
+    "rms_norm": [lambda rec, s: rec.rms_norm(s.x, s.w)],
+    "rsqrt": [lambda rec, s: rec.rsqrt(s.x)],
+    "run_kernel": [lambda rec, s: rec.run_kernel(s.kernel, [s.acc], groups=2)],
+    "scale": [lambda rec, s: rec.scale(s.x, 3.0)],
+    "sigmoid": [lambda rec, s: rec.sigmoid(s.x)],
+    "silu": [lambda rec, s: rec.silu(s.x)],
+    "sin": [lambda rec, s: rec.sin(s.x)],
+    "slice": [lambda rec, s: rec.slice(s.x, (slice(None), slice(1, None, 2)))],
+    "softmax": [lambda rec, s: rec.softmax(s.x)],
+    "sort": [lambda rec, s: rec.sort(s.keys), lambda rec, s: rec.sort(s.keys, s.values)],
+    "sqrt": [lambda rec, s: rec.sqrt(s.x)],
+    "sub": [lambda rec, s: rec.sub(s.x, s.y)],
+    "sum": [lambda rec, s: rec.sum(s.x, axis=1)],
+    "tanh": [lambda rec, s: rec.tanh(s.x)],
+    "tonemap": [lambda rec, s: rec.tonemap(s.hdr), lambda rec, s: rec.tonemap(s.hdr, curve="reinhard", srgb=True)],
+    "transpose": [lambda rec, s: rec.transpose(s.x)],
+    "where": [lambda rec, s: rec.where(s.x, s.y, 0.0)],
+}
+
+
+def test_every_registered_op_has_sample_arguments():
+    """A new op is covered by the queue test only once it has samples here."""
+    assert sorted(set(OPS) - set(SAMPLES)) == [], "add sample calls for these ops to SAMPLES"
+    assert sorted(set(SAMPLES) - set(OPS)) == [], "these SAMPLES name no registered op"
+
+
+def _like(ctx, value):
+    """A fresh ``out=`` for a call whose result was ``value`` (None: no out= form)."""
+    if isinstance(value, ImageLevel):
+        value = value.image
+    if isinstance(value, Image):
+        return ctx.image(value.extent, value.format.name, mips=value.mip_levels)
+    if isinstance(value, gc.Tensor):
+        return ctx.empty(value.shape, value.dtype)
+    return None
+
+
+def _calls(ctx, name, s) -> list:
+    """The op's sample calls, plus each again with a fresh out= where the op takes one."""
+    out_param = inspect.signature(OPS[name]).parameters.get("out")
+    # (An op whose out is its required operand, like fill, has no other form.)
+    takes_out = out_param is not None and out_param.default is None
+    calls = []
+    for sample in SAMPLES[name]:
+        calls.append(sample)
+        if not takes_out:
+            continue
+        value = ctx.run(lambda rec: sample(rec, s))      # to learn the result's kind
+        out = _like(ctx, value)
+        if out is not None:
+            calls.append(lambda rec, s, sample=sample, out=out: _with_out(rec, sample, out, s))
+    return calls
+
+
+def _with_out(rec, sample, out, s):
+    """Call ``sample`` with ``out=out`` added (rebinding the op method)."""
+    class WithOut:
+        def __getattr__(self, op):
+            method = getattr(rec, op)
+            def with_out(*a, **k):
+                if "out" not in k:
+                    k.pop("size", None)         # (resize: out= takes the place of size=)
+                    k["out"] = out
+                return method(*a, **k)
+            return with_out
+    return sample(WithOut(), s)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_recording_an_op_reaches_no_queue(modern_host, name):
+    host = modern_host
+    ctx = host.adopt()
+    try:
+        s = _samples(ctx)
+        if name == "run_kernel" and s.kernel is None:
+            pytest.skip("the sample user kernel needs glslc")
+        calls = _calls(ctx, name, s)
+        queue = _counting(ctx)
+        for call in calls:
+            cmd = host.begin()
+            with ctx.record(cmd) as rec:
+                call(rec, s)
+            assert queue.calls == [], f"rec.{name} reached the queue inside record(): {queue.calls}"
+            host.submit_and_wait(cmd)
+
+            prog = ctx.program(lambda rec, call=call: call(rec, s))
+            assert queue.calls == [], f"rec.{name} reached the queue in a program's recording: {queue.calls}"
+            cmd = host.begin()
+            with ctx.record(cmd) as rec:
+                rec.execute(prog)
+            assert queue.calls == [], f"replaying rec.{name} reached the queue: {queue.calls}"
+            host.submit_and_wait(cmd)
+    finally:
+        ctx.close()
