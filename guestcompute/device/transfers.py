@@ -49,9 +49,7 @@ class Transfers:
         self.submit_lock = threading.RLock()    # one submission at a time; close() waits on it
         self._depth = 0
         self._pool = None
-        # (thread, staging, Buffer, offset, size): uploads for the recording open
-        # on ``thread``, or with thread None for the next recording on any thread.
-        self.pending_uploads: list = []
+        self.pending_uploads: list = []         # PendingUploads, see write()
         # Guest Images made without a queue outside a recording: the next
         # recording moves them to GENERAL at its start.
         self.pending_image_inits: list = []
@@ -74,9 +72,8 @@ class Transfers:
             # No submission: the recording open on this thread records the
             # copy before its next work (without one, the next recording does
             # at its start); the staging buffer retires with its epoch.
-            owner = threading.get_ident() if recording else None
-            with self._lock:
-                self.pending_uploads.append((owner, staging, buf, offset, len(data)))
+            self._pend(recording, staging, buf, new("VkBufferCopy", srcOffset=0, dstOffset=offset,
+                                                     size=len(data)), buf.hazard_keys)
             return
         region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=len(data))
 
@@ -88,31 +85,38 @@ class Transfers:
         finally:
             dev.suballocator.release(staging)
 
+    def _pend(self, recording: bool, staging, target, region, keys, image: bool = False) -> None:
+        upload = PendingUpload(threading.get_ident() if recording else None, staging, target, region, keys, image)
+        with self._lock:
+            self.pending_uploads.append(upload)
+
     def take_uploads(self, thread: int, shared: bool) -> list:
-        """Remove and return the (staging, Buffer, offset, size) uploads a
-        recording on ``thread`` records now: those made while it was open
-        and, when ``shared`` (the recording's start), those waiting for any
-        recording. The recorder then calls :meth:`uploads_recorded`."""
+        """Remove and return the PendingUploads a recording on ``thread``
+        records now: those made while it was open and, when ``shared`` (the
+        recording's start), those waiting for any recording. The recorder
+        then calls :meth:`uploads_recorded`."""
         with self._lock:
             taken, kept = [], []
             for u in self.pending_uploads:
-                (taken if u[0] == thread or (shared and u[0] is None) else kept).append(u)
+                (taken if u.thread == thread or (shared and u.thread is None) else kept).append(u)
             self.pending_uploads[:] = kept      # the same list: recorders watch it
-        return [u[1:] for u in taken]
+        return taken
 
     def share_uploads(self, thread: int) -> None:
         """Uploads made in ``thread``'s program recording, with no other
         recording open there, wait for the next recording on any thread (a
         program's secondary cannot copy them: every replay would)."""
         with self._lock:
-            self.pending_uploads[:] = [(None,) + u[1:] if u[0] == thread else u for u in self.pending_uploads]
+            for u in self.pending_uploads:
+                if u.thread == thread:
+                    u.thread = None
 
     def uploads_recorded(self, uploads) -> None:
         """``uploads`` (from :meth:`take_uploads`) were recorded in the
         current epoch: their staging buffers go when it retires."""
         dev = self.device
-        for staging, *_ in uploads:
-            dev.epochs.retire_later(dev.epochs.current, lambda staging=staging: dev.suballocator.release(staging))
+        for u in uploads:
+            dev.epochs.retire_later(dev.epochs.current, lambda staging=u.staging: dev.suballocator.release(staging))
 
     # -- guest images ------------------------------------------------------------
     def init_image(self, img) -> None:
@@ -155,11 +159,16 @@ class Transfers:
         return images
 
     def write_image(self, img, mip: int, layer: int, data: bytes) -> None:
-        """Copy ``data`` (tightly packed texels) into (mip, layer) of a guest image."""
+        """Copy ``data`` (tightly packed texels) into (mip, layer) of a guest
+        image: on the queue, or recorded as :meth:`write` records uploads."""
         dev = self.device
         staging = dev.suballocator.create(len(data), STAGING_USAGE, host_visible=True)
         staging.mapped[0:len(data)] = data
         region = _image_region(img, mip, layer)
+        recording = dev.recording_here()
+        if recording or dev.queue is None:
+            self._pend(recording, staging, img, region, (img.hazard_key(mip),), image=True)
+            return
 
         dst = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL       # the layout copies are fastest in
         old = self._current_layout(img)
@@ -197,8 +206,8 @@ class Transfers:
 
     def drop_pending_uploads(self) -> None:
         """Teardown: free the staging buffers of uploads never recorded."""
-        for _thread, staging, *_ in self.pending_uploads:
-            self.device.suballocator.release(staging)
+        for u in self.pending_uploads:
+            self.device.suballocator.release(u.staging)
         self.pending_uploads.clear()
 
     # -- device -> host ------------------------------------------------------------
@@ -316,6 +325,19 @@ class Transfers:
         if self._pool is not None:
             self.device.fns.vkDestroyCommandPool(self.device.handle, self._pool, ffi.NULL)
             self._pool = None
+
+
+class PendingUpload:
+    """A copy from ``staging`` waiting for a recording: into a Buffer
+    (``region`` a VkBufferCopy) or a guest Image (a VkBufferImageCopy, into
+    GENERAL). ``thread``: the thread whose open recording records it, or
+    None for the next recording on any thread; ``keys``: the hazard keys it
+    writes."""
+    __slots__ = ("thread", "staging", "target", "region", "keys", "image")
+
+    def __init__(self, thread, staging, target, region, keys, image: bool):
+        self.thread, self.staging, self.target, self.region, self.keys = thread, staging, target, region, keys
+        self.image = image
 
 
 def _image_region(img, mip: int, layer: int):

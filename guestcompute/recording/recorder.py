@@ -54,7 +54,6 @@ from ..ops.windows import plan_in_windows
 from ..tensor import Tensor
 from ..vk import sync
 from ..vk.command_stream import DispatchCommand
-from ..vk.structs import new
 from .dispatch_plan import plan_for
 from .op_methods import OPS, OpMethods, close_matches, op_docstring, op_signature
 from .timing import DEFAULT_COLOR, RecorderTiming, label
@@ -63,6 +62,7 @@ from .timing import DEFAULT_COLOR, RecorderTiming, label
 _COMPUTE, _SHADER_WRITE = sync.COMPUTE, sync.SHADER_WRITE
 _GUEST_STAGES, _GUEST_ACCESS = sync.GUEST_STAGES, sync.GUEST_ACCESS
 _EMPTY = frozenset()
+_TRANSFER_DST = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL      # the layout copies into an image are fastest in
 
 
 class Target:
@@ -565,13 +565,29 @@ class Recorder(OpMethods):
         uploads = transfers.take_uploads(self._thread, shared=entering)
         if not uploads:
             return
-        buffers = tuple(buf for _, buf, _, _ in uploads)
-        keys = frozenset(k for buf in buffers for k in buf.hazard_keys)
+        keys = frozenset(k for u in uploads for k in u.keys)
         self._sync_before(_EMPTY, keys, (), sync.TRANSFER, sync.TRANSFER_WRITE)
-        cmd, copy = self.command_buffer, self._fns.vkCmdCopyBuffer
-        for staging, buf, offset, size in uploads:
-            copy(cmd, staging.buffer, buf.handle, 1, new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=size))
-        self.after_work(_EMPTY, keys, sync.TRANSFER, sync.TRANSFER_WRITE, buffers=buffers)
+        images = {u.target.uid: u.target for u in uploads if u.image}
+        if images:
+            # Copies into an image write it in TRANSFER_DST_OPTIMAL: each goes
+            # there (from UNDEFINED when nothing set its layout yet) and back.
+            self.emit_barrier(sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES, sync.TRANSFER,
+                              sync.TRANSFER_WRITE,
+                              [sync.whole_image_transition(img, sync.UNDEFINED if transfers.take_image_init(img)
+                                                           else sync.GUEST_LAYOUT, _TRANSFER_DST,
+                                                           sync.GUEST_WRITES, sync.TRANSFER_WRITE)
+                               for img in images.values()])
+        cmd, fns = self.command_buffer, self._fns
+        for u in uploads:
+            if u.image:
+                fns.vkCmdCopyBufferToImage(cmd, u.staging.buffer, u.target.handle, _TRANSFER_DST, 1, u.region)
+            else:
+                fns.vkCmdCopyBuffer(cmd, u.staging.buffer, u.target.handle, 1, u.region)
+        if images:
+            self.emit_barrier(sync.TRANSFER, sync.TRANSFER_WRITE, _GUEST_STAGES, _GUEST_ACCESS,
+                              [sync.whole_image_transition(img, _TRANSFER_DST, sync.GUEST_LAYOUT, sync.TRANSFER_WRITE,
+                                                           sync.IMAGE_GUEST_ACCESS) for img in images.values()])
+        self.after_work(_EMPTY, keys, sync.TRANSFER, sync.TRANSFER_WRITE, buffers=tuple(u.target for u in uploads))
         transfers.uploads_recorded(uploads)
 
     def after_work(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()) -> None:

@@ -227,3 +227,104 @@ def test_recording_an_op_reaches_no_queue(modern_host, name):
             host.submit_and_wait(cmd)
     finally:
         ctx.close()
+
+
+def test_submit_and_wait_refuses_while_a_recording_is_open(modern_host, modern_ctx):
+    host, ctx = modern_host, modern_ctx
+    x = ctx.tensor(np.ones(8, np.float32))
+    nothing = lambda cmd: None                              # noqa: E731
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(gc.RecordingError):
+            ctx.device.transfers.submit_and_wait(nothing)
+        with pytest.raises(gc.RecordingError):
+            ctx.run(lambda r: r.add(x, 1.0, out=x))
+        rec.add(x, 1.0, out=x)
+    host.submit_and_wait(cmd)
+
+    def fn(rec):
+        with pytest.raises(gc.RecordingError):
+            ctx.device.transfers.submit_and_wait(nothing)
+        rec.add(x, 1.0, out=x)
+    ctx.program(fn)
+    ctx.device.transfers.submit_and_wait(nothing)          # outside any recording it submits
+    np.testing.assert_array_equal(x.numpy(), np.full(8, 2.0, np.float32))
+
+
+def test_images_an_op_makes_in_a_recording_hold_the_right_texels(modern_host, modern_ctx):
+    """Outputs and scratch images made inside the recording (first layout set
+    there) give what the same ops give into images made beforehand, directly
+    and through a program replayed twice (its first replay sets the layout)."""
+    host, ctx = modern_host, modern_ctx
+    rng = np.random.default_rng(7)
+    hdr = ctx.image_from(rng.uniform(0, 8, (12, 20, 4)).astype(np.float16), "rgba16f")
+    made_before = {"blur": ctx.image((20, 12), "rgba16f"), "tone": ctx.image((20, 12), "rgba8_unorm"),
+                   "bloom": ctx.image((20, 12), "rgba16f")}
+
+    def ops(rec, out=None):
+        out = out or {}
+        blurred = rec.gaussian_blur(hdr, 1.0, out=out.get("blur"))
+        toned = rec.tonemap(blurred, out=out.get("tone"), gamma=2.2)
+        bloomed = rec.bloom(hdr, out=out.get("bloom"), levels=3)
+        return {"blur": blurred, "tone": toned, "bloom": bloomed}
+
+    def texels(images):
+        return {k: (v.image if isinstance(v, ImageLevel) else v).numpy() for k, v in images.items()}
+
+    host.run(ctx, lambda rec: ops(rec, made_before))
+    want = texels(made_before)
+    queue = _counting(ctx)
+    made_inside = host.run(ctx, ops)
+    prog = ctx.program(ops)
+    for _ in range(2):
+        host.run(ctx, lambda rec: rec.execute(prog))
+    assert queue.calls == []
+    for got in (texels(made_inside), texels(prog.value)):
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+def test_uploads_inside_a_recording_are_recorded_in_it(modern_host, modern_ctx):
+    """With memory the host cannot map (a staging copy per upload), a tensor
+    made or written and an image written inside the recording are copied in
+    it, in order with the ops around them; nothing is submitted."""
+    host, ctx = modern_host, modern_ctx
+    x = ctx.zeros((64,))
+    x.buffer.alloc.mapped = None                # as on a GPU whose device-local memory is not mappable
+    y1, y2 = ctx.zeros((64,)), ctx.zeros((64,))
+    img = ctx.image((4, 4), "rgba32f")
+    texels = np.arange(64, dtype=np.float32).reshape(4, 4, 4)
+    from_img = ctx.zeros((4, 4, 4))
+    first, second = np.arange(64, dtype=np.float32), np.full(64, 5.0, np.float32)
+    x.write(first)
+    queue = _counting(ctx)
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        rec.scale(x, 2.0, out=y1)               # reads the first data...
+        x.write(second)                         # ...before this copy overwrites it
+        rec.scale(x, 2.0, out=y2)
+        img.write(texels)
+        rec.copy(img, out=from_img)
+        assert len(ctx.device.transfers.pending_uploads) == 0
+    assert queue.calls == []
+    host.submit_and_wait(cmd)
+    np.testing.assert_array_equal(y1.numpy(), first * 2)
+    np.testing.assert_array_equal(y2.numpy(), second * 2)
+    np.testing.assert_array_equal(from_img.numpy(), texels)
+
+
+def test_an_upload_made_in_a_program_waits_for_the_next_recording(modern_host, modern_ctx):
+    host, ctx = modern_host, modern_ctx
+    out = ctx.zeros((16,))
+    queue = _counting(ctx)
+
+    def fn(rec):
+        t = ctx.empty((16,))
+        t.buffer.alloc.mapped = None
+        t.write(np.arange(16, dtype=np.float32))     # not copied by every replay: once, before the first
+        rec.add(t, 1.0, out=out)
+    prog = ctx.program(fn)
+    assert queue.calls == [] and len(ctx.device.transfers.pending_uploads) == 1
+    host.run(ctx, lambda rec: rec.execute(prog))
+    assert queue.calls == [] and len(ctx.device.transfers.pending_uploads) == 0
+    np.testing.assert_array_equal(out.numpy(), np.arange(16, dtype=np.float32) + 1)
