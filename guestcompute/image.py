@@ -174,7 +174,9 @@ class Image:
 
     def write(self, data, mip: int = 0, layer: int = 0) -> None:
         """Upload ``data`` (shape :meth:`host_shape`, any dtype that converts
-        exactly to the format's channel dtype) into (mip, layer)."""
+        exactly to the format's channel dtype) into (mip, layer): on the
+        queue, or, inside a recording on this thread (or without a queue),
+        copied by that recording (the next one) like a tensor's upload."""
         if self.imported:
             raise UnsupportedError("write() into an imported image: the host owns its contents; record "
                                    "rec.copy(tensor, out=image) instead")

@@ -3,7 +3,8 @@
 Host-visible memory (lavapipe, integrated GPUs, resizable BAR) is a plain
 memcpy. Otherwise a staging buffer is copied on the context's queue in a
 one-time command buffer — only from ``ctx.tensor`` / ``t.numpy()`` /
-``ctx.run`` called while no recording is open on the calling thread. Nothing
+``ctx.run`` (and image reads, writes and first layouts) called while no
+recording is open on the calling thread. Nothing
 here submits while one is (``submit_and_wait`` raises RecordingError): an
 upload made then waits in ``pending_uploads`` and that recording records it
 before its next work; for an adopted context without a queue, the next
@@ -268,10 +269,11 @@ class Transfers:
     def submit_and_wait(self, body) -> None:
         """Record ``body(cmd)`` into a one-time command buffer, submit, wait.
 
-        One at a time: the transient pool is externally synchronized (uploads
-        made inside ``body`` re-enter). Only a standalone context retires its
-        epoch here, and only at the outermost level: an adopted context's
-        epochs belong to the host, whose own frames may still be in flight."""
+        RecordingError while a recording is open on the calling thread. One
+        at a time: the transient pool is externally synchronized. Only a
+        standalone context retires its epoch here, and only at the outermost
+        level: an adopted context's epochs belong to the host, whose own
+        frames may still be in flight."""
         dev = self.device
         if dev.recording_here():
             # The host's queue is the host's while it records: a submission
@@ -279,7 +281,7 @@ class Transfers:
             # and stall its frame on our fence.
             raise RecordingError("guestcompute submits nothing while a recording is open on this thread (a "
                                  "`with ctx.record(cmd)` block, a program's fn, ctx.submit's fn): call "
-                                 "ctx.run, t.numpy() and img.write() / img.numpy() outside it")
+                                 "ctx.run, t.numpy() and img.numpy() after the block")
         if dev.queue is None:
             raise UnsupportedError("this context has no queue; pass queue= to Context.adopt, or record "
                                    "into your own command buffer with ctx.record(cmd)")
@@ -329,8 +331,8 @@ class Transfers:
 
 class PendingUpload:
     """A copy from ``staging`` waiting for a recording: into a Buffer
-    (``region`` a VkBufferCopy) or a guest Image (a VkBufferImageCopy, into
-    GENERAL). ``thread``: the thread whose open recording records it, or
+    (``region`` a VkBufferCopy) or a guest Image (``image``: a
+    VkBufferImageCopy). ``thread``: the thread whose open recording records it, or
     None for the next recording on any thread; ``keys``: the hazard keys it
     writes."""
     __slots__ = ("thread", "staging", "target", "region", "keys", "image")
