@@ -375,16 +375,15 @@ class Recorder(OpMethods):
 
     def _image_entry(self, images, src_stage: int, src_access: int) -> tuple:
         """The entry part of a dispatch's images: a guest image still
-        UNDEFINED gets its first layout in this barrier (Transfers.init_image;
-        a program's capture leaves it to the replay, which sets it once:
-        every replay would discard what the image holds); imported ones
-        their move from the host's layout on first use (see
-        BarrierState.host_image_sources)."""
-        state, transitions = self.state, []
+        UNDEFINED gets its first layout now (Transfers.init_image; a
+        program's capture leaves it to the replay, which sets it once: every
+        replay would discard what the image holds); imported ones their move
+        from the host's layout on first use (see BarrierState.host_image_sources)."""
+        state, transitions, first = self.state, [], None
         for img, w in images:
             if img.pending_init and self.target.enters and self._device.transfers.take_image_init(img):
-                src_stage |= sync.TOP_OF_PIPE
-                transitions.append(sync.first_layout_transition(img))
+                first = first or []
+                first.append(sync.first_layout_transition(img))
             if img.entry is None:
                 continue
             stage, access, t = state.host_image_sources(img, w)
@@ -392,6 +391,10 @@ class Recorder(OpMethods):
             src_access |= access
             if t is not None:
                 transitions.append(t)
+        if first:
+            # A barrier of their own: it waits for nothing (the images hold
+            # nothing yet), so it leaves the hazard tracker as it is.
+            self.emit_barrier(sync.TOP_OF_PIPE, 0, _GUEST_STAGES, _GUEST_ACCESS, first)
         return src_stage, src_access, transitions
 
     def using(self, image, *, layout=None, exit_layout=None, host_access=None, exit_access=None) -> None:
@@ -557,12 +560,12 @@ class Recorder(OpMethods):
         copies are guest transfer work, ordered by the hazard tracker."""
         transfers = self._device.transfers
         entering = not self.state.entered
-        if entering:
+        if entering and transfers.pending_image_inits and self.target.enters:
             images = transfers.take_image_inits()
             if images:
                 self.emit_barrier(sync.TOP_OF_PIPE, 0, _GUEST_STAGES, _GUEST_ACCESS,
                                   [sync.first_layout_transition(img) for img in images])
-        uploads = transfers.take_uploads(self._thread, shared=entering)
+        uploads = transfers.take_uploads(self._thread, shared=entering) if self._uploads else None
         if not uploads:
             return
         keys = frozenset(k for u in uploads for k in u.keys)

@@ -328,3 +328,20 @@ def test_an_upload_made_in_a_program_waits_for_the_next_recording(modern_host, m
     host.run(ctx, lambda rec: rec.execute(prog))
     assert queue.calls == [] and len(ctx.device.transfers.pending_uploads) == 0
     np.testing.assert_array_equal(out.numpy(), np.arange(16, dtype=np.float32) + 1)
+
+
+def test_a_first_layout_leaves_earlier_writes_to_be_waited_for(modern_host, modern_ctx):
+    """The barrier that sets a new image's first layout waits for nothing, so
+    a write recorded before it still gets its barrier before a later read
+    (synchronization validation reports a missed one)."""
+    host, ctx = modern_host, modern_ctx
+    a = ctx.tensor(np.arange(256, dtype=np.float32))
+    x, y = ctx.zeros((256,)), ctx.zeros((256,))
+    hdr = ctx.image_from(np.ones((8, 8, 4), np.float16), "rgba16f")
+
+    def work(rec):
+        rec.add(a, 1.0, out=x)
+        rec.colour_matrix(hdr, np.eye(4))     # one dispatch, into a new image first used here
+        rec.add(x, 1.0, out=y)
+    host.run(ctx, work)
+    np.testing.assert_array_equal(y.numpy(), np.arange(256, dtype=np.float32) + 2)
