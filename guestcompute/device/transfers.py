@@ -146,8 +146,7 @@ class Transfers:
             if not img.pending_init:
                 return False
             img.pending_init = False
-            if any(i is img for i in self.pending_image_inits):
-                self.pending_image_inits.remove(img)
+            self.pending_image_inits[:] = [i for i in self.pending_image_inits if i is not img]
         return True
 
     def take_image_inits(self) -> list:
