@@ -134,10 +134,23 @@ class Transfers:
             with self._lock:
                 self.pending_image_inits.append(img)
             return
-        self.take_image_init(img)
-        transition = sync.image_barriers([sync.first_layout_transition(img)])
+        self.init_images_now([img])
+
+    def init_images_now(self, images) -> None:
+        """Set the first layout of those of ``images`` still UNDEFINED in a
+        submission now, when there is a queue and no recording is open on
+        this thread (else they keep waiting for the first command buffer
+        that uses them). A program does this for the images its ``fn`` made,
+        so that whichever command buffer replays it first may run first."""
+        dev = self.device
+        if dev.queue is None or dev.recording_here():
+            return
+        fresh = [img for img in images if self.take_image_init(img)]
+        if not fresh:
+            return
+        transitions = sync.image_barriers([sync.first_layout_transition(img) for img in fresh])
         self.submit_and_wait(lambda cmd: self.device.fns.vkCmdPipelineBarrier(
-            cmd, sync.TOP_OF_PIPE, sync.GUEST_STAGES, 0, 0, ffi.NULL, 0, ffi.NULL, 1, transition))
+            cmd, sync.TOP_OF_PIPE, sync.GUEST_STAGES, 0, 0, ffi.NULL, 0, ffi.NULL, len(fresh), transitions))
 
     def take_image_init(self, img) -> bool:
         """Claim ``img``'s first layout for the command buffer being

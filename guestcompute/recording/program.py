@@ -216,8 +216,8 @@ class ProgramCapture(Target):
         self.access = sync.SHADER_RW
         self.write_access = 0
         self.specs: dict = {}
-        # uid -> (Image, written) of guest images still UNDEFINED: the first
-        # replay sets their layout (see Recorder._image_entry).
+        # uid -> (Image, written) of guest images still UNDEFINED: set after
+        # the capture or by the first replay (see Program._record).
         self.first_layouts: dict = {}
 
     @property
@@ -360,6 +360,9 @@ class Program:
             except BaseException:
                 pool.free(cmd)
                 raise
+        # Images fn made (an op's output or scratch) get their first layout
+        # now if nothing is being recorded here, else at their first replay.
+        ctx.device.transfers.init_images_now([img for img, _ in capture.first_layouts.values()])
         state = rec.state
         r = Recording()
         r.cmd = cmd

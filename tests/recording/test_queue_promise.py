@@ -218,12 +218,18 @@ def test_recording_an_op_reaches_no_queue(modern_host, name):
             assert queue.calls == [], f"rec.{name} reached the queue inside record(): {queue.calls}"
             host.submit_and_wait(cmd)
 
-            prog = ctx.program(lambda rec, call=call: call(rec, s))
-            assert queue.calls == [], f"rec.{name} reached the queue in a program's recording: {queue.calls}"
+            def captured(rec, call=call):
+                before = len(queue.calls)
+                call(rec, s)
+                assert queue.calls[before:] == [], f"rec.{name} reached the queue in a program's recording"
+            at_setup = ctx.program(captured)        # (may set first layouts once its recording ended)
+            queue.calls.clear()
             cmd = host.begin()
             with ctx.record(cmd) as rec:
-                rec.execute(prog)
-            assert queue.calls == [], f"replaying rec.{name} reached the queue: {queue.calls}"
+                rec.execute(at_setup)
+                in_frame = ctx.program(captured)    # inside a recording: its first replay sets them
+                rec.execute(in_frame)
+            assert queue.calls == [], f"rec.{name} in a program reached the queue: {queue.calls}"
             host.submit_and_wait(cmd)
     finally:
         ctx.close()
@@ -254,7 +260,7 @@ def test_submit_and_wait_refuses_while_a_recording_is_open(modern_host, modern_c
 def test_images_an_op_makes_in_a_recording_hold_the_right_texels(modern_host, modern_ctx):
     """Outputs and scratch images made inside the recording (first layout set
     there) give what the same ops give into images made beforehand, directly
-    and through a program replayed twice (its first replay sets the layout)."""
+    and through programs made at set-up and inside a recording, replayed twice."""
     host, ctx = modern_host, modern_ctx
     rng = np.random.default_rng(7)
     hdr = ctx.image_from(rng.uniform(0, 8, (12, 20, 4)).astype(np.float16), "rgba16f")
@@ -275,11 +281,17 @@ def test_images_an_op_makes_in_a_recording_hold_the_right_texels(modern_host, mo
     want = texels(made_before)
     queue = _counting(ctx)
     made_inside = host.run(ctx, ops)
-    prog = ctx.program(ops)
+    at_setup = ctx.program(ops)             # first layouts submitted once its recording ended
+    queue.calls.clear()
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        in_frame = ctx.program(ops)         # first layouts set by its first replay
+        rec.execute(in_frame)
+    host.submit_and_wait(cmd)
     for _ in range(2):
-        host.run(ctx, lambda rec: rec.execute(prog))
+        host.run(ctx, lambda rec: (rec.execute(at_setup), rec.execute(in_frame)))
     assert queue.calls == []
-    for got in (texels(made_inside), texels(prog.value)):
+    for got in (texels(made_inside), texels(at_setup.value), texels(in_frame.value)):
         for k in want:
             np.testing.assert_array_equal(got[k], want[k], err_msg=k)
 
@@ -345,3 +357,21 @@ def test_a_first_layout_leaves_earlier_writes_to_be_waited_for(modern_host, mode
         rec.add(x, 1.0, out=y)
     host.run(ctx, work)
     np.testing.assert_array_equal(y.numpy(), np.arange(256, dtype=np.float32) + 2)
+
+
+def test_a_program_made_at_set_up_may_first_run_from_any_command_buffer(modern_host, modern_ctx):
+    """Images a program's fn made get their first layout once its recording
+    ended (no recording open on the thread): of two command buffers replaying
+    it, recorded once, either may be submitted first."""
+    host, ctx = modern_host, modern_ctx
+    hdr = ctx.image_from(np.full((4, 4, 4), 0.5, np.float16), "rgba16f")
+    prog = ctx.program(lambda rec: rec.colour_matrix(hdr, np.eye(4) * 2))
+    cmds = []
+    for _ in range(2):
+        cmd = host.begin()
+        with ctx.record(cmd) as rec:
+            rec.execute(prog)
+        cmds.append(cmd)
+    host.submit_and_wait(cmds[1])
+    host.submit_and_wait(cmds[0])
+    np.testing.assert_array_equal(prog.value.numpy(), np.ones((4, 4, 4), np.float16))
