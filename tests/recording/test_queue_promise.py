@@ -1,8 +1,10 @@
 """The queue promise: while a recording is open on a thread — a `with
 ctx.record(cmd)` block, a program's recording — guestcompute reaches no
-queue from that thread, even on a context adopted with ``queue=``. What an
-op creates (an output or scratch image, a tensor) is initialised by commands
-recorded in that recording, and ``submit_and_wait`` refuses to run there.
+queue from that thread, even on a context adopted with ``queue=``. An image
+an op creates there (an output, a scratch image) gets its first layout from a
+barrier in that recording (or, made in a program's fn, after the program's
+recording or at its first replay), uploads are copied in the recording, and
+``submit_and_wait`` refuses to run.
 
 Every registered op is recorded with sample arguments (tensors and images,
 ``out=`` given and not), directly and inside a program, with the queue
