@@ -12,6 +12,7 @@ functions of ``ctx.device.fns`` counting their calls.
 """
 import inspect
 import shutil
+import threading
 import types
 
 import numpy as np
@@ -377,3 +378,27 @@ def test_a_program_made_at_set_up_may_first_run_from_any_command_buffer(modern_h
     host.submit_and_wait(cmds[1])
     host.submit_and_wait(cmds[0])
     np.testing.assert_array_equal(prog.value.numpy(), np.ones((4, 4, 4), np.float16))
+
+
+def test_other_threads_still_submit_while_one_records(modern_host, modern_ctx):
+    """The promise is per thread: a recording open on one thread does not stop
+    another thread's ctx.image / submissions (they take queue_lock)."""
+    host, ctx = modern_host, modern_ctx
+    done = []
+
+    def other():
+        img = ctx.image((4, 4), "rgba8_unorm")                 # its first layout is submitted now
+        img.write(np.zeros((4, 4, 4), np.uint8))
+        ctx.device.transfers.submit_and_wait(lambda cmd: None)
+        done.append(img.numpy())
+
+    x = ctx.zeros((8,))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+        rec.add(x, 1.0, out=x)
+    host.submit_and_wait(cmd)
+    assert len(done) == 1 and not done[0].any()
+    np.testing.assert_array_equal(x.numpy(), np.ones(8, np.float32))
