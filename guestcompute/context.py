@@ -368,10 +368,11 @@ class Context:
 
     def image(self, extent, format="rgba8_unorm", *, mips: int = 1, layers: int = 1, usage=None) -> Image:
         """A guest-owned 2-D image of ``extent`` (width, height), in GENERAL
-        layout from creation on, with SAMPLED, STORAGE (where the format
-        allows them) and TRANSFER usage. Read it with ``img.numpy()``, fill
-        it with ``img.write(array)``, or pass it (or ``img.level(mip)``) to
-        ops. Thread-safety: any thread."""
+        layout from creation on (made inside a recording on this thread: from
+        a barrier there before its first use; nothing is submitted), with
+        SAMPLED, STORAGE (where the format allows them) and TRANSFER usage.
+        Read it with ``img.numpy()``, fill it with ``img.write(array)``, or
+        pass it (or ``img.level(mip)``) to ops. Thread-safety: any thread."""
         return create_image(self, extent, format, mips=mips, layers=layers, usage=usage)
 
     def image_from(self, data, format="rgba8_unorm", *, mips: int = 1) -> Image:

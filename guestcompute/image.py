@@ -101,8 +101,8 @@ class Image:
         self.exit = exit
         self.uid = next_uid()
         self.last_epoch = 0
-        # A guest image created without a queue: its first recording moves it
-        # from UNDEFINED to GENERAL (see Transfers.flush_pending_uploads).
+        # A guest image still UNDEFINED: the first command buffer that uses
+        # it moves it to GENERAL (see Transfers.init_image).
         self.pending_init = False
         # The BarrierStates of open recordings that moved this (imported)
         # image out of the host's layout: rebind waits until their exit.
@@ -178,7 +178,9 @@ class Image:
 
     def write(self, data, mip: int = 0, layer: int = 0) -> None:
         """Upload ``data`` (shape :meth:`host_shape`, any dtype that converts
-        exactly to the format's channel dtype) into (mip, layer)."""
+        exactly to the format's channel dtype) into (mip, layer): on the
+        queue, or, inside a recording on this thread (or without a queue),
+        copied by that recording (the next one) like a tensor's upload."""
         self.ctx.device.check_open()
         if self.imported:
             raise UnsupportedError("write() into an imported image: the host owns its contents; record "

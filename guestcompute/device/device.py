@@ -161,6 +161,13 @@ class Device:
             if not self._open_recorders:
                 self._recorders_left.notify_all()
 
+    def recording_here(self) -> bool:
+        """A recorder is open on the calling thread (a ``with ctx.record``
+        block, a program's recording or ``ctx.submit``'s ``fn``): what that
+        thread asks for now must be recorded there, never submitted."""
+        with self.lock:
+            return threading.get_ident() in self._open_recorders.values()
+
     def stop_recording(self, timeout: float) -> None:
         """Mark the device closed and wait until no recorder is open."""
         with self.lock:

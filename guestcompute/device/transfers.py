@@ -3,8 +3,15 @@
 Host-visible memory (lavapipe, integrated GPUs, resizable BAR) is a plain
 memcpy. Otherwise a staging buffer is copied on the context's queue in a
 one-time command buffer — only from ``ctx.tensor`` / ``t.numpy()`` /
-``ctx.run``, never from ``record`` — or, for an adopted context without a
-queue, the copy is recorded at the start of the host's next recording.
+``ctx.run`` (and image reads, writes and first layouts) called while no
+recording is open on the calling thread. Nothing
+here submits while one is (``submit_and_wait`` raises RecordingError): an
+upload made then waits in ``pending_uploads`` and that recording records it
+before its next work; for an adopted context without a queue, the next
+recording on any thread records it at its start. A new guest image is
+UNDEFINED until its first layout is set, the same way (``init_image``).
+The recorders record what waits (recording/recorder.py); this module only
+keeps the lists.
 
 Host buffers (``ctx.import_buffer``) are read back with vkCmdCopyBuffer only
 when the host declared TRANSFER_SRC in their ``usage``; otherwise a compute
@@ -20,7 +27,7 @@ import threading
 import vulkan as vk
 from vulkan import ffi
 
-from ..errors import UnsupportedError, check
+from ..errors import RecordingError, UnsupportedError, check
 from ..vk import sync
 from ..vk.commands import allocate_command_buffer, create_command_pool
 from ..vk.memory import STAGING_USAGE
@@ -43,8 +50,10 @@ class Transfers:
         self.submit_lock = threading.RLock()    # one submission at a time; close() waits on it
         self._depth = 0
         self._pool = None
-        self.pending_uploads: list = []         # (staging, Buffer, offset, size) for the next recording
-        self.pending_image_inits: list = []     # guest Images to move to GENERAL in the next recording
+        self.pending_uploads: list = []         # PendingUploads, see write()
+        # Guest Images made without a queue outside a recording: the next
+        # recording moves them to GENERAL at its start.
+        self.pending_image_inits: list = []
 
     # -- host -> device ------------------------------------------------------------
     def write(self, buf, offset: int, data: bytes) -> None:
@@ -59,11 +68,13 @@ class Transfers:
             return
         staging = dev.suballocator.create(len(data), STAGING_USAGE, host_visible=True)
         staging.mapped[0:len(data)] = data
-        if dev.queue is None:
-            # No queue to submit on: the copy is recorded at the start of the
-            # next recording, and the staging buffer retires with that epoch.
-            with self._lock:            # flush_pending_uploads swaps the list under it
-                self.pending_uploads.append((staging, buf, offset, len(data)))
+        recording = dev.recording_here()
+        if recording or dev.queue is None:
+            # No submission: the recording open on this thread records the
+            # copy before its next work (without one, the next recording does
+            # at its start); the staging buffer retires with its epoch.
+            self._pend(recording, staging, buf, new("VkBufferCopy", srcOffset=0, dstOffset=offset,
+                                                     size=len(data)), buf.hazard_keys)
             return
         region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=len(data))
 
@@ -75,54 +86,109 @@ class Transfers:
         finally:
             dev.suballocator.release(staging)
 
-    def flush_pending_uploads(self, rec) -> None:
-        """Record the uploads and image initializations waiting for a
-        recording (no queue) at the start of ``rec``."""
-        if self.pending_image_inits:
-            with self._lock:
-                images, self.pending_image_inits = self.pending_image_inits, []
-            if images:
-                rec.emit_barrier(sync.TOP_OF_PIPE, 0, sync.GUEST_STAGES, sync.GUEST_ACCESS,
-                                 [_init_transition(img) for img in images])
-                for img in images:
-                    img.pending_init = False
-        if not self.pending_uploads:
-            return
+    def _pend(self, recording: bool, staging, target, region, keys, image: bool = False) -> None:
+        upload = PendingUpload(threading.get_ident() if recording else None, staging, target, region, keys, image)
         with self._lock:
-            uploads, self.pending_uploads = self.pending_uploads, []
+            self.pending_uploads.append(upload)
+
+    def take_uploads(self, thread: int, shared: bool) -> list:
+        """Remove and return the PendingUploads a recording on ``thread``
+        records now: those made while it was open and, when ``shared`` (the
+        recording's start), those waiting for any recording. The recorder
+        then calls :meth:`uploads_recorded`."""
+        with self._lock:
+            taken, kept = [], []
+            for u in self.pending_uploads:
+                (taken if u.thread == thread or (shared and u.thread is None) else kept).append(u)
+            self.pending_uploads[:] = kept      # the same list: recorders watch it
+        return taken
+
+    def share_uploads(self, thread: int) -> None:
+        """Uploads made in ``thread``'s program recording, with no other
+        recording open there, wait for the next recording on any thread (a
+        program's secondary cannot copy them: every replay would)."""
+        with self._lock:
+            for u in self.pending_uploads:
+                if u.thread == thread:
+                    u.thread = None
+
+    def uploads_recorded(self, uploads) -> None:
+        """``uploads`` (from :meth:`take_uploads`) were recorded in the
+        current epoch: their staging buffers go when it retires."""
         dev = self.device
-        cmd = rec.command_buffer
-        rec.emit_barrier(sync.EARLIER_GUEST_STAGES, sync.SHADER_WRITE, sync.TRANSFER, sync.TRANSFER_WRITE)
-        for staging, buf, offset, size in uploads:
-            region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=size)
-            dev.fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
-            dev.epochs.retire_later(dev.epochs.current, lambda staging=staging: dev.suballocator.release(staging))
+        for u in uploads:
+            dev.epochs.retire_later(dev.epochs.current, lambda staging=u.staging: dev.suballocator.release(staging))
 
     # -- guest images ------------------------------------------------------------
     def init_image(self, img) -> None:
-        """Move a new guest image from UNDEFINED to GENERAL, where it stays:
-        now on the context's queue, or at the start of the next recording."""
-        if self.device.queue is None:
-            img.pending_init = True
+        """A new guest image is UNDEFINED until a command buffer moves it to
+        GENERAL, where it stays: one submitted now on the context's queue;
+        while a recording is open on this thread, the first command buffer
+        that uses it (that recording, a program's replay, a transfer);
+        without a queue, the next recording at its start."""
+        img.pending_init = True
+        dev = self.device
+        if dev.recording_here():
+            return
+        if dev.queue is None:
             with self._lock:
                 self.pending_image_inits.append(img)
             return
-        transition = sync.image_barriers([_init_transition(img)])
+        self.init_images_now([img])
+
+    def init_images_now(self, images) -> None:
+        """Set the first layout of those of ``images`` still UNDEFINED in a
+        submission now, when there is a queue and no recording is open on
+        this thread (else they keep waiting for the first command buffer
+        that uses them). A program does this for the images its ``fn`` made,
+        so that whichever command buffer replays it first may run first."""
+        dev = self.device
+        if dev.queue is None or dev.recording_here():
+            return
+        fresh = [img for img in images if self.take_image_init(img)]
+        if not fresh:
+            return
+        transitions = sync.image_barriers([sync.first_layout_transition(img) for img in fresh])
         self.submit_and_wait(lambda cmd: self.device.fns.vkCmdPipelineBarrier(
-            cmd, sync.TOP_OF_PIPE, sync.GUEST_STAGES, 0, 0, ffi.NULL, 0, ffi.NULL, 1, transition))
+            cmd, sync.TOP_OF_PIPE, sync.GUEST_STAGES, 0, 0, ffi.NULL, 0, ffi.NULL, len(fresh), transitions))
+
+    def take_image_init(self, img) -> bool:
+        """Claim ``img``'s first layout for the command buffer being
+        recorded: True, once, while the image is still UNDEFINED."""
+        with self._lock:
+            if not img.pending_init:
+                return False
+            img.pending_init = False
+            self.pending_image_inits[:] = [i for i in self.pending_image_inits if i is not img]
+        return True
+
+    def take_image_inits(self) -> list:
+        """Claim every image waiting for the next recording's start."""
+        with self._lock:
+            images = [img for img in self.pending_image_inits if img.pending_init]
+            self.pending_image_inits.clear()
+            for img in images:
+                img.pending_init = False
+        return images
 
     def write_image(self, img, mip: int, layer: int, data: bytes) -> None:
-        """Copy ``data`` (tightly packed texels) into (mip, layer) of a guest image."""
+        """Copy ``data`` (tightly packed texels) into (mip, layer) of a guest
+        image: on the queue, or recorded as :meth:`write` records uploads."""
         dev = self.device
         staging = dev.suballocator.create(len(data), STAGING_USAGE, host_visible=True)
         staging.mapped[0:len(data)] = data
         region = _image_region(img, mip, layer)
+        recording = dev.recording_here()
+        if recording or dev.queue is None:
+            self._pend(recording, staging, img, region, (img.hazard_key(mip),), image=True)
+            return
 
         dst = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL       # the layout copies are fastest in
+        old = self._current_layout(img)
 
         def body(cmd):
             self._transition(cmd, img, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER,
-                             sync.TRANSFER_WRITE, sync.GUEST_LAYOUT, dst)
+                             sync.TRANSFER_WRITE, old, dst)
             dev.fns.vkCmdCopyBufferToImage(cmd, staging.buffer, img.handle, dst, 1, region)
             self._transition(cmd, img, sync.TRANSFER, sync.TRANSFER_WRITE, sync.GUEST_STAGES, sync.GUEST_ACCESS,
                              dst, sync.GUEST_LAYOUT)
@@ -136,19 +202,25 @@ class Transfers:
         w, h = img.mip_extent(mip)
         region = _image_region(img, mip, layer)
         src = vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL
+        old = self._current_layout(img)
 
         def copy(cmd, staging):
             self._transition(cmd, img, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER,
-                             sync.TRANSFER_READ, sync.GUEST_LAYOUT, src)
+                             sync.TRANSFER_READ, old, src)
             self.device.fns.vkCmdCopyImageToBuffer(cmd, img.handle, src, staging, 1, region)
             self._transition(cmd, img, sync.TRANSFER, 0, sync.GUEST_STAGES, sync.GUEST_ACCESS, src,
                              sync.GUEST_LAYOUT)
         return self._download(w * h * img.format.texel_bytes, copy)
 
+    def _current_layout(self, img) -> int:
+        """The layout a one-time copy finds ``img`` in (claiming its first
+        layout when no command buffer set it yet)."""
+        return sync.UNDEFINED if self.take_image_init(img) else sync.GUEST_LAYOUT
+
     def drop_pending_uploads(self) -> None:
         """Teardown: free the staging buffers of uploads never recorded."""
-        for staging, *_ in self.pending_uploads:
-            self.device.suballocator.release(staging)
+        for u in self.pending_uploads:
+            self.device.suballocator.release(u.staging)
         self.pending_uploads.clear()
 
     # -- device -> host ------------------------------------------------------------
@@ -209,11 +281,19 @@ class Transfers:
     def submit_and_wait(self, body) -> None:
         """Record ``body(cmd)`` into a one-time command buffer, submit, wait.
 
-        One at a time: the transient pool is externally synchronized (uploads
-        made inside ``body`` re-enter). Only a standalone context retires its
-        epoch here, and only at the outermost level: an adopted context's
-        epochs belong to the host, whose own frames may still be in flight."""
+        RecordingError while a recording is open on the calling thread. One
+        at a time: the transient pool is externally synchronized. Only a
+        standalone context retires its epoch here, and only at the outermost
+        level: an adopted context's epochs belong to the host, whose own
+        frames may still be in flight."""
         dev = self.device
+        if dev.recording_here():
+            # The host's queue is the host's while it records: a submission
+            # here would race its own (queues need external synchronization)
+            # and stall its frame on our fence.
+            raise RecordingError("guestcompute submits nothing while a recording is open on this thread (a "
+                                 "`with ctx.record(cmd)` block, a program's fn, ctx.submit's fn): call "
+                                 "ctx.run, t.numpy() and img.numpy() after the block")
         if dev.queue is None:
             raise UnsupportedError("this context has no queue; pass queue= to Context.adopt, or record "
                                    "into your own command buffer with ctx.record(cmd)")
@@ -261,8 +341,17 @@ class Transfers:
             self._pool = None
 
 
-def _init_transition(img):
-    return sync.whole_image_transition(img, sync.UNDEFINED, sync.GUEST_LAYOUT, 0, sync.GUEST_ACCESS)
+class PendingUpload:
+    """A copy from ``staging`` waiting for a recording: into a Buffer
+    (``region`` a VkBufferCopy) or a guest Image (``image``: a
+    VkBufferImageCopy). ``thread``: the thread whose open recording records it, or
+    None for the next recording on any thread; ``keys``: the hazard keys it
+    writes."""
+    __slots__ = ("thread", "staging", "target", "region", "keys", "image")
+
+    def __init__(self, thread, staging, target, region, keys, image: bool):
+        self.thread, self.staging, self.target, self.region, self.keys = thread, staging, target, region, keys
+        self.image = image
 
 
 def _image_region(img, mip: int, layer: int):

@@ -223,6 +223,9 @@ class ProgramCapture(Target):
         self.access = sync.SHADER_RW
         self.write_access = 0
         self.specs: dict = {}
+        # uid -> (Image, written) of guest images still UNDEFINED: set after
+        # the capture or by the first replay (see Program._record).
+        self.first_layouts: dict = {}
 
     @property
     def capture(self):
@@ -240,6 +243,9 @@ class ProgramCapture(Target):
 
     def dispatch(self, d, plan) -> None:
         self.specs[d.spec] = None
+        for img, w in plan.images:
+            if img.pending_init:
+                self.first_layouts[img.uid] = (img, w)
         for b in plan.buffers:
             self.buffers[b.uid] = b
         self.reads.update(plan.reads)
@@ -361,6 +367,9 @@ class Program:
             except BaseException:
                 pool.free(cmd)
                 raise
+        # Images fn made (an op's output or scratch) get their first layout
+        # now if nothing is being recorded here, else at their first replay.
+        ctx.device.transfers.init_images_now([img for img, _ in capture.first_layouts.values()])
         state = rec.state
         r = Recording()
         r.cmd = cmd
@@ -369,7 +378,7 @@ class Program:
         r.reads = frozenset(capture.reads)
         r.writes = frozenset(capture.writes)
         r.imports = tuple((b, w) for b, w in state.imports.values())
-        r.images = tuple((img, w) for img, w in state.images.values())
+        r.images = tuple((img, w) for img, w in state.images.values()) + tuple(capture.first_layouts.values())
         r.stages = capture.stages
         r.access = capture.access
         r.write_access = capture.write_access or sync.SHADER_WRITE

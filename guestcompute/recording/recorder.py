@@ -39,6 +39,7 @@ record with the same context into different command buffers at once.
 from __future__ import annotations
 
 import inspect
+import threading
 from typing import TYPE_CHECKING
 
 import vulkan as vk
@@ -60,6 +61,8 @@ from .timing import DEFAULT_COLOR, RecorderTiming, label
 # Read on every dispatch: module constants, not attribute lookups.
 _COMPUTE, _SHADER_WRITE = sync.COMPUTE, sync.SHADER_WRITE
 _GUEST_STAGES, _GUEST_ACCESS = sync.GUEST_STAGES, sync.GUEST_ACCESS
+_EMPTY = frozenset()
+_TRANSFER_DST = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL      # the layout copies into an image are fastest in
 
 
 class Target:
@@ -67,7 +70,8 @@ class Target:
 
     ``waits_for_host``: entry barriers wait for the host's declared
     accesses of imported buffers. ``enters``: the first command waits for
-    earlier guest work and flushes pending uploads. ``family``: the queue
+    earlier guest work; the recording records pending uploads and first
+    image layouts (a program's replay does, not its capture). ``family``: the queue
     family the command buffer runs on (None: the adopted one).
     ``capture``: an object told about every dispatch, every non-dispatch
     piece of work and every op's arguments and results (programs), or None.
@@ -124,6 +128,10 @@ class Recorder(OpMethods):
         self._hits = 0                 # pipeline-cache hits of kept plans, added up at the end
         self._call_hits = 0            # calls the call memo answered, likewise
         self._memory = device.memory
+        # Uploads waiting for a recording (Transfers.pending_uploads, the
+        # same list throughout); a program's capture leaves them to its replay.
+        self._uploads = device.transfers.pending_uploads if target.enters else ()
+        self._thread = None            # the thread of the `with` block
         self._active = False
         self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host)
         self._capture = target.capture
@@ -145,6 +153,7 @@ class Recorder(OpMethods):
         # Raises ContextClosedError once close() began, RecordingError when
         # another recorder is open on this command buffer.
         self._device.recorder_opened(self._cmd_key)
+        self._thread = threading.get_ident()
         self._used = True
         self._active = True
         return self
@@ -154,6 +163,8 @@ class Recorder(OpMethods):
         # context is closing): whatever was recorded before the error must
         # still hand the host's buffers back.
         try:
+            if self._uploads:
+                self._record_pending()      # uploads made after the last op
             masks = self.target.exit_masks(self.state)
             if masks is not None:
                 src_stage, src_access, dst_stage, dst_access, transitions = masks
@@ -171,7 +182,12 @@ class Recorder(OpMethods):
                     self.ctx.call_memo.count_hits(self._call_hits)
                 self._hits = self._call_hits = 0
                 self._active = False
-            self._device.recorder_closed(self._cmd_key)
+            device = self._device
+            device.recorder_closed(self._cmd_key)
+            if not self.target.enters and device.transfers.pending_uploads and not device.recording_here():
+                # Uploads made in a program's fn, with no recording left open
+                # on this thread to record them: the next recording does.
+                device.transfers.share_uploads(self._thread)
         return False
 
     @property
@@ -281,13 +297,14 @@ class Recorder(OpMethods):
     # -- the hot path -----------------------------------------------------------
     def _record(self, d: Dispatch, plan) -> None:
         state = self.state
+        if self._uploads or not state.entered:
+            self._record_pending()
         src_stage = src_access = 0
         if not state.entered:
             # Guest work recorded earlier (previous frames, other recordings,
             # uploads) is ordered before this recording's first dispatch.
             src_stage, src_access = sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES
             state.entered = True
-            self._device.transfers.flush_pending_uploads(self)
         epoch = self._epochs.current
         if plan.epoch != epoch:        # its buffers are stamped once per epoch
             plan.epoch = epoch
@@ -357,17 +374,16 @@ class Recorder(OpMethods):
                                        "copy into a guest image there first")
 
     def _image_entry(self, images, src_stage: int, src_access: int) -> tuple:
-        """The entry part of a dispatch's images: guest images created since
-        the recording began get their first layout; imported ones their move
+        """The entry part of a dispatch's images: a guest image still
+        UNDEFINED gets its first layout now (Transfers.init_image; a
+        program's capture leaves it to the replay, which sets it once: every
+        replay would discard what the image holds); imported ones their move
         from the host's layout on first use (see BarrierState.host_image_sources)."""
-        state, transitions = self.state, []
+        state, transitions, first = self.state, [], None
         for img, w in images:
-            if img.pending_init:
-                if not self.target.enters:
-                    raise RecordingError("a guest image made without a queue is first used inside a program: "
-                                         "its first layout would be set on every replay; use it in a "
-                                         "direct recording first, or adopt with queue=")
-                self._device.transfers.flush_pending_uploads(self)
+            if img.pending_init and self.target.enters and self._device.transfers.take_image_init(img):
+                first = first or []
+                first.append(sync.first_layout_transition(img))
             if img.entry is None:
                 continue
             stage, access, t = state.host_image_sources(img, w)
@@ -375,6 +391,10 @@ class Recorder(OpMethods):
             src_access |= access
             if t is not None:
                 transitions.append(t)
+        if first:
+            # A barrier of their own: it waits for nothing (the images hold
+            # nothing yet), so it leaves the hazard tracker as it is.
+            self.emit_barrier(sync.TOP_OF_PIPE, 0, _GUEST_STAGES, _GUEST_ACCESS, first)
         return src_stage, src_access, transitions
 
     def using(self, image, *, layout=None, exit_layout=None, host_access=None, exit_access=None) -> None:
@@ -505,6 +525,11 @@ class Recorder(OpMethods):
         (Buffer, written) pairs of host-shared buffers among them; ``images``:
         (Image, written) pairs of the images it uses. ``force``: order
         everything recorded so far before it."""
+        if self._uploads or not self.state.entered:
+            self._record_pending()
+        self._sync_before(reads, writes, shared, dst_stage, dst_access, force, images)
+
+    def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False, images=()) -> None:
         state = self.state
         if self._capture is not None:
             self._capture.sync(dst_stage, dst_access)
@@ -512,7 +537,6 @@ class Recorder(OpMethods):
         if not state.entered:
             src_stage, src_access = sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES
             state.entered = True
-            self._device.transfers.flush_pending_uploads(self)
         for b, w in shared:
             stage, access = state.host_sources(b, w)
             src_stage |= stage
@@ -527,6 +551,47 @@ class Recorder(OpMethods):
             self.emit_barrier(src_stage, src_access, dst_stage | sync.GUEST_STAGES,
                               dst_access | sync.GUEST_ACCESS, transitions)
             state.barrier_recorded(src_stage, src_access)
+
+    def _record_pending(self) -> None:
+        """Record what waits for a recording (see device/transfers.py) before
+        the work that comes next: the uploads made on this thread while this
+        recording was open and, at its start, those waiting for any
+        recording and the first layouts of images made without a queue. The
+        copies are guest transfer work, ordered by the hazard tracker."""
+        transfers = self._device.transfers
+        entering = not self.state.entered
+        if entering and transfers.pending_image_inits and self.target.enters:
+            images = transfers.take_image_inits()
+            if images:
+                self.emit_barrier(sync.TOP_OF_PIPE, 0, _GUEST_STAGES, _GUEST_ACCESS,
+                                  [sync.first_layout_transition(img) for img in images])
+        uploads = transfers.take_uploads(self._thread, shared=entering) if self._uploads else None
+        if not uploads:
+            return
+        keys = frozenset(k for u in uploads for k in u.keys)
+        self._sync_before(_EMPTY, keys, (), sync.TRANSFER, sync.TRANSFER_WRITE)
+        images = {u.target.uid: u.target for u in uploads if u.image}
+        if images:
+            # Copies into an image write it in TRANSFER_DST_OPTIMAL: each goes
+            # there (from UNDEFINED when nothing set its layout yet) and back.
+            self.emit_barrier(sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES, sync.TRANSFER,
+                              sync.TRANSFER_WRITE,
+                              [sync.whole_image_transition(img, sync.UNDEFINED if transfers.take_image_init(img)
+                                                           else sync.GUEST_LAYOUT, _TRANSFER_DST,
+                                                           sync.GUEST_WRITES, sync.TRANSFER_WRITE)
+                               for img in images.values()])
+        cmd, fns = self.command_buffer, self._fns
+        for u in uploads:
+            if u.image:
+                fns.vkCmdCopyBufferToImage(cmd, u.staging.buffer, u.target.handle, _TRANSFER_DST, 1, u.region)
+            else:
+                fns.vkCmdCopyBuffer(cmd, u.staging.buffer, u.target.handle, 1, u.region)
+        if images:
+            self.emit_barrier(sync.TRANSFER, sync.TRANSFER_WRITE, _GUEST_STAGES, _GUEST_ACCESS,
+                              [sync.whole_image_transition(img, _TRANSFER_DST, sync.GUEST_LAYOUT, sync.TRANSFER_WRITE,
+                                                           sync.IMAGE_GUEST_ACCESS) for img in images.values()])
+        self.after_work(_EMPTY, keys, sync.TRANSFER, sync.TRANSFER_WRITE, buffers=tuple(u.target for u in uploads))
+        transfers.uploads_recorded(uploads)
 
     def after_work(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()) -> None:
         """Account for non-dispatch work just recorded (see sync_before_work)."""

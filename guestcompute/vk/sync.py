@@ -131,6 +131,12 @@ def whole_image_transition(img, old_layout: int, new_layout: int, src_access: in
                            new_layout, src_access, dst_access)
 
 
+def first_layout_transition(img):
+    """A new guest image's move from UNDEFINED to GUEST_LAYOUT, where it
+    stays (nothing to wait for: it holds nothing yet)."""
+    return whole_image_transition(img, UNDEFINED, GUEST_LAYOUT, 0, IMAGE_GUEST_ACCESS)
+
+
 class HazardTracker:
     """Per hazard key: written or read since the last barrier (see the module notes)."""
     __slots__ = ("written", "read", "stages", "access")
