@@ -95,9 +95,57 @@ def test_copy_image_to_float_tensor_gives_shader_values(host, ctx, fmt, extent):
     img.write(data)
     t = host.run(ctx, lambda rec: rec.copy(img))
     assert t.dtype == gc.float32 and t.shape == img.host_shape()
-    # sRGB decoding is the device's (lavapipe's is within 1e-3 of the exact curve).
-    tol = 2e-3 if "srgb" in fmt else 2e-6
-    np.testing.assert_allclose(t.numpy(), shader_values(fmt, data), rtol=1e-6, atol=tol)
+    got, want = t.numpy(), shader_values(fmt, data)
+    if "srgb" in fmt:
+        # The sRGB decode is the device's. Vulkan defines it as the Khronos
+        # Data Format Specification's sRGB EOTF and neither states an error
+        # bound; drivers decode at reduced precision (one was 3.75e-3 off
+        # near white, a third of a code). Checked where that precision is
+        # meaningful, in the encoded domain: the decoded value re-encodes to
+        # within one 8-bit code of the texel — a gamma-2.2 decode, up to
+        # three codes off the sRGB curve, would not pass. Alpha is UNORM.
+        encoded = np.where(got <= 0.0031308, got * 12.92, 1.055 * np.maximum(got, 0) ** (1 / 2.4) - 0.055)
+        codes = data[..., [2, 1, 0, 3]] if fmt.startswith("bgra") else data
+        np.testing.assert_allclose(encoded[..., :3] * 255, codes[..., :3], rtol=0, atol=1.0)
+        got, want = got[..., 3], want[..., 3]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=2e-6)
+
+
+def _near_codes(codes: int) -> tuple:
+    """Values around each code k / codes, and the code each must store."""
+    k = np.arange(codes + 1)
+    exact = (k / codes).astype(np.float32)
+    near = [exact, np.nextafter(np.nextafter(exact, -1), -1), np.nextafter(np.nextafter(exact, 2), 2),
+            ((k - 0.3) / codes).astype(np.float32), ((k + 0.3) / codes).astype(np.float32)]
+    return np.clip(np.stack(near, 1), 0, 1).astype(np.float32), np.repeat(k[:, None], len(near), 1)
+
+
+@pytest.mark.parametrize("fmt", ["rgba8_unorm", "r8_unorm", "bgra8_unorm", "a2b10g10r10_unorm"])
+def test_unorm_stores_give_the_nearest_code(host, ctx, fmt):
+    """Vulkan converts a stored float to a UNORM code as "one of the two
+    closest integers" (exact only for an integral product), and one driver
+    stored 63 for a value a hair under 64/255. Stores round in the shader
+    and hand over values every conforming driver converts exactly."""
+    if fmt == "bgra8_unorm" and not ctx.caps.feature("shaderStorageImageWriteWithoutFormat"):
+        pytest.skip("BGRA storage writes need shaderStorageImageWriteWithoutFormat (tested above)")
+    ten_bit = fmt == "a2b10g10r10_unorm"
+    values, codes = _near_codes(1023 if ten_bit else 255)
+    h, w = values.shape
+    data = np.repeat(values[..., None], 4, -1)
+    if ten_bit:                                         # alpha has 2 bits: codes 0..3
+        a_values, a_codes = _near_codes(3)
+        data[..., 3] = np.resize(a_values, (h, w))
+    img = ctx.image((w, h), fmt)
+    src = ctx.tensor(data[..., 0] if fmt == "r8_unorm" else data)
+    host.run(ctx, lambda rec: rec.copy(src, out=img))
+    got = img.numpy()
+    if ten_bit:
+        words = got.astype(np.int64)
+        got = np.stack([words & 1023, (words >> 10) & 1023, (words >> 20) & 1023, words >> 30], -1)
+        np.testing.assert_array_equal(got[..., 3], np.resize(a_codes, (h, w)))
+        got = got[..., :3]
+    want = codes if fmt == "r8_unorm" else np.repeat(codes[..., None], got.shape[-1], -1)
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("fmt", ["rgba8_unorm", "rgba16f", "rgba32f", "r32f", "rg16f", "r8_unorm"])
