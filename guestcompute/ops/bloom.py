@@ -102,8 +102,8 @@ def bloom(ctx, img, out=None, *, threshold: float = 1.0, intensity: float = 0.5,
     """Add bloom to HDR image ``img`` (see the module notes) into ``out``
     (an image or float32 pixel tensor; default a new image like ``img``;
     may be ``img``). ``threshold``: the Rec. 709 luminance above which light
-blooms (the colour is scaled by ``(L - threshold) / L``, keeping its hue);
-    ``intensity``: how much of the glow is added; ``levels``: how many
+    blooms (the colour is scaled by ``(L - threshold) / L``, keeping its
+    hue); ``intensity``: how much of the glow is added; ``levels``: how many
     halvings the glow spreads over (at most what the half-size image has)."""
     threshold, intensity = _number(threshold, "threshold"), _number(intensity, "intensity")
     src = px.read_pixels(ctx, img, "bloom img")

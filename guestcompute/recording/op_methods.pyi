@@ -48,13 +48,13 @@ class OpMethods:
     def bloom(self, img, out=..., *, threshold=..., intensity=..., levels=...) -> Any:
         """
         Add bloom to HDR image ``img`` (see the module notes) into ``out``
-            (an image or float32 pixel tensor; default a new image like ``img``;
-            may be ``img``). ``threshold``: the Rec. 709 luminance above which light
-        blooms (the colour is scaled by ``(L - threshold) / L``, keeping its hue);
-            ``intensity``: how much of the glow is added; ``levels``: how many
-            halvings the glow spreads over (at most what the half-size image has).
+        (an image or float32 pixel tensor; default a new image like ``img``;
+        may be ``img``). ``threshold``: the Rec. 709 luminance above which light
+        blooms (the colour is scaled by ``(L - threshold) / L``, keeping its
+        hue); ``intensity``: how much of the glow is added; ``levels``: how many
+        halvings the glow spreads over (at most what the half-size image has).
 
-            Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def cast(self, x, dtype, *, out=...) -> Any:

@@ -634,6 +634,11 @@ def test_planned_image_kernels_are_in_the_bake_catalogue(modern_ctx):
                       ("resize", (src,), {"size": (3, 2), "filter": "box"}), ("luminance", (src,), {})]
         for name, args, kw in calls:
             planned += ops[name](ctx, *args, **kw).dispatches
+    for fmt in ("rgba8_unorm", "r32f", "rg16f", "d32_sfloat"):      # a box too large for one pass: two
+        big = ctx.image((64, 64), fmt)
+        planned += ops["resize"](ctx, big, size=(1, 1), filter="box").dispatches
+        planned += ops["resize"](ctx, big, ctx.empty((1, 1) if big.format.channels == 1 else (1, 1, 4)),
+                                 filter="box").dispatches
     missing = {d.spec.family + str(d.spec.params) for d in planned if d.spec not in catalogue}
     assert not missing, sorted(missing)[:5]
 
