@@ -28,16 +28,18 @@ from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, op, registered_ops
 from .image import IMAGE_READS, IMAGE_WRITES, image_spec
 
-# Above 1 both curves are evaluated divided through by c (Reinhard) or c*c
-# (ACES) in r = 1/c: the textbook forms overflow to inf/inf = NaN for +inf
-# (an rgba16f scene that overflowed) and, for ACES, for every c >= 1.2e19,
-# and a NaN is stored as 0 - the brightest pixels would come out black.
-# Divided through, +inf gives r = 0 and the curves' limit, white.
+# The textbook forms give NaN for the brightest pixels, stored as black:
+# Reinhard's c / (1 + c) is inf / inf at +inf (an rgba16f scene that
+# overflowed), ACES's c * c overflows from c = 1.2e19. Both limits are
+# white. Reinhard above 1 is evaluated divided through by c, 1 / (1 + 1/c),
+# which +inf takes to 1 (and no reciprocal of a huge 1 + c underflows).
+# ACES reaches 1 at c = 7.24 and stays above it, clamped to 1: from 64 on
+# it is 1 outright, and the textbook form keeps its accuracy below that.
 CURVES = {
     "none": "c",
     "reinhard": "mix(c / (1.0 + c), 1.0 / (1.0 + 1.0 / c), greaterThan(c, vec3(1.0)))",
-    "aces": "clamp(mix((c * (2.51 * c + 0.03)) / (c * (2.43 * c + 0.59) + 0.14), "
-            "(2.51 + 0.03 / c) / (2.43 + (0.59 + 0.14 / c) / c), greaterThan(c, vec3(1.0))), 0.0, 1.0)",
+    "aces": "mix(clamp((c * (2.51 * c + 0.03)) / (c * (2.43 * c + 0.59) + 0.14), 0.0, 1.0), vec3(1.0), "
+            "greaterThan(c, vec3(64.0)))",
 }
 LUMA = "vec3(0.2126, 0.7152, 0.0722)"
 
