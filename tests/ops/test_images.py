@@ -98,15 +98,17 @@ def test_copy_image_to_float_tensor_gives_shader_values(host, ctx, fmt, extent):
     got, want = t.numpy(), shader_values(fmt, data)
     if "srgb" in fmt:
         # The sRGB decode is the device's. Vulkan defines it as the Khronos
-        # Data Format Specification's sRGB EOTF and neither states an error
-        # bound; drivers decode at reduced precision (one was 3.75e-3 off
-        # near white, a third of a code). Checked where that precision is
-        # meaningful, in the encoded domain: the decoded value re-encodes to
-        # within one 8-bit code of the texel — a gamma-2.2 decode, up to
-        # three codes off the sRGB curve, would not pass. Alpha is UNORM.
+        # Data Format Specification's sRGB EOTF, and neither states an error
+        # bound; drivers decode at reduced precision (one was up to 3.75e-3
+        # off, 0.953125 for 0.95597). What is asked: 8-bit precision in one
+        # of the two domains — the value re-encodes to within one code of
+        # the texel, or lies within one 8-bit step (1/255) of the exact
+        # linear value. Alpha is UNORM.
         encoded = np.where(got <= 0.0031308, got * 12.92, 1.055 * np.maximum(got, 0) ** (1 / 2.4) - 0.055)
         codes = data[..., [2, 1, 0, 3]] if fmt.startswith("bgra") else data
-        np.testing.assert_allclose(encoded[..., :3] * 255, codes[..., :3], rtol=0, atol=1.0)
+        off_codes = np.abs(encoded[..., :3] * 255 - codes[..., :3])
+        off_linear = np.abs(got[..., :3] - want[..., :3])
+        assert np.all((off_codes <= 1) | (off_linear <= 1 / 255)), (off_codes.max(), off_linear.max())
         got, want = got[..., 3], want[..., 3]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=2e-6)
 
