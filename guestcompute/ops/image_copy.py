@@ -240,20 +240,22 @@ def resize(ctx, img, out=None, *, size=None, filter: str = "linear"):
     src = px.read_pixels(ctx, img, "resize img", sampler="linear" if filter == "linear" else "nearest")
     if filter == "linear" and src.layout != "tex":
         raise UnsupportedError("resize filter='linear' samples the image: it needs SAMPLED usage")
+    made = None
     if out is None:
         fmt = src.value.image.format
-        out = ctx.image(size, "r32f" if fmt.kind == "depth" else fmt.name)
+        made = out = ctx.image(size, "r32f" if fmt.kind == "depth" else fmt.name)
     dst = px.write_pixels(ctx, out, "resize out")
     if dst.kind[0] in "up":
         raise DTypeError("resize writes an image or a float32 tensor")
     if dst.same_image_level(src):
         raise InvalidArgumentError("resize: img and out are the same image level")
+    result = made if made is not None else dst.value     # a new image itself, as tonemap's
     if filter == "box":
-        return OpResult(out, _box_dispatches(ctx, src, dst))
+        return OpResult(result, _box_dispatches(ctx, src, dst))
     spec = resize_spec(src.layout, dst.layout, filter)
     values = {"H": dst.h, "W": dst.w, "SH": src.h, "SW": src.w, **src.push("src"), **dst.push("dst")}
-    return OpResult(out, [Dispatch(spec, (src.resource, dst.resource), spec.pack(values),
-                                   px.groups(ctx, dst))])
+    return OpResult(result, [Dispatch(spec, (src.resource, dst.resource), spec.pack(values),
+                                      px.groups(ctx, dst))])
 
 
 @op("generate_mips")

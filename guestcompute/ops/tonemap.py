@@ -143,7 +143,8 @@ def tonemap(ctx, img, out=None, *, exposure=1.0, curve: str = "aces", srgb=None,
     buffers = (src.resource, dst.resource) + ((exp_t.buffer,) if exp_t is not None else ())
     # A new image is returned itself, as other image ops do; an ``out`` given
     # as an Image gives its level, as theirs do.
-    return OpResult(made if made is not None else dst.value, [Dispatch(spec, buffers, spec.pack(values), px.groups(ctx, dst, rows=True))])
+    result = made if made is not None else dst.value
+    return OpResult(result, [Dispatch(spec, buffers, spec.pack(values), px.groups(ctx, dst, rows=True))])
 
 
 # -- auto-exposure ------------------------------------------------------------------------
@@ -153,7 +154,8 @@ def _render_log_luminance(spec: KernelSpec) -> str:
     # Row 0 of ``logl`` gets each pixel's log luminance, row 1 a 1 where it
     # counts: a pixel whose luminance is inf or NaN (a scene that overflowed,
     # a shader's NaN) is left out of the average instead of turning the
-    # exposure to 0 or NaN. Classified by bits, which no compiler reorders.
+    # exposure to 0 or NaN. Classified by its bits: a compiler that assumes
+    # finite math cannot fold that test away.
     return f"""{px.loader("src", spec.param("src"))}
 void main() {{
   int x = int(gl_GlobalInvocationID.x), y = int(gl_GlobalInvocationID.y);

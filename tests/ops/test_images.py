@@ -464,6 +464,7 @@ def test_tonemap_without_out_returns_an_image(host, ctx):
     np.testing.assert_allclose(out.numpy()[..., :3] / 255.0, ref_tonemap(np.full((3, 5, 4), 0.5), 1, "aces",
                                                                          "srgb"), atol=0.51 / 255)
     assert isinstance(host.run(ctx, lambda rec: rec.gaussian_blur(img, 1.0)), gc.Image)     # as other ops
+    assert isinstance(host.run(ctx, lambda rec: rec.resize(img, size=(2, 2), filter="box")), gc.Image)
 
 
 def test_tonemap_into_unorm_says_how_to_encode(host, ctx):
