@@ -137,7 +137,8 @@ class ImageBloom:
 
     def _process(self, rec, img) -> None:
         rec.bloom(img, out=self.hdr, threshold=IMAGE_THRESHOLD, intensity=IMAGE_INTENSITY, levels=IMAGE_LEVELS)
-        rec.tonemap(self.hdr, img, exposure=EXPOSURE, curve="reinhard")
+        # The frame's values go back as they came (an sRGB image encodes itself).
+        rec.tonemap(self.hdr, img, exposure=EXPOSURE, curve="reinhard", srgb=False)
 
 
 def make_bloom(ctx, renderer, direct: bool = False, route: str = "auto"):

@@ -2,7 +2,9 @@
 
 The chain (the usual one in real-time renderers, e.g. Jimenez 2014's
 "next generation post processing in Call of Duty"): keep what is brighter
-than ``threshold`` at half resolution (a 2x2 box), blur it by halving it
+than ``threshold`` at half resolution (a 2x2 box; each pixel's colour
+scaled by ``(L - threshold) / L``, ``L`` its Rec. 709 luminance, so the
+glow keeps the light's hue), blur it by halving it
 ``levels - 1`` times (``generate_mips`` on a guest rgba16f chain), walk back
 up adding each level's bilinear upsample into the one above it, and add
 ``intensity`` times the result to the image. Every step reads the level
@@ -10,6 +12,10 @@ the previous one wrote, inside one image kept in GENERAL: the recorder puts
 a memory barrier between steps and no layout transition.
 """
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from ..errors import DTypeError, InvalidArgumentError
 from ..image import SAMPLED, STORAGE, ImageBinding
@@ -34,8 +40,12 @@ void main() {{
   if (x >= int(pc.W) || y >= int(pc.H)) return;
   int x0 = min(2 * x, int(pc.SW) - 1), x1 = min(2 * x + 1, int(pc.SW) - 1);
   int y0 = min(2 * y, int(pc.SH) - 1), y1 = min(2 * y + 1, int(pc.SH) - 1);
-  vec4 c = 0.25 * (load_src(y0, x0) + load_src(y0, x1) + load_src(y1, x0) + load_src(y1, x1));
-  store_dst(y, x, vec4(max(c.rgb - pc.threshold, vec3(0.0)), 1.0));
+  vec3 c = max(0.25 * (load_src(y0, x0) + load_src(y0, x1) + load_src(y1, x0) + load_src(y1, x1)).rgb, vec3(0.0));
+  // The threshold is on luminance and scales the colour, keeping its hue
+  // (a per-channel cut shifts hue towards the strongest channel): the part
+  // of the light above the threshold, c * (L - threshold) / L.
+  float l = dot(c, vec3(0.2126, 0.7152, 0.0722));
+  store_dst(y, x, vec4(l > pc.threshold ? c * (1.0 - pc.threshold / l) : vec3(0.0), 1.0));
 }}"""
 
 
@@ -81,8 +91,9 @@ def composite_spec(src: str, dst: str) -> KernelSpec:
 
 
 def _number(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
-        raise InvalidArgumentError(f"bloom {what} must be a number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value) or value < 0:
+        raise InvalidArgumentError(f"bloom {what} must be a finite number >= 0, got {value!r}")
     return float(value)
 
 
@@ -90,8 +101,9 @@ def _number(value, what: str) -> float:
 def bloom(ctx, img, out=None, *, threshold: float = 1.0, intensity: float = 0.5, levels: int = 5):
     """Add bloom to HDR image ``img`` (see the module notes) into ``out``
     (an image or float32 pixel tensor; default a new image like ``img``;
-    may be ``img``). ``threshold``: luminance above which light blooms;
-    ``intensity``: how much of the glow is added; ``levels``: how many
+    may be ``img``). ``threshold``: the Rec. 709 luminance above which light
+    blooms (the colour is scaled by ``(L - threshold) / L``, keeping its
+    hue); ``intensity``: how much of the glow is added; ``levels``: how many
     halvings the glow spreads over (at most what the half-size image has)."""
     threshold, intensity = _number(threshold, "threshold"), _number(intensity, "intensity")
     src = px.read_pixels(ctx, img, "bloom img")

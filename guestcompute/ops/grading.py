@@ -50,8 +50,13 @@ def colour_matrix(ctx, img, matrix, out=None, *, offset=(0.0, 0.0, 0.0, 0.0)):
         off = np.append(off, 0.0)
     if off.shape != (4,):
         raise ShapeError(f"colour_matrix offset must have 4 (or 3) values, got {off.shape}")
-    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(off))):
-        raise InvalidArgumentError("colour_matrix matrix and offset must be finite")
+    # The shader computes in float32: a value past its range would be inf
+    # there (numpy's float32 cast gives inf too), so it is refused here.
+    with np.errstate(over="ignore"):
+        finite32 = np.all(np.isfinite(m.astype(np.float32))) and np.all(np.isfinite(off.astype(np.float32)))
+    if not finite32:
+        raise InvalidArgumentError("colour_matrix matrix and offset must be finite in float32 "
+                                   f"(|v| <= {float(np.finfo(np.float32).max):.4g})")
     src = px.read_pixels(ctx, img, "colour_matrix img")
     if src.kind[0] in "up":
         raise DTypeError("colour_matrix works on images and float32 tensors")

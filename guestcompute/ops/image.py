@@ -4,7 +4,10 @@ pixels — a tensor in one of the pixel layouts or an image (an Image or
 
 Filters work in float32. On 8-bit tensors values are 0..255 and stores
 round half up, clamped to 0..255; images hold what a shader sees (0..1 for
-UNORM, linear light for sRGB, floats) and the hardware converts on store.
+UNORM, linear light for sRGB, floats). Stores into UNORM (and sRGB) images
+round to the nearest code in the shader, half up, and hand the hardware a
+value it must convert exactly (ops/pixels.py), so every driver stores the
+same codes.
 Borders clamp to the edge. All channels, alpha included, are filtered
 alike. An image's result is an image: ``out`` defaults to a new guest image
 of the input's format and extent.

@@ -114,6 +114,32 @@ def _plan_copy(ctx, src, out) -> OpResult:
 
 # -- resize ------------------------------------------------------------------------------
 
+# A box resize whose output pixels average more source texels than this
+# runs as two passes, across then down, through a float32 scratch: no
+# invocation walks a large footprint (a 300x300 -> 1x1 mean in one loop
+# passes lavapipe's 65,535-iteration loop cap and comes out wrong, and
+# few long invocations are slow on any GPU). Each pass loops at most one
+# source row or column.
+BOX_ONE_PASS_TEXELS = 1024
+
+# The footprint of output pixel i along an axis of S source and D output
+# texels is [i*S/D, (i+1)*S/D]; it averages texels k whose centre k + 0.5
+# lies inside: (2k+1)*D >= 2*i*S and (2k+1)*D <= 2*(i+1)*S, decided in
+# integers (float32 cannot tell a centre on the boundary of a 4097-wide
+# image from one just outside). A centre on a boundary counts for both
+# pixels. An upscale's footprint may hold no centre: then the texel under
+# the pixel's centre, floor((2i+1)*S / 2D) — box upscaling is nearest.
+_BOX_RANGE = """uvec2 box_range(uint i, uint S, uint D) {
+  uint lo = (2u * i * S + D - 1u) / (2u * D);
+  uint top = 2u * (i + 1u) * S;
+  if (top < D || (top - D) / (2u * D) < lo) {
+    uint nearest = (2u * i + 1u) * S / (2u * D);
+    return uvec2(nearest, nearest);
+  }
+  return uvec2(lo, (top - D) / (2u * D));
+}"""
+
+
 @family("pixel_resize")
 def _render_resize(spec: KernelSpec) -> str:
     if spec.param("filter") == "linear":
@@ -121,15 +147,12 @@ def _render_resize(spec: KernelSpec) -> str:
   vec4 v = textureLod(src, uv, 0.0);"""
         load = ""
     else:   # box: the mean of the source texels whose centres fall in this pixel's footprint
-        body = """  vec2 f = vec2(pc.SW, pc.SH) / vec2(pc.W, pc.H);
-  ivec2 lo = ivec2(floor(vec2(x, y) * f + 0.5 - 1e-4)), hi = ivec2(ceil((vec2(x, y) + 1.0) * f - 0.5 + 1e-4)) - 1;
-  lo = clamp(lo, ivec2(0), ivec2(pc.SW - 1, pc.SH - 1));
-  hi = clamp(max(hi, lo), ivec2(0), ivec2(pc.SW - 1, pc.SH - 1));
+        body = """  uvec2 rx = box_range(uint(x), pc.SW, pc.W), ry = box_range(uint(y), pc.SH, pc.H);
   vec4 v = vec4(0.0);
-  for (int j = lo.y; j <= hi.y; ++j)
-    for (int i = lo.x; i <= hi.x; ++i) v += load_src(j, i);
-  v /= float((hi.x - lo.x + 1) * (hi.y - lo.y + 1));"""
-        load = px.loader("src", spec.param("src"))
+  for (int j = int(ry.x); j <= int(ry.y); ++j)
+    for (int i = int(rx.x); i <= int(rx.y); ++i) v += load_src(j, i);
+  v /= float((rx.y - rx.x + 1u) * (ry.y - ry.x + 1u));"""
+        load = px.loader("src", spec.param("src")) + "\n" + _BOX_RANGE
     return f"""{load}
 {px.storer("dst", spec.param("dst"))}
 void main() {{
@@ -147,14 +170,49 @@ def resize_spec(src: str, dst: str, filter: str) -> KernelSpec:
 
 def box_footprint(n_src: int, n_dst: int, i: int) -> tuple:
     """The source texel range [lo, hi] a box resize averages for output ``i``
-    (texel centres inside the output pixel; at least the nearest one) — the
-    numpy reference of the kernel's loop."""
-    f = n_src / n_dst
-    lo = int(np.floor(i * f + 0.5 - 1e-4))
-    hi = int(np.ceil((i + 1) * f - 0.5 + 1e-4)) - 1
-    lo = min(max(lo, 0), n_src - 1)
-    hi = min(max(hi, lo), n_src - 1)
-    return lo, hi
+    (texel centres inside the output pixel, boundaries included; with none
+    inside, the texel under the pixel's centre) — the numpy reference of
+    the kernel's ``box_range``, in the same integers."""
+    lo = (2 * i * n_src + n_dst - 1) // (2 * n_dst)
+    top = 2 * (i + 1) * n_src
+    if top < n_dst or (top - n_dst) // (2 * n_dst) < lo:
+        nearest = (2 * i + 1) * n_src // (2 * n_dst)
+        return nearest, nearest
+    return lo, (top - n_dst) // (2 * n_dst)
+
+
+def _box_span(n_src: int, n_dst: int) -> int:
+    """At most how many source texels one output pixel averages along an axis."""
+    return n_src // n_dst + 2 if n_src > n_dst else 1
+
+
+def _size(size) -> tuple:
+    """``size`` as (width, height): two ints >= 1 (not bools, not floats)."""
+    try:
+        w, h = size
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"resize size must be (width, height), got {size!r}") from None
+    for v in (w, h):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InvalidArgumentError(f"resize size must be two ints >= 1 (width, height), got {size!r}")
+    return int(w), int(h)
+
+
+def _box_dispatches(ctx, src: px.Pixels, dst: px.Pixels) -> list:
+    """A box resize of ``src`` into ``dst``: one pass, or across then down."""
+    if 2 * max(src.w * dst.w, src.h * dst.h) >= 1 << 32:
+        raise UnsupportedError(f"resize: {src.w}x{src.h} -> {dst.w}x{dst.h} is past the 32-bit footprint "
+                               "arithmetic of the box filter")
+    passes = [(src, dst)]
+    if _box_span(src.w, dst.w) * _box_span(src.h, dst.h) > BOX_ONE_PASS_TEXELS:
+        mid = px.scratch_pixels(ctx, src.h, dst.w, 1 if src.channels == 1 else 4)
+        passes = [(src, mid), (mid, dst)]
+    out = []
+    for a, b in passes:
+        spec = resize_spec(a.layout, b.layout, "box")
+        values = {"H": b.h, "W": b.w, "SH": a.h, "SW": a.w, **a.push("src"), **b.push("dst")}
+        out.append(Dispatch(spec, (a.resource, b.resource), spec.pack(values), px.groups(ctx, b)))
+    return out
 
 
 @op("resize")
@@ -164,35 +222,40 @@ def resize(ctx, img, out=None, *, size=None, filter: str = "linear"):
     format. ``filter``: ``"linear"`` (bilinear through a sampler, texel
     centres aligned, edges clamped; the format must support linear
     filtering) or ``"box"`` (the mean of the source texels whose centres
-    fall inside each output pixel: exact area averaging for integer
-    downscales). ``out`` may also be a float32 tensor."""
+    fall inside each output pixel, a centre on a pixel boundary counting
+    for both: exact area averaging for integer downscales; where no centre
+    falls inside, as in upscaling, the texel under the pixel's centre, so
+    box upscaling is nearest-neighbour). ``out`` may also be a float32
+    tensor."""
     if filter not in ("linear", "box"):
         raise InvalidArgumentError(f"resize filter must be 'linear' or 'box', got {filter!r}")
     if not is_pixels_image(img):
         raise InvalidArgumentError(f"resize reads an image (Image or img.level(mip)), got {type(img).__name__}")
+    if out is not None and size is not None:
+        raise InvalidArgumentError("resize takes out= or size=, not both")
+    if out is None and size is None:
+        raise InvalidArgumentError("resize needs out= or size=(width, height)")
+    if size is not None:
+        size = _size(size)
     src = px.read_pixels(ctx, img, "resize img", sampler="linear" if filter == "linear" else "nearest")
     if filter == "linear" and src.layout != "tex":
         raise UnsupportedError("resize filter='linear' samples the image: it needs SAMPLED usage")
+    made = None
     if out is None:
-        if size is None:
-            raise InvalidArgumentError("resize needs out= or size=(width, height)")
         fmt = src.value.image.format
-        try:
-            w, h = (int(v) for v in size)
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(f"resize size must be (width, height), got {size!r}") from None
-        out = ctx.image((w, h), "r32f" if fmt.kind == "depth" else fmt.name)
-    elif size is not None:
-        raise InvalidArgumentError("resize takes out= or size=, not both")
+        made = out = ctx.image(size, "r32f" if fmt.kind == "depth" else fmt.name)
     dst = px.write_pixels(ctx, out, "resize out")
     if dst.kind[0] in "up":
         raise DTypeError("resize writes an image or a float32 tensor")
     if dst.same_image_level(src):
         raise InvalidArgumentError("resize: img and out are the same image level")
+    result = made if made is not None else dst.value     # a new image itself, as tonemap's
+    if filter == "box":
+        return OpResult(result, _box_dispatches(ctx, src, dst))
     spec = resize_spec(src.layout, dst.layout, filter)
     values = {"H": dst.h, "W": dst.w, "SH": src.h, "SW": src.w, **src.push("src"), **dst.push("dst")}
-    return OpResult(dst.value, [Dispatch(spec, (src.resource, dst.resource), spec.pack(values),
-                                         px.groups(ctx, dst))])
+    return OpResult(result, [Dispatch(spec, (src.resource, dst.resource), spec.pack(values),
+                                      px.groups(ctx, dst))])
 
 
 @op("generate_mips")
@@ -209,9 +272,7 @@ def generate_mips(ctx, img, *, base: int = 0, layer: int = 0):
     for mip in range(base + 1, img.mip_levels):
         src = px.read_pixels(ctx, img.level(mip - 1, layer), "generate_mips")
         dst = px.write_pixels(ctx, img.level(mip, layer), "generate_mips")
-        spec = resize_spec(src.layout, dst.layout, "box")
-        values = {"H": dst.h, "W": dst.w, "SH": src.h, "SW": src.w, **src.push("src"), **dst.push("dst")}
-        dispatches.append(Dispatch(spec, (src.resource, dst.resource), spec.pack(values), px.groups(ctx, dst)))
+        dispatches += _box_dispatches(ctx, src, dst)
     return OpResult(img, dispatches)
 
 
@@ -232,5 +293,5 @@ def _copy_variants():
 def _resize_variants():
     for write in IMAGE_WRITES + ("rgba32f", "rgba32f_s", "r32f"):
         yield resize_spec("tex", write, "linear")
-        for read in IMAGE_READS:
+        for read in IMAGE_READS + tuple(px.SCRATCH.values()):     # the scratch: a two-pass box's second
             yield resize_spec(read, write, "box")

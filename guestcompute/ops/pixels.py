@@ -31,6 +31,8 @@ Images (one mip level and array layer; values as a shader sees them:
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..dtypes import float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..image import SAMPLED, STORAGE, Image, ImageBinding, ImageLevel, storage_format, storage_write_problem
@@ -133,12 +135,43 @@ def loader(name: str, layout: str) -> str:
             f"  return {load};\n}}")
 
 
+# Stores into UNORM images round in the shader. Vulkan converts a float f to
+# a b-bit code as convertFloatToUint(f * (2^b - 1)): "one of the two
+# integers closest", round to nearest only recommended, exact only when the
+# product is an integer. So a store hands over q / (2^b - 1), q the nearest
+# code (half up, like 8-bit tensor stores), as the float whose product with
+# 2^b - 1 is exactly q: every conforming driver then stores q. One multiply
+# by the rounded reciprocal and one ulp of correction give that float (the
+# correctly rounded quotient) for every code of 2 to 16 bits.
+# Codes per channel by GLSL storage qualifier; no qualifier is BGRA8.
+UNORM_CODES = {"rgba8": (255,) * 4, "rg8": (255,) * 4, "r8": (255,) * 4, "": (255,) * 4,
+               "rgba16": (65535,) * 4, "rg16": (65535,) * 4, "r16": (65535,) * 4,
+               "rgb10_a2": (1023, 1023, 1023, 3)}
+UNORM_EXACT = """vec4 unorm_exact(vec4 v, vec4 codes, vec4 inverse) {
+  vec4 q = floor(clamp(v, 0.0, 1.0) * codes + 0.5);
+  vec4 f = q * inverse;
+  vec4 back = f * codes;
+  return uintBitsToFloat(floatBitsToUint(f) + uvec4(lessThan(back, q)) - uvec4(greaterThan(back, q)));
+}"""
+
+
+def _unorm_store(name: str, qualifier: str, value: str) -> str:
+    """GLSL storing ``value`` into UNORM storage image ``name`` as exact codes."""
+    codes = UNORM_CODES[qualifier]
+    inverse = ", ".join(repr(float(np.float32(1.0 / c))) for c in codes)
+    return (f"{UNORM_EXACT}\nvoid store_{name}(int y, int x, vec4 v) {{ imageStore({name}, ivec2(x, y), "
+            f"unorm_exact({value}, vec4({', '.join(f'{c}.0' for c in codes)}), vec4({inverse}))); }}")
+
+
 def storer(name: str, layout: str) -> str:
     """GLSL ``void store_<name>(int y, int x, vec4 v)`` (plus helpers it needs)."""
     if layout.startswith("put_srgb:"):
-        return (f"{SRGB_ENCODE}\nvoid store_{name}(int y, int x, vec4 v) {{ "
-                f"imageStore({name}, ivec2(x, y), vec4(srgb_encode(v.rgb), clamp(v.a, 0.0, 1.0))); }}")
+        return f"{SRGB_ENCODE}\n" + _unorm_store(name, layout.split(":", 1)[1],
+                                                   "vec4(srgb_encode(v.rgb), v.a)")
     if layout.startswith("put:"):
+        qualifier = layout.split(":", 1)[1]
+        if qualifier in UNORM_CODES:
+            return _unorm_store(name, qualifier, "v")
         return f"void store_{name}(int y, int x, vec4 v) {{ imageStore({name}, ivec2(x, y), v); }}"
     store = LAYOUTS[layout][2].format(b=name, i="i", c=f"pc.{name}_sc")
     eight_bit = KIND[layout][0] in "up"

@@ -49,8 +49,9 @@ class OpMethods:
         """
         Add bloom to HDR image ``img`` (see the module notes) into ``out``
         (an image or float32 pixel tensor; default a new image like ``img``;
-        may be ``img``). ``threshold``: luminance above which light blooms;
-        ``intensity``: how much of the glow is added; ``levels``: how many
+        may be ``img``). ``threshold``: the Rec. 709 luminance above which light
+        blooms (the colour is scaled by ``(L - threshold) / L``, keeping its
+        hue); ``intensity``: how much of the glow is added; ``levels``: how many
         halvings the glow spreads over (at most what the half-size image has).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
@@ -327,6 +328,12 @@ class OpMethods:
         ``limits=(lo, hi)`` clamps the exposure (an auto-exposure's range: a
         nearly black frame is not lifted to grey, a flash not crushed).
 
+        ``L`` is the Rec. 709 luminance, negative values counted as 0. Pixels
+        whose ``L`` is not finite (+inf from an overflowed HDR scene, NaN) are
+        left out of the mean: one such pixel does not black out the frame. A
+        frame with no finite pixel gets the exposure ``key`` (clamped to
+        ``limits``).
+
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
@@ -424,8 +431,11 @@ class OpMethods:
         format. ``filter``: ``"linear"`` (bilinear through a sampler, texel
         centres aligned, edges clamped; the format must support linear
         filtering) or ``"box"`` (the mean of the source texels whose centres
-        fall inside each output pixel: exact area averaging for integer
-        downscales). ``out`` may also be a float32 tensor.
+        fall inside each output pixel, a centre on a pixel boundary counting
+        for both: exact area averaging for integer downscales; where no centre
+        falls inside, as in upscaling, the texel under the pixel's centre, so
+        box upscaling is nearest-neighbour). ``out`` may also be a float32
+        tensor.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -549,11 +559,17 @@ class OpMethods:
         """
         Tone-map HDR ``img`` (an image or a float32 pixel tensor, linear
         light) into ``out`` (an image — sRGB formats encode themselves — or a
-        float32 tensor; default: a new rgba8_unorm image with ``srgb=True``
-        encoding). ``exposure``: a number or a one-element float32 tensor (e.g.
-        from ``rec.luminance``), multiplied in on the GPU. ``curve``: "aces",
-        "reinhard" or "none". ``srgb=True`` encodes sRGB in the shader for a
-        UNORM target; ``gamma=2.2`` applies a power curve instead.
+        float32 tensor; default: a new rgba8_unorm Image with sRGB encoding).
+        ``exposure``: a number or a one-element float32 tensor (e.g. from
+        ``rec.luminance``), multiplied in on the GPU. ``curve``: "aces",
+        "reinhard" or "none"; +inf and huge values map to white.
+
+        The output encoding: ``srgb=True`` encodes sRGB in the shader (a UNORM
+        target shown as sRGB, e.g. a BGRA8_UNORM swapchain), ``gamma=2.2``
+        applies a power curve instead, ``srgb=False`` stores linear values. A
+        UNORM image ``out`` needs one of the three said: linear values in an
+        8-bit display image look dark, so the choice is not guessed. Float
+        targets default to linear; sRGB images encode in their store.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

@@ -36,7 +36,7 @@ def test_image_frames_keep_every_count_flat(modern_host):
                 small = rec.resize(hdr, size=(W // 2, H // 2), filter="box")   # a per-frame temporary image
                 rec.gaussian_blur(small, 1.0, out=small)
                 exposure = rec.luminance(small)
-                rec.tonemap(hdr, out, exposure=exposure)
+                rec.tonemap(hdr, out, exposure=exposure, srgb=True)
             host.submit(cmd)
             del small, exposure
             ctx.retire(ctx.advance_epoch())

@@ -114,9 +114,13 @@ def test_values_outside_the_unit_cube_are_clamped(host, ctx):
     out = host.run(ctx, lambda rec: rec.colour_lut(img, ctx.tensor(lut)))
     got = out.numpy()
     np.testing.assert_allclose(got, ref_lut(data, lut), rtol=1e-5, atol=1e-5)
-    # inf clamps to the table's top, -inf to its bottom: exact table entries.
-    np.testing.assert_array_equal(got[0, 0, :3], lut[8, 0, 8])
-    np.testing.assert_array_equal(got[0, 1, :3], lut[0, 8, 0])
+    # inf clamps to the table's top, -inf to its bottom: the table entries,
+    # to a few ulp. The trilinear weights are exactly 0 and 1 there, but a
+    # compiler may evaluate mix(a, b, 1) as a fused a + 1 * (b - a) (NVIDIA's
+    # does), which is b only up to the rounding of b - a: GLSL's precision
+    # rules allow it, so bit equality is not something the op can promise.
+    for pixel, entry in ((got[0, 0, :3], lut[8, 0, 8]), (got[0, 1, :3], lut[0, 8, 0])):
+        np.testing.assert_array_max_ulp(pixel, entry, maxulp=4)
     # With strength < 1 the input's own value is mixed in (unclamped).
     half = host.run(ctx, lambda rec: rec.colour_lut(img, ctx.tensor(lut), strength=0.5))
     finite = np.all(np.isfinite(data[..., :3]), axis=-1)

@@ -95,9 +95,59 @@ def test_copy_image_to_float_tensor_gives_shader_values(host, ctx, fmt, extent):
     img.write(data)
     t = host.run(ctx, lambda rec: rec.copy(img))
     assert t.dtype == gc.float32 and t.shape == img.host_shape()
-    # sRGB decoding is the device's (lavapipe's is within 1e-3 of the exact curve).
-    tol = 2e-3 if "srgb" in fmt else 2e-6
-    np.testing.assert_allclose(t.numpy(), shader_values(fmt, data), rtol=1e-6, atol=tol)
+    got, want = t.numpy(), shader_values(fmt, data)
+    if "srgb" in fmt:
+        # The sRGB decode is the device's. Vulkan defines it as the Khronos
+        # Data Format Specification's sRGB EOTF, and neither states an error
+        # bound; drivers decode at reduced precision (one was up to 3.75e-3
+        # off, 0.953125 for 0.95597). What is asked: 8-bit precision in one
+        # of the two domains — the value re-encodes to within one code of
+        # the texel, or lies within one 8-bit step (1/255) of the exact
+        # linear value. Alpha is UNORM.
+        encoded = np.where(got <= 0.0031308, got * 12.92, 1.055 * np.maximum(got, 0) ** (1 / 2.4) - 0.055)
+        codes = data[..., [2, 1, 0, 3]] if fmt.startswith("bgra") else data
+        off_codes = np.abs(encoded[..., :3] * 255 - codes[..., :3])
+        off_linear = np.abs(got[..., :3] - want[..., :3])
+        assert np.all((off_codes <= 1) | (off_linear <= 1 / 255)), (off_codes.max(), off_linear.max())
+        got, want = got[..., 3], want[..., 3]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=2e-6)
+
+
+def _near_codes(codes: int) -> tuple:
+    """Values around each code k / codes, and the code each must store."""
+    k = np.arange(codes + 1)
+    exact = (k / codes).astype(np.float32)
+    near = [exact, np.nextafter(np.nextafter(exact, -1), -1), np.nextafter(np.nextafter(exact, 2), 2),
+            ((k - 0.3) / codes).astype(np.float32), ((k + 0.3) / codes).astype(np.float32)]
+    return np.clip(np.stack(near, 1), 0, 1).astype(np.float32), np.repeat(k[:, None], len(near), 1)
+
+
+@pytest.mark.parametrize("fmt", ["rgba8_unorm", "r8_unorm", "bgra8_unorm", "a2b10g10r10_unorm"])
+def test_unorm_stores_give_the_nearest_code(host, ctx, fmt):
+    """Vulkan converts a stored float to a UNORM code as "one of the two
+    closest integers" (exact only for an integral product), and one driver
+    stored 63 for a value a hair under 64/255. Stores round in the shader
+    and hand over values every conforming driver converts exactly."""
+    if fmt == "bgra8_unorm" and not ctx.caps.feature("shaderStorageImageWriteWithoutFormat"):
+        pytest.skip("BGRA storage writes need shaderStorageImageWriteWithoutFormat (tested above)")
+    ten_bit = fmt == "a2b10g10r10_unorm"
+    values, codes = _near_codes(1023 if ten_bit else 255)
+    h, w = values.shape
+    data = np.repeat(values[..., None], 4, -1)
+    if ten_bit:                                         # alpha has 2 bits: codes 0..3
+        a_values, a_codes = _near_codes(3)
+        data[..., 3] = np.resize(a_values, (h, w))
+    img = ctx.image((w, h), fmt)
+    src = ctx.tensor(data[..., 0] if fmt == "r8_unorm" else data)
+    host.run(ctx, lambda rec: rec.copy(src, out=img))
+    got = img.numpy()
+    if ten_bit:
+        words = got.astype(np.int64)
+        got = np.stack([words & 1023, (words >> 10) & 1023, (words >> 20) & 1023, words >> 30], -1)
+        np.testing.assert_array_equal(got[..., 3], np.resize(a_codes, (h, w)))
+        got = got[..., :3]
+    want = codes if fmt == "r8_unorm" else np.repeat(codes[..., None], got.shape[-1], -1)
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("fmt", ["rgba8_unorm", "rgba16f", "rgba32f", "r32f", "rg16f", "r8_unorm"])
@@ -224,6 +274,50 @@ def test_resize_box_and_linear_match_numpy(host, ctx, size):
     np.testing.assert_allclose(lin.numpy(), ref_bilinear(data, w, h), atol=4 * 8 / 256)
 
 
+def test_box_upscaling_is_nearest(host, ctx):
+    rng = np.random.default_rng(40)
+    data = random_texels("rgba32f", (7, 3, 4), rng)
+    img = ctx.image_from(data, "rgba32f")
+    for w, h in ((8, 15), (3, 20), (11, 7)):
+        box = host.run(ctx, lambda rec: rec.resize(img, size=(w, h), filter="box"))
+        ys = np.floor((np.arange(h) + 0.5) * 7 / h).astype(int)
+        xs = np.floor((np.arange(w) + 0.5) * 3 / w).astype(int)
+        np.testing.assert_array_equal(box.numpy(), data[ys][:, xs])
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 2), (150, 1), (1, 300)])
+def test_large_box_downscales_average_the_whole_footprint(host, ctx, size):
+    """300x300 -> 1x1 in one invocation's loop passed lavapipe's loop cap
+    (0.361 for a mean of 0.500); large footprints run in two passes."""
+    rng = np.random.default_rng(41)
+    data = rng.uniform(0, 1, (300, 300)).astype(np.float32)
+    img = ctx.image_from(data, "r32f")
+    out = host.run(ctx, lambda rec: rec.resize(img, size=size, filter="box"))
+    np.testing.assert_allclose(out.numpy(), ref_box(data, *size), rtol=1e-5, atol=1e-6)
+    if size == (1, 1):
+        np.testing.assert_allclose(out.numpy(), [[data.astype(np.float64).mean()]], rtol=1e-5)
+
+
+def test_generate_mips_on_4097_texels_matches_its_reference(host, ctx):
+    """4097 -> 2048 puts texel 2048's centre exactly on output pixel 1024's
+    left edge: a float32 footprint with an epsilon below its resolution
+    missed it."""
+    limit = vk.vkGetPhysicalDeviceProperties(host.physical_device).limits.maxImageDimension2D
+    if limit < 4097:
+        pytest.skip(f"the device's maxImageDimension2D is {limit}")
+    rng = np.random.default_rng(42)
+    img = ctx.image((4097, 1), "r32f", mips=3)
+    base = rng.uniform(0, 1, (1, 4097)).astype(np.float32)
+    img.write(base)
+    host.run(ctx, lambda rec: rec.generate_mips(img))
+    assert box_footprint(4097, 2048, 1024) == (2048, 2050)      # the boundary centre counts for both
+    want = base.astype(np.float64)
+    for mip in (1, 2):
+        w, h = img.mip_extent(mip)
+        want = ref_box(want, w, h)
+        np.testing.assert_allclose(img.numpy(mip), want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("extent", [(16, 16), (13, 6), (1, 9)])
 def test_generate_mips_is_a_box_chain(host, ctx, extent):
     rng = np.random.default_rng(10)
@@ -264,6 +358,13 @@ def test_bad_image_arguments_raise_typed_errors_before_recording(host, ctx):
             rec.copy(img, out=img)
         with pytest.raises(gc.InvalidArgumentError, match="filter"):
             rec.resize(img, size=(2, 2), filter="cubic")
+        for size in ((2.5, 4), (True, 4), (4, np.float32(2)), (0, 4), (4,), "ab", None):
+            with pytest.raises(gc.InvalidArgumentError, match="size"):
+                rec.resize(img, size=size, filter="box")
+        with pytest.raises(gc.InvalidArgumentError, match="float32"):
+            rec.colour_matrix(ctx.image((4, 4), "rgba32f"), np.eye(4) * 1e300)
+        with pytest.raises(gc.InvalidArgumentError, match="float32"):
+            rec.colour_matrix(ctx.image((4, 4), "rgba32f"), np.eye(4), offset=(0, 0, 0, -1e39))
         assert rec.dispatches == 0 and rec.barriers == 0
     host.submit_and_wait(cmd)
     with pytest.raises(gc.UnsupportedError, match="not a format"):
@@ -336,6 +437,71 @@ def test_tonemap_matches_numpy(host, ctx, curve, target):
     np.testing.assert_allclose(got, want, atol=1.01 / 255 if fmt != "rgba32f" else 2e-6)
 
 
+@pytest.mark.parametrize("curve", ["reinhard", "aces", "none"])
+def test_tonemap_maps_inf_and_huge_values_to_white(host, ctx, curve):
+    """The limit of both curves is white: +inf (an rgba16f scene that
+    overflowed) and huge finite values gave NaN, stored as black."""
+    hdr = np.full((2, 6, 4), 0.25, np.float32)
+    hdr[0, :, 0] = [np.inf, 3.4e38, 1.2e19, 1e30, 65504.0, 1e6]
+    img = ctx.image_from(hdr, "rgba32f")
+    out = host.run(ctx, lambda rec: rec.tonemap(img, ctx.empty((2, 6, 4)), curve=curve))
+    got = out.numpy()
+    big = hdr[0, :, 0].astype(np.float64)
+    want = {"none": np.ones(6), "aces": np.ones(6),
+            "reinhard": np.where(np.isinf(big), 1.0, big / (1 + np.minimum(big, 1e300)))}[curve]
+    np.testing.assert_allclose(got[0, :, 0], want, rtol=1e-6)
+    np.testing.assert_allclose(got[..., 1:3], ref_tonemap(hdr[..., 1:], 1.0, curve, "none")[..., :2], atol=2e-7)
+    half = ctx.image_from(np.full((1, 2, 4), np.inf, np.float16), "rgba16f")
+    shown = ctx.image((2, 1), "rgba8_unorm")
+    host.run(ctx, lambda rec: rec.tonemap(half, shown, curve=curve, srgb=True))
+    assert np.all(shown.numpy() == 255)
+
+
+def test_tonemap_without_out_returns_an_image(host, ctx):
+    img = ctx.image_from(np.full((3, 5, 4), 0.5, np.float32), "rgba32f")
+    out = host.run(ctx, lambda rec: rec.tonemap(img))
+    assert isinstance(out, gc.Image) and out.format.name == "rgba8_unorm"
+    np.testing.assert_allclose(out.numpy()[..., :3] / 255.0, ref_tonemap(np.full((3, 5, 4), 0.5), 1, "aces",
+                                                                         "srgb"), atol=0.51 / 255)
+    assert isinstance(host.run(ctx, lambda rec: rec.gaussian_blur(img, 1.0)), gc.Image)     # as other ops
+    assert isinstance(host.run(ctx, lambda rec: rec.resize(img, size=(2, 2), filter="box")), gc.Image)
+
+
+def test_tonemap_into_unorm_says_how_to_encode(host, ctx):
+    """A UNORM image needs srgb=True, gamma= or srgb=False: linear values
+    in a display image were a dark frame without a message."""
+    hdr = np.full((2, 3, 4), 0.2, np.float32)
+    img = ctx.image_from(hdr, "rgba32f")
+    out = ctx.image((3, 2), "rgba8_unorm")
+    with pytest.raises(gc.InvalidArgumentError, match="srgb=True"):
+        host.run(ctx, lambda rec: rec.tonemap(img, out, curve="none"))
+    host.run(ctx, lambda rec: rec.tonemap(img, out, curve="none", srgb=False))
+    assert np.all(out.numpy()[..., :3] == 51)                    # 0.2 * 255, linear
+    host.run(ctx, lambda rec: rec.tonemap(img, out, curve="none", srgb=True))
+    assert np.all(out.numpy()[..., :3] == 124)                   # sRGB(0.2) = 0.4845 -> 123.6
+    host.run(ctx, lambda rec: rec.tonemap(img, out, curve="none", gamma=2.0))
+    assert np.all(out.numpy()[..., :3] == 114)                   # 0.2 ** 0.5 = 0.4472 -> 114.0
+
+
+def test_luminance_leaves_non_finite_pixels_out(host, ctx):
+    """One +inf pixel made the exposure 0 (a black frame) and NaN counted as
+    black; they are left out of the average now."""
+    rng = np.random.default_rng(43)
+    hdr = rng.uniform(0, 4, (6, 5, 4)).astype(np.float32)
+    hdr[0, 0, 0], hdr[1, 1, 1], hdr[2, 2] = np.inf, np.nan, [np.inf, -np.inf, 0, 1]
+    img = ctx.image_from(hdr, "rgba32f")
+    exposure = host.run(ctx, lambda rec: rec.luminance(img, key=0.18))
+    with np.errstate(invalid="ignore"):
+        lum = hdr[..., :3].astype(np.float64) @ [0.2126, 0.7152, 0.0722]
+    finite = np.isfinite(lum)
+    assert finite.sum() == 27
+    want = 0.18 / np.exp(np.mean(np.log(1e-4 + np.maximum(lum[finite], 0))))
+    np.testing.assert_allclose(exposure.numpy(), want, rtol=1e-5)
+    dark = ctx.image_from(np.full((2, 2, 4), np.inf, np.float32), "rgba32f")
+    none = host.run(ctx, lambda rec: rec.luminance(dark, key=0.18))
+    np.testing.assert_allclose(none.numpy(), 0.18, rtol=1e-6)     # nothing finite: exposure = key
+
+
 def test_luminance_feeds_tonemap_on_the_gpu(host, ctx):
     rng = np.random.default_rng(14)
     hdr = rng.uniform(0, 20, (16, 9, 4)).astype(np.float32)
@@ -376,8 +542,17 @@ def test_tonemap_rejects_bad_arguments(host, ctx):
                 rec.tonemap(img, **kwargs)
         with pytest.raises(gc.ShapeError):
             rec.tonemap(img, ctx.image((5, 4), "rgba8_unorm"))
-        with pytest.raises(gc.InvalidArgumentError):
-            rec.luminance(img, key=0)
+        for key in (0, float("inf"), float("nan"), -1.0, True):
+            with pytest.raises(gc.InvalidArgumentError, match="key"):
+                rec.luminance(img, key=key)
+        for gamma in (float("inf"), float("nan"), 0.0, True):
+            with pytest.raises(gc.InvalidArgumentError, match="gamma"):
+                rec.tonemap(img, gamma=gamma)
+        for kwargs in (dict(threshold=float("inf")), dict(intensity=float("nan")), dict(intensity=float("inf"))):
+            with pytest.raises(gc.InvalidArgumentError):
+                rec.bloom(img, **kwargs)
+        with pytest.raises(gc.InvalidArgumentError, match="srgb=False"):
+            rec.tonemap(img, ctx.image((4, 4), "rgba8_unorm"))     # a UNORM target: say how to encode
         for limits in ((0.0, 1.0), (2.0, 1.0), (1.0, float("inf")), (1.0,), "ab"):
             with pytest.raises(gc.InvalidArgumentError):
                 rec.luminance(img, limits=limits)
@@ -456,12 +631,17 @@ def test_planned_image_kernels_are_in_the_bake_catalogue(modern_ctx):
             (fmt.qualifier or ctx.caps.feature("shaderStorageImageWriteWithoutFormat")) else []
         calls = [("copy", (src,), {"out": tensor})]
         for out in writable:
-            calls += [("copy", (tensor,), {"out": out}), ("tonemap", (sources[4], out), {})]
+            calls += [("copy", (tensor,), {"out": out}), ("tonemap", (sources[4], out), {"srgb": False})]
         if fmt.channels in (1, 4) and fmt.kind != "depth":
             calls += [("gaussian_blur", (src, 1.0), {}), ("conv2d", (src, np.ones((3, 3))), {}),
                       ("resize", (src,), {"size": (3, 2), "filter": "box"}), ("luminance", (src,), {})]
         for name, args, kw in calls:
             planned += ops[name](ctx, *args, **kw).dispatches
+    for fmt in ("rgba8_unorm", "r32f", "rg16f", "d32_sfloat"):      # a box too large for one pass: two
+        big = ctx.image((64, 64), fmt)
+        planned += ops["resize"](ctx, big, size=(1, 1), filter="box").dispatches
+        planned += ops["resize"](ctx, big, ctx.empty((1, 1) if big.format.channels == 1 else (1, 1, 4)),
+                                 filter="box").dispatches
     missing = {d.spec.family + str(d.spec.params) for d in planned if d.spec not in catalogue}
     assert not missing, sorted(missing)[:5]
 
@@ -499,8 +679,11 @@ def ref_bloom(x: np.ndarray, threshold: float, intensity: float, levels: int) ->
     a = x.astype(np.float64)
     ys0, xs0 = np.minimum(2 * np.arange(hh), h - 1), np.minimum(2 * np.arange(hw), w - 1)
     ys1, xs1 = np.minimum(ys0 + 1, h - 1), np.minimum(xs0 + 1, w - 1)
-    half = 0.25 * (a[ys0][:, xs0] + a[ys0][:, xs1] + a[ys1][:, xs0] + a[ys1][:, xs1])
-    chain = [np.maximum(half[..., :3] - threshold, 0)]
+    half = np.maximum(0.25 * (a[ys0][:, xs0] + a[ys0][:, xs1] + a[ys1][:, xs0] + a[ys1][:, xs1])[..., :3], 0)
+    lum = half @ [0.2126, 0.7152, 0.0722]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        keep = np.where(lum > threshold, 1 - threshold / lum, 0.0)
+    chain = [half * keep[..., None]]
     for mip in range(1, levels):
         cw, ch = max(1, hw >> mip), max(1, hh >> mip)
         chain.append(ref_box(chain[-1], cw, ch))
@@ -522,3 +705,21 @@ def test_bloom_matches_numpy(host, ctx):
     np.testing.assert_allclose(out.numpy(), ref_bloom(hdr, 1.5, 0.8, 3), rtol=2e-2, atol=3e-2)
     with pytest.raises(gc.InvalidArgumentError, match="levels"):
         host.run(ctx, lambda rec: rec.bloom(img, levels=9))
+
+
+def test_bloom_threshold_is_on_luminance(host, ctx):
+    """The docstring's threshold: a saturated red of 3.0 has luminance 0.64,
+    below a threshold of 1, and does not bloom (a per-channel cut bloomed
+    it); white of 4.0 blooms with its hue kept, 3/4 of it above."""
+    red = np.zeros((8, 8, 4), np.float32)
+    red[..., 0], red[..., 3] = 3.0, 1.0
+    img = ctx.image_from(red, "rgba32f")
+    out = host.run(ctx, lambda rec: rec.bloom(img, threshold=1.0, intensity=1.0, levels=2))
+    np.testing.assert_array_equal(out.numpy(), red)
+    hue = red.copy()
+    hue[..., :3] = [8.0, 4.0, 2.0]                                # L = 4.4052: keeps 1 - 1/L of it
+    img = ctx.image_from(hue, "rgba32f")
+    out = host.run(ctx, lambda rec: rec.bloom(img, threshold=1.0, intensity=1.0, levels=2))
+    glow = out.numpy()[..., :3] - hue[..., :3]
+    np.testing.assert_allclose(glow / glow[..., :1], np.broadcast_to([1.0, 0.5, 0.25], glow.shape), rtol=2e-3)
+    np.testing.assert_allclose(out.numpy(), ref_bloom(hue, 1.0, 1.0, 2), rtol=2e-3, atol=1e-2)
