@@ -180,7 +180,7 @@ class Transfers:
         region = _image_region(img, mip, layer)
         recording = dev.recording_here()
         if recording or dev.queue is None:
-            self._pend(recording, staging, img, region, (img.hazard_key(mip),), image=True)
+            self._pend(recording, staging, img, region, (img.hazard_key(mip, layer),), image=True)
             return
 
         dst = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL       # the layout copies are fastest in

@@ -65,8 +65,8 @@ Semantics, chosen to match numpy:
   tanh      2  [2]
   sigmoid   3           e**x / (1 + e**x) below 0: no overflow to 0
   silu      3
-  pow       8           exact for ``b`` 1 and 2, ``sqrt`` for 0.5, ``div``
-                        for -1, correctly rounded (but near-ties) for other
+  pow       8           exact for ``b`` 1 and 2, ``sqrt`` for 0.5, the
+                        correctly rounded reciprocal for -1, correctly rounded (but near-ties) for other
                         whole ``|b| <= 64`` with results within 2**±100;
                         results between float32's smallest normal and
                         largest value
@@ -292,6 +292,21 @@ void gc_fast_two_sum(float v, float w, out float hi, out float lo) {{
   hi = sum; lo = err;
 }}
 
+float gc_reciprocal(float a) {{
+  // 1 / a as numpy's float32 division gives it (correctly rounded but for
+  // near-ties): the device's quotient (Vulkan allows 2.5 ulp; the NVIDIA
+  // driver's is 1 ulp off for 1 / 33), then one correction step from the
+  // exact residual 1 - q a. Beyond 2**±100 the device's quotient stands:
+  // the split halves of q or a would be subnormal there, which some devices
+  // flush, and the correction would be wrong.
+  float q = gc_div(1.0, a);
+  uint qbits = floatBitsToUint(q) & 0x7fffffffu;
+  if (qbits < 0x0d800000u || qbits > 0x71800000u) return q;
+  float p, e;
+  gc_two_product(q, a, p, e);
+  return q + q * ((1.0 - p) - e);
+}}
+
 float gc_pow_integer(float x, float b) {{
   // x ** n for whole 2 < |n| <= 64 with a result well inside the normal
   // range: binary powering in two floats (about 44 bits), so the result is
@@ -323,7 +338,7 @@ float gc_pow_positive(uint bits, float b) {{
   float a = uintBitsToFloat(bits);
   if (b == 1.0) return a;
   if (b == 2.0) return a * a;
-  if (b == -1.0) return gc_div(1.0, a);
+  if (b == -1.0) return gc_reciprocal(a);
   if (b == 0.5) return bits < {SUBNORMAL_LIMIT} ? sqrt(2.0 * float(bits)) * exp2(-75.0) : sqrt(a);
   // e**(b log a), with b log a in two floats: log a = e ln2 + f - f**2 / 2 + tail
   // has exact parts but the small tail, and each product with b is split.

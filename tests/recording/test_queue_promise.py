@@ -150,7 +150,7 @@ SAMPLES = {
     "sub": [lambda rec, s: rec.sub(s.x, s.y)],
     "sum": [lambda rec, s: rec.sum(s.x, axis=1)],
     "tanh": [lambda rec, s: rec.tanh(s.x)],
-    "tonemap": [lambda rec, s: rec.tonemap(s.hdr), lambda rec, s: rec.tonemap(s.hdr, curve="reinhard", srgb=True)],
+    "tonemap": [lambda rec, s: rec.tonemap(s.hdr, srgb=True), lambda rec, s: rec.tonemap(s.hdr, curve="reinhard", srgb=True)],
     "transpose": [lambda rec, s: rec.transpose(s.x)],
     "where": [lambda rec, s: rec.where(s.x, s.y, 0.0)],
 }
