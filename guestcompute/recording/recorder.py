@@ -337,6 +337,12 @@ class Recorder(OpMethods):
             # add what non-dispatch work (hooks, updates) did.
             src_stage |= _COMPUTE | hz.stages
             src_access |= _SHADER_WRITE | hz.access
+        elif src_stage:
+            # (BarrierState.covering_tracked, inlined.) A barrier recorded for
+            # an import or an image entry clears the tracker below, so it also
+            # waits for the guest work tracked since the last barrier.
+            src_stage |= hz.stages
+            src_access |= hz.access
         if src_stage:
             if transitions:
                 self.emit_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS, transitions)
@@ -545,8 +551,7 @@ class Recorder(OpMethods):
         if images:
             src_stage, src_access, transitions = self._image_entry(images, src_stage, src_access)
         stage, access = state.sources_before(reads, writes, force, bool(self.dispatches))
-        src_stage |= stage
-        src_access |= access
+        src_stage, src_access = state.covering_tracked(src_stage | stage, src_access | access)
         if src_stage:
             self.emit_barrier(src_stage, src_access, dst_stage | sync.GUEST_STAGES,
                               dst_access | sync.GUEST_ACCESS, transitions)

@@ -257,6 +257,16 @@ class BarrierState:
             return COMPUTE | hz.stages, SHADER_WRITE | hz.access
         return 0, 0
 
+    def covering_tracked(self, src_stage: int, src_access: int) -> tuple:
+        """A barrier's sources widened, when there is a barrier at all, by
+        the guest work tracked since the last one: recording it clears the
+        tracker (barrier_recorded), so a barrier made only for a host
+        import's or an image's entry must not drop an earlier write's hazard."""
+        if src_stage:
+            src_stage |= self.hazards.stages
+            src_access |= self.hazards.access
+        return src_stage, src_access
+
     def barrier_recorded(self, src_stage: int, src_access: int) -> None:
         self.covered_stages |= src_stage
         self.covered_access |= src_access
