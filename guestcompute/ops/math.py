@@ -581,7 +581,9 @@ _TANH = Helper("gc_tanh", "float", ("float",), """\
 _SILU = Helper("gc_silu", "float", ("float",), f"""\
   // The limit at -inf is -0 (the formula would give -inf / inf).
   if (isnan(a)) return a;
-  return a == -{INF} ? {NEG_ZERO} : a / (1.0 + gc_exp_core(-a));""", prelude=_EXP_CORE)
+  // gc_div: below -87.3 the divisor passes 2**126, where a driver's
+  // a * (1 / b) would flush the tiny results to -0.
+  return a == -{INF} ? {NEG_ZERO} : gc_div(a, 1.0 + gc_exp_core(-a));""", prelude=_DIV_BODY + _EXP_CORE)
 _SIGMOID = Helper("gc_sigmoid", "float", ("float",), """\
   // e**-|x| never overflows: for x < 0, e**x / (1 + e**x) keeps the tiny
   // results (1 / (1 + e**-x) would be 1 / inf == 0 below -88.7).
