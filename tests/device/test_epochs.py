@@ -8,6 +8,7 @@ import vulkan as vk
 from vulkan import ffi
 
 import guestcompute as gc
+from guestcompute.device import epochs
 from guestcompute.vk.structs import new
 from frame_loop import FrameLoop
 
@@ -59,12 +60,22 @@ def test_retire_when_is_in_order(host, ctx):
         frames.close()
 
 
+def _wait_for_timeline(ctx, semaphore, value):
+    _, wait = epochs.timeline_functions(ctx.device.fns, ctx.caps)
+    info = new("VkSemaphoreWaitInfo", semaphoreCount=1, pSemaphores=ffi.new("VkSemaphore[1]", [semaphore]),
+               pValues=ffi.new("uint64_t[1]", [value]))
+    assert wait(ctx.device.handle, info, 10 ** 10) == vk.VK_SUCCESS
+
+
 def test_retire_when_timeline_semaphore(modern_host, modern_ctx):
     host, ctx = modern_host, modern_ctx
     x = ctx.tensor(np.zeros(8, np.float32))
     sub = ctx.submit(lambda rec: rec.add(x, 2.0, out=x))
     epoch = ctx.retire_when(semaphore=(sub.semaphore, sub.value))
-    sub.wait()
+    # Wait for the semaphore itself: Vulkan does not order a submission's
+    # fence and semaphore signals, so after sub.wait() (its fence) the
+    # timeline may still lag for a moment (it did on lavapipe under load).
+    _wait_for_timeline(ctx, sub.semaphore, sub.value)
     ctx.advance_epoch()
     assert ctx.device.epochs.retired >= epoch
     sub2 = ctx.submit(lambda rec: rec.add(x, 2.0, out=x))
