@@ -202,9 +202,10 @@ class Transfers:
         w, h = img.mip_extent(mip)
         region = _image_region(img, mip, layer)
         src = vk.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL
-        old = self._current_layout(img)
 
         def copy(cmd, staging):
+            # (asked here, after any waiting upload into the image claimed it)
+            old = self._current_layout(img)
             self._transition(cmd, img, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER,
                              sync.TRANSFER_READ, old, src)
             self.device.fns.vkCmdCopyImageToBuffer(cmd, img.handle, src, staging, 1, region)
@@ -251,16 +252,43 @@ class Transfers:
         staging buffer of ``size`` bytes; submit, wait, return its bytes."""
         dev = self.device
         staging = dev.suballocator.create(size, STAGING_USAGE, host_visible=True)
+        # Uploads waiting for the next recording (those a program's fn made)
+        # go first, so a read sees every write made before it.
+        waiting = self.take_uploads(None, shared=True) if not dev.recording_here() else []
 
         def body(cmd):
+            self._copy_uploads(cmd, waiting)
             copy(cmd, staging.buffer)
             self._barrier(cmd, sync.TRANSFER, sync.TRANSFER_WRITE, sync.HOST, sync.HOST_READ)
         try:
             self.submit_and_wait(body)
             dev.memory.invalidate(staging)
             return bytes(staging.mapped[0:size])
+        except BaseException:
+            with self._lock:            # not copied: they still wait for a recording
+                self.pending_uploads[:0] = waiting
+            waiting = []
+            raise
         finally:
             dev.suballocator.release(staging)
+            for u in waiting:
+                dev.suballocator.release(u.staging)
+
+    def _copy_uploads(self, cmd, uploads) -> None:
+        """Record ``uploads`` (PendingUploads) into a one-time command
+        buffer, each after a barrier (two may write the same bytes)."""
+        dev = self.device
+        for u in uploads:
+            if not u.image:
+                self._barrier(cmd, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER, sync.TRANSFER_WRITE)
+                dev.fns.vkCmdCopyBuffer(cmd, u.staging.buffer, u.target.handle, 1, u.region)
+                continue
+            img, dst = u.target, vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL
+            self._transition(cmd, img, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER,
+                             sync.TRANSFER_WRITE, self._current_layout(img), dst)
+            dev.fns.vkCmdCopyBufferToImage(cmd, u.staging.buffer, img.handle, dst, 1, u.region)
+            self._transition(cmd, img, sync.TRANSFER, sync.TRANSFER_WRITE, sync.GUEST_STAGES, sync.GUEST_ACCESS,
+                             dst, sync.GUEST_LAYOUT)
 
     # -- one-time submissions ------------------------------------------------------
     def _barrier(self, cmd, src_stage, src_access, dst_stage, dst_access) -> None:

@@ -62,8 +62,8 @@ def test_retire_when_is_in_order(host, ctx):
 
 def _wait_for_timeline(ctx, semaphore, value):
     _, wait = epochs.timeline_functions(ctx.device.fns, ctx.caps)
-    info = new("VkSemaphoreWaitInfo", semaphoreCount=1, pSemaphores=ffi.new("VkSemaphore[1]", [semaphore]),
-               pValues=ffi.new("uint64_t[1]", [value]))
+    semaphores, values = ffi.new("VkSemaphore[1]", [semaphore]), ffi.new("uint64_t[1]", [value])
+    info = new("VkSemaphoreWaitInfo", semaphoreCount=1, pSemaphores=semaphores, pValues=values)
     assert wait(ctx.device.handle, info, 10 ** 10) == vk.VK_SUCCESS
 
 

@@ -345,6 +345,25 @@ def test_an_upload_made_in_a_program_waits_for_the_next_recording(modern_host, m
     np.testing.assert_array_equal(out.numpy(), np.arange(16, dtype=np.float32) + 1)
 
 
+def test_a_read_sees_an_upload_a_program_made_before_its_first_replay(host, ctx):
+    """Device-local memory (the mapped seam removed): the upload a program's
+    fn made still waits for a recording, but a read copies it first."""
+    made = {}
+    want = np.r_[np.full(4, 7.0), np.arange(4, 16)].astype(np.float32)
+
+    def fn(rec):
+        t = made["t"] = ctx.empty((16,))
+        t.buffer.alloc.mapped = None
+        t.write(np.arange(16, dtype=np.float32))
+        t.write(want)                              # the same bytes again: copied in order
+        rec.add(t, 1.0, out=t)
+    prog = ctx.program(fn)
+    np.testing.assert_array_equal(made["t"].numpy(), want)        # no replay yet: the uploads only
+    assert len(ctx.device.transfers.pending_uploads) == 0
+    host.run(ctx, lambda rec: rec.execute(prog))
+    np.testing.assert_array_equal(made["t"].numpy(), want + 1)
+
+
 def test_a_first_layout_leaves_earlier_writes_to_be_waited_for(modern_host, modern_ctx):
     """The barrier that sets a new image's first layout waits for nothing, so
     a write recorded before it still gets its barrier before a later read
