@@ -34,6 +34,7 @@ from .vk.memory import next_uid
 from .vk.structs import new
 from .vk.sync import handle_value, image_hazard_key
 
+
 def check_extent(extent, mip_levels: int = 1) -> tuple:
     """(width, height) from a pair of positive ints; the mip chain must fit."""
     try:

@@ -66,30 +66,31 @@ class Transfers:
             buf.alloc.mapped[offset:offset + len(data)] = data
             dev.memory.flush(buf.alloc)
             return
+        self._upload(buf, data, new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=len(data)),
+                     buf.hazard_keys, image=False)
+
+    def _upload(self, target, data: bytes, region, keys, image: bool) -> None:
+        """Copy ``data`` through a staging buffer into ``target`` (a Buffer,
+        ``region`` a VkBufferCopy; or a guest Image, ``region`` a
+        VkBufferImageCopy): on the queue now, or — while a recording is open
+        on this thread, or without a queue — left in ``pending_uploads``."""
+        dev = self.device
         staging = dev.suballocator.create(len(data), STAGING_USAGE, host_visible=True)
         staging.mapped[0:len(data)] = data
+        upload = PendingUpload(None, staging, target, region, keys, image)
         recording = dev.recording_here()
         if recording or dev.queue is None:
             # No submission: the recording open on this thread records the
             # copy before its next work (without one, the next recording does
             # at its start); the staging buffer retires with its epoch.
-            self._pend(recording, staging, buf, new("VkBufferCopy", srcOffset=0, dstOffset=offset,
-                                                     size=len(data)), buf.hazard_keys)
+            upload.thread = threading.get_ident() if recording else None
+            with self._lock:
+                self.pending_uploads.append(upload)
             return
-        region = new("VkBufferCopy", srcOffset=0, dstOffset=offset, size=len(data))
-
-        def body(cmd):
-            self._barrier(cmd, sync.EARLIER_GUEST_STAGES, sync.SHADER_RW, sync.TRANSFER, sync.TRANSFER_WRITE)
-            dev.fns.vkCmdCopyBuffer(cmd, staging.buffer, buf.handle, 1, region)
         try:
-            self.submit_and_wait(body)
+            self.submit_and_wait(lambda cmd: self._copy_uploads(cmd, [upload]))
         finally:
             dev.suballocator.release(staging)
-
-    def _pend(self, recording: bool, staging, target, region, keys, image: bool = False) -> None:
-        upload = PendingUpload(threading.get_ident() if recording else None, staging, target, region, keys, image)
-        with self._lock:
-            self.pending_uploads.append(upload)
 
     def take_uploads(self, thread: int, shared: bool) -> list:
         """Remove and return the PendingUploads a recording on ``thread``
@@ -174,28 +175,7 @@ class Transfers:
     def write_image(self, img, mip: int, layer: int, data: bytes) -> None:
         """Copy ``data`` (tightly packed texels) into (mip, layer) of a guest
         image: on the queue, or recorded as :meth:`write` records uploads."""
-        dev = self.device
-        staging = dev.suballocator.create(len(data), STAGING_USAGE, host_visible=True)
-        staging.mapped[0:len(data)] = data
-        region = _image_region(img, mip, layer)
-        recording = dev.recording_here()
-        if recording or dev.queue is None:
-            self._pend(recording, staging, img, region, (img.hazard_key(mip, layer),), image=True)
-            return
-
-        dst = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL       # the layout copies are fastest in
-        old = self._current_layout(img)
-
-        def body(cmd):
-            self._transition(cmd, img, sync.EARLIER_GUEST_STAGES, sync.GUEST_WRITES, sync.TRANSFER,
-                             sync.TRANSFER_WRITE, old, dst)
-            dev.fns.vkCmdCopyBufferToImage(cmd, staging.buffer, img.handle, dst, 1, region)
-            self._transition(cmd, img, sync.TRANSFER, sync.TRANSFER_WRITE, sync.GUEST_STAGES, sync.GUEST_ACCESS,
-                             dst, sync.GUEST_LAYOUT)
-        try:
-            self.submit_and_wait(body)
-        finally:
-            dev.suballocator.release(staging)
+        self._upload(img, data, _image_region(img, mip, layer), (img.hazard_key(mip, layer),), image=True)
 
     def read_image(self, img, mip: int, layer: int) -> bytes:
         """The texels of (mip, layer) of a guest image, tightly packed."""
