@@ -81,20 +81,25 @@ class DispatchPlan:
         # Its commands as the command interpreter's struct (see vk/command_stream.py).
         self.command = DispatchCommand(pipe, self.desc, d.push, d.groups, d.indirect)
 
-    def still_fits(self, ctx, d) -> bool:
-        """Valid while the Dispatch still names the same spec and buffers (its
-        Buffers are alive, so their uids and descriptors are too) and none of
-        its images was rebound."""
+    def is_current_for(self, ctx, d) -> bool:
+        """The one rule for reusing a plan: valid while the Dispatch still
+        names the same spec, buffers and indirect arguments (its Buffers are
+        alive, so their uids and descriptors are too) in the same context,
+        and none of its images was rebound. (The encoder's hot path inlines
+        it; tests/recording/test_plan_validity.py holds the two equal.)"""
         return (self.ctx is ctx and self.spec is d.spec and self.buffer_tuple is d.buffers
-                and self.indirect is d.indirect
-                and all(b.still_current for b in self.image_bindings))
+                and self.indirect is d.indirect and self.images_current())
+
+    def images_current(self) -> bool:
+        """None of the plan's image bindings was rebound since it was made."""
+        return all(b.still_current for b in self.image_bindings)
 
 
 def plan_for(ctx, d) -> DispatchPlan:
     """The Dispatch's kept plan if it still fits, else a new one (kept when
     the Dispatch's buffer tuples cannot change under it)."""
     plan = d.resolved
-    if plan is not None and plan.still_fits(ctx, d):
+    if plan is not None and plan.is_current_for(ctx, d):
         ctx.device.pipelines.count_hit()
         return plan
     plan = DispatchPlan(ctx, d)

@@ -46,7 +46,8 @@ from ..ops.base import check_tensor
 from ..vk import sync
 from ..vk.commands import allocate_command_buffer, create_command_pool
 from ..vk.structs import array, new
-from .recorder import Recorder, Target
+from .encoder import Target
+from .recorder import Recorder
 
 
 class Submission:

@@ -48,7 +48,8 @@ from ..tensor import Buffer, Tensor
 from ..vk import sync
 from ..vk.commands import allocate_command_buffer, create_command_pool
 from ..vk.structs import new
-from .recorder import Recorder, Target
+from .encoder import Target
+from .recorder import Recorder
 
 _EMPTY = frozenset()
 
@@ -370,7 +371,7 @@ class Program:
         # Images fn made (an op's output or scratch) get their first layout
         # now if nothing is being recorded here, else at their first replay.
         ctx.device.transfers.init_images_now([img for img, _ in capture.first_layouts.values()])
-        state = rec.state
+        state = rec.encoder.state
         r = Recording()
         r.cmd = cmd
         r.pcmd = ffi.new("VkCommandBuffer[1]", [cmd])
@@ -460,20 +461,21 @@ class Program:
                 raise InvalidArgumentError("this program declared no params; pass params={...} to ctx.program")
             packed = self.params.pack(params)
         r = self._current()         # host-side only: nothing recorded in rec's buffer yet
-        fns, cmd = ctx.device.fns, rec.command_buffer
+        enc = rec.encoder
+        fns, cmd = ctx.device.fns, enc.command_buffer
         if packed is not None:
             # The previous replay (this frame or an earlier one) may still read
             # the block: the barrier before the update orders it after them.
             values, data, size = packed
             p = self.params
-            rec.sync_before_work(_EMPTY, p.uids, (), sync.TRANSFER, sync.TRANSFER_WRITE)
+            enc.sync_before_work(_EMPTY, p.uids, (), sync.TRANSFER, sync.TRANSFER_WRITE)
             fns.vkCmdUpdateBuffer(cmd, p.buffer.handle, 0, size, data)
-            rec.after_work(_EMPTY, p.uids, sync.TRANSFER, sync.TRANSFER_WRITE)
+            enc.after_work(_EMPTY, p.uids, sync.TRANSFER, sync.TRANSFER_WRITE)
             p.values_written(values)
-        rec.sync_before_work(r.reads, r.writes, r.imports, r.stages, r.access, images=r.images)
+        enc.sync_before_work(r.reads, r.writes, r.imports, r.stages, r.access, images=r.images)
         fns.vkCmdExecuteCommands(cmd, 1, r.pcmd)
-        rec.forget_bound_state()
-        rec.after_work(r.reads, r.writes, r.stages, r.write_access, r.wrote_mapped)
+        enc.forget_bound_state()
+        enc.after_work(r.reads, r.writes, r.stages, r.write_access, r.wrote_mapped)
         self._last_epoch = ctx.device.epochs.current
         self.stats["replays"] += 1
         self._pool.stats["program_replays"] += 1

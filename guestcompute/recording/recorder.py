@@ -21,12 +21,12 @@ may have submitted, freed or reused the command buffer it was made for. At
 most one recorder is open on a command buffer at a time (a second one would
 keep its own hazard state and miss barriers against the first).
 
-Hazards are tracked per memory (``Buffer.hazard_keys``: a guest buffer, or
-a byte range of a host VkBuffer), not per import, so imports of overlapping
-ranges of one host VkBuffer are ordered and disjoint ones are not.
+What reaches the command buffer, and which barriers, is the business of
+the recorder's :class:`~guestcompute.recording.encoder.Encoder`
+(``rec.encoder``, package-internal): this class is the user's face.
 
 Targets: the same Recorder records into the host's command buffer
-(:data:`HOST_BUFFER`), into a program's secondary (``program.py``) and into
+(``encoder.HOST_BUFFER``), into a program's secondary (``program.py``) and into
 the guest's own hand-off submission (``handoff.py``). What differs is the
 *target*: whether the recording waits for the host's declared accesses,
 which exit barrier it records, which queue family it runs on, and whether
@@ -42,7 +42,6 @@ import inspect
 import threading
 from typing import TYPE_CHECKING
 
-import vulkan as vk
 from vulkan import ffi
 
 from ..errors import (ContextClosedError, InvalidArgumentError, PastBindingRangeError, RecordingError,
@@ -53,45 +52,9 @@ from ..ops.base import Dispatch, check_tensor
 from ..ops.windows import plan_in_windows
 from ..tensor import Tensor
 from ..vk import sync
-from ..vk.command_stream import DispatchCommand
-from .dispatch_plan import plan_for
+from .encoder import HOST_BUFFER, Encoder, Target
 from .op_methods import OPS, OpMethods, close_matches, op_docstring, op_signature
 from .timing import DEFAULT_COLOR, RecorderTiming, label
-
-# Read on every dispatch: module constants, not attribute lookups.
-_COMPUTE, _SHADER_WRITE = sync.COMPUTE, sync.SHADER_WRITE
-_GUEST_STAGES, _GUEST_ACCESS = sync.GUEST_STAGES, sync.GUEST_ACCESS
-_EMPTY = frozenset()
-_TRANSFER_DST = vk.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL      # the layout copies into an image are fastest in
-
-
-class Target:
-    """Where a recording goes, and what that changes (see the module notes).
-
-    ``waits_for_host``: entry barriers wait for the host's declared
-    accesses of imported buffers. ``enters``: the first command waits for
-    earlier guest work; the recording records pending uploads and first
-    image layouts (a program's replay does, not its capture). ``family``: the queue
-    family the command buffer runs on (None: the adopted one).
-    ``capture``: an object told about every dispatch, every non-dispatch
-    piece of work and every op's arguments and results (programs), or None.
-    ``nests_programs`` / ``times``: ``rec.execute`` and ``rec.timing`` work.
-    """
-    waits_for_host = True
-    enters = True
-    family = None
-    capture = None
-    nests_programs = True
-    times = True
-    kind = "the host's command buffer"
-
-    def exit_masks(self, state: sync.BarrierState):
-        """The exit barrier's masks, or None (see BarrierState.exit_masks)."""
-        return state.exit_masks(to_host_accesses=True)
-
-
-HOST_BUFFER = Target()
-
 
 class Recorder(OpMethods):
     """Use as ``with ctx.record(cmd) as rec: rec.add(a, b, out=c)``.
@@ -99,10 +62,10 @@ class Recorder(OpMethods):
     Every registered operation is a method (``rec.add``, ``rec.fill``...);
     ``dir(rec)`` lists them, ``help(rec.add)`` shows its signature.
 
-    Public attributes for collaborators (programs, timing, hand-off):
-    ``ctx``, ``command_buffer``, ``target``, ``state`` (the
-    :class:`~guestcompute.vk.sync.BarrierState`), ``dispatches`` and
-    ``barriers`` (counts so far).
+    Public attributes: ``ctx``, ``command_buffer``, ``target``,
+    ``dispatches`` and ``barriers`` (counts so far); ``encoder`` (the
+    :class:`~guestcompute.recording.encoder.Encoder`) for collaborators
+    (programs, timing, hand-off).
 
     Thread-safety: every method, ops included, is for the one thread that
     records into this recorder's command buffer; other threads use recorders
@@ -111,32 +74,20 @@ class Recorder(OpMethods):
 
     def __init__(self, ctx, cmd, target: Target = HOST_BUFFER):
         self.ctx = ctx
-        self._cmd = cmd
         self.target = target
+        # The command encoder (package-internal): programs, timing and
+        # hand-off drive it through ``rec.encoder``.
+        self.encoder = encoder = Encoder(ctx, cmd, target)
+        self._record_all = encoder.record_all
         self._cmd_key = int(ffi.cast("uintptr_t", cmd))   # the handle's value: one open recorder per buffer
         self._used = False             # entered once already: a recorder is single-use
         device = self._device = ctx.device
-        self._fns = device.fns
-        # Commands wait here and reach the command buffer in batches (see
-        # vk/command_stream.py and the command_buffer property).
-        self._barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
-        self._stream = device.commands.stream(cmd, self._barrier)
-        self._append = self._stream.append
-        self._epochs = device.epochs
         self._calls = ctx.call_memo.get
-        self._pipelines = device.pipelines
-        self._hits = 0                 # pipeline-cache hits of kept plans, added up at the end
-        self._call_hits = 0            # calls the call memo answered, likewise
+        self._call_hits = 0            # calls the call memo answered, added up at the end
         self._memory = device.memory
-        # Uploads waiting for a recording (Transfers.pending_uploads, the
-        # same list throughout); a program's capture leaves them to its replay.
-        self._uploads = device.transfers.pending_uploads if target.enters else ()
         self._thread = None            # the thread of the `with` block
         self._active = False
-        self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host)
         self._capture = target.capture
-        self.dispatches = 0
-        self.barriers = 0
         self._timing = None           # timing.RecorderTiming, made by the first rec.timing()
         # The debug-label writer when every op is labelled (ctx.op_labels and
         # VK_EXT_debug_utils), else None.
@@ -153,7 +104,7 @@ class Recorder(OpMethods):
         # Raises ContextClosedError once close() began, RecordingError when
         # another recorder is open on this command buffer.
         self._device.recorder_opened(self._cmd_key)
-        self._thread = threading.get_ident()
+        self._thread = self.encoder.thread = threading.get_ident()
         self._used = True
         self._active = True
         return self
@@ -163,25 +114,12 @@ class Recorder(OpMethods):
         # context is closing): whatever was recorded before the error must
         # still hand the host's buffers back.
         try:
-            if self._uploads:
-                self._record_pending()      # uploads made after the last op
-            masks = self.target.exit_masks(self.state)
-            if masks is not None:
-                src_stage, src_access, dst_stage, dst_access, transitions = masks
-                if transitions or not self._stream.words:
-                    self.emit_barrier(*masks)      # nothing to batch it with: record it now
-                else:
-                    self._queue_barrier(src_stage, src_access, dst_stage, dst_access)
+            self.encoder.finish()
         finally:
-            try:
-                self._stream.flush()
-            finally:
-                if self._hits:
-                    self._pipelines.count_hit(self._hits)
-                if self._call_hits:
-                    self.ctx.call_memo.count_hits(self._call_hits)
-                self._hits = self._call_hits = 0
-                self._active = False
+            if self._call_hits:
+                self.ctx.call_memo.count_hits(self._call_hits)
+                self._call_hits = 0
+            self._active = False
             device = self._device
             device.recorder_closed(self._cmd_key)
             if not self.target.enters and device.transfers.pending_uploads and not device.recording_here():
@@ -197,9 +135,7 @@ class Recorder(OpMethods):
         commands a caller then records there land after the guest work
         before them: collaborators (timing, labels, programs, uploads) and
         host hooks take the buffer from here."""
-        if self._stream.words:
-            self._stream.flush()
-        return self._cmd
+        return self.encoder.command_buffer
 
     def flush(self) -> None:
         """Record the guest commands still waiting into the command buffer
@@ -207,7 +143,17 @@ class Recorder(OpMethods):
         (at the block's end, and before a host hook, a program replay, a
         timing scope or a label); call this before recording commands of your
         own directly into the buffer inside the block, or use ``rec.host``."""
-        self._stream.flush()
+        self.encoder.flush()
+
+    @property
+    def dispatches(self) -> int:
+        """Dispatches recorded so far."""
+        return self.encoder.dispatches
+
+    @property
+    def barriers(self) -> int:
+        """Pipeline barriers recorded so far."""
+        return self.encoder.barriers
 
     @property
     def active(self) -> bool:
@@ -250,28 +196,6 @@ class Recorder(OpMethods):
                                        "(build them with an op's planner, e.g. ops.elementwise.plan_map)")
         self._record_all(dispatches)
 
-    def _record_all(self, dispatches) -> None:
-        # Every pipeline is resolved (maybe created) before the first command
-        # is recorded, so a failure leaves the host's command buffer untouched.
-        ctx = self.ctx
-        if len(dispatches) == 1:          # the common case, without the lists
-            d = dispatches[0]
-            plan = d.resolved
-            if (plan is None or plan.ctx is not ctx or plan.spec is not d.spec
-                    or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect
-                    or plan.image_bindings):
-                plan = plan_for(ctx, d)     # (checks that no image was rebound since)
-                if plan.images:
-                    self._check_images((plan,))
-            else:
-                self._hits += 1
-            self._record(d, plan)
-            return
-        plans = [plan_for(ctx, d) for d in dispatches]
-        self._check_images(plans)
-        for d, plan in zip(dispatches, plans):
-            self._record(d, plan)
-
     def _plan(self, name: str, planner, key, args: tuple, kwargs: dict):
         """Run op ``name``'s planner (the path of a call not remembered);
         remember the call when the op says its result is reusable."""
@@ -294,115 +218,6 @@ class Recorder(OpMethods):
             self.ctx.call_memo.put(key, args, kwargs, result, swaps)
         return result
 
-    # -- the hot path -----------------------------------------------------------
-    def _record(self, d: Dispatch, plan) -> None:
-        state = self.state
-        if self._uploads or not state.entered:
-            self._record_pending()
-        src_stage = src_access = 0
-        if not state.entered:
-            # Guest work recorded earlier (previous frames, other recordings,
-            # uploads) is ordered before this recording's first dispatch.
-            src_stage, src_access = sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES
-            state.entered = True
-        epoch = self._epochs.current
-        if plan.epoch != epoch:        # its buffers are stamped once per epoch
-            plan.epoch = epoch
-            for b in plan.buffers:
-                b.last_epoch = epoch
-        if plan.writes_mapped:
-            state.wrote_mapped = True
-        if plan.imports:
-            imports = state.imports
-            for b, w in plan.imports:
-                seen = imports.get(b.uid)
-                if seen is not None:          # met before in this recording: nothing to wait for
-                    if w:
-                        seen[1] = True
-                    continue
-                # One global entry barrier covers every buffer the host
-                # touched with those stages: later imports with the same
-                # declared access need no barrier of their own.
-                stage, access = state.host_sources(b, w)
-                src_stage |= stage
-                src_access |= access
-        transitions = None
-        if plan.images:
-            src_stage, src_access, transitions = self._image_entry(plan.images, src_stage, src_access)
-        writes = plan.writes
-        hz = state.hazards
-        written = hz.written
-        if not (written.isdisjoint(plan.touched) and hz.read.isdisjoint(writes)):
-            # (HazardTracker.needs_barrier, inlined.) hz.stages / hz.access
-            # add what non-dispatch work (hooks, updates) did.
-            src_stage |= _COMPUTE | hz.stages
-            src_access |= _SHADER_WRITE | hz.access
-        elif src_stage:
-            # (BarrierState.covering_tracked, inlined.) A barrier recorded for
-            # an import or an image entry clears the tracker below, so it also
-            # waits for the guest work tracked since the last barrier.
-            src_stage |= hz.stages
-            src_access |= hz.access
-        if src_stage:
-            if transitions:
-                self.emit_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS, transitions)
-            else:
-                self._queue_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS)
-            state.covered_stages |= src_stage       # BarrierState.barrier_recorded, inlined
-            state.covered_access |= src_access
-            hz.after_barrier()
-        hz.read.update(plan.reads)     # hz.touch(reads, writes), inlined
-        if writes:
-            written.update(writes)
-            hz.access |= _SHADER_WRITE
-        hz.stages |= _COMPUTE
-        if self._capture is not None:
-            self._capture.dispatch(d, plan)
-
-        command = plan.command
-        if command.push is not d.push or command.groups is not d.groups:
-            # The Dispatch's push bytes or groups were replaced since the plan was made.
-            command = plan.command = DispatchCommand(plan.pipe, plan.desc, d.push, d.groups, d.indirect)
-        self._append(command)
-        self.dispatches += 1
-
-    def _check_images(self, plans) -> None:
-        """Before anything is recorded: a hand-off submission has no host
-        layout to move an imported image from (its semaphores order it, its
-        layouts are the host's), so it takes guest images only."""
-        target = self.target
-        if target.waits_for_host or target.capture is not None:
-            return
-        for plan in plans:
-            if any(img.imported for img, _ in plan.images):
-                raise UnsupportedError(f"an imported image in {target.kind}: its layout transitions belong in "
-                                       "the host's command buffer; record the op with ctx.record(cmd), or "
-                                       "copy into a guest image there first")
-
-    def _image_entry(self, images, src_stage: int, src_access: int) -> tuple:
-        """The entry part of a dispatch's images: a guest image still
-        UNDEFINED gets its first layout now (Transfers.init_image; a
-        program's capture leaves it to the replay, which sets it once: every
-        replay would discard what the image holds); imported ones their move
-        from the host's layout on first use (see BarrierState.host_image_sources)."""
-        state, transitions, first = self.state, [], None
-        for img, w in images:
-            if img.pending_init and self.target.enters and self._device.transfers.take_image_init(img):
-                first = first or []
-                first.append(sync.first_layout_transition(img))
-            if img.entry is None:
-                continue
-            stage, access, t = state.host_image_sources(img, w)
-            src_stage |= stage
-            src_access |= access
-            if t is not None:
-                transitions.append(t)
-        if first:
-            # A barrier of their own: it waits for nothing (the images hold
-            # nothing yet), so it leaves the hazard tracker as it is.
-            self.emit_barrier(sync.TOP_OF_PIPE, 0, _GUEST_STAGES, _GUEST_ACCESS, first)
-        return src_stage, src_access, transitions
-
     def using(self, image, *, layout=None, exit_layout=None, host_access=None, exit_access=None) -> None:
         """Declare, for this recording only, the layout (and host accesses)
         an imported image is in now and the one to leave it in — for hosts
@@ -413,10 +228,11 @@ class Recorder(OpMethods):
         entry, exit_state = image_states_for(image, layout, exit_layout, host_access, exit_access, "rec.using")
         if image.ctx is not self.ctx:
             raise InvalidArgumentError("rec.using: the image belongs to another context")
-        if image.handle_key in self.state.images:
+        state = self.encoder.state
+        if image.handle_key in state.images:
             raise RecordingError("rec.using: this recording already used the image; declare its layouts "
                                  "before the first op that touches it")
-        self.state.image_states[image.handle_key] = (entry, exit_state)
+        state.image_states[image.handle_key] = (entry, exit_state)
 
     # -- GPU timestamps and debug labels ---------------------------------------------
     def timing(self, name: str):
@@ -507,7 +323,7 @@ class Recorder(OpMethods):
             shared = [(b, b.uid in wbufs) for b in {**rbufs, **wbufs}.values() if b.host_access is not None]
             # The tracker's barriers cover only guest stages: a hook running in
             # others is ordered after everything recorded so far.
-            self.sync_before_work(r_keys, w_keys, shared, hook_stages, acc.access,
+            self.encoder.sync_before_work(r_keys, w_keys, shared, hook_stages, acc.access,
                                   force=bool(hook_stages & ~sync.GUEST_STAGES))
         try:
             return callback(self.command_buffer)
@@ -516,129 +332,12 @@ class Recorder(OpMethods):
             # state and recorded some of what it declared: forget the bindings
             # and assume (conservatively) it did all it declared, so the next
             # op rebinds and the barriers after it still wait for it.
-            self.forget_bound_state()
+            self.encoder.forget_bound_state()
             if declared:
                 write_access = (acc.access & sync.WRITE_ACCESS) or sync.MEMORY_WRITE
                 mapped = any(b.alloc is not None and b.alloc.mapped is not None for b in wbufs.values())
-                self.after_work(r_keys, w_keys, hook_stages, write_access, mapped,
+                self.encoder.after_work(r_keys, w_keys, hook_stages, write_access, mapped,
                                 tuple(rbufs.values()) + tuple(wbufs.values()))
-
-    # -- barriers around guest work that is not a dispatch ------------------------
-    def sync_before_work(self, reads, writes, shared, dst_stage, dst_access, force=False, images=()) -> None:
-        """The barrier before guest work that is not a dispatch (a program
-        replay, a parameter update, a host hook) reading ``reads`` and writing
-        ``writes`` (sets of ``Buffer.hazard_keys``) in ``dst_stage``. ``shared``:
-        (Buffer, written) pairs of host-shared buffers among them; ``images``:
-        (Image, written) pairs of the images it uses. ``force``: order
-        everything recorded so far before it."""
-        if self._uploads or not self.state.entered:
-            self._record_pending()
-        self._sync_before(reads, writes, shared, dst_stage, dst_access, force, images)
-
-    def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False, images=()) -> None:
-        state = self.state
-        if self._capture is not None:
-            self._capture.sync(dst_stage, dst_access)
-        src_stage = src_access = 0
-        if not state.entered:
-            src_stage, src_access = sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES
-            state.entered = True
-        for b, w in shared:
-            stage, access = state.host_sources(b, w)
-            src_stage |= stage
-            src_access |= access
-        transitions = None
-        if images:
-            src_stage, src_access, transitions = self._image_entry(images, src_stage, src_access)
-        stage, access = state.sources_before(reads, writes, force, bool(self.dispatches))
-        src_stage, src_access = state.covering_tracked(src_stage | stage, src_access | access)
-        if src_stage:
-            self.emit_barrier(src_stage, src_access, dst_stage | sync.GUEST_STAGES,
-                              dst_access | sync.GUEST_ACCESS, transitions)
-            state.barrier_recorded(src_stage, src_access)
-
-    def _record_pending(self) -> None:
-        """Record what waits for a recording (see device/transfers.py) before
-        the work that comes next: the uploads made on this thread while this
-        recording was open and, at its start, those waiting for any
-        recording and the first layouts of images made without a queue. The
-        copies are guest transfer work, ordered by the hazard tracker."""
-        transfers = self._device.transfers
-        entering = not self.state.entered
-        if entering and transfers.pending_image_inits and self.target.enters:
-            images = transfers.take_image_inits()
-            if images:
-                self.emit_barrier(sync.TOP_OF_PIPE, 0, _GUEST_STAGES, _GUEST_ACCESS,
-                                  [sync.first_layout_transition(img) for img in images])
-        uploads = transfers.take_uploads(self._thread, shared=entering) if self._uploads else None
-        if not uploads:
-            return
-        keys = frozenset(k for u in uploads for k in u.keys)
-        self._sync_before(_EMPTY, keys, (), sync.TRANSFER, sync.TRANSFER_WRITE)
-        images = {u.target.uid: u.target for u in uploads if u.image}
-        if images:
-            # Copies into an image write it in TRANSFER_DST_OPTIMAL: each goes
-            # there (from UNDEFINED when nothing set its layout yet) and back.
-            self.emit_barrier(sync.EARLIER_GUEST_STAGES, sync.EARLIER_GUEST_WRITES, sync.TRANSFER,
-                              sync.TRANSFER_WRITE,
-                              [sync.whole_image_transition(img, sync.UNDEFINED if transfers.take_image_init(img)
-                                                           else sync.GUEST_LAYOUT, _TRANSFER_DST,
-                                                           sync.GUEST_WRITES, sync.TRANSFER_WRITE)
-                               for img in images.values()])
-        cmd, fns = self.command_buffer, self._fns
-        for u in uploads:
-            if u.image:
-                fns.vkCmdCopyBufferToImage(cmd, u.staging.buffer, u.target.handle, _TRANSFER_DST, 1, u.region)
-            else:
-                fns.vkCmdCopyBuffer(cmd, u.staging.buffer, u.target.handle, 1, u.region)
-        if images:
-            self.emit_barrier(sync.TRANSFER, sync.TRANSFER_WRITE, _GUEST_STAGES, _GUEST_ACCESS,
-                              [sync.whole_image_transition(img, _TRANSFER_DST, sync.GUEST_LAYOUT, sync.TRANSFER_WRITE,
-                                                           sync.IMAGE_GUEST_ACCESS) for img in images.values()])
-        self.after_work(_EMPTY, keys, sync.TRANSFER, sync.TRANSFER_WRITE, buffers=tuple(u.target for u in uploads))
-        transfers.uploads_recorded(uploads)
-
-    def after_work(self, reads, writes, stages, write_access, wrote_mapped=False, buffers=()) -> None:
-        """Account for non-dispatch work just recorded (see sync_before_work)."""
-        if self._capture is not None:
-            self._capture.work(reads, writes, stages, write_access, buffers)
-        self.state.after_work(reads, writes, stages, write_access, wrote_mapped)
-        epoch = self._epochs.current
-        for b in buffers:
-            b.last_epoch = epoch
-
-    def forget_bound_state(self) -> None:
-        """Something else bound compute state (a hook, a replay): rebind before the next dispatch."""
-        stream = self._stream
-        if stream.words:
-            stream.flush()
-        stream.forget_bound()
-
-    def _queue_barrier(self, src_stage, src_access, dst_stage, dst_access) -> None:
-        """A global memory barrier into the batch, after the commands waiting there."""
-        self._stream.barrier(src_stage, dst_stage, src_access, dst_access)
-        self.barriers += 1
-
-    def emit_barrier(self, src_stage, src_access, dst_stage, dst_access, transitions=None) -> None:
-        """Record one global memory barrier into this recorder's command
-        buffer now (after the commands waiting in the batch), with the image
-        layout ``transitions`` (vk/sync.ImageTransition) in the same
-        vkCmdPipelineBarrier. For collaborators that record commands of their
-        own right after it."""
-        if self._stream.words:
-            self._stream.flush()
-        bar = self._barrier
-        bar.srcAccessMask = src_access
-        bar.dstAccessMask = dst_access
-        if transitions:
-            images = sync.image_barriers(transitions)
-            self._fns.vkCmdPipelineBarrier(self._cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
-                                           len(transitions), images)
-        else:
-            self._fns.vkCmdPipelineBarrier(self._cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
-                                           0, ffi.NULL)
-        self.barriers += 1
-
 
 def _op_method(name: str, planner):
     """Recorder.<name>: plan with ``planner``, then record its dispatches;
@@ -647,7 +346,8 @@ def _op_method(name: str, planner):
 
     A call that repeats an earlier one (the same argument objects, no tensor
     resized since, see ops/memo.CallMemo) skips the planner, and a single
-    dispatch whose plan is still current goes straight to ``_record``."""
+    dispatch whose plan is still current is appended with no lookups
+    (``Encoder.record_all``)."""
     def method(self, *args, **kwargs):
         if not self._active or self._device.closed:
             self.check_active()
@@ -668,16 +368,6 @@ def _op_method(name: str, planner):
                     self._record_all(dispatches)
                 finally:
                     labels.end(self.command_buffer)
-            elif len(dispatches) == 1:
-                d = dispatches[0]
-                plan = d.resolved
-                if (plan is None or plan.ctx is not self.ctx or plan.spec is not d.spec
-                        or plan.buffer_tuple is not d.buffers or plan.indirect is not d.indirect
-                        or plan.image_bindings):
-                    self._record_all(dispatches)
-                else:                       # _record_all's check, inlined for the repeated op
-                    self._hits += 1
-                    self._record(d, plan)
             else:
                 self._record_all(dispatches)
         if self._capture is not None:

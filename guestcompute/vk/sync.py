@@ -257,6 +257,40 @@ class BarrierState:
             return COMPUTE | hz.stages, SHADER_WRITE | hz.access
         return 0, 0
 
+    def before_dispatch(self, touched, reads, writes, src_stage: int = 0, src_access: int = 0) -> tuple:
+        """The one hazard decision of a dispatch reading ``reads`` and
+        writing ``writes`` (``touched``: both, as a set): returns the
+        (stages, access) of the barrier to record before it — ``src_stage``
+        / ``src_access`` (what its entry work needs already) widened by the
+        guest work it must wait for — and accounts for the barrier (if any)
+        and the dispatch itself. (0, 0): no barrier.
+
+        A dispatch touching something written since the last barrier, or
+        writing something read since, waits for all tracked work (RAW, WAR,
+        WAW). A barrier its entry work needs anyway also waits for the
+        tracked work (covering_tracked): recording it clears the tracker."""
+        hz = self.hazards
+        written = hz.written
+        if not (written.isdisjoint(touched) and hz.read.isdisjoint(writes)):
+            # hz.stages / hz.access add what non-dispatch work (hooks, updates) did
+            src_stage |= COMPUTE | hz.stages
+            src_access |= SHADER_WRITE | hz.access
+        elif src_stage:
+            src_stage |= hz.stages
+            src_access |= hz.access
+        if src_stage:
+            self.covered_stages |= src_stage
+            self.covered_access |= src_access
+            written.clear()
+            hz.read.clear()
+            hz.stages = hz.access = 0
+        hz.read.update(reads)
+        if writes:
+            written.update(writes)
+            hz.access |= SHADER_WRITE
+        hz.stages |= COMPUTE
+        return src_stage, src_access
+
     def covering_tracked(self, src_stage: int, src_access: int) -> tuple:
         """A barrier's sources widened, when there is a barrier at all, by
         the guest work tracked since the last one: recording it clears the

@@ -118,7 +118,7 @@ def test_missing_barrier_is_caught_by_sync_validation(profile):
             class Forgetful(set):            # sabotage: writes are never remembered
                 def update(self, *others):
                     pass
-            rec.state.hazards.written = Forgetful()
+            rec.encoder.state.hazards.written = Forgetful()
             rec.fill(t, 1.0)
             rec.add(t, t)            # reads what fill wrote: needs the missing barrier
         h.submit_and_wait(cmd)
