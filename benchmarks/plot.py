@@ -38,7 +38,7 @@ _GLYPHS = {
     "'": "010 010 000 000 000", "?": "111 001 010 000 010", "[": "110 100 100 100 110",
     "]": "011 001 001 001 011", ";": "000 010 000 010 100", "*": "000 101 010 101 000", "#": "101 111 101 111 101",
 }
-_ALIASES = {"≤": "<", "≥": ">", "µ": "U", "—": "-", "–": "-", "→": ">", "…": "."}
+_ALIASES = {"µ": "U", "—": "-", "–": "-", "→": ">", "…": "."}
 SCALE = 2
 CHAR_W = 4 * SCALE          # 3 pixels + 1 gap
 CHAR_H = 5 * SCALE
@@ -48,7 +48,7 @@ _MASKS = {ch: np.array([[c == "1" for c in row] for row in rows.split()], dtype=
 
 
 def draw_text(img: np.ndarray, x: int, y: int, text: str, color) -> None:
-    for ch in text:
+    for ch in text.replace("≤", "<=").replace("≥", ">="):
         ch = _ALIASES.get(ch, ch)
         mask = _MASKS.get(ch.upper(), _MASKS["?"])
         big = np.kron(mask, np.ones((SCALE, SCALE), dtype=bool))
