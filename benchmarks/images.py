@@ -4,10 +4,11 @@
   distinct pairs per frame) against the same op on tensors of the same
   bytes; goal: at most 1.2x.
 - GPU: an rgba8 image copy and an rgba16f -> rgba8 tonemap in GB/s against
-  the tensor copy of the same bytes (goal: at least 80 %) and, on a GPU
-  with PyTorch, torch's copy; a 3840x2160 rgba16f gaussian blur read and
-  written in place against the buffer route it replaces (copy the image
-  into a float32 tensor, blur the tensor, copy back), goal: faster.
+  the compute-shader copy of the same bytes between tensors (``rec.copy``,
+  goal: at least 80 %) and, on a GPU with PyTorch, torch's copy; a
+  3840x2160 rgba16f gaussian blur read and written in place against the
+  buffer route it replaces (copy the image into a float32 tensor, blur the
+  tensor, copy back), goal: faster. The GPU-time goals are a GPU's.
 
 Run: ``python -m benchmarks.images`` (or ``--only images`` in the suite).
 """
@@ -74,16 +75,18 @@ def gpu_results(ctx, timer: Timer, w: int, h: int, on_gpu: bool, use_torch: bool
     nbytes = 2 * w * h * 4                   # the copy: 4 bytes per texel read and written
     buf_s = timer.gpu_seconds(lambda rec: rec.copy(ta, out=tb))
     img_s = timer.gpu_seconds(lambda rec: rec.copy(a, out=b))
-    tm_s = timer.gpu_seconds(lambda rec: rec.tonemap(hdr, b, exposure=0.8))
+    tm_s = timer.gpu_seconds(lambda rec: rec.tonemap(hdr, b, exposure=0.8, srgb=False))
     image_s = timer.gpu_seconds(lambda rec: rec.gaussian_blur(hdr, 2.0, out=mid))
     route_s = timer.gpu_seconds(buffer_route)
     tm_bytes = w * h * 12                    # tonemap: 8 bytes read, 4 written per texel
-    out = [Result(SECTION, f"copy rgba8 image {w}x{h}", nbytes / img_s / 1e9, "GB/s",
-                  "tensor copy of the same bytes", nbytes / buf_s / 1e9, "ratio>=0.8"),
-           Result(SECTION, f"tonemap rgba16f->rgba8 {w}x{h}", tm_bytes / tm_s / 1e9, "GB/s",
-                  "tensor copy bandwidth (above)", nbytes / buf_s / 1e9, "ratio>=0.8"),
+    # The GPU-time goals are a GPU's: lavapipe emulates image access per texel on the CPU.
+    at_least, at_most = ("ratio>=0.8", "ratio<=1.0") if on_gpu else ("", "")
+    out = [Result(SECTION, f"copy rgba8 image {w}x{h} vs compute copy", nbytes / img_s / 1e9, "GB/s",
+                  "compute-shader tensor copy of the same bytes (rec.copy)", nbytes / buf_s / 1e9, at_least),
+           Result(SECTION, f"tonemap rgba16f->rgba8 {w}x{h} vs compute copy", tm_bytes / tm_s / 1e9, "GB/s",
+                  "compute-shader tensor copy bandwidth (above)", nbytes / buf_s / 1e9, at_least),
            Result(SECTION, f"gaussian_blur rgba16f {w}x{h} in place (ms)", image_s * 1e3, "ms",
-                  "copy out to float32, blur, copy back", route_s * 1e3, "ratio<=1.0")]
+                  "copy out to float32, blur, copy back", route_s * 1e3, at_most)]
     if use_torch:
         torch_bw = torch_copy_bandwidth(w * h)
         out.insert(1, Result(SECTION, f"copy rgba8 image {w}x{h} vs torch", nbytes / img_s / 1e9, "GB/s",

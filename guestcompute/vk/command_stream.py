@@ -25,6 +25,11 @@ UnsupportedError when a context is made).
 Both skip a pipeline bind and a descriptor push when what is bound already
 matches (``gc_bound``, cleared by ``CommandStream.forget_bound``).
 
+Measured when batches came (lavapipe host, µs per ``rec.add`` on distinct
+buffer sets, 64 per frame, 2026-12-03): 7.38 with a cffi call per command,
+4.70 through the Python walker, 3.38 through the C interpreter, against
+1.42 for a raw cffi loop issuing the same commands.
+
 Thread-safety: a stream belongs to one recorder (one thread) and holds
 everything a walk writes (bound state, the Python walker's barrier struct);
 the interpreter is shared by every thread and only read.
