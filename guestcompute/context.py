@@ -27,7 +27,7 @@ from .errors import BufferRangeError, InvalidArgumentError, ShapeError, Unsuppor
 from .interop.cuda_driver import driver as cuda_driver
 from .interop.cuda_timeline import CudaTimeline
 from .ops.user_kernel import UserKernel, build as build_user_kernel
-from .ops.memo import CallMemo, PlanMemo
+from .ops.memo import CallMemo
 from .recording.handoff import Submission, Submitter, submit
 from .recording.program import Program, ProgramPool
 from .recording.recorder import Recorder
@@ -45,7 +45,7 @@ class Context:
 
     Package-internal collaborators are public attributes: ``device`` (the
     :class:`~guestcompute.device.device.Device` and its services),
-    ``plan_memo``, ``call_memo``, ``program_pool``, ``submitter``, ``timestamps``,
+    ``call_memo``, ``program_pool``, ``submitter``, ``timestamps``,
     ``debug_labels``.
 
     Thread-safety: tensor creation, recording, cache lookups and stats may be
@@ -68,7 +68,6 @@ class Context:
         self.messenger = owned[0] if owned is not None else None
         self._owned = owned            # (messenger,) when standalone
         self._destroyed = False        # close() finished destroying what the guest made
-        self.plan_memo = PlanMemo()
         self.call_memo = CallMemo()
         # Changes at every tensor resize and image rebind of this context:
         # remembered calls and programs compare it with the value they saw,
@@ -559,14 +558,13 @@ class Context:
         """Counts of cache activity: pipelines_created, pipeline_hits,
         modules_created, module_hits, layouts, SPIR-V baked/disk hits and
         compiles, descriptor sets, live buffers and bytes, and
-        ``op_call_hits`` / ``op_plan_hits``: repeated op calls answered by the
-        recorder's call memo / an op's plan memo (ops/memo.py).
+        ``op_call_hits``: repeated op calls answered by the context's call
+        memo (ops/memo.py).
 
         Thread-safety: any thread; a snapshot (counters are exact; recorders
         add their pipeline and call hits when their block ends)."""
         stats = self.device.cache_stats()
         stats["op_call_hits"] = self.call_memo.hits
-        stats["op_plan_hits"] = self.plan_memo.hits
         stats.update(self.program_pool.stats)
         stats.update(self.submitter.stats)
         return stats

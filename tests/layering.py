@@ -1,6 +1,7 @@
 """Counts what keeps the package layered (docs/architecture.md): import
-loops, imports that run up a layer, function-level imports and reads of
-another module's private names.
+loops, imports that run up a layer, function-level imports, reads of
+another module's private names, and commands recorded outside
+``recording/`` into a command buffer the package did not allocate.
 
     python tests/layering.py [guestcompute] [-v]
 
@@ -180,6 +181,63 @@ def private_reads_in(folder) -> list:
     return found
 
 
+# Rule 9: only recording/ writes into a command buffer it did not allocate.
+# vkCmd* calls and reads of ``.command_buffer`` (the host's buffer, through
+# a recorder) belong in these places; elsewhere only in the functions named
+# below, each recording into a command buffer allocated for it.
+RECORDING_PLACES = ("recording", "vk.command_stream")
+OWN_COMMAND_BUFFERS = {
+    "device.transfers:Transfers.init_images_now": "first image layouts, in a one-time buffer of submit_and_wait",
+    "device.transfers:Transfers.read.copy": "a buffer read-back, in a one-time buffer of submit_and_wait",
+    "device.transfers:Transfers.read_image.copy": "an image read-back, in a one-time buffer of submit_and_wait",
+    "device.transfers:Transfers._copy_uploads": "uploads, in a one-time buffer of submit_and_wait",
+    "device.transfers:Transfers._barrier": "a barrier of those one-time buffers",
+    "device.transfers:Transfers._transition": "an image transition of those one-time buffers",
+    "testing:HeadlessHost.fill_buffer": "the test host's own work, in its own command buffer",
+    "testing:HeadlessHost.transition_image": "the test host's own work, in its own command buffer",
+    "testing:HeadlessHost.clear_image": "the test host's own work, in its own command buffer",
+}
+
+
+def _records_commands(node: ast.AST):
+    """What ``node`` does to a command buffer, if anything: the vkCmd* it
+    calls (directly or through ``getattr``), or a ``.command_buffer`` read."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if name == "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+            name = str(node.args[1].value)
+        return name if name.startswith("vkCmd") else None
+    if isinstance(node, ast.Attribute) and node.attr == "command_buffer" and isinstance(node.ctx, ast.Load):
+        return ".command_buffer"
+    return None
+
+
+def command_buffer_writes(pkg_dir) -> tuple:
+    """([(module, function, what, line)] recorded outside the recording
+    places and the allowlist, [allowlist entries that record nothing now])."""
+    pkg = Path(pkg_dir)
+    found, used = [], set()
+    for module, (path, _) in _modules(pkg).items():
+        inner = module.split(".", 1)[1] if "." in module else ""
+        if any(inner == p or inner.startswith(p + ".") for p in RECORDING_PLACES):
+            continue
+
+        def visit(node, where):
+            for child in ast.iter_child_nodes(node):
+                what = _records_commands(child)
+                if what is not None:
+                    key = f"{inner}:{where}"
+                    if key in OWN_COMMAND_BUFFERS:
+                        used.add(key)
+                    else:
+                        found.append((module, where or "<module>", what, child.lineno))
+                named = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                visit(child, (f"{where}.{child.name}" if where else child.name) if named else where)
+        visit(ast.parse(path.read_text(), str(path)), "")
+    return found, sorted(set(OWN_COMMAND_BUFFERS) - used)
+
+
 def _strongly_connected(edges: dict) -> list:
     """Tarjan's algorithm: every cycle of imports, as a sorted list of modules."""
     index, low, stack, on_stack, found = {}, {}, [], set(), []
@@ -224,6 +282,14 @@ def main(argv) -> int:
         if verbose:
             for item in items:
                 print("   ", item)
+    writes, unused = command_buffer_writes(args[0] if args else Path(__file__).resolve().parents[1] / "guestcompute")
+    print(f"commands recorded outside recording/: {len(writes)} "
+          f"(allowlisted functions: {len(OWN_COMMAND_BUFFERS) - len(unused)})")
+    if verbose:
+        for item in writes:
+            print("   ", item)
+        for key in unused:
+            print("    allowlisted but records nothing now (drop it):", key)
     root = Path(__file__).resolve().parents[1]
     for folder in ("tests", "benchmarks", "demos"):
         reads = private_reads_in(root / folder)

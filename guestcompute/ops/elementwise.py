@@ -94,7 +94,9 @@ def _render_map(spec: KernelSpec) -> str:
     return "\n".join(lines)
 
 
-_SPECS: dict = {}     # map_spec arguments -> KernelSpec (specs are few; building one is not free)
+# map_spec arguments -> KernelSpec, shared by every context: a pure function
+# of its key (specs are few; building one is not free).
+_SPECS: dict = {}
 
 
 def map_spec(expr: str, in_types, out_type: DType, mode: str, width: int = 1, rank: int = 0,
@@ -147,6 +149,12 @@ def _vec_width(n: int, offsets) -> int:
     return 1
 
 
+# (layout key -> (spec, push bytes, groups)), shared by every context: a pure
+# function of its key, which names the one device fact it reads (the
+# workgroup count limit); bounded like the call memo.
+_LAYOUT_PLANS: dict = {}
+
+
 def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_type=None,
              helpers=None) -> Dispatch:
     """The dispatch computing ``out = expr(inputs, s)`` with broadcasting.
@@ -154,15 +162,14 @@ def plan_map(ctx, expr: str, inputs, out, out_dtype: DType, scalar=None, scalar_
     value or a pair ``(s, t)``.
 
     Everything but the buffers depends only on the views' layouts, so it is
-    remembered per layout (``ctx.plan_memo.layouts``): the same op on fresh
-    tensors of a shape seen before skips the planning below."""
+    remembered per layout (``_LAYOUT_PLANS``): the same op on fresh tensors
+    of a shape seen before skips the planning below."""
     key = (expr, out_dtype, scalar_type, helpers, ctx.limits.max_workgroup_count, scalar_key(scalar),
            out.shape, out.strides, out.offset, *((t.dtype, t.shape, t.strides, t.offset) for t in inputs))
-    layouts = ctx.plan_memo.layouts
-    known = layouts.get(key)
+    known = _LAYOUT_PLANS.get(key)
     if known is None:
         known = _plan_layout(ctx, expr, inputs, out, out_dtype, scalar, scalar_type, helpers)
-        store_bounded(layouts, key, known, LIMIT)
+        store_bounded(_LAYOUT_PLANS, key, known, LIMIT)
     spec, push, groups = known
     return Dispatch(spec, tuple(t.buffer for t in inputs) + (out.buffer,), push, groups)
 
@@ -237,19 +244,9 @@ def output_tensor(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True)
 def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, allowed=None,
                 name="op", helpers=None) -> OpResult:
     """Validate, allocate and plan any elementwise op (used by all of them).
-    ``scalar`` is a Python number or a pair of them (``s`` and ``t``)."""
-    key = None
-    if out is not None:
-        # A repeat of an earlier call on the same tensors reuses its plan (see memo.py).
-        key = (expr, name, out_dtype, allowed, scalar if scalar is None else scalar_key(scalar), helpers,
-               id(out), *map(id, inputs))
-        memo = ctx.plan_memo
-        try:
-            hit = memo.get(key, (out, *inputs))
-        except TypeError:          # an unhashable argument: validation below says what is wrong
-            key = hit = None
-        if hit is not None:
-            return OpResult(out, hit, reusable=True)
+    ``scalar`` is a Python number or a pair of them (``s`` and ``t``).
+    With ``out`` given the plan depends on nothing but the arguments, so the
+    recorder may remember the call (ops/memo.CallMemo)."""
     inputs = [check_tensor(ctx, t, f"{name} input {k}") for k, t in enumerate(inputs)]
     dtype = same_dtype(inputs, name) if inputs else None
     if allowed is not None and dtype is not None:
@@ -264,14 +261,13 @@ def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, a
         scalar_value, scalar_type = scalar_for(dtype or out_dtype, scalar, f"{name} scalar")
     if out is None and not inputs:
         raise InvalidArgumentError(f"{name} needs out=")
+    reusable = out is not None
     out = output_tensor(ctx, out, out.shape if (out is not None and not inputs) else shape, out_dtype, inputs)
     if out.size == 0:
         dispatches = []
     else:
         dispatches = [plan_map(ctx, expr, inputs, out, out_dtype, scalar_value, scalar_type, helpers)]
-    if key is not None:
-        memo.put(key, (out, *inputs), dispatches)
-    return OpResult(out, dispatches, reusable=key is not None)
+    return OpResult(out, dispatches, reusable=reusable)
 
 
 # -- arithmetic, copy and fill ------------------------------------------------

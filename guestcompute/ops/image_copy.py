@@ -56,25 +56,15 @@ def _tensor_for(ctx, level: ImageLevel, dtype) -> Tensor:
     return ctx.empty((h, w) if fmt.channels == 1 else (h, w, fmt.channels), dtype)
 
 
-def _level_key(x) -> tuple:
-    """A memo key part: the object, and for a level its (mip, layer)."""
-    return (id(x), x.mip, x.layer) if isinstance(x, ImageLevel) else (id(x),)
-
-
 def copy_pixels(ctx, src, out=None) -> OpResult:
     """The image half of ``rec.copy`` (see the module notes): image -> image,
-    image -> tensor (default: a new float32 tensor), tensor -> image."""
-    key = None
-    if out is not None:
-        # A repeat on the same objects reuses its plan (ops/memo.py).
-        key = ("pixel_copy", _level_key(src), _level_key(out))
-        hit = ctx.plan_memo.get(key, (src, out))
-        if hit is not None:
-            return OpResult(out, hit)
+    image -> tensor (default: a new float32 tensor), tensor -> image. Returns
+    ``out`` when given; the plan then depends on nothing but the arguments,
+    so the recorder may remember the call (ops/memo.CallMemo)."""
     result = _plan_copy(ctx, src, out)
-    if key is not None:
-        ctx.plan_memo.put(key, (src, out), result.dispatches)
-    return result
+    if out is None:
+        return result
+    return OpResult(out, result.dispatches, reusable=True)
 
 
 def _plan_copy(ctx, src, out) -> OpResult:

@@ -1,24 +1,23 @@
-"""Op plans remembered by the identity of their tensor arguments.
+"""Op calls remembered by the identity of their arguments: the context's
+call memo (``ctx.call_memo``), the one memo of op calls.
 
-A renderer records the same ops on the same tensors every frame. The plan
-(validation, broadcasting, kernel choice, push-constant bytes, workgroup
-counts) depends only on the tensors' shapes, strides, offsets, dtypes and
-buffers, and on the op's other arguments — so a call repeating an earlier
-one with the *same tensor objects*, none reallocated since, gets the same
-Dispatch back without redoing any of it. The Dispatch then also keeps its
-resolved pipeline and descriptors (see ``recording/dispatch_plan.py``), so a repeated call
-records with no lookups.
+A renderer records the same ops on the same tensors every frame. A call's
+plan (validation, broadcasting, kernel choice, push-constant bytes,
+workgroup counts) depends only on its arguments — tensors' shapes, strides,
+offsets, dtypes and buffers, images' formats and extents, the scalars — so
+a call repeating an earlier one with the *same objects*, none reallocated
+since, gets the same Dispatches back without running the planner. The
+Dispatches also keep their resolved pipeline and descriptors (see
+``recording/dispatch_plan.py``), so a repeated call records with no lookups.
 
 Validation is not lost: a tensor's shape, strides, offset, dtype and context
-never change except through ``resize()``, which swaps its Buffer, and a hit
-requires every tensor to still have the Buffer it had when the plan was
-validated (images: the same uid, which ``rebind`` changes). Scalars are
-keyed by type and, for floats, by their bits: ``0.0`` and ``-0.0`` (and
-NaNs of different payloads) compare equal but are different operands. Keys hold
-tensor ids, never the tensors: an entry is dropped by a
-weakref callback the moment any of its tensors dies (so an id is never
-reused while its entry exists, and a plan never keeps memory alive past its
-tensors). The memo is bounded; the oldest entries go first.
+never change except through ``resize()``, which swaps its Buffer, and an
+image's VkImage and extent only through ``rebind()``; both count a swap of
+their context (``ctx.swaps``), and an entry stored before the latest swap
+is stale. Keys hold ids, never the objects: an entry is dropped by a weakref
+callback the moment any of its tensors or images dies (so an id is never
+reused while its entry exists, and a remembered call never keeps memory
+alive past its arguments). The memo is bounded; the oldest entries go first.
 
 Thread-safety: dict operations only; entries are immutable once stored.
 """
@@ -30,54 +29,10 @@ import weakref
 
 import numpy as np
 
+from ..image import Image, ImageLevel
 from ..tensor import Tensor
 
 LIMIT = 4096
-
-
-class PlanMemo:
-    """One context's plans. ``layouts`` is the elementwise planner's
-    (layout, scalar) -> (spec, push bytes, groups) memo: per context like
-    everything here, since what it stores depends on the device's limits."""
-    __slots__ = ("_entries", "layouts", "limit", "hits", "misses")
-
-    def __init__(self, limit: int = LIMIT):
-        self._entries: dict = {}     # key -> (buffers, dispatches, weakrefs)
-        self.layouts: dict = {}
-        self.limit = limit
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key, tensors):
-        """The dispatches stored for ``key`` if every tensor still has the
-        Buffer it had then (every image the uid); else None."""
-        entry = self._entries.get(key)
-        if entry is not None:
-            buffers = entry[0]
-            for i, t in enumerate(tensors):
-                # identity(t), inlined: this runs for every repeated op.
-                current = getattr(t, "buffer", None)
-                if current is None:
-                    if t.memo_identity != buffers[i]:
-                        break
-                elif current is not buffers[i]:
-                    break
-            else:
-                self.hits += 1
-                return entry[1]
-        self.misses += 1
-        return None
-
-    def put(self, key, tensors, dispatches) -> None:
-        entries = self._entries
-
-        def drop(_ref, key=key):
-            entries.pop(key, None)
-        refs = tuple(weakref.ref(t, drop) for t in tensors)
-        store_bounded(entries, key, (tuple(identity(t) for t in tensors), dispatches, refs), self.limit)
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 def store_bounded(entries: dict, key, value, limit: int) -> None:
@@ -89,13 +44,6 @@ def store_bounded(entries: dict, key, value, limit: int) -> None:
             del entries[next(iter(entries))]
         except (KeyError, RuntimeError, StopIteration):   # another thread got there first
             break
-
-
-def identity(x):
-    """What must not have changed for a plan to hold: a tensor's Buffer (a
-    new one after ``resize``), an image's uid (a new one after ``rebind``)."""
-    b = getattr(x, "buffer", None)
-    return b if b is not None else x.memo_identity
 
 
 def scalar_key(scalar):
@@ -128,13 +76,14 @@ class CallMemo:
 
     A key is the op's name and the ``id`` of every argument (keyword names
     included). That is safe because an entry keeps each argument alive or
-    dies with it: tensors are held weakly and their death drops the entry
-    (weakref callback), plain scalars (``int``, ``float``, ``bool``, ``str``,
-    ``None``) are held strongly — so while an entry exists no other object
-    can have one of its ids. Calls with any other kind of argument (lists,
-    images, arrays) are not remembered. An entry also holds the value
-    ``ctx.swaps`` had when it was stored; any ``resize()`` in the context
-    since makes every entry stale (the planner runs again and replaces it).
+    dies with it: tensors and images (or image levels) are held weakly and
+    their death drops the entry (weakref callback), plain scalars (``int``,
+    ``float``, ``bool``, ``str``, ``None``) are held strongly — so while an
+    entry exists no other object can have one of its ids. Calls with any
+    other kind of argument (lists, arrays) are not remembered. An entry also
+    holds the value ``ctx.swaps`` had when it was stored; any ``resize()`` or
+    ``rebind()`` in the context since makes every entry stale (the planner
+    runs again and replaces it).
 
     Only results an op marked ``reusable`` (a plan that depends on nothing
     but its arguments, returning ``None`` or one of its arguments) are
@@ -163,7 +112,7 @@ class CallMemo:
             entries.pop(key, None)
         refs, scalars = [], []
         for obj in (*args, *kwargs.values()):
-            if isinstance(obj, Tensor):
+            if isinstance(obj, _HELD_WEAKLY):
                 refs.append(weakref.ref(obj, drop))
             elif obj is None or type(obj) in _SCALARS:
                 scalars.append(obj)
@@ -185,3 +134,4 @@ class CallMemo:
 
 
 _SCALARS = (int, float, bool, str)
+_HELD_WEAKLY = (Tensor, Image, ImageLevel)

@@ -6,7 +6,7 @@ writes (for barriers), the buffers whose last epoch it bumps, the imported
 buffers among them, its descriptor entry, and its commands as one struct
 for the command interpreter. The plan is kept on the
 Dispatch (``Dispatch.resolved``), so an op that returns the same Dispatch
-again (a memoized plan, see ``ops/memo.py``) records with no lookups.
+again (a remembered call, see ``ops/memo.py``) records with no lookups.
 """
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def _bookkeeping(ctx) -> dict:
     state.update(live_buffers=ctx.memory.live_buffers, live_bytes=ctx.memory.live_bytes,
                  descriptor_entries=ctx.device.descriptors.cached_entries,
                  descriptor_buffers=ctx.device.descriptors.referenced_buffers,
-                 plans=len(ctx.plan_memo), pending_uploads=len(ctx.device.transfers.pending_uploads))
+                 calls=len(ctx.call_memo), pending_uploads=len(ctx.device.transfers.pending_uploads))
     return state
 
 

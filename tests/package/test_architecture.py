@@ -1,11 +1,13 @@
 """The package stays layered (docs/architecture.md): imports only go down,
 no import loop, no function-level import outside the documented lazy
-modules, and no module reads another module's private names."""
+modules, no module reads another module's private names, and only
+``recording/`` records into a command buffer the package did not allocate."""
+import warnings
 from pathlib import Path
 
 import pytest
 
-from layering import LAYERS, analyse, layer_of, private_reads_in
+from layering import LAYERS, analyse, command_buffer_writes, layer_of, private_reads_in
 
 PACKAGE = Path(__file__).resolve().parents[2] / "guestcompute"
 REPORT = analyse(PACKAGE)
@@ -70,3 +72,31 @@ def test_the_outside_counter_sees_a_private_read(tmp_path):
     (tmp_path / "test_x.py").write_text("from guestcompute.ops import _hidden\n\ndef f(ctx):\n"
                                         "    return ctx._fns\n")
     assert [(name, line) for _, name, line in private_reads_in(tmp_path)] == [("_hidden", 1), ("_fns", 4)]
+
+
+def test_only_recording_writes_into_command_buffers_it_did_not_allocate():
+    writes, unused = command_buffer_writes(PACKAGE)
+    if unused:
+        warnings.warn(f"allowlisted in tests/layering.py OWN_COMMAND_BUFFERS but recording nothing now "
+                      f"(drop them): {unused}", stacklevel=1)
+    assert writes == [], ("record into the host's command buffer only from recording/; a function that "
+                          "records into a command buffer it allocated goes into OWN_COMMAND_BUFFERS")
+
+
+def test_the_command_counter_sees_each_way_of_recording(tmp_path):
+    """vkCmd* calls (direct, through the vulkan module or getattr) and
+    ``.command_buffer`` reads outside recording/ are seen; the same inside
+    recording/ or vk/command_stream.py are not."""
+    pkg = tmp_path / "guestcompute"
+    for folder in ("ops", "recording", "vk"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    body = ("def plan(rec, fns, vk):\n    fns.vkCmdDispatch(rec.command_buffer, 1, 1, 1)\n"
+            "    vk.vkCmdFillBuffer(None, 0, 0, 4, 0)\n    getattr(fns, 'vkCmdCopyBuffer')(None)\n")
+    for where in ("ops/plan.py", "recording/encoder.py", "vk/command_stream.py"):
+        (pkg / where).write_text(body)
+    writes, _ = command_buffer_writes(pkg)
+    assert sorted((m, f, what) for m, f, what, _ in writes) == [
+        ("guestcompute.ops.plan", "plan", w) for w in
+        (".command_buffer", "vkCmdCopyBuffer", "vkCmdDispatch", "vkCmdFillBuffer")]

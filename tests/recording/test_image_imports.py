@@ -181,6 +181,26 @@ def test_a_dispatch_planned_before_a_rebind_refuses_to_record(host, ctx):
     host.submit_and_wait(cmd)
 
 
+def test_a_remembered_copy_is_validated_again_after_a_rebind(host, ctx):
+    """The call memo answers a repeated copy until the image is rebound to
+    another extent; then the planner runs again and refuses the old out."""
+    img = ctx.import_image(host_image_cleared(host, (1, 0, 0, 1)), "rgba8_unorm", (W, H),
+                           usage=SAMPLED_STORAGE, layout="shader_read_only")
+    out = ctx.empty((H, W, 4))
+    hits = ctx.call_memo.hits
+    for _ in range(2):
+        host.run(ctx, lambda rec: rec.copy(img, out=out))
+    assert ctx.call_memo.hits == hits + 1
+    np.testing.assert_allclose(out.numpy()[0, 0], (1, 0, 0, 1))
+    img.rebind(host.create_image(W + 1, H, RGBA8, SAMPLED_STORAGE), extent=(W + 1, H))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(gc.ShapeError):
+            rec.copy(img, out=out)
+        assert rec.barriers == rec.dispatches == 0
+    host.submit_and_wait(cmd)
+
+
 def test_hand_off_submissions_take_guest_images_only(host, ctx):
     himg = host_image_cleared(host, (1, 1, 1, 1))
     img = ctx.import_image(himg, "rgba8_unorm", (W, H), usage=SAMPLED_STORAGE, layout="shader_read_only")

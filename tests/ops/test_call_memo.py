@@ -1,5 +1,5 @@
-"""Op plans reused for repeated calls on the same tensors: same results, same
-validation, no memory kept alive."""
+"""Op calls remembered for repeats on the same tensors and images: same
+results, same validation, no memory kept alive."""
 import gc as pygc
 import struct
 
@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 
 from guestcompute.errors import InvalidArgumentError, ShapeError
-from guestcompute.ops.memo import PlanMemo, scalar_key
+from guestcompute.ops.base import OpResult
+from guestcompute.ops.memo import CallMemo, scalar_key
 
 
 def _hits(ctx) -> int:
-    """Repeats answered by a memo: the recorder's call memo first, the op's plan memo behind it."""
-    return ctx.plan_memo.hits + ctx.call_memo.hits
+    """Repeats answered by the context's call memo."""
+    return ctx.call_memo.hits
 
 
 def test_repeat_calls_reuse_the_plan_and_stay_correct(host, ctx):
@@ -90,7 +91,7 @@ def test_scalar_keys_follow_the_bits_of_floats():
 
 
 def test_contexts_share_no_plans(host, ctx):
-    """Two contexts of one process: one's plans (and resizes) never reach the other."""
+    """Two contexts of one process: one's remembered calls (and resizes) never reach the other."""
     other = host.adopt()
     try:
         a, b, negative_zero = ctx.empty((8,)), other.empty((8,)), -0.0
@@ -114,7 +115,7 @@ def test_contexts_share_no_plans(host, ctx):
 def test_views_made_per_call_work_and_leave_no_entries(host, ctx):
     base = ctx.tensor(np.arange(64, dtype=np.float32))
     out = ctx.empty((32,))
-    memo = ctx.plan_memo
+    memo = ctx.call_memo
     before = len(memo)
     for k in range(2):
         host.run(ctx, lambda rec: rec.copy(base[k::2], out=out))
@@ -124,7 +125,7 @@ def test_views_made_per_call_work_and_leave_no_entries(host, ctx):
 
 
 def test_plans_keep_no_memory_alive(host, ctx):
-    memo = ctx.plan_memo
+    memo = ctx.call_memo
     a, b, c = ctx.zeros((256,)), ctx.zeros((256,)), ctx.empty((256,))
     host.run(ctx, lambda rec: rec.add(a, b, out=c))
     assert len(memo) >= 1
@@ -134,7 +135,6 @@ def test_plans_keep_no_memory_alive(host, ctx):
     ctx.retire()
     assert ctx.cache_stats()["live_buffers"] == live - 2
     assert len(memo) == 0
-    assert len(ctx.call_memo) == 0          # the recorder's entry died with its tensors too
 
 
 def test_call_memo_remembers_only_calls_it_can_tell_apart(host, ctx):
@@ -159,19 +159,26 @@ def test_call_memo_remembers_only_calls_it_can_tell_apart(host, ctx):
     np.testing.assert_array_equal(view.numpy(), x_np + 2)
 
 
+def test_repeat_image_copies_are_remembered(host, ctx):
+    """rec.copy with an image returns ``out`` and its repeats skip the planner, both ways."""
+    data = np.random.default_rng(3).random((5, 9, 4), dtype=np.float32)
+    img, src, back = ctx.image((9, 5), "rgba32f"), ctx.tensor(data), ctx.empty((5, 9, 4))
+    hits = ctx.call_memo.hits
+    for _ in range(3):
+        assert host.run(ctx, lambda rec: rec.copy(src, out=img)) is img
+        assert host.run(ctx, lambda rec: rec.copy(img, out=back)) is back
+        np.testing.assert_array_equal(back.numpy(), data)
+    assert ctx.call_memo.hits == hits + 4
+
+
 def test_memo_is_bounded():
-    class T:            # stands in for a tensor: weak-referenceable, has a buffer
-        def __init__(self):
-            self.buffer = object()
-    memo = PlanMemo(limit=4)
-    ts = [T() for _ in range(10)]
-    for i, t in enumerate(ts):
-        memo.put(("k", i), (t,), [i])
+    memo = CallMemo(limit=4)
+    for i in range(10):
+        memo.put(("k", i), (i,), {}, OpResult(None, [i], reusable=True), swaps=0)
     assert len(memo) == 4
-    assert memo.get(("k", 9), (ts[9],)) == [9]
-    assert memo.get(("k", 0), (ts[0],)) is None
-    ts[9].buffer = object()               # "reallocated": a miss
-    assert memo.get(("k", 9), (ts[9],)) is None
+    assert memo.get(("k", 9))[1] == [9]
+    assert memo.get(("k", 0)) is None
+    assert memo.get(("k", 9))[0] == 0       # the swap count it was stored at: stale after a resize
 
 
 def test_one_entry_barrier_covers_every_import_with_the_same_access(host, ctx):
