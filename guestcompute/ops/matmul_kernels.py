@@ -563,19 +563,11 @@ class KhrTiling:
         return 2 * (bm * (bk + COOPMAT_PAD) + bk * (bn + COOPMAT_PAD))
 
 
-# The tiling study (H200, 4096³, fp16 A/B/C, TFLOP/s, SM clock at its
-# maximum, 2026-12-03). fp16 accumulators: 256×256 blocks of eight 128×64
-# subgroup tiles and BK 32 led (304; 128×128 of four 64×64: 290; 256×128 of
-# 2×4 subgroups: 245; 16×8×16 fragments: 299; 128-thread blocks: 264-286).
-# fp32 accumulators, whose fragments take twice the registers: 128×128 of
-# four 64×64 and BK 16 (192; eight subgroups and BK 32: 183); running the
-# last K step after the loop (KHR_PEELED) then took it from 180 to 216.5.
-# Two shared-memory stages of BK 16 won in a study kernel (310 against 303)
-# but lost in this kernel's form (277 against 286), so one stage stays.
-# Strides compiled in as constants measured 317-320 against this kernel's
-# 287 with fp16 accumulators: the whole 10 % gap, at the price of a pipeline
-# per (K, N). A reference KHR kernel reaches 395 on the same GPU; it
-# addresses its matrices through buffer device addresses, untested here.
+# Tiling study (H200, 4096³, fp16 A/B/C, TFLOP/s, 2026-12-03). fp16 accumulators: 256×256 of
+# eight 128×64 subgroup tiles, BK 32 led (304; 128×128 of four 64×64: 290; 16×8×16: 299); fp32
+# ones (twice the registers): 128×128 of four 64×64, BK 16 (192; peeling the last K step: 216.5).
+# Two shared-memory stages lost here (277 vs 286); strides as constants gave 317-320 (a pipeline
+# per (K, N)); a reference KHR kernel on buffer device addresses reaches 395.
 KHR_TILINGS = {"float16": KhrTiling((256, 256), (4, 2), 32), "float32": KhrTiling((128, 128), (2, 2), 16)}
 KHR_PEELED = ("float32",)      # accumulators whose kernel runs the last K step after its loop
 KHR_EXTS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic") + UNROLL
