@@ -16,7 +16,9 @@ import numpy as np
 import vulkan as vk
 from vulkan import ffi, lib
 
-from . import host as _host
+from .host.caps import HostCaps, features_from_chain
+from .host.declarations import as_buffer_usage, as_handle, as_host_access, extension_names, version_tuple
+from .host.requirements import requirements
 from .warmup import WarmupReport, warm
 from .device.caps import DeviceLimits
 from .device.device import Device
@@ -114,7 +116,7 @@ class Context:
             pd = bootstrap.pick_physical_device(instance, device)
             # requirements() lists only what this API version makes legal
             # (the instance enables no extension that would unlock more).
-            req = _host.requirements(pd, inst_api)
+            req = requirements(pd, inst_api)
             api = req.api_version
             qf = bootstrap.compute_queue_family(pd)
             features = req.feature_chain()
@@ -128,7 +130,7 @@ class Context:
             raise
         queue = ffi.new("VkQueue *")
         lib.vkGetDeviceQueue(dev, qf, 0, queue)
-        caps = _host.HostCaps(api, frozenset(exts), {f: True for f in req.features + req.core_features})
+        caps = HostCaps(api, frozenset(exts), {f: True for f in req.features + req.core_features})
         ctx = cls(instance=instance, physical_device=pd, device=dev, queue_family_index=qf, caps=caps,
                   queue=queue[0], owned=(messenger,), cache_dir=cache_dir, debug_utils=validation)
         return ctx
@@ -161,22 +163,22 @@ class Context:
         alive until :meth:`close`, and shares ``queue_lock`` with its own
         submissions to ``queue``.
         """
-        inst = _host.as_handle(instance, "VkInstance", "instance")
-        pd = _host.as_handle(physical_device, "VkPhysicalDevice", "physical_device")
-        dev = _host.as_handle(device, "VkDevice", "device")
+        inst = as_handle(instance, "VkInstance", "instance")
+        pd = as_handle(physical_device, "VkPhysicalDevice", "physical_device")
+        dev = as_handle(device, "VkDevice", "device")
         _check_queue_family(pd, queue_family_index)
-        q = _host.as_handle(queue, "VkQueue", "queue") if queue is not None else None
+        q = as_handle(queue, "VkQueue", "queue") if queue is not None else None
         if features is None:
             feats = {}
         elif isinstance(features, dict):
             feats = {str(k): bool(v) for k, v in features.items()}
         else:
-            feats = _host.features_from_chain(features)
-        exts = frozenset(_host.extension_names(enabled_extensions, "enabled_extensions"))
-        caps = _host.HostCaps(_host.version_tuple(api_version), exts, feats)
+            feats = features_from_chain(features)
+        exts = frozenset(extension_names(enabled_extensions, "enabled_extensions"))
+        caps = HostCaps(version_tuple(api_version), exts, feats)
         pc = None
         if pipeline_cache is not None:
-            pc = _host.as_handle(pipeline_cache, "VkPipelineCache", "pipeline_cache")
+            pc = as_handle(pipeline_cache, "VkPipelineCache", "pipeline_cache")
         return cls(instance=inst, physical_device=pd, device=dev, queue_family_index=queue_family_index,
                    caps=caps, queue=q, queue_lock=queue_lock, cache_dir=cache_dir, pipeline_cache=pc,
                    persist_pipeline_cache=persist_pipeline_cache, debug_utils=debug_utils)
@@ -293,12 +295,12 @@ class Context:
         Thread-safety: any thread. The host's buffer must outlive every
         recording that uses the view."""
         self.device.check_open()
-        handle = _host.as_handle(buffer, "VkBuffer", "buffer")
+        handle = as_handle(buffer, "VkBuffer", "buffer")
         shape = _as_shape(shape)
         d = as_dtype(dtype)
         self.device.check_dtype_enabled(d)
-        access = _host.as_host_access(host_access)
-        usage_flags = _host.as_buffer_usage(usage)
+        access = as_host_access(host_access)
+        usage_flags = as_buffer_usage(usage)
         if usage_flags is not None and not usage_flags & vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT:
             raise InvalidArgumentError(f"the buffer's usage ({usage_flags:#x}) lacks STORAGE_BUFFER, which every "
                                        "guest op binds it as: create it with "
@@ -394,7 +396,7 @@ class Context:
         thread uses (Vulkan pools are externally synchronized); pipelines,
         descriptors and memory are shared safely."""
         self.device.check_open()
-        cmd = _host.as_handle(command_buffer, "VkCommandBuffer", "command_buffer")
+        cmd = as_handle(command_buffer, "VkCommandBuffer", "command_buffer")
         return Recorder(self, cmd)
 
     def run(self, fn):

@@ -25,7 +25,7 @@ from pathlib import Path
 LAYERS = (
     ("errors", "dtypes", "paths", "log", "version"),
     ("vk",),
-    ("host", "host_images"),
+    ("host",),
     ("spirv",),
     ("kernels",),
     ("device",),

@@ -39,7 +39,7 @@ import threading
 import vulkan as vk
 from vulkan import ffi
 
-from .. import host as _host
+from ..host.declarations import as_handle, as_host_access
 from ..errors import InvalidArgumentError, UnsupportedError, check
 from ..device.epochs import semaphore_value, timeline_functions
 from ..ops.base import check_tensor
@@ -246,7 +246,7 @@ def _as_stages(stages) -> int:
         if stages <= 0:
             raise InvalidArgumentError("wait stages must be a non-empty VkPipelineStageFlags mask")
         return stages
-    return _host.as_host_access(stages).stages
+    return as_host_access(stages).stages
 
 
 def _parse_waits(wait):
@@ -254,7 +254,7 @@ def _parse_waits(wait):
     for item in wait:
         if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
             raise InvalidArgumentError("wait= takes (semaphore, value or None, stages) tuples")
-        sem = _host.as_handle(item[0], "VkSemaphore", "wait semaphore")
+        sem = as_handle(item[0], "VkSemaphore", "wait semaphore")
         value = None if item[1] is None else semaphore_value(item[1], "wait value")
         out.append((sem, value, _as_stages(item[2] if len(item) == 3 else None)))
     return out
@@ -269,7 +269,7 @@ def _parse_signals(signal):
             sem, value = item
         else:
             sem, value = item, None
-        sem = _host.as_handle(sem, "VkSemaphore", "signal semaphore")
+        sem = as_handle(sem, "VkSemaphore", "signal semaphore")
         out.append((sem, None if value is None else semaphore_value(value, "signal value")))
     return out
 
@@ -357,7 +357,7 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
         if ctx.queue is None:
             raise UnsupportedError("ctx.submit needs a queue: pass queue= here or to Context.adopt")
         queue = ctx.queue
-    queue = _host.as_handle(queue, "VkQueue", "queue")
+    queue = as_handle(queue, "VkQueue", "queue")
     waits, signals = _parse_waits(wait), _parse_signals(signal)
     _check_not_waiting_on_itself(waits, signals)
     owner = ctx.submitter
