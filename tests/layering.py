@@ -29,7 +29,7 @@ LAYERS = (
     ("spirv",),
     ("kernels",),
     ("device",),
-    ("tensor", "image", "interop"),
+    ("tensor", "tensor_imports", "image", "interop"),
     ("ops",),
     ("recording",),
     ("warmup", "context"),

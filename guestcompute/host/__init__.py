@@ -9,11 +9,11 @@ HostAccess`` keeps working; modules of the package import from the
 submodule that owns a name. (``requirements`` here is the function; its
 module is ``guestcompute.host.requirements`` in ``sys.modules``.)
 """
-from .caps import CORE_SINCE, FEATURE_FIELDS, FEATURE_STRUCTS, HostCaps, features_from_chain
+from .caps import CORE_SINCE, FEATURE_FIELDS, FEATURE_STRUCTS, HostCaps, declared_caps, features_from_chain
 from .declarations import (ACCESS_PRESETS, BUFFER_USAGE_NAMES, COMPUTE, FRAGMENT_READ, HOST, INDEX_BUFFER,
                            INDIRECT_BUFFER, TRANSFER, VERTEX_BUFFER, VERTEX_SHADER_READ, HostAccess,
-                           as_buffer_usage, as_handle, as_host_access, extension_names, parse_flags,
-                           version_tuple)
+                           as_buffer_usage, as_handle, as_host_access, check_queue_family, extension_names,
+                           parse_flags, version_tuple)
 from .images import (IMAGE_USAGE_NAMES, LAYOUT_PRESETS, SAMPLED_USAGE, STORAGE_USAGE, TRANSFER_USAGE,
                      HostImageState, as_host_image_state, as_image_usage, usage_names)
 from .requirements import (CORE_FEATURES, GET_PROPERTIES2, OPTIONAL_EXTENSIONS, USED_SINCE, Requirements,
@@ -25,6 +25,6 @@ __all__ = [
     "INDIRECT_BUFFER", "LAYOUT_PRESETS", "OPTIONAL_EXTENSIONS", "SAMPLED_USAGE", "STORAGE_USAGE", "TRANSFER",
     "TRANSFER_USAGE", "USED_SINCE", "VERTEX_BUFFER", "VERTEX_SHADER_READ", "HostAccess", "HostCaps",
     "HostImageState", "Requirements", "as_buffer_usage", "as_handle", "as_host_access", "as_host_image_state",
-    "as_image_usage", "extension_names", "features_from_chain", "parse_flags", "query_features",
-    "requirements", "supported_extensions", "usage_names", "version_tuple",
+    "as_image_usage", "check_queue_family", "declared_caps", "extension_names", "features_from_chain",
+    "parse_flags", "query_features", "requirements", "supported_extensions", "usage_names", "version_tuple",
 ]

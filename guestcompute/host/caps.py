@@ -13,6 +13,7 @@ import vulkan as vk
 from vulkan import ffi
 
 from ..vk.structs import structure_type
+from .declarations import extension_names, version_tuple
 
 # Feature name → the struct that holds it, for the pNext chain a host builds.
 FEATURE_STRUCTS = {
@@ -98,6 +99,20 @@ class HostCaps:
         # The KHR kernel is compiled under the Vulkan memory model too.
         return "VK_KHR_cooperative_matrix" in self.extensions and self.feature("cooperativeMatrixKHR") \
             and self.feature("shaderFloat16") and self.feature("vulkanMemoryModel")
+
+
+def declared_caps(api_version, enabled_extensions, features) -> HostCaps:
+    """HostCaps from what a host says it enabled (``Context.adopt``'s
+    arguments): ``features`` is None, a dict of names, or the
+    VkDeviceCreateInfo pNext chain."""
+    if features is None:
+        feats = {}
+    elif isinstance(features, dict):
+        feats = {str(k): bool(v) for k, v in features.items()}
+    else:
+        feats = features_from_chain(features)
+    exts = frozenset(extension_names(enabled_extensions, "enabled_extensions"))
+    return HostCaps(version_tuple(api_version), exts, feats)
 
 
 # Feature structs read from a host's chain besides those of FEATURE_STRUCTS:

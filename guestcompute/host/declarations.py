@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import vulkan as vk
-from vulkan import ffi
+from vulkan import ffi, lib
 
 from ..errors import InvalidArgumentError
 
@@ -310,6 +310,24 @@ def as_handle(value, ctype: str, what: str):
         raise InvalidArgumentError(f"{what}: {value!r} is not a valid {ctype} handle; pass the handle "
                                    "Vulkan returned (cffi cdata or its integer value)")
     return ffi.cast(ctype, value)
+
+
+def check_queue_family(pd, index) -> None:
+    """The family the host's command buffers come from must exist on the
+    device and run compute work: guest dispatches are recorded into them."""
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise InvalidArgumentError(f"queue_family_index must be a non-negative int, got {index!r}")
+    count = ffi.new("uint32_t *")
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(pd, count, ffi.NULL)
+    if index >= count[0]:
+        raise InvalidArgumentError(f"queue_family_index {index} is not a queue family of this device, "
+                                   f"which has {count[0]} (0 to {count[0] - 1}); pass the family "
+                                   "your queue and command pools were created for")
+    props = ffi.new("VkQueueFamilyProperties[]", count[0])
+    lib.vkGetPhysicalDeviceQueueFamilyProperties(pd, count, props)
+    if not props[index].queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
+        raise InvalidArgumentError(f"queue family {index} has no compute support; guestcompute records "
+                                   "compute dispatches: pass a family with VK_QUEUE_COMPUTE_BIT")
 
 
 def extension_names(names, what: str) -> list:
