@@ -116,8 +116,9 @@ class HandoffTarget(Target):
 
 
 class Submitter:
-    """The context's hand-off state: per-thread command pools, fences, the
-    guest timeline semaphore and the submissions in flight."""
+    """The context's hand-off submissions (:meth:`submit`) and their state:
+    per-thread command pools, fences, the guest timeline semaphore and the
+    submissions in flight."""
 
     def __init__(self, ctx):
         self.ctx = ctx
