@@ -66,7 +66,7 @@ def _cache_text(c: dict) -> list:
 def _device_record(index: int, pd) -> dict:
     from vulkan import ffi, lib
 
-    from .host import version_tuple
+    from .host.declarations import version_tuple
     from .vk.structs import new
     props = new("VkPhysicalDeviceProperties")
     lib.vkGetPhysicalDeviceProperties(pd, props)
@@ -83,7 +83,7 @@ def _memory_record(pd, instance_api) -> dict:
     where VK_EXT_memory_budget is supported (and Vulkan 1.1 to ask)."""
     from vulkan import lib
 
-    from .host import supported_extensions
+    from .host.requirements import supported_extensions
     from .vk.memory import heap_budgets
     from .vk.structs import new
     props = new("VkPhysicalDeviceMemoryProperties")
@@ -118,7 +118,7 @@ def cmd_info(args) -> int:
     from vulkan import ffi, lib
 
     from . import __version__
-    from .host import requirements
+    from .host.requirements import requirements
     from .vk import bootstrap
     data = {"version": __version__, "loader_api_version": "%d.%d" % bootstrap.instance_api_version(),
             "glslc": shutil.which("glslc"), "caches": _cache_locations(args.cache_dir)}

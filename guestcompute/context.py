@@ -12,18 +12,18 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
-import vulkan as vk
 from vulkan import ffi, lib
 
-from . import host as _host
+from .host.caps import HostCaps, declared_caps
+from .host.declarations import as_handle, check_queue_family
+from .host.requirements import requirements
 from .warmup import WarmupReport, warm
 from .device.caps import DeviceLimits
 from .device.device import Device
 from .device.shared_memory import ExportedMemory
 from .device.shared_timeline import SharedTimeline
-from .dtypes import as_dtype, host_array, uint8, uint32
-from .errors import BufferRangeError, InvalidArgumentError, ShapeError, UnsupportedError
+from .dtypes import as_dtype, host_array
+from .errors import InvalidArgumentError, UnsupportedError
 from .interop.cuda_driver import driver as cuda_driver
 from .interop.cuda_timeline import CudaTimeline
 from .ops.user_kernel import UserKernel, build as build_user_kernel
@@ -33,7 +33,8 @@ from .recording.program import Program, ProgramPool
 from .recording.recorder import Recorder
 from .recording.timing import DebugLabels, Timestamps
 from .image import Image, create_image, image_from, import_image
-from .tensor import Buffer, Tensor
+from .tensor import Buffer, Tensor, as_shape
+from .tensor_imports import import_buffer, import_memory, read_through_compute
 from .vk import bootstrap
 
 __all__ = ["Context", "DeviceLimits"]
@@ -61,7 +62,7 @@ class Context:
                              queue_family_index=queue_family_index, caps=caps, queue=queue,
                              queue_lock=queue_lock, standalone=owned is not None, cache_dir=cache_dir,
                              pipeline_cache=pipeline_cache, persist_pipeline_cache=persist_pipeline_cache,
-                             compute_copy=self._read_through_compute)
+                             compute_copy=lambda buf, offset, size: read_through_compute(self, buf, offset, size))
         self.debug_utils = bool(debug_utils)   # the instance enabled VK_EXT_debug_utils: labels work
         self.op_labels = False                 # True: a debug label around every op (recording/timing.py)
         self.cache_dir = cache_dir
@@ -113,7 +114,7 @@ class Context:
             pd = bootstrap.pick_physical_device(instance, device)
             # requirements() lists only what this API version makes legal
             # (the instance enables no extension that would unlock more).
-            req = _host.requirements(pd, inst_api)
+            req = requirements(pd, inst_api)
             api = req.api_version
             qf = bootstrap.compute_queue_family(pd)
             features = req.feature_chain()
@@ -127,7 +128,7 @@ class Context:
             raise
         queue = ffi.new("VkQueue *")
         lib.vkGetDeviceQueue(dev, qf, 0, queue)
-        caps = _host.HostCaps(api, frozenset(exts), {f: True for f in req.features + req.core_features})
+        caps = HostCaps(api, frozenset(exts), {f: True for f in req.features + req.core_features})
         ctx = cls(instance=instance, physical_device=pd, device=dev, queue_family_index=qf, caps=caps,
                   queue=queue[0], owned=(messenger,), cache_dir=cache_dir, debug_utils=validation)
         return ctx
@@ -160,22 +161,15 @@ class Context:
         alive until :meth:`close`, and shares ``queue_lock`` with its own
         submissions to ``queue``.
         """
-        inst = _host.as_handle(instance, "VkInstance", "instance")
-        pd = _host.as_handle(physical_device, "VkPhysicalDevice", "physical_device")
-        dev = _host.as_handle(device, "VkDevice", "device")
-        _check_queue_family(pd, queue_family_index)
-        q = _host.as_handle(queue, "VkQueue", "queue") if queue is not None else None
-        if features is None:
-            feats = {}
-        elif isinstance(features, dict):
-            feats = {str(k): bool(v) for k, v in features.items()}
-        else:
-            feats = _host.features_from_chain(features)
-        exts = frozenset(_host.extension_names(enabled_extensions, "enabled_extensions"))
-        caps = _host.HostCaps(_host.version_tuple(api_version), exts, feats)
+        inst = as_handle(instance, "VkInstance", "instance")
+        pd = as_handle(physical_device, "VkPhysicalDevice", "physical_device")
+        dev = as_handle(device, "VkDevice", "device")
+        check_queue_family(pd, queue_family_index)
+        q = as_handle(queue, "VkQueue", "queue") if queue is not None else None
+        caps = declared_caps(api_version, enabled_extensions, features)
         pc = None
         if pipeline_cache is not None:
-            pc = _host.as_handle(pipeline_cache, "VkPipelineCache", "pipeline_cache")
+            pc = as_handle(pipeline_cache, "VkPipelineCache", "pipeline_cache")
         return cls(instance=inst, physical_device=pd, device=dev, queue_family_index=queue_family_index,
                    caps=caps, queue=q, queue_lock=queue_lock, cache_dir=cache_dir, pipeline_cache=pc,
                    persist_pipeline_cache=persist_pipeline_cache, debug_utils=debug_utils)
@@ -189,7 +183,7 @@ class Context:
 
         Thread-safety: any thread, also while other threads record."""
         self.device.check_open()
-        shape = _as_shape(shape)
+        shape = as_shape(shape)
         d = as_dtype(dtype)
         self.device.check_dtype_enabled(d)
         nbytes = math.prod(shape) * d.size
@@ -236,13 +230,7 @@ class Context:
         buffer (BufferRangeError) and start at a whole element of its dtype
         (InvalidArgumentError). Thread-safety: any thread."""
         self.device.check_open()
-        if not isinstance(exported, ExportedMemory):
-            raise InvalidArgumentError(f"import_memory takes what t.export() returned, got {type(exported).__name__}")
-        d = as_dtype(exported.dtype)
-        self.device.check_dtype_enabled(d)       # before the import: nothing to undo
-        shape, strides, first = _exported_view(exported, d)
-        alloc = self.device.shared_memory.import_(exported)
-        return Tensor(Buffer(self, alloc.buffer, alloc.size, alloc), shape, d, strides, first)
+        return import_memory(self, exported)
 
     def shared_timeline(self) -> SharedTimeline:
         """A timeline semaphore other contexts (:meth:`import_timeline`) and
@@ -292,45 +280,7 @@ class Context:
         Thread-safety: any thread. The host's buffer must outlive every
         recording that uses the view."""
         self.device.check_open()
-        handle = _host.as_handle(buffer, "VkBuffer", "buffer")
-        shape = _as_shape(shape)
-        d = as_dtype(dtype)
-        self.device.check_dtype_enabled(d)
-        access = _host.as_host_access(host_access)
-        usage_flags = _host.as_buffer_usage(usage)
-        if usage_flags is not None and not usage_flags & vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT:
-            raise InvalidArgumentError(f"the buffer's usage ({usage_flags:#x}) lacks STORAGE_BUFFER, which every "
-                                       "guest op binds it as: create it with "
-                                       "VK_BUFFER_USAGE_STORAGE_BUFFER_BIT")
-        if not isinstance(offset, int) or offset < 0:
-            raise BufferRangeError(f"offset must be a non-negative int of bytes, got {offset!r}")
-        if offset % d.size:
-            raise BufferRangeError(f"offset {offset} is not a multiple of the {d} element size {d.size}; "
-                                   "align the offset to the element size")
-        nbytes = math.prod(shape) * d.size
-        if buffer_size is not None:
-            if not isinstance(buffer_size, int) or buffer_size <= 0:
-                raise BufferRangeError(f"buffer_size must be a positive int, got {buffer_size!r}")
-            if offset + nbytes > buffer_size:
-                raise BufferRangeError(f"view of {nbytes} bytes at offset {offset} does not fit the "
-                                       f"{buffer_size}-byte buffer; shrink the shape or the offset")
-        # The buffer is no larger than its memory requirements: a view past
-        # them is out of range even when the host did not give buffer_size.
-        reqs = ffi.new("VkMemoryRequirements *")
-        self.device.fns.vkGetBufferMemoryRequirements(self.device.handle, handle, reqs)
-        if max(offset + nbytes, buffer_size or 0) > reqs.size:
-            raise BufferRangeError(f"view of {nbytes} bytes at offset {offset} (buffer_size={buffer_size}) "
-                                   f"reaches past the buffer, which is at most {reqs.size} bytes; "
-                                   "pass the real buffer_size and a view that fits")
-        size = buffer_size if buffer_size is not None else offset + nbytes
-        if size > self.limits.max_storage_buffer_range:
-            size = self.limits.max_storage_buffer_range
-            if offset + nbytes > size:
-                raise UnsupportedError("imported view ends past maxStorageBufferRange")
-        keys = self.device.imported_ranges.hazard_keys(handle, offset, offset + nbytes,
-                                                       guest=self.device.suballocator.holds(handle))
-        buffer = Buffer(self, handle, size, None, access, usage=usage_flags, hazard_keys=keys)
-        return Tensor(buffer, shape, d, offset=offset // d.size)
+        return import_buffer(self, buffer, shape, dtype, offset, host_access, buffer_size, usage)
 
     # -- images ----------------------------------------------------------------------
     def import_image(self, image, format, extent, *, layout, host_access=None, exit_layout=None,
@@ -393,7 +343,7 @@ class Context:
         thread uses (Vulkan pools are externally synchronized); pipelines,
         descriptors and memory are shared safely."""
         self.device.check_open()
-        cmd = _host.as_handle(command_buffer, "VkCommandBuffer", "command_buffer")
+        cmd = as_handle(command_buffer, "VkCommandBuffer", "command_buffer")
         return Recorder(self, cmd)
 
     def run(self, fn):
@@ -526,26 +476,6 @@ class Context:
         return self.device.epochs.retire_when(fence=fence, semaphore=semaphore, submission=submission,
                                               epoch=epoch)
 
-    def _read_through_compute(self, buf: Buffer, offset: int, size: int) -> bytes:
-        """Read a host buffer that may lack TRANSFER_SRC: a compute copy into
-        a guest tensor (which has every usage), then read that. The copy
-        moves whole 32-bit words where the widened range stays inside the
-        buffer, else single bytes (8-bit storage)."""
-        first = offset - offset % 4
-        end = -(-(offset + size) // 4) * 4
-        if end <= buf.size:
-            src = Tensor(buf, ((end - first) // 4,), uint32, offset=first // 4)
-        elif self.caps.uint8_storage:
-            src, first = Tensor(buf, (size,), uint8, offset=offset), offset
-        else:
-            raise UnsupportedError(
-                f"reading {size} bytes at offset {offset} of this imported buffer needs a copy: declare "
-                "usage= with TRANSFER_SRC (and create the buffer with VK_BUFFER_USAGE_TRANSFER_SRC_BIT), "
-                "or give a buffer_size that covers whole 4-byte words")
-        words = self.run(lambda rec: rec.copy(src))
-        raw = self.device.transfers.read(words.buffer, 0, words.nbytes)
-        return raw[offset - first:offset - first + size]
-
     # -- introspection ------------------------------------------------------------
     def timings(self, epoch: int = None) -> dict:
         """``{name: milliseconds}`` of the ``rec.timing(name)`` scopes recorded
@@ -643,69 +573,3 @@ class Context:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _check_queue_family(pd, index) -> None:
-    """The family the host's command buffers come from must exist on the
-    device and run compute work: guest dispatches are recorded into them."""
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise InvalidArgumentError(f"queue_family_index must be a non-negative int, got {index!r}")
-    count = ffi.new("uint32_t *")
-    lib.vkGetPhysicalDeviceQueueFamilyProperties(pd, count, ffi.NULL)
-    if index >= count[0]:
-        raise InvalidArgumentError(f"queue_family_index {index} is not a queue family of this device, "
-                                   f"which has {count[0]} (0 to {count[0] - 1}); pass the family "
-                                   "your queue and command pools were created for")
-    props = ffi.new("VkQueueFamilyProperties[]", count[0])
-    lib.vkGetPhysicalDeviceQueueFamilyProperties(pd, count, props)
-    if not props[index].queueFlags & vk.VK_QUEUE_COMPUTE_BIT:
-        raise InvalidArgumentError(f"queue family {index} has no compute support; guestcompute records "
-                                   "compute dispatches: pass a family with VK_QUEUE_COMPUTE_BIT")
-
-
-def _exported_view(exported: ExportedMemory, d) -> tuple:
-    """(shape, strides, offset in elements) of the view ``exported``
-    describes, once it is known to lie inside the exported buffer at whole
-    elements: an import trusts none of it (a view past the buffer would
-    read past the memory; an offset between elements would shift every
-    element)."""
-    shape = _as_shape(exported.shape)
-    strides = exported.strides
-    if (not isinstance(strides, (tuple, list)) or len(strides) != len(shape)
-            or not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in strides)):
-        raise InvalidArgumentError(f"import_memory: strides {strides!r} must be {len(shape)} ints (in elements), "
-                                   f"one per axis of shape {shape}; pass what t.export() returned")
-    strides = tuple(int(s) for s in strides)
-    offset, size = exported.offset, exported.buffer_size
-    for name, value in (("offset", offset), ("buffer_size", size)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise InvalidArgumentError(f"import_memory: {name} must be a non-negative int, got {value!r}; pass "
-                                       "what t.export() returned")
-    if offset % d.size:
-        raise InvalidArgumentError(f"import_memory: offset {offset} is not a multiple of {d.name}'s "
-                                   f"{d.size} bytes, so no element starts there; pass what t.export() returned")
-    if math.prod(shape):
-        lo = offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides)) * d.size
-        hi = offset + (sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + 1) * d.size
-        if lo < 0 or hi > size:
-            raise BufferRangeError(f"import_memory: the view (bytes {lo} to {hi}) lies outside the exported "
-                                   f"{size}-byte buffer; shrink the shape or the offset, or pass what "
-                                   "t.export() returned")
-    return shape, strides, int(offset) // d.size
-
-
-def _as_shape(shape) -> tuple:
-    if shape.__class__ is tuple and all(s.__class__ is int and s >= 0 for s in shape):
-        return shape            # the common case, checked without building anything
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
-    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in dims):
-        raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}")
-    shape = tuple(int(s) for s in dims)
-    if any(s < 0 for s in shape):
-        raise ShapeError(f"negative dimension in shape {shape}; dimensions must be >= 0")
-    return shape

@@ -26,8 +26,8 @@ import numpy as np
 import vulkan as vk
 
 from .errors import InvalidArgumentError, RecordingError, ShapeError, UnsupportedError
-from .host import as_handle
-from .host_images import (SAMPLED_USAGE, STORAGE_USAGE, TRANSFER_USAGE, HostImageState, as_host_image_state,
+from .host.declarations import as_handle
+from .host.images import (SAMPLED_USAGE, STORAGE_USAGE, TRANSFER_USAGE, HostImageState, as_host_image_state,
                           as_image_usage, usage_names)
 from .vk import formats
 from .vk.memory import next_uid

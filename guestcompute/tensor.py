@@ -105,6 +105,25 @@ def contiguous_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
+def as_shape(shape) -> tuple:
+    """``shape`` as a tuple of ints >= 0, from an int or a sequence of ints
+    (numpy integers too); ShapeError otherwise."""
+    if shape.__class__ is tuple and all(s.__class__ is int and s >= 0 for s in shape):
+        return shape            # the common case, checked without building anything
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in dims):
+        raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    shape = tuple(int(s) for s in dims)
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"negative dimension in shape {shape}; dimensions must be >= 0")
+    return shape
+
+
 def _is_int(value) -> bool:
     """A Python or numpy integer, not a bool (True is an int to Python, a mask to numpy)."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))

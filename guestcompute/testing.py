@@ -18,7 +18,7 @@ import numpy as np
 import vulkan as vk
 from vulkan import ffi, lib
 
-from . import host as _host
+from .host.requirements import requirements
 from .context import Context
 from .errors import check
 from .vk import bootstrap
@@ -43,7 +43,7 @@ class HeadlessHost:
         if profile == "bare":
             self.api_version, self.extensions, self.features, chain, core = (1, 0), [], {}, None, None
         else:
-            req = _host.requirements(self.physical_device, inst_api)
+            req = requirements(self.physical_device, inst_api)
             self.api_version = min(req.api_version, inst_api)
             self.extensions = list(req.device_extensions)
             self.features = {f: True for f in req.features + req.core_features}

@@ -26,11 +26,11 @@ from pathlib import Path
 LAYERS = (
     ("errors", "dtypes", "paths", "log", "version"),
     ("vk",),
-    ("host", "host_images"),
+    ("host",),
     ("spirv",),
     ("kernels",),
     ("device",),
-    ("tensor", "image", "interop"),
+    ("tensor", "tensor_imports", "image", "interop"),
     ("ops",),
     ("recording",),
     ("warmup", "context"),

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import vulkan as vk
 from vulkan import ffi, lib
 
-from ..host import CORE_FEATURES, version_tuple
+from ..host.declarations import version_tuple
+from ..host.requirements import CORE_FEATURES
 from ..vk.formats import FORMATS, format_features
 from ..vk.functions import instance_function
 from ..vk.structs import chain, new

@@ -36,7 +36,7 @@ import threading
 import vulkan as vk
 from vulkan import ffi
 
-from .. import host as _host
+from ..host.declarations import as_handle
 from ..errors import InvalidArgumentError, RecordingError, UnsupportedError, check
 
 
@@ -136,7 +136,7 @@ class Epochs:
                 raise InvalidArgumentError("submission= takes what ctx.submit returned")
             done = submission.done
         elif fence is not None:
-            handle = _host.as_handle(fence, "VkFence", "fence")
+            handle = as_handle(fence, "VkFence", "fence")
             fns, dev = self._fns, self._device
 
             def done():
@@ -250,7 +250,7 @@ def timeline_reached(fns, device_handle, caps, semaphore):
         raise UnsupportedError("retire_when(semaphore=) needs timeline semaphores enabled by the host "
                                "(Vulkan 1.2 or VK_KHR_timeline_semaphore, feature timelineSemaphore)")
     get = found[0]
-    sem = _host.as_handle(semaphore[0], "VkSemaphore", "semaphore")
+    sem = as_handle(semaphore[0], "VkSemaphore", "semaphore")
     value = semaphore_value(semaphore[1], "semaphore value")
     out = ffi.new("uint64_t *")
 

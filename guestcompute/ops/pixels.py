@@ -36,7 +36,7 @@ import numpy as np
 from ..dtypes import float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..image import SAMPLED, STORAGE, Image, ImageBinding, ImageLevel, storage_format, storage_write_problem
-from ..host_images import STORAGE_USAGE, usage_names
+from ..host.images import STORAGE_USAGE, usage_names
 from ..kernels.spec import READ, Binding, Push
 from ..tensor import Tensor
 from ..vk import formats

@@ -39,7 +39,7 @@ import threading
 import vulkan as vk
 from vulkan import ffi
 
-from .. import host as _host
+from ..host.declarations import as_handle, as_host_access
 from ..errors import InvalidArgumentError, UnsupportedError, check
 from ..device.epochs import semaphore_value, timeline_functions
 from ..ops.base import check_tensor
@@ -57,39 +57,37 @@ class Submission:
     semaphores). ``fence`` is the guest's own, recycled (and set to None)
     once the submission is seen complete: wait with :meth:`wait` /
     :meth:`done` or ``ctx.retire_when(submission=...)``, not on the fence."""
-    __slots__ = ("result", "epoch", "semaphore", "value", "fence", "_cmd", "_pool", "_owner", "_done",
-                 "_waiters")
+    __slots__ = ("result", "epoch", "semaphore", "value", "_owner", "_pending")
+
+    def __init__(self, owner: "Submitter", pending: "PendingWork", result, epoch: int):
+        self.result, self.epoch = result, epoch
+        self.semaphore = self.value = None
+        self._owner, self._pending = owner, pending
+
+    @property
+    def fence(self):
+        """The VkFence it signals; None once it was seen complete and recycled."""
+        return self._pending.fence
 
     def done(self) -> bool:
         """Whether the GPU finished it (polls, never blocks)."""
-        if self._done:
-            return True
-        owner = self._owner
-        with owner._lock:       # the fence may be reset and reused once complete
-            if not self._done and owner.ctx.device.fns.vkGetFenceStatus(owner.ctx.device.handle, self.fence) == vk.VK_SUCCESS:
-                owner.complete(self)
-            return self._done
+        return self._owner.finished(self._pending)
 
     def wait(self, timeout: float = None) -> bool:
         """Block until it finished (or ``timeout`` seconds passed); True when done."""
-        owner = self._owner
-        with owner._lock:
-            if self._done:
-                return True
-            self._waiters += 1       # keeps the fence from being recycled meanwhile
-        try:
-            ns = 2 ** 63 - 1 if timeout is None else max(0, int(timeout * 1e9))
-            fence = ffi.new("VkFence[1]", [self.fence])
-            res = owner.ctx.device.fns.vkWaitForFences(owner.ctx.device.handle, 1, fence, vk.VK_TRUE, ns)
-        finally:
-            with owner._lock:
-                self._waiters -= 1
-        if res == vk.VK_TIMEOUT:
-            owner.complete(self, signalled=False)   # another waiter may have finished it
-            return self._done
-        check("vkWaitForFences", res)
-        owner.complete(self)
-        return True
+        return self._owner.wait(self._pending, timeout)
+
+
+class PendingWork:
+    """What the submitter keeps of one submission until it is recycled: its
+    command buffer and pool, its fence, whether it was seen finished and how
+    many threads wait on the fence (which is not recycled meanwhile)."""
+    __slots__ = ("command_buffer", "pool", "fence", "finished", "waiters")
+
+    def __init__(self, command_buffer, pool: "_ThreadPool", fence):
+        self.command_buffer, self.pool, self.fence = command_buffer, pool, fence
+        self.finished = False
+        self.waiters = 0
 
 
 class _ThreadPool:
@@ -119,8 +117,9 @@ class HandoffTarget(Target):
 
 
 class Submitter:
-    """The context's hand-off state: per-thread command pools, fences, the
-    guest timeline semaphore and the submissions in flight."""
+    """The context's hand-off submissions (:meth:`submit`) and their state:
+    per-thread command pools, fences, the guest timeline semaphore and the
+    submissions in flight."""
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -193,34 +192,178 @@ class Submitter:
             self.semaphore = out[0]
         return self.semaphore
 
+    # -- submitting --------------------------------------------------------------
+    def submit(self, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None, shared=(),
+               queue_lock=None) -> Submission:
+        """Record ``fn(rec)`` into a guest-owned command buffer and submit it
+        (what :func:`submit` documents)."""
+        ctx = self.ctx
+        ctx.device.check_open()
+        if not callable(fn):
+            raise InvalidArgumentError(f"ctx.submit needs a callable fn(rec), got {type(fn).__name__}")
+        family, queue = self._queue_and_family(queue, queue_family_index)
+        waits, signals = _parse_waits(wait), _parse_signals(signal)
+        _check_not_waiting_on_itself(waits, signals)
+        if any(v is not None for _, v, _ in waits) or any(v is not None for _, v in signals):
+            if not self.timeline:
+                raise UnsupportedError("timeline semaphore values need timeline semaphores enabled by the host; "
+                                       "pass None values for binary semaphores")
+        cross = family != ctx.queue_family_index
+        shared = list(shared) if cross else []
+        if shared:
+            shared = [check_tensor(ctx, t, "shared tensor") for t in shared]
+        self.poll()
+
+        pool = self._pool(family)
+        cmd = self._command_buffer(pool)
+        epoch = ctx.device.epochs.current
+        result = self._record(fn, pool, cmd, family, shared)
+        pending = PendingWork(cmd, pool, self._fence())
+        submission = Submission(self, pending, result, epoch)
+        self._queue_submit(queue, queue_lock or ctx.device.queue_lock, submission, pending, waits, signals)
+        return submission
+
+    def _queue_and_family(self, queue, queue_family_index):
+        """(family, VkQueue) a submission goes to: the adopted ones unless given."""
+        ctx = self.ctx
+        family = ctx.queue_family_index if queue_family_index is None else queue_family_index
+        if isinstance(family, bool) or not isinstance(family, int) or family < 0:
+            raise InvalidArgumentError("queue_family_index must be a non-negative int")
+        if queue is None:
+            if family != ctx.queue_family_index:
+                raise InvalidArgumentError("pass queue= for a queue family other than the adopted one")
+            if ctx.queue is None:
+                raise UnsupportedError("ctx.submit needs a queue: pass queue= here or to Context.adopt")
+            queue = ctx.queue
+        return family, as_handle(queue, "VkQueue", "queue")
+
+    def _record(self, fn, pool: _ThreadPool, cmd, family: int, shared: list):
+        """Record ``fn(rec)`` into ``cmd``, between the ownership transfers of
+        ``shared``; returns what ``fn`` returned."""
+        ctx = self.ctx
+        fns = ctx.device.fns
+        try:
+            begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+            check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
+            if shared:
+                ownership_barrier(ctx, cmd, shared, src_family=ctx.queue_family_index, dst_family=family,
+                                  src_stages=sync.TOP_OF_PIPE, src_access=0,
+                                  dst_stages=sync.GUEST_STAGES, dst_access=sync.GUEST_ACCESS)
+            rec = Recorder(ctx, cmd, HandoffTarget(family))
+            with rec:
+                result = fn(rec)
+            if shared:
+                ownership_barrier(ctx, cmd, shared, src_family=family, dst_family=ctx.queue_family_index,
+                                  src_stages=sync.GUEST_STAGES, src_access=sync.GUEST_WRITES,
+                                  dst_stages=sync.BOTTOM_OF_PIPE, dst_access=0)
+            check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
+        except BaseException:
+            # A half-recorded buffer cannot be begun again: free it.
+            fns.vkFreeCommandBuffers(ctx.device.handle, pool.handle, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
+            with self._lock:
+                self.live_command_buffers -= 1
+            raise
+        return result
+
+    def _queue_submit(self, queue, queue_lock, submission: Submission, pending: PendingWork, waits: list,
+                      signals: list) -> None:
+        """vkQueueSubmit ``pending``'s command buffer: wait on ``waits``, signal
+        ``signals`` (and the guest timeline's next value, which ``submission``
+        records) and the fence."""
+        wait_sems = [w[0] for w in waits]
+        wait_vals = [w[1] or 0 for w in waits]
+        stages = [w[2] for w in waits]
+        sig_sems = [g[0] for g in signals]
+        sig_vals = [g[1] or 0 for g in signals]
+        cmds = ffi.new("VkCommandBuffer[1]", [pending.command_buffer])
+        with self._lock, queue_lock:
+            # The guest timeline's values must rise in submission order: take the
+            # next value and submit under one lock.
+            pnext = None
+            if self.timeline:
+                sig_sems.append(self._timeline_semaphore())
+                self._value += 1
+                sig_vals.append(self._value)
+                submission.semaphore, submission.value = self.semaphore, self._value
+                # Lists, not ready cdata: new() keeps what it converts alive.
+                pnext = new("VkTimelineSemaphoreSubmitInfo",
+                            waitSemaphoreValueCount=len(wait_vals),
+                            pWaitSemaphoreValues=wait_vals if wait_vals else ffi.NULL,
+                            signalSemaphoreValueCount=len(sig_vals), pSignalSemaphoreValues=sig_vals)
+            w_arr = array("VkSemaphore", wait_sems) if wait_sems else ffi.NULL
+            st_arr = array("VkPipelineStageFlags", stages) if stages else ffi.NULL
+            s_arr = array("VkSemaphore", sig_sems) if sig_sems else ffi.NULL
+            info = new("VkSubmitInfo", pNext=pnext if pnext is not None else ffi.NULL, waitSemaphoreCount=len(wait_sems), pWaitSemaphores=w_arr,
+                       pWaitDstStageMask=st_arr, commandBufferCount=1, pCommandBuffers=cmds,
+                       signalSemaphoreCount=len(sig_sems), pSignalSemaphores=s_arr)
+            res = self.ctx.device.fns.vkQueueSubmit(queue, 1, info, pending.fence)
+            if res != vk.VK_SUCCESS:
+                self._fences.append(pending.fence)
+                pending.pool.free.append(pending.command_buffer)
+                if self.timeline:
+                    self._value -= 1
+                check("vkQueueSubmit", res)
+            self._in_flight.append(pending)
+            self.stats["submissions"] += 1
+
     # -- completion ----------------------------------------------------------------
-    def complete(self, s: Submission, signalled: bool = True) -> None:
-        """``s`` finished on the GPU: recycle its command buffer, and its fence
-        once no thread is still waiting on it."""
+    def finished(self, pending: PendingWork) -> bool:
+        """Whether ``pending`` finished on the GPU (polls its fence, never blocks)."""
+        if pending.finished:
+            return True
+        with self._lock:       # the fence may be reset and reused once complete
+            fns, dev = self.ctx.device.fns, self.ctx.device.handle
+            if not pending.finished and fns.vkGetFenceStatus(dev, pending.fence) == vk.VK_SUCCESS:
+                self.complete(pending)
+            return pending.finished
+
+    def wait(self, pending: PendingWork, timeout: float = None) -> bool:
+        """Block until ``pending`` finished (or ``timeout`` seconds passed); True when done."""
         with self._lock:
-            if signalled and not s._done:
-                s._done = True
+            if pending.finished:
+                return True
+            pending.waiters += 1       # keeps the fence from being recycled meanwhile
+        try:
+            ns = 2 ** 63 - 1 if timeout is None else max(0, int(timeout * 1e9))
+            fence = ffi.new("VkFence[1]", [pending.fence])
+            res = self.ctx.device.fns.vkWaitForFences(self.ctx.device.handle, 1, fence, vk.VK_TRUE, ns)
+        finally:
+            with self._lock:
+                pending.waiters -= 1
+        if res == vk.VK_TIMEOUT:
+            self.complete(pending, signalled=False)   # another waiter may have finished it
+            return pending.finished
+        check("vkWaitForFences", res)
+        self.complete(pending)
+        return True
+
+    def complete(self, pending: PendingWork, signalled: bool = True) -> None:
+        """``pending`` finished on the GPU: recycle its command buffer, and its
+        fence once no thread is still waiting on it."""
+        with self._lock:
+            if signalled and not pending.finished:
+                pending.finished = True
                 try:
-                    self._in_flight.remove(s)
+                    self._in_flight.remove(pending)
                 except ValueError:
                     pass
                 # Reused by its own thread only (begin resets it: the pool has
                 # RESET_COMMAND_BUFFER); appending is safe from any thread.
-                s._pool.free.append(s._cmd)
-                s._cmd = None
-            if s._done and s._waiters == 0 and s.fence is not None:
-                fence = ffi.new("VkFence[1]", [s.fence])
+                pending.pool.free.append(pending.command_buffer)
+                pending.command_buffer = None
+            if pending.finished and pending.waiters == 0 and pending.fence is not None:
+                fence = ffi.new("VkFence[1]", [pending.fence])
                 self.ctx.device.fns.vkResetFences(self.ctx.device.handle, 1, fence)
-                self._fences.append(s.fence)
-                s.fence = None
+                self._fences.append(pending.fence)
+                pending.fence = None
 
     def poll(self) -> None:
         """Recycle every submission whose fence signalled."""
         fns, dev = self.ctx.device.fns, self.ctx.device.handle
         with self._lock:
-            for s in list(self._in_flight):
-                if not s._done and fns.vkGetFenceStatus(dev, s.fence) == vk.VK_SUCCESS:
-                    self.complete(s)
+            for pending in list(self._in_flight):
+                if not pending.finished and fns.vkGetFenceStatus(dev, pending.fence) == vk.VK_SUCCESS:
+                    self.complete(pending)
 
     def destroy(self) -> None:
         """Context teardown (the host made sure nothing is pending)."""
@@ -247,7 +390,7 @@ def _as_stages(stages) -> int:
         if stages <= 0:
             raise InvalidArgumentError("wait stages must be a non-empty VkPipelineStageFlags mask")
         return stages
-    return _host.as_host_access(stages).stages
+    return as_host_access(stages).stages
 
 
 def _parse_waits(wait):
@@ -255,7 +398,7 @@ def _parse_waits(wait):
     for item in wait:
         if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
             raise InvalidArgumentError("wait= takes (semaphore, value or None, stages) tuples")
-        sem = _host.as_handle(item[0], "VkSemaphore", "wait semaphore")
+        sem = as_handle(item[0], "VkSemaphore", "wait semaphore")
         value = None if item[1] is None else semaphore_value(item[1], "wait value")
         out.append((sem, value, _as_stages(item[2] if len(item) == 3 else None)))
     return out
@@ -270,7 +413,7 @@ def _parse_signals(signal):
             sem, value = item
         else:
             sem, value = item, None
-        sem = _host.as_handle(sem, "VkSemaphore", "signal semaphore")
+        sem = as_handle(sem, "VkSemaphore", "signal semaphore")
         out.append((sem, None if value is None else semaphore_value(value, "signal value")))
     return out
 
@@ -346,97 +489,5 @@ def submit(ctx, fn, *, queue=None, wait=(), signal=(), queue_family_index: int =
     vkQueueSubmit (default: the lock given to adopt). The work belongs to
     the current epoch; retire it with ``ctx.retire_when(submission=s)``.
     """
-    ctx.device.check_open()
-    if not callable(fn):
-        raise InvalidArgumentError(f"ctx.submit needs a callable fn(rec), got {type(fn).__name__}")
-    family = ctx.queue_family_index if queue_family_index is None else queue_family_index
-    if isinstance(family, bool) or not isinstance(family, int) or family < 0:
-        raise InvalidArgumentError("queue_family_index must be a non-negative int")
-    if queue is None:
-        if family != ctx.queue_family_index:
-            raise InvalidArgumentError("pass queue= for a queue family other than the adopted one")
-        if ctx.queue is None:
-            raise UnsupportedError("ctx.submit needs a queue: pass queue= here or to Context.adopt")
-        queue = ctx.queue
-    queue = _host.as_handle(queue, "VkQueue", "queue")
-    waits, signals = _parse_waits(wait), _parse_signals(signal)
-    _check_not_waiting_on_itself(waits, signals)
-    owner = ctx.submitter
-    if any(v is not None for _, v, _ in waits) or any(v is not None for _, v in signals):
-        if not owner.timeline:
-            raise UnsupportedError("timeline semaphore values need timeline semaphores enabled by the host; "
-                                   "pass None values for binary semaphores")
-    cross = family != ctx.queue_family_index
-    shared = list(shared) if cross else []
-    if shared:
-        shared = [check_tensor(ctx, t, "shared tensor") for t in shared]
-    owner.poll()
-
-    fns = ctx.device.fns
-    pool = owner._pool(family)
-    cmd = owner._command_buffer(pool)
-    epoch = ctx.device.epochs.current
-    try:
-        begin = new("VkCommandBufferBeginInfo", flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
-        check("vkBeginCommandBuffer", fns.vkBeginCommandBuffer(cmd, begin))
-        if shared:
-            ownership_barrier(ctx, cmd, shared, src_family=ctx.queue_family_index, dst_family=family,
-                              src_stages=sync.TOP_OF_PIPE, src_access=0,
-                              dst_stages=sync.GUEST_STAGES, dst_access=sync.GUEST_ACCESS)
-        rec = Recorder(ctx, cmd, HandoffTarget(family))
-        with rec:
-            result = fn(rec)
-        if shared:
-            ownership_barrier(ctx, cmd, shared, src_family=family, dst_family=ctx.queue_family_index,
-                              src_stages=sync.GUEST_STAGES, src_access=sync.GUEST_WRITES,
-                              dst_stages=sync.BOTTOM_OF_PIPE, dst_access=0)
-        check("vkEndCommandBuffer", fns.vkEndCommandBuffer(cmd))
-    except BaseException:
-        # A half-recorded buffer cannot be begun again: free it.
-        fns.vkFreeCommandBuffers(ctx.device.handle, pool.handle, 1, ffi.new("VkCommandBuffer[1]", [cmd]))
-        with owner._lock:
-            owner.live_command_buffers -= 1
-        raise
-
-    fence = owner._fence()
-    s = Submission()
-    s.result, s.epoch, s.fence, s._cmd, s._pool, s._owner, s._done = result, epoch, fence, cmd, pool, owner, False
-    s._waiters = 0
-    s.semaphore = s.value = None
-    wait_sems = [w[0] for w in waits]
-    wait_vals = [w[1] or 0 for w in waits]
-    stages = [w[2] for w in waits]
-    sig_sems = [g[0] for g in signals]
-    sig_vals = [g[1] or 0 for g in signals]
-    cmds = ffi.new("VkCommandBuffer[1]", [cmd])
-    lock = queue_lock or ctx.device.queue_lock
-    with owner._lock, lock:
-        # The guest timeline's values must rise in submission order: take the
-        # next value and submit under one lock.
-        pnext = None
-        if owner.timeline:
-            sig_sems.append(owner._timeline_semaphore())
-            owner._value += 1
-            sig_vals.append(owner._value)
-            s.semaphore, s.value = owner.semaphore, owner._value
-            # Lists, not ready cdata: new() keeps what it converts alive.
-            pnext = new("VkTimelineSemaphoreSubmitInfo",
-                        waitSemaphoreValueCount=len(wait_vals),
-                        pWaitSemaphoreValues=wait_vals if wait_vals else ffi.NULL,
-                        signalSemaphoreValueCount=len(sig_vals), pSignalSemaphoreValues=sig_vals)
-        w_arr = array("VkSemaphore", wait_sems) if wait_sems else ffi.NULL
-        st_arr = array("VkPipelineStageFlags", stages) if stages else ffi.NULL
-        s_arr = array("VkSemaphore", sig_sems) if sig_sems else ffi.NULL
-        info = new("VkSubmitInfo", pNext=pnext if pnext is not None else ffi.NULL, waitSemaphoreCount=len(wait_sems), pWaitSemaphores=w_arr,
-                   pWaitDstStageMask=st_arr, commandBufferCount=1, pCommandBuffers=cmds,
-                   signalSemaphoreCount=len(sig_sems), pSignalSemaphores=s_arr)
-        res = fns.vkQueueSubmit(queue, 1, info, fence)
-        if res != vk.VK_SUCCESS:
-            owner._fences.append(fence)
-            pool.free.append(cmd)
-            if owner.timeline:
-                owner._value -= 1
-            check("vkQueueSubmit", res)
-        owner._in_flight.append(s)
-        owner.stats["submissions"] += 1
-    return s
+    return ctx.submitter.submit(fn, queue=queue, wait=wait, signal=signal, queue_family_index=queue_family_index,
+                                shared=shared, queue_lock=queue_lock)

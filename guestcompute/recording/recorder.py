@@ -46,7 +46,7 @@ from vulkan import ffi
 
 from ..errors import (ContextClosedError, InvalidArgumentError, PastBindingRangeError, RecordingError,
                       UnknownOperationError, UnsupportedError)
-from ..host import as_host_access
+from ..host.declarations import as_host_access
 from ..image import image_states_for
 from ..ops.base import Dispatch, check_tensor
 from ..ops.windows import plan_in_windows

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import vulkan as vk
 
-from .errors import InvalidArgumentError
-from .host import HostAccess, as_host_access, parse_flags
+from ..errors import InvalidArgumentError
+from .declarations import HostAccess, as_host_access, parse_flags
 
 _FRAGMENT_TESTS = vk.VK_PIPELINE_STAGE_EARLY_FRAGMENT_TESTS_BIT | vk.VK_PIPELINE_STAGE_LATE_FRAGMENT_TESTS_BIT
 _COLOR_OUT = vk.VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT
