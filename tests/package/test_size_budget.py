@@ -20,15 +20,12 @@ FUNCTION_LINES = 80
 # path (relative to the package) -> at most this many lines
 FILES_OVER = {
     "ops/math.py": 779,
-    "host.py": 760,
     "spirv/reflect.py": 736,
     "ops/matmul_kernels.py": 721,
-    "context.py": 713,
 }
 # "path:qualified name" -> at most this many lines
 FUNCTIONS_OVER = {
     "ops/matmul_kernels.py:_render_coopmat": 146,
-    "recording/handoff.py:submit": 108,
     "ops/matmul_kernels.py:_render_vec4": 91,
     "ops/image.py:histogram": 81,
 }
