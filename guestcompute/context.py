@@ -61,8 +61,7 @@ class Context:
         self.device = Device(instance=instance, physical_device=physical_device, handle=device,
                              queue_family_index=queue_family_index, caps=caps, queue=queue,
                              queue_lock=queue_lock, standalone=owned is not None, cache_dir=cache_dir,
-                             pipeline_cache=pipeline_cache, persist_pipeline_cache=persist_pipeline_cache,
-                             compute_copy=lambda buf, offset, size: read_through_compute(self, buf, offset, size))
+                             pipeline_cache=pipeline_cache, persist_pipeline_cache=persist_pipeline_cache)
         self.debug_utils = bool(debug_utils)   # the instance enabled VK_EXT_debug_utils: labels work
         self.op_labels = False                 # True: a debug label around every op (recording/timing.py)
         self.cache_dir = cache_dir
@@ -475,6 +474,17 @@ class Context:
         self.device.check_open()
         return self.device.epochs.retire_when(fence=fence, semaphore=semaphore, submission=submission,
                                               epoch=epoch)
+
+    def read_bytes(self, buf: Buffer, offset: int, size: int) -> bytes:
+        """``size`` bytes of ``buf`` from ``offset`` (what ``t.numpy()``
+        reads): mapped memory directly, else through a staging copy — or,
+        for a host's buffer without TRANSFER_SRC, a compute copy into a
+        guest tensor first (decided here, where the ops are).
+        Package-internal; thread-safety as ``t.numpy()``."""
+        transfers = self.device.transfers
+        if size > 0 and self.device.queue is not None and transfers.needs_compute_copy(buf):
+            return read_through_compute(self, buf, offset + buf.window_offset, size)
+        return transfers.read(buf, offset, size)
 
     # -- introspection ------------------------------------------------------------
     def timings(self, epoch: int = None) -> dict:

@@ -215,7 +215,7 @@ class Tensor:
         ctx = self.ctx
         ctx.device.check_open()
         lo, hi = self.span
-        raw = ctx.device.transfers.read(self.buffer, lo * self.dtype.size, (hi - lo) * self.dtype.size)
+        raw = ctx.read_bytes(self.buffer, lo * self.dtype.size, (hi - lo) * self.dtype.size)
         flat = np.frombuffer(raw, dtype=self.dtype.numpy)
         if self.size == 0:
             return np.zeros(self.shape, self.dtype.numpy)

@@ -66,7 +66,7 @@ class Device:
 
     def __init__(self, *, instance, physical_device, handle, queue_family_index, caps, queue=None,
                  queue_lock=None, standalone=False, cache_dir=None, pipeline_cache=None,
-                 persist_pipeline_cache=None, compute_copy=None):
+                 persist_pipeline_cache=None):
         self.instance = instance
         self.physical_device = physical_device
         self.handle = handle
@@ -99,7 +99,7 @@ class Device:
         self.descriptors = Descriptors(handle, self.fns, push, self.limits.max_storage_buffer_range)
         self.epochs = Epochs(self.fns, handle, caps, self._destroy_buffer)
         self.epochs.on_advance.append(self.suballocator.tick)
-        self.transfers = Transfers(self, compute_copy)
+        self.transfers = Transfers(self)
         self.imported_ranges = ImportedRanges()
         self.shared_memory = SharedMemory(self)
         self.shared_timelines = SharedTimelines(self)

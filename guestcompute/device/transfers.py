@@ -38,14 +38,13 @@ class Transfers:
     """Byte moves between host memory and one device's buffers, and the
     one-time submissions they (and ``ctx.run``) use.
 
-    ``compute_copy(buffer, offset, size)``: reads bytes of an imported
-    buffer without TRANSFER_SRC through a compute copy (recorded by the
-    context, the layer that has the ops).
+    An imported buffer without TRANSFER_SRC cannot be copied out with
+    vkCmdCopyBuffer (``needs_compute_copy``): the context, the layer that has
+    the ops, reads it through a compute copy (``Context.read_bytes``).
     """
 
-    def __init__(self, device, compute_copy):
+    def __init__(self, device):
         self.device = device
-        self.compute_copy = compute_copy
         self._lock = threading.RLock()          # the pending list and the pool's allocations
         self.submit_lock = threading.RLock()    # one submission at a time; close() waits on it
         self._depth = 0
@@ -215,8 +214,9 @@ class Transfers:
             return bytes(buf.alloc.mapped[offset:offset + size])
         if dev.queue is None:
             raise UnsupportedError("reading this tensor needs a staging copy: pass queue= to Context.adopt")
-        if buf.alloc is None and not (buf.usage or 0) & vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT:
-            return self.compute_copy(buf, offset, size)
+        if self.needs_compute_copy(buf):
+            raise UnsupportedError("this imported buffer lacks TRANSFER_SRC: read it through its tensor "
+                                   "(t.numpy()), which copies it with a compute shader first")
         region = new("VkBufferCopy", srcOffset=offset, dstOffset=0, size=size)
         src_stages = sync.EARLIER_GUEST_STAGES
         if buf.host_access is not None:
@@ -226,6 +226,12 @@ class Transfers:
             self._barrier(cmd, src_stages, sync.GUEST_WRITES, sync.TRANSFER, sync.TRANSFER_READ)
             dev.fns.vkCmdCopyBuffer(cmd, buf.handle, staging, 1, region)
         return self._download(size, copy)
+
+    @staticmethod
+    def needs_compute_copy(buf) -> bool:
+        """A host's buffer whose usage lacks TRANSFER_SRC: only a compute
+        shader can copy it out."""
+        return buf.alloc is None and not (buf.usage or 0) & vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
 
     def _download(self, size: int, copy) -> bytes:
         """``copy(cmd, staging_buffer)`` records a copy into a host-visible

@@ -51,6 +51,11 @@ def _handoff_frame(host, ctx, fn, buf, n, timeline):
         host.free([a, b])
         return sub
     finally:
+        # A semaphore may be destroyed only once no queue work refers to it
+        # any more. The fences waited for say so, but lavapipe's queue thread
+        # was seen still signalling a batch's semaphores after its fence
+        # (a rare crash here): idle the device first.
+        host.fns.vkDeviceWaitIdle(host.device)
         host.fns.vkDestroySemaphore(host.device, s1, ffi.NULL)
         host.fns.vkDestroySemaphore(host.device, s2, ffi.NULL)
 
@@ -88,6 +93,7 @@ def test_timeline_semaphore_handoff_and_guest_timeline(modern_host, modern_ctx):
     got = host.read_buffer(buf, np.float32, n)
     assert got[1] == 0.0 and got[2] == 3.5 and got[0] == 1.0
     assert later.wait()
+    host.fns.vkDeviceWaitIdle(host.device)     # before the context destroys its timeline (see above)
 
 
 def test_same_work_recorded_or_submitted(host, ctx):
