@@ -213,7 +213,7 @@ class Device:
                 "reserved_bytes": m.reserved_bytes, "used_bytes": m.live_bytes,
                 "image_views": self.image_views.live_views, "samplers": self.image_views.live_samplers,
                 "pipeline_objects": self.pipelines.live_objects(),
-                "descriptor_sets": self.descriptors.live_sets(), "pending_free": len(self.epochs.graveyard),
+                "descriptor_sets": self.descriptors.live_sets(), "pending_free": self.epochs.pending,
                 "retire_waits": len(self.epochs.retire_waits),
                 "shared_timelines": self.shared_timelines.count}
 

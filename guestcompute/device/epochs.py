@@ -53,6 +53,12 @@ class Epochs:
         self._destroy_buffer = destroy_buffer
         self._lock = threading.RLock()
         self.graveyard = collections.deque()    # (epoch, Allocation or destroy(), uid or None)
+        # What collect() found not yet retired, looked at again only once
+        # more epochs retired: collect runs at every tensor creation inside
+        # a recording, and rescanning thousands of waiting items each time
+        # made a frame that creates many tensors quadratic.
+        self._waiting = collections.deque()
+        self._waiting_checked = -1              # self.retired when _waiting was last scanned
         self.retire_waits = collections.deque()  # (epoch, done()) from retire_when, in order
         self._open_recordings: dict = {}         # recording key -> the epoch it began in
         self.on_advance: list = []
@@ -211,9 +217,19 @@ class Epochs:
 
     def collect(self) -> None:
         """Destroy everything in the graveyard whose epoch retired."""
-        keep = collections.deque()
-        while self.graveyard:
-            item = self.graveyard.popleft()
+        if self._waiting and self._waiting_checked != self.retired:
+            self._waiting_checked = self.retired
+            waiting, self._waiting = self._waiting, collections.deque()
+            self._sort_out(waiting)
+        self._sort_out(self.graveyard)
+
+    def _sort_out(self, items: collections.deque) -> None:
+        """Destroy the retired items of ``items`` (emptying it); the rest wait."""
+        while items:
+            try:
+                item = items.popleft()
+            except IndexError:          # another thread's collect took the last one
+                break
             epoch, alloc, uid = item
             if epoch <= self.retired:
                 if uid is None:
@@ -221,8 +237,12 @@ class Epochs:
                 else:
                     self._destroy_buffer(alloc, uid)
             else:
-                keep.append(item)
-        self.graveyard.extend(keep)
+                self._waiting.append(item)
+
+    @property
+    def pending(self) -> int:
+        """Objects waiting for their epoch to retire before they are destroyed."""
+        return len(self.graveyard) + len(self._waiting)
 
 
 def _done() -> bool:

@@ -133,7 +133,7 @@ def test_retire_when_errors(host, ctx):
 def _internal_sizes(ctx) -> dict:
     """Every guest-side collection that could grow frame after frame."""
     sub = ctx.submitter
-    return {"graveyard": len(ctx.device.epochs.graveyard), "waits": len(ctx.device.epochs.retire_waits),
+    return {"graveyard": ctx.device.epochs.pending, "waits": len(ctx.device.epochs.retire_waits),
             "descriptor_entries": ctx.device.descriptors.cached_entries,
             "pending_uploads": len(ctx.device.transfers.pending_uploads),
             "fences": sub.fence_count if sub else 0, "in_flight": sub.in_flight_count if sub else 0}
