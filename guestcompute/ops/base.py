@@ -45,14 +45,25 @@ class OpResult:
 
 
 _ops: dict = {}
+_windows: dict = {}
 
 
-def op(name: str):
-    """Register an operation; it becomes ``Recorder.<name>``."""
+def op(name: str, *, windows):
+    """Register an operation; it becomes ``Recorder.<name>``.
+
+    ``windows`` (required, so that no op forgets it) says how the op runs
+    on tensors one kernel binding cannot reach: one of the traits of
+    ops/windows.py (``POINTWISE``, ``rowwise(...)``, ``CONCAT``,
+    ``INDEX_SELECT``, ``MATMUL``), or None: it refuses with
+    UnsupportedError past one binding's range."""
+    if windows is not None and not callable(windows):
+        raise TypeError(f"op {name!r}: windows must be a trait of ops/windows.py or None, got {windows!r}")
+
     def register(fn):
         if name in _ops:
             raise ValueError(f"op {name!r} registered twice")
         _ops[name] = fn
+        _windows[name] = windows
         return fn
     return register
 
@@ -60,6 +71,11 @@ def op(name: str):
 def registered_ops() -> dict:
     """Every registered op by name (importing ``guestcompute.ops`` registers them all)."""
     return dict(_ops)
+
+
+def op_windows(name: str):
+    """The windows trait op ``name`` declared (None: it refuses past one binding's range)."""
+    return _windows[name]
 
 
 # -- argument checks ---------------------------------------------------------

@@ -97,7 +97,7 @@ def _number(value, what: str) -> float:
     return float(value)
 
 
-@op("bloom")
+@op("bloom", windows=None)
 def bloom(ctx, img, out=None, *, threshold: float = 1.0, intensity: float = 0.5, levels: int = 5):
     """Add bloom to HDR image ``img`` (see the module notes) into ``out``
     (an image or float32 pixel tensor; default a new image like ``img``;

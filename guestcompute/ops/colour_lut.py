@@ -85,7 +85,7 @@ def _strength(strength) -> float:
     return s
 
 
-@op("colour_lut")
+@op("colour_lut", windows=None)
 def colour_lut(ctx, img, lut, out=None, *, strength=1.0):
     """Grade ``img`` (an image or a float32 pixel tensor) through the 3-D
     colour table ``lut``: a float32 tensor of shape (N, N, N, 3) or

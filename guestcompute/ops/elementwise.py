@@ -30,6 +30,7 @@ from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, chec
                    check_tensor, coalesce, op, overlaps, same_view, same_dtype)
 from .memo import LIMIT, scalar_key, store_bounded
 from ..tensor import Tensor
+from .windows import POINTWISE
 
 COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint"}
 WORKGROUP = 128
@@ -293,10 +294,10 @@ def _binary(name, expr):
 
 
 for _name, _expr in BINARY.items():
-    op(_name)(_binary(_name, _expr))
+    op(_name, windows=POINTWISE)(_binary(_name, _expr))
 
 
-@op("scale")
+@op("scale", windows=POINTWISE)
 def scale(ctx, x, factor, *, out=None):
     """``out = factor * x`` for a Python number ``factor``."""
     if factor is None:
@@ -310,7 +311,7 @@ def copy_tensor(ctx, src, *, out=None):
     return elementwise(ctx, "x0", [src], out, name="copy")
 
 
-@op("fill")
+@op("fill", windows=POINTWISE)
 def fill(ctx, out, value):
     """Set every element of ``out`` (any view) to ``value``."""
     out = check_tensor(ctx, out, "fill out")

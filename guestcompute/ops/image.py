@@ -168,7 +168,7 @@ def _number(value, what: str) -> float:
     return value
 
 
-@op("gaussian_blur")
+@op("gaussian_blur", windows=None)
 def gaussian_blur(ctx, img, sigma, out=None, *, radius=None):
     """Gaussian blur of pixels (a tensor in a pixel layout, or an image /
     ``img.level(mip)``; see ops/pixels.py), separable: a horizontal pass
@@ -229,7 +229,7 @@ def conv_spec(src: str, dst: str) -> KernelSpec:
                       push + px.operand_push("src") + px.operand_push("dst"), ())
 
 
-@op("conv2d")
+@op("conv2d", windows=None)
 def conv2d(ctx, img, kernel, out=None):
     """2-D filter of every channel of ``img`` with a small ``kernel`` (a
     numpy array or a float32 tensor, at most 7x7), borders clamped:
@@ -327,7 +327,7 @@ def histogram_spec(kind: str, per_channel: bool, shared: bool) -> KernelSpec:
                       (HIST_WG, 1, 1), U8_EXTENSIONS if u8 else (), ("int8",) if u8 else ())
 
 
-@op("histogram")
+@op("histogram", windows=None)
 def histogram(ctx, x, bins: int = 256, range=None, out=None, *, per_channel: bool = False,
               packed: bool = False, accumulate: bool = False):
     """Counts of ``x``'s values in ``bins`` equal bins over ``range = (lo,

@@ -104,7 +104,7 @@ def _check_per_group(items_per_group) -> int:
     return items_per_group
 
 
-@op("groups_from_count")
+@op("groups_from_count", windows=None)
 def groups_from_count(ctx, count, items_per_group, *, out=None):
     """Workgroup counts ``(x, y, z)`` (a uint32 tensor of shape (3,)) of a
     dispatch covering ``count[0]`` items at ``items_per_group`` items per
@@ -134,7 +134,7 @@ def _plan_op(ctx, fn, args, kwargs) -> OpResult:
     return result
 
 
-@op("dispatch_indirect")
+@op("dispatch_indirect", windows=None)
 def dispatch_indirect(ctx, groups, fn, *args, **kwargs):
     """Record op ``fn`` (a name such as ``"add"`` or an op function) with
     ``*args, **kwargs``, taking every one of its dispatches' workgroup
@@ -146,7 +146,7 @@ def dispatch_indirect(ctx, groups, fn, *args, **kwargs):
     return OpResult(result.value, [dataclasses.replace(d, indirect=where) for d in result.dispatches])
 
 
-@op("dispatch_count")
+@op("dispatch_count", windows=None)
 def dispatch_count(ctx, count, fn, *args, **kwargs):
     """Record op ``fn`` over (about) the first ``count[0]`` items only, with a
     grid sized on the GPU from ``count`` (a 1-element uint32/int32 tensor an

@@ -58,6 +58,7 @@ from ..tensor import Tensor
 from . import matmul_kernels as kernels
 from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_tensor, coalesce, op, registered_ops,
                    overlaps, same_dtype)
+from .windows import MATMUL
 
 DTYPES = ("float32", "float16", "int32")
 
@@ -453,7 +454,7 @@ def problem_for(a, b, c, acc: str = "float32") -> Problem:
                    Operand(b.offset, brs, bcs, tuple(sb)), Operand(c.offset, crs, ccs, tuple(sc)), acc)
 
 
-@op("matmul")
+@op("matmul", windows=MATMUL)
 def matmul(ctx, a, b, *, out=None, kernel: str = None, accumulate: str = "float32"):
     """``out = a @ b`` with numpy.matmul semantics: the last two dims are
     matrices, leading (batch) dims broadcast, a 1-D ``a`` is a row vector

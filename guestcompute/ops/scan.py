@@ -33,6 +33,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
 from .base import Dispatch, OpResult, check_tensor, coalesce, normalize_axis, op, overlaps
+from .windows import rowwise
 
 WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minimum
 ITEMS = 8                 # elements per thread
@@ -250,7 +251,7 @@ def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tup
     return out
 
 
-@op("cumsum")
+@op("cumsum", windows=rowwise())
 def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     """Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
 

@@ -289,7 +289,7 @@ def _key_bits(keys, key_bits) -> int:
     return int(key_bits)
 
 
-@op("sort")
+@op("sort", windows=None)
 def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: int = 32):
     """Stable sort of 1-D ``keys`` (uint32, int32 or float32), carrying the
     optional 1-D payload ``values`` (any 4-byte dtype) along.
@@ -326,7 +326,7 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
     return OpResult(result, plan_sort(ctx, keys, values, out_keys, out_values, payload, key_bits))
 
 
-@op("argsort")
+@op("argsort", windows=None)
 def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32):
     """Indices that stably sort ``keys`` (uint32, int32 or float32) along
     ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32

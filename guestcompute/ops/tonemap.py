@@ -91,7 +91,7 @@ def _exposure(ctx, exposure):
     return float(exposure), None
 
 
-@op("tonemap")
+@op("tonemap", windows=None)
 def tonemap(ctx, img, out=None, *, exposure=1.0, curve: str = "aces", srgb=None, gamma=None):
     """Tone-map HDR ``img`` (an image or a float32 pixel tensor, linear
     light) into ``out`` (an image — sRGB formats encode themselves — or a
@@ -174,7 +174,7 @@ def log_luminance_spec(src: str) -> KernelSpec:
                       (), ())
 
 
-@op("luminance")
+@op("luminance", windows=None)
 def luminance(ctx, img, out=None, *, key: float = 0.18, limits=None):
     """The exposure that maps ``img``'s log-average luminance to ``key``
     (middle grey): ``key / exp(mean(log(1e-4 + L)))``, into ``out`` (a

@@ -33,8 +33,14 @@ What runs in pieces, and how:
   ``b`` larger than one binding is cut along K and the partial products
   added.
 
-Everything else refuses with UnsupportedError before recording, naming the
-op (see docs/integration.md, "One binding's reach").
+Each op says which of these it is where it is registered: ``@op(name,
+windows=...)`` with one of the traits below (:data:`POINTWISE`,
+:func:`rowwise`, :data:`CONCAT`, :data:`INDEX_SELECT`, :data:`MATMUL`), or
+``windows=None``. A trait is the planner of the op in pieces,
+``trait(ctx, name, planner, arguments) -> OpResult``; it raises
+PastBindingRangeError where these arguments cannot run so. Ops declared
+``windows=None``, and those, refuse with UnsupportedError before recording,
+naming the op (see docs/integration.md, "One binding's reach").
 """
 from __future__ import annotations
 
@@ -43,19 +49,8 @@ import math
 
 from ..errors import InvalidArgumentError, PastBindingRangeError, ShapeError, UnsupportedError
 from ..tensor import BufferWindow, Tensor
-from .base import OpResult, broadcast_shapes, byte_span, normalize_axis, overlaps, registered_ops, same_view
-
-POINTWISE = frozenset({
-    "abs", "add", "cast", "clamp", "contiguous", "copy", "cos", "div", "exp", "fill", "floordiv", "gelu", "log",
-    "maximum", "minimum", "mul", "neg", "pow", "relu", "rsqrt", "scale", "sigmoid", "silu", "sin", "sqrt", "sub",
-    "tanh", "where"})
-# Ops whose result along the leading axis depends only on the same rows of
-# ``x`` when their axis is not 0: name -> default axis.
-ROWWISE = {"sum": None, "mean": None, "max": None, "min": None, "argmax": None, "argmin": None,
-           "softmax": -1, "log_softmax": -1, "cumsum": -1, "layer_norm": -1, "rms_norm": -1,
-           "index_select": 0}
-COMBINABLE = frozenset({"sum", "max", "min", "mean"})
-
+from .base import (OpResult, broadcast_shapes, byte_span, normalize_axis, op_windows, overlaps, registered_ops,
+                   same_view)
 
 # -- windows ---------------------------------------------------------------------
 
@@ -176,7 +171,9 @@ def _check_out(name: str, out, shape: tuple, dtype, inputs) -> None:
 
 # -- point-wise ---------------------------------------------------------------------
 
-def _pointwise(ctx, name, planner, arguments: dict) -> OpResult:
+def POINTWISE(ctx, name, planner, arguments: dict) -> OpResult:
+    """Trait of point-wise ops: row ranges of the output, operands sliced
+    alike (or whole where they broadcast)."""
     out = arguments.get("out")
     inputs = {k: t for k, t in arguments.items() if k != "out" and isinstance(t, Tensor)}
     shape = broadcast_shapes(*(t.shape for t in inputs.values())) if inputs else out.shape
@@ -203,32 +200,44 @@ def _pointwise(ctx, name, planner, arguments: dict) -> OpResult:
 
 # -- independent along the leading axis ------------------------------------------------
 
-def _axes(name: str, arguments: dict, ndim: int):
+def rowwise(axis: str = "axis", *, combine: bool = False):
+    """Trait of ops whose rows along the leading axis depend only on the
+    same rows of ``x`` when they work over other axes. ``axis`` names the
+    op's axis parameter (its value None meaning every axis; its default
+    comes from the op's signature), or is None for ops over the last axis
+    only. ``combine``: over axis 0 or everything, each row range reduces
+    into a partial tensor that is reduced again (sum, max, min, mean)."""
+    leading = _combine if combine else None
+
+    def plan_rows(ctx, name, planner, arguments: dict) -> OpResult:
+        return _rowwise(ctx, name, planner, arguments, axis, leading)
+    return plan_rows
+
+
+def _axes(name: str, arguments: dict, ndim: int, param):
     """The op's axes, normalized: a set, or None for every axis."""
-    if name in ("layer_norm", "rms_norm"):
+    if param is None:
         return {ndim - 1}
-    axis = arguments.get("axis")
+    axis = arguments.get(param)
     if axis is None:
         return None
     items = axis if isinstance(axis, (tuple, list)) else (axis,)
     return {normalize_axis(a, ndim, f"rec.{name}") for a in items}
 
 
-def _rowwise(ctx, name, planner, arguments: dict) -> OpResult:
+def _rowwise(ctx, name, planner, arguments: dict, param, leading) -> OpResult:
     x = arguments["x"]
     if not isinstance(x, Tensor):
         raise PastBindingRangeError("x is not a tensor")
-    axes = _axes(name, arguments, x.ndim)
+    axes = _axes(name, arguments, x.ndim, param)
     if axes is None or 0 in axes or x.ndim == 0:
-        if name == "index_select":
-            return _select_rows(ctx, planner, arguments)
-        if name in COMBINABLE:
-            return _combine(ctx, name, planner, arguments, axes)
+        if leading is not None:
+            return leading(ctx, name, planner, arguments, axes)
         raise PastBindingRangeError(f"rec.{name} over axis 0")
     # Row i of the result is the op on x[i] with every axis one lower.
     shifted = {}
-    if arguments.get("axis") is not None:
-        shifted["axis"] = tuple(a - 1 for a in sorted(axes)) if name in COMBINABLE else min(axes) - 1
+    if param is not None and arguments.get(param) is not None:
+        shifted[param] = tuple(a - 1 for a in sorted(axes)) if leading is _combine else min(axes) - 1
     n = x.shape[0]
     # The op's own checks on the first row, which also give the result's shape.
     if fits(ctx, x[0:1]):
@@ -313,7 +322,7 @@ def _combine(ctx, name, planner, arguments: dict, axes) -> OpResult:
     return OpResult(scaled.value, dispatches)
 
 
-def _select_rows(ctx, planner, arguments: dict) -> OpResult:
+def _select_rows(ctx, name, planner, arguments: dict, axes) -> OpResult:
     """index_select along axis 0: index ranges select into their rows of out."""
     x, indices = arguments["x"], arguments["indices"]
     if not fits(ctx, x):
@@ -335,9 +344,17 @@ def _select_rows(ctx, planner, arguments: dict) -> OpResult:
     return OpResult(out, dispatches)
 
 
+def INDEX_SELECT(ctx, name, planner, arguments: dict) -> OpResult:
+    """Trait of index_select: along axis 0, index ranges each select into
+    their rows of out (the source must fit one binding); along other axes,
+    row ranges as :func:`rowwise`."""
+    return _rowwise(ctx, name, planner, arguments, "axis", _select_rows)
+
+
 # -- concat and matmul ---------------------------------------------------------------------
 
-def _concat(ctx, planner, arguments: dict) -> OpResult:
+def CONCAT(ctx, name, planner, arguments: dict) -> OpResult:
+    """Trait of concat: a windowed copy of each input into its slice of out."""
     tensors = list(arguments["tensors"]) if isinstance(arguments["tensors"], (list, tuple)) else None
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise PastBindingRangeError("concat takes a list of tensors")
@@ -367,7 +384,9 @@ def _concat(ctx, planner, arguments: dict) -> OpResult:
     return OpResult(out, dispatches)
 
 
-def _matmul(ctx, planner, arguments: dict) -> OpResult:
+def MATMUL(ctx, name, planner, arguments: dict) -> OpResult:
+    """Trait of matmul (2-D): row ranges of ``a`` and ``out``; a ``b``
+    larger than one binding cut along K and the partial products added."""
     a, b = arguments["a"], arguments["b"]
     if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.ndim == 2 and b.ndim == 2):
         raise PastBindingRangeError("matmul runs in pieces for 2-D operands only")
@@ -406,15 +425,10 @@ def _matmul(ctx, planner, arguments: dict) -> OpResult:
 
 def _windowed(ctx, name: str, planner, arguments: dict) -> OpResult:
     """Op ``name`` in pieces; PastBindingRangeError when it cannot run so."""
-    if name in POINTWISE:
-        return _pointwise(ctx, name, planner, arguments)
-    if name in ROWWISE:
-        return _rowwise(ctx, name, planner, arguments)
-    if name == "concat":
-        return _concat(ctx, planner, arguments)
-    if name == "matmul":
-        return _matmul(ctx, planner, arguments)
-    raise PastBindingRangeError(f"rec.{name} has no windowed form")
+    trait = op_windows(name)
+    if trait is None:
+        raise PastBindingRangeError(f"rec.{name} has no windowed form")
+    return trait(ctx, name, planner, arguments)
 
 
 def _plan(ctx, name: str, arguments: dict, dispatches: list) -> OpResult:
