@@ -81,12 +81,21 @@ def op_windows(name: str):
 # -- argument checks ---------------------------------------------------------
 
 def check_tensor(ctx, t, what: str) -> Tensor:
+    check_ours(ctx, t, what)
+    return _check_reach(ctx, t, what)
+
+
+def check_ours(ctx, t, what: str) -> None:
+    """``t`` is a Tensor of this context (wherever it lies)."""
     if not isinstance(t, Tensor):
         raise InvalidArgumentError(f"{what} must be a guestcompute Tensor, got {type(t).__name__}; "
                                    "wrap host data with ctx.tensor(...) first")
     if t.ctx is not ctx:
         raise WrongContextError(f"{what} belongs to another context; use tensors of this context "
                                 "(copy across with ctx.tensor(t.numpy()))")
+
+
+def _check_reach(ctx, t: Tensor, what: str) -> Tensor:
     ctx.device.check_open()
     lo, hi = t.span
     if t.size and (lo < 0 or hi * t.dtype.size > t.buffer.size):   # empty views touch nothing
@@ -97,6 +106,39 @@ def check_tensor(ctx, t, what: str) -> Tensor:
                                     "that one kernel binding reaches")
     ctx.device.check_dtype_enabled(t.dtype)
     return t
+
+
+def check_out(ctx, out, shape, dtype, inputs=(), what: str = "out", *, in_place: bool = True,
+              reach: bool = True) -> Tensor:
+    """Check an ``out=`` tensor against the result it is to hold; every op
+    checks its ``out`` here, so each mistake has one error type:
+    InvalidArgumentError / WrongContextError for what is not a tensor of
+    this context (as :func:`check_tensor`), DTypeError for the dtype (a
+    DType, or a tuple of the dtypes allowed), ShapeError for the shape,
+    InvalidArgumentError for an overlap with one of ``inputs`` (a list, or
+    a dict by name for messages that name it; what is not a Tensor skipped): ``in_place`` allows the very same view as an input.
+    These come before the checks of where ``out`` lies (so a wrong ``out``
+    past one binding's range gets the same error as a small one);
+    ``reach=False`` skips those (ops/windows.py binds ``out`` in pieces).
+    ``shape`` None: the op checks the shape itself."""
+    check_ours(ctx, out, what)
+    if shape is not None and out.shape != tuple(shape):
+        raise ShapeError(f"{what} has shape {out.shape}, the result has shape {tuple(shape)}; pass an out "
+                         "of the result's shape, or none")
+    allowed = tuple(as_dtype(d) for d in (dtype if isinstance(dtype, tuple) else (dtype,)))
+    if out.dtype not in allowed:
+        result = " or ".join(str(d) for d in allowed)
+        raise DTypeError(f"{what} has dtype {out.dtype}, the result is {result}; pass an out of dtype "
+                         f"{result}, or none")
+    named = inputs.items() if isinstance(inputs, dict) else (("an input", t) for t in inputs)
+    for name, t in named:
+        if isinstance(t, Tensor) and overlaps(t, out) and not (in_place and same_view(t, out)):
+            if in_place:
+                raise InvalidArgumentError(f"{what} overlaps {name} without being the same view; pass "
+                                           f"{'the input' if name == 'an input' else name} itself (in place) "
+                                           "or use a separate output tensor")
+            raise InvalidArgumentError(f"{what} overlaps {name}; use a separate output tensor")
+    return _check_reach(ctx, out, what) if reach else out
 
 
 def check_dtype(ctx, dtype, allowed, what: str) -> DType:

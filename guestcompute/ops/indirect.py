@@ -25,11 +25,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ..dtypes import uint32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
 from ..tensor import Tensor
-from .base import Dispatch, OpResult, check_tensor, op, overlaps, registered_ops
+from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
 
 COUNT_DTYPES = ("uint32", "int32")
 
@@ -112,9 +113,9 @@ def groups_from_count(ctx, count, items_per_group, *, out=None):
     count = _check_count(ctx, count)
     items_per_group = _check_per_group(items_per_group)
     if out is not None:
-        out = _check_groups(ctx, out)
-        if overlaps(out, count):
-            raise InvalidArgumentError("out overlaps count")
+        out = check_out(ctx, out, (3,), uint32, [count], "groups_from_count out", in_place=False)
+        if not out.is_contiguous:
+            raise ShapeError("groups_from_count out must be a contiguous uint32 tensor of shape (3,)")
     else:
         out = ctx.empty((3,), "uint32")
     return OpResult(out, [_plan_groups(ctx, count, items_per_group, out)])

@@ -42,8 +42,8 @@ from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
-from .base import (OpResult, Dispatch, check_dtype, check_tensor, coalesce, normalize_axes, normalize_axis,
-                   op, overlaps, same_dtype)
+from .base import (OpResult, Dispatch, check_dtype, check_out, check_tensor, coalesce, normalize_axes, normalize_axis,
+                   op, same_dtype)
 from .elementwise import elementwise, plan_map
 from .image import PUT_VALUES, plan_put
 from .windows import CONCAT, INDEX_SELECT, POINTWISE
@@ -80,14 +80,7 @@ def _fresh_out(ctx, out, shape, dtype, inputs, what: str) -> Tensor:
     """Validate ``out=`` (must not overlap any input) or allocate it."""
     if out is None:
         return ctx.empty(shape, dtype)
-    out = check_tensor(ctx, out, f"{what} out")
-    if out.shape != tuple(shape):
-        raise ShapeError(f"{what}: out has shape {out.shape}, the result has shape {tuple(shape)}")
-    if out.dtype != dtype:
-        raise InvalidArgumentError(f"{what}: out has dtype {out.dtype}, the result is {dtype}")
-    if any(overlaps(out, t) for t in inputs):
-        raise InvalidArgumentError(f"{what}: out overlaps an input; use a separate output tensor")
-    return out
+    return check_out(ctx, out, shape, dtype, inputs, f"{what} out", in_place=False)
 
 
 # -- materialising views ----------------------------------------------------------

@@ -25,7 +25,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
 from ..tensor import Tensor
 from . import pixels as px
-from .base import Dispatch, OpResult, check_tensor, op, registered_ops
+from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
 from .image import IMAGE_READS, IMAGE_WRITES, image_spec
 
 # The textbook forms give NaN for the brightest pixels, stored as black:
@@ -196,9 +196,9 @@ def luminance(ctx, img, out=None, *, key: float = 0.18, limits=None):
         raise InvalidArgumentError(f"luminance key must be a finite positive number, got {key!r}")
     bounds = _exposure_limits(limits)
     if out is not None:
-        out = check_tensor(ctx, out, "luminance out")
-        if out.dtype != float32 or out.size != 1:
-            raise ShapeError(f"luminance out must be one float32 value, got {out.dtype} {out.shape}")
+        out = check_out(ctx, out, None, float32, (), "luminance out")
+        if out.size != 1:
+            raise ShapeError(f"luminance out must be one float32 value, got shape {out.shape}")
     both = ctx.empty((2, src.h * src.w), float32)        # log luminances, then which pixels count
     spec = log_luminance_spec(src.layout)
     values = {"H": src.h, "W": src.w, **src.push("src")}

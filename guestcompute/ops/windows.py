@@ -47,10 +47,9 @@ from __future__ import annotations
 import inspect
 import math
 
-from ..errors import InvalidArgumentError, PastBindingRangeError, ShapeError, UnsupportedError
+from ..errors import PastBindingRangeError, ShapeError, UnsupportedError
 from ..tensor import BufferWindow, Tensor
-from .base import (OpResult, broadcast_shapes, byte_span, normalize_axis, op_windows, overlaps, registered_ops,
-                   same_view)
+from .base import OpResult, broadcast_shapes, byte_span, check_ours, check_out, normalize_axis, op_windows, registered_ops
 
 # -- windows ---------------------------------------------------------------------
 
@@ -156,17 +155,9 @@ def _first_elements(t: Tensor) -> Tensor:
     return t[tuple(slice(0, 1) for _ in t.shape)]
 
 
-def _check_out(name: str, out, shape: tuple, dtype, inputs) -> None:
-    if not isinstance(out, Tensor):
-        raise InvalidArgumentError(f"rec.{name}: out must be a guestcompute Tensor")
-    if out.shape != tuple(shape):
-        raise ShapeError(f"rec.{name}: out has shape {out.shape}, the result has shape {tuple(shape)}")
-    if out.dtype != dtype:
-        raise ShapeError(f"rec.{name}: out has dtype {out.dtype}, the result is {dtype}")
-    for t in inputs:
-        if overlaps(t, out) and not same_view(t, out):
-            raise InvalidArgumentError(f"rec.{name}: out overlaps an input without being the same view; "
-                                       "use a separate output tensor")
+def _check_out(ctx, name: str, out, shape: tuple, dtype, inputs, in_place: bool = True) -> Tensor:
+    # Where out lies is for the pieces to check: it is bound in windows.
+    return check_out(ctx, out, shape, dtype, inputs, f"rec.{name} out", in_place=in_place, reach=False)
 
 
 # -- point-wise ---------------------------------------------------------------------
@@ -180,8 +171,7 @@ def POINTWISE(ctx, name, planner, arguments: dict) -> OpResult:
     # The op's own checks (dtypes, contexts, arguments) on one element of each.
     probe_views = {k: _first_elements(t) for k, t in inputs.items()}
     if out is not None:
-        if not isinstance(out, Tensor):
-            raise InvalidArgumentError(f"rec.{name}: out must be a guestcompute Tensor")
+        check_ours(ctx, out, f"rec.{name} out")
         probe_views["out"] = _first_elements(out)
     probe = _run(ctx, planner, arguments, probe_views, [])
     if name != "fill":
@@ -189,7 +179,7 @@ def POINTWISE(ctx, name, planner, arguments: dict) -> OpResult:
         if out is None:
             out = ctx.empty(shape, dtype)
         else:
-            _check_out(name, out, shape, dtype, inputs.values())
+            _check_out(ctx, name, out, shape, dtype, inputs.values())
     del probe
     operands = [_Operand(k, t, len(shape) - t.ndim) for k, t in inputs.items()] + [_Operand("out", out, 0)]
     dispatches = []
@@ -250,7 +240,7 @@ def _rowwise(ctx, name, planner, arguments: dict, param, leading) -> OpResult:
     if out is None:
         out = ctx.empty(shape, probe.value.dtype)
     else:
-        _check_out(name, out, shape, probe.value.dtype, [x])
+        _check_out(ctx, name, out, shape, probe.value.dtype, [x])
     del probe
     dispatches = []
     try:
@@ -334,7 +324,7 @@ def _select_rows(ctx, name, planner, arguments: dict, axes) -> OpResult:
     if out is None:
         out = ctx.empty(shape, probe.value.dtype)
     else:
-        _check_out("index_select", out, shape, probe.value.dtype, [x])
+        _check_out(ctx, name, out, shape, probe.value.dtype, [x, indices], in_place=False)
     del probe
     dispatches = []
     rows = _rows_that_fit(ctx, [out])
@@ -372,9 +362,7 @@ def CONCAT(ctx, name, planner, arguments: dict) -> OpResult:
     if out is None:
         out = ctx.empty(tuple(shape), probe.value.dtype)
     else:
-        _check_out("concat", out, shape, probe.value.dtype, [])
-        if any(overlaps(out, t) for t in tensors):
-            raise InvalidArgumentError("rec.concat: out overlaps an input; use a separate output tensor")
+        _check_out(ctx, name, out, shape, probe.value.dtype, tensors, in_place=False)
     del probe
     dispatches, at = [], 0
     for t in tensors:
@@ -398,9 +386,7 @@ def MATMUL(ctx, name, planner, arguments: dict) -> OpResult:
     if out is None:
         out = ctx.empty((m, n), probe.value.dtype)
     else:
-        _check_out("matmul", out, (m, n), probe.value.dtype, [])
-        if overlaps(out, a) or overlaps(out, b):
-            raise InvalidArgumentError("rec.matmul: out overlaps an operand; use a separate output tensor")
+        _check_out(ctx, name, out, (m, n), probe.value.dtype, [a, b], in_place=False)
     del probe
     dispatches = []
     # Row ranges of a and out; where b is larger than one binding, ranges
