@@ -1,20 +1,48 @@
 """What every operation shares: the Dispatch record, the op registry, and
 argument checks. An op is a function ``fn(ctx, *args, **kw) -> OpResult``
-that validates everything, allocates its output last, and returns the
-dispatches to record. The recorder records them only after the op returned,
-so a raised error leaves the host's command buffer untouched.
+(of ``ctx`` it uses what :class:`PlanContext` lists) that validates
+everything, allocates its output last, and returns the dispatches to record.
+The recorder records them only after the op returned, so a raised error
+leaves the host's command buffer untouched.
 """
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
+from ..device.caps import DeviceLimits
+from ..device.device import Device
 from ..dtypes import DType, as_dtype
 from ..errors import (BufferRangeError, DTypeError, InvalidArgumentError, PastBindingRangeError, ShapeError,
                       WrongContextError)
+from ..host import HostCaps
+from ..image import Image
 from ..tensor import Tensor
+from .memo import PlanMemo
+
+
+class PlanContext(Protocol):
+    """What a planner may use of the context it plans for: its first
+    parameter, ``ctx``, is a Context, but planners (and the helpers they
+    pass ``ctx`` to) read only these. They read the device's facts and
+    allocate what they write; nothing here records or submits (``empty``
+    and ``image`` during a recording leave their first layout to the
+    recording), which is what lets a raised error leave the host's command
+    buffer untouched. ``tests/layering.py`` counts reads of anything else on
+    ``ctx`` in ``ops/``."""
+    limits: DeviceLimits        # the device's facts (ranges, workgroup counts, loop cap)
+    caps: HostCaps              # what the host enabled (features, API version)
+    device: Device              # open and dtype checks, format features, pipelines, SPIR-V
+    plan_memo: PlanMemo         # plans of earlier calls, keyed by layout
+
+    def empty(self, shape, dtype="float32", *, exportable: bool = False) -> Tensor:
+        """A new tensor (the op's output or a scratch one)."""
+
+    def image(self, extent, format="rgba8_unorm", *, mips: int = 1, layers: int = 1, usage=None) -> Image:
+        """A new guest image (an image op's output or scratch)."""
 
 
 @dataclass
@@ -49,7 +77,8 @@ _windows: dict = {}
 
 
 def op(name: str, *, windows):
-    """Register an operation; it becomes ``Recorder.<name>``.
+    """Register an operation ``fn(ctx: PlanContext, *args, **kw) ->
+    OpResult``; it becomes ``Recorder.<name>``.
 
     ``windows`` (required, so that no op forgets it) says how the op runs
     on tensors one kernel binding cannot reach: one of the traits of
@@ -80,12 +109,12 @@ def op_windows(name: str):
 
 # -- argument checks ---------------------------------------------------------
 
-def check_tensor(ctx, t, what: str) -> Tensor:
+def check_tensor(ctx: PlanContext, t, what: str) -> Tensor:
     check_ours(ctx, t, what)
     return _check_reach(ctx, t, what)
 
 
-def check_ours(ctx, t, what: str) -> None:
+def check_ours(ctx: PlanContext, t, what: str) -> None:
     """``t`` is a Tensor of this context (wherever it lies)."""
     if not isinstance(t, Tensor):
         raise InvalidArgumentError(f"{what} must be a guestcompute Tensor, got {type(t).__name__}; "
@@ -95,7 +124,7 @@ def check_ours(ctx, t, what: str) -> None:
                                 "(copy across with ctx.tensor(t.numpy()))")
 
 
-def _check_reach(ctx, t: Tensor, what: str) -> Tensor:
+def _check_reach(ctx: PlanContext, t: Tensor, what: str) -> Tensor:
     ctx.device.check_open()
     lo, hi = t.span
     if t.size and (lo < 0 or hi * t.dtype.size > t.buffer.size):   # empty views touch nothing
@@ -108,7 +137,7 @@ def _check_reach(ctx, t: Tensor, what: str) -> Tensor:
     return t
 
 
-def check_out(ctx, out, shape, dtype, inputs=(), what: str = "out", *, in_place: bool = True,
+def check_out(ctx: PlanContext, out, shape, dtype, inputs=(), what: str = "out", *, in_place: bool = True,
               reach: bool = True) -> Tensor:
     """Check an ``out=`` tensor against the result it is to hold; every op
     checks its ``out`` here, so each mistake has one error type:
@@ -141,7 +170,7 @@ def check_out(ctx, out, shape, dtype, inputs=(), what: str = "out", *, in_place:
     return _check_reach(ctx, out, what) if reach else out
 
 
-def check_dtype(ctx, dtype, allowed, what: str) -> DType:
+def check_dtype(ctx: PlanContext, dtype, allowed, what: str) -> DType:
     d = as_dtype(dtype)
     if allowed is not None and d.name not in allowed:
         raise DTypeError(f"{what}: dtype {d} not supported here; use one of {sorted(allowed)}")

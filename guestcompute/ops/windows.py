@@ -49,27 +49,28 @@ import math
 
 from ..errors import PastBindingRangeError, ShapeError, UnsupportedError
 from ..tensor import BufferWindow, Tensor
-from .base import OpResult, broadcast_shapes, byte_span, check_ours, check_out, normalize_axis, op_windows, registered_ops
+from .base import (OpResult, PlanContext, broadcast_shapes, byte_span, check_ours, check_out, normalize_axis,
+                   op_windows, registered_ops)
 
 # -- windows ---------------------------------------------------------------------
 
-def _alignment(ctx) -> int:
+def _alignment(ctx: PlanContext) -> int:
     # Window offsets are multiples of minStorageBufferOffsetAlignment and of
     # every element size, so each view's offset stays a whole element count.
     return math.lcm(ctx.limits.min_storage_offset_alignment, 16)
 
 
-def extent(ctx, t: Tensor) -> int:
+def extent(ctx: PlanContext, t: Tensor) -> int:
     """Bytes one binding needs to reach all of ``t`` from an aligned start."""
     _, lo, hi = byte_span(t)
     return hi - (lo // _alignment(ctx)) * _alignment(ctx)
 
 
-def fits(ctx, t: Tensor) -> bool:
+def fits(ctx: PlanContext, t: Tensor) -> bool:
     return extent(ctx, t) <= ctx.limits.max_storage_buffer_range
 
 
-def window_view(ctx, t):
+def window_view(ctx: PlanContext, t):
     """``t`` itself when one binding from its buffer's start reaches it;
     otherwise the same elements through a window of its buffer. Anything
     but a Tensor passes through."""
@@ -113,7 +114,7 @@ class _Operand:
         return _Operand(self.key, self.t[i if self.t.shape[0] != 1 else 0], 0)
 
 
-def pieces(ctx, shape: tuple, operands: list):
+def pieces(ctx: PlanContext, shape: tuple, operands: list):
     """Lists of operands covering output ``shape`` in pieces each of whose
     tensors one binding reaches: row ranges of the leading axis, and where
     one row is too long, each row cut the same way along the next axis."""
@@ -143,7 +144,7 @@ def pieces(ctx, shape: tuple, operands: list):
         yield from pieces(ctx, shape[1:], [o.drop(i) for o in operands])
 
 
-def _run(ctx, planner, arguments: dict, views: dict, dispatches: list):
+def _run(ctx: PlanContext, planner, arguments: dict, views: dict, dispatches: list):
     """Plan one piece, the tensors in ``views`` (by parameter name) bound
     through windows; returns its OpResult."""
     result = planner(ctx, **dict(arguments, **{k: window_view(ctx, t) for k, t in views.items()}))
@@ -155,14 +156,14 @@ def _first_elements(t: Tensor) -> Tensor:
     return t[tuple(slice(0, 1) for _ in t.shape)]
 
 
-def _check_out(ctx, name: str, out, shape: tuple, dtype, inputs, in_place: bool = True) -> Tensor:
+def _check_out(ctx: PlanContext, name: str, out, shape: tuple, dtype, inputs, in_place: bool = True) -> Tensor:
     # Where out lies is for the pieces to check: it is bound in windows.
     return check_out(ctx, out, shape, dtype, inputs, f"rec.{name} out", in_place=in_place, reach=False)
 
 
 # -- point-wise ---------------------------------------------------------------------
 
-def POINTWISE(ctx, name, planner, arguments: dict) -> OpResult:
+def POINTWISE(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
     """Trait of point-wise ops: row ranges of the output, operands sliced
     alike (or whole where they broadcast)."""
     out = arguments.get("out")
@@ -199,7 +200,7 @@ def rowwise(axis: str = "axis", *, combine: bool = False):
     into a partial tensor that is reduced again (sum, max, min, mean)."""
     leading = _combine if combine else None
 
-    def plan_rows(ctx, name, planner, arguments: dict) -> OpResult:
+    def plan_rows(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
         return _rowwise(ctx, name, planner, arguments, axis, leading)
     return plan_rows
 
@@ -215,7 +216,7 @@ def _axes(name: str, arguments: dict, ndim: int, param):
     return {normalize_axis(a, ndim, f"rec.{name}") for a in items}
 
 
-def _rowwise(ctx, name, planner, arguments: dict, param, leading) -> OpResult:
+def _rowwise(ctx: PlanContext, name, planner, arguments: dict, param, leading) -> OpResult:
     x = arguments["x"]
     if not isinstance(x, Tensor):
         raise PastBindingRangeError("x is not a tensor")
@@ -254,7 +255,7 @@ def _rowwise(ctx, name, planner, arguments: dict, param, leading) -> OpResult:
     return OpResult(out, dispatches)
 
 
-def _rows_that_fit(ctx, tensors) -> int:
+def _rows_that_fit(ctx: PlanContext, tensors) -> int:
     """Leading-axis rows per piece so that every tensor's piece fits one binding."""
     max_range = ctx.limits.max_storage_buffer_range - _alignment(ctx)
     rows = max(1, tensors[0].shape[0])
@@ -270,7 +271,7 @@ def _rows_that_fit(ctx, tensors) -> int:
     return max(1, rows)
 
 
-def _combine(ctx, name, planner, arguments: dict, axes) -> OpResult:
+def _combine(ctx: PlanContext, name, planner, arguments: dict, axes) -> OpResult:
     """sum / max / min / mean over axis 0 (or everything): each row range
     reduces into its slot of a partial tensor, which is reduced again."""
     x = arguments["x"]
@@ -312,7 +313,7 @@ def _combine(ctx, name, planner, arguments: dict, axes) -> OpResult:
     return OpResult(scaled.value, dispatches)
 
 
-def _select_rows(ctx, name, planner, arguments: dict, axes) -> OpResult:
+def _select_rows(ctx: PlanContext, name, planner, arguments: dict, axes) -> OpResult:
     """index_select along axis 0: index ranges select into their rows of out."""
     x, indices = arguments["x"], arguments["indices"]
     if not fits(ctx, x):
@@ -334,7 +335,7 @@ def _select_rows(ctx, name, planner, arguments: dict, axes) -> OpResult:
     return OpResult(out, dispatches)
 
 
-def INDEX_SELECT(ctx, name, planner, arguments: dict) -> OpResult:
+def INDEX_SELECT(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
     """Trait of index_select: along axis 0, index ranges each select into
     their rows of out (the source must fit one binding); along other axes,
     row ranges as :func:`rowwise`."""
@@ -343,7 +344,7 @@ def INDEX_SELECT(ctx, name, planner, arguments: dict) -> OpResult:
 
 # -- concat and matmul ---------------------------------------------------------------------
 
-def CONCAT(ctx, name, planner, arguments: dict) -> OpResult:
+def CONCAT(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
     """Trait of concat: a windowed copy of each input into its slice of out."""
     tensors = list(arguments["tensors"]) if isinstance(arguments["tensors"], (list, tuple)) else None
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
@@ -372,7 +373,7 @@ def CONCAT(ctx, name, planner, arguments: dict) -> OpResult:
     return OpResult(out, dispatches)
 
 
-def MATMUL(ctx, name, planner, arguments: dict) -> OpResult:
+def MATMUL(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
     """Trait of matmul (2-D): row ranges of ``a`` and ``out``; a ``b``
     larger than one binding cut along K and the partial products added."""
     a, b = arguments["a"], arguments["b"]
@@ -409,7 +410,7 @@ def MATMUL(ctx, name, planner, arguments: dict) -> OpResult:
 
 # -- entry point ------------------------------------------------------------------------------
 
-def _windowed(ctx, name: str, planner, arguments: dict) -> OpResult:
+def _windowed(ctx: PlanContext, name: str, planner, arguments: dict) -> OpResult:
     """Op ``name`` in pieces; PastBindingRangeError when it cannot run so."""
     trait = op_windows(name)
     if trait is None:
@@ -417,7 +418,7 @@ def _windowed(ctx, name: str, planner, arguments: dict) -> OpResult:
     return trait(ctx, name, planner, arguments)
 
 
-def _plan(ctx, name: str, arguments: dict, dispatches: list) -> OpResult:
+def _plan(ctx: PlanContext, name: str, arguments: dict, dispatches: list) -> OpResult:
     """Plan op ``name`` whole when one binding reaches its tensors, else in
     pieces; its dispatches are appended to ``dispatches``."""
     planner = registered_ops()[name]
@@ -430,7 +431,7 @@ def _plan(ctx, name: str, arguments: dict, dispatches: list) -> OpResult:
     return result
 
 
-def plan_in_windows(ctx, name: str, planner, args: tuple, kwargs: dict) -> OpResult:
+def plan_in_windows(ctx: PlanContext, name: str, planner, args: tuple, kwargs: dict) -> OpResult:
     """Plan op ``name`` in pieces whose tensors each fit one binding (see
     the module notes); UnsupportedError, before anything is recorded, for
     an op that cannot run so."""
