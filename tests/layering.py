@@ -108,14 +108,14 @@ def _defined_names(tree: ast.AST) -> set:
     return names
 
 
-def plan_context_names(pkg: Path) -> frozenset:
-    """What ``class PlanContext`` in ops/base.py lists: its annotated
-    attributes and its methods."""
+def protocol_names(pkg: Path, name: str) -> frozenset:
+    """What protocol class ``name`` in ops/base.py lists (PlanContext,
+    PlanDevice): its annotated attributes and its methods."""
     base = pkg / "ops" / "base.py"
     tree = ast.parse(base.read_text(), str(base)) if base.exists() else ast.Module(body=[], type_ignores=[])
     names = set()
     for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "PlanContext":
+        if isinstance(node, ast.ClassDef) and node.name == name:
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                     names.add(item.target.id)
@@ -124,19 +124,34 @@ def plan_context_names(pkg: Path) -> frozenset:
     return frozenset(names)
 
 
-def plan_context_reads(module: str, tree: ast.AST, allowed: frozenset) -> list:
-    """(module, attribute, line) for every ``ctx.<attribute>`` outside
-    ``allowed`` in a function whose first parameter is ``ctx`` (planners
-    and the helpers they pass it to), nested functions included."""
+def _unlisted(n: ast.AST, context: frozenset, device: frozenset):
+    """``ctx.x`` with x not in ``context``, or ``ctx.device.y`` with y not
+    in ``device``: the name read, else None."""
+    if not isinstance(n, ast.Attribute):
+        return None
+    if isinstance(n.value, ast.Name) and n.value.id == "ctx":
+        return None if n.attr in context else n.attr
+    inner = n.value
+    if (isinstance(inner, ast.Attribute) and inner.attr == "device" and isinstance(inner.value, ast.Name)
+            and inner.value.id == "ctx" and n.attr not in device):
+        return f"device.{n.attr}"
+    return None
+
+
+def plan_context_reads(module: str, tree: ast.AST, context: frozenset, device: frozenset) -> list:
+    """(module, attribute, line) for every read on ``ctx`` that PlanContext
+    (or on ``ctx.device`` that PlanDevice) does not list, in a function
+    whose first parameter is ``ctx`` (planners and the helpers they pass it
+    to), nested functions included."""
     found = set()
     for fn in ast.walk(tree):
         params = getattr(getattr(fn, "args", None), "args", None)
         if not isinstance(fn, (ast.FunctionDef, ast.Lambda)) or not params or params[0].arg != "ctx":
             continue
         for n in ast.walk(fn):
-            if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "ctx"
-                    and n.attr not in allowed):
-                found.add((module, n.attr, n.lineno))
+            name = _unlisted(n, context, device)
+            if name:
+                found.add((module, name, n.lineno))
     return sorted(found)
 
 
@@ -147,12 +162,12 @@ def analyse(pkg_dir) -> Report:
     mods = _modules(pkg)
     report.modules = {m: p for m, (p, _) in mods.items()}
     report.edges = {m: set() for m in mods}
-    plan_context = plan_context_names(pkg)
+    plan_context = protocol_names(pkg, "PlanContext"), protocol_names(pkg, "PlanDevice")
     for module, (path, is_pkg) in mods.items():
         tree = ast.parse(path.read_text(), str(path))
         defined = _defined_names(tree)
         if module.startswith(f"{top}.ops."):
-            report.plan_context_reads += plan_context_reads(module, tree, plan_context)
+            report.plan_context_reads += plan_context_reads(module, tree, *plan_context)
 
         def visit(node, in_function: bool):
             for child in ast.iter_child_nodes(node):

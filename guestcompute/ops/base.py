@@ -14,14 +14,29 @@ from typing import Protocol
 import numpy as np
 
 from ..device.caps import DeviceLimits
-from ..device.device import Device
+from ..device.pipelines import Pipelines
 from ..dtypes import DType, as_dtype
 from ..errors import (BufferRangeError, DTypeError, InvalidArgumentError, PastBindingRangeError, ShapeError,
                       WrongContextError)
 from ..host import HostCaps
 from ..image import Image
+from ..spirv.cache import SpirvCache
 from ..tensor import Tensor
 from .memo import PlanMemo
+
+
+class PlanDevice(Protocol):
+    """What a planner may use of ``ctx.device``: checks and facts, and the
+    pipeline and SPIR-V caches (which compile, never submit)."""
+    format_features: dict       # format name -> VkFormatFeatureFlags
+    pipelines: Pipelines
+    spirv: SpirvCache
+
+    def check_open(self) -> None:
+        """ContextClosedError once the context is closed."""
+
+    def check_dtype_enabled(self, d) -> None:
+        """UnsupportedError for a dtype whose storage feature the host did not enable."""
 
 
 class PlanContext(Protocol):
@@ -32,10 +47,11 @@ class PlanContext(Protocol):
     and ``image`` during a recording leave their first layout to the
     recording), which is what lets a raised error leave the host's command
     buffer untouched. ``tests/layering.py`` counts reads of anything else on
-    ``ctx`` in ``ops/``."""
+    ``ctx`` (and on ``ctx.device``, of what :class:`PlanDevice` does not
+    list) in ``ops/``."""
     limits: DeviceLimits        # the device's facts (ranges, workgroup counts, loop cap)
     caps: HostCaps              # what the host enabled (features, API version)
-    device: Device              # open and dtype checks, format features, pipelines, SPIR-V
+    device: PlanDevice          # open and dtype checks, format features, pipelines, SPIR-V
     plan_memo: PlanMemo         # plans of earlier calls, keyed by layout
 
     def empty(self, shape, dtype="float32", *, exportable: bool = False) -> Tensor:

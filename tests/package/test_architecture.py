@@ -42,12 +42,14 @@ def test_the_plan_context_counter_sees_a_read_it_does_not_list(tmp_path):
     ops.mkdir(parents=True)
     (ops.parent / "__init__.py").write_text("")
     (ops / "__init__.py").write_text("")
-    (ops / "base.py").write_text("from typing import Protocol\n\n\nclass PlanContext(Protocol):\n"
-                                 "    limits: object\n\n    def empty(self, shape): ...\n")
+    (ops / "base.py").write_text("from typing import Protocol\n\n\nclass PlanDevice(Protocol):\n"
+                                 "    def check_open(self): ...\n\n\nclass PlanContext(Protocol):\n"
+                                 "    limits: object\n    device: PlanDevice\n\n    def empty(self, shape): ...\n")
     (ops / "plan.py").write_text("def plan(ctx, x):\n    n = ctx.limits.max_workgroup_count\n"
+                                 "    ctx.device.check_open()\n    ctx.device.transfers.upload(x)\n"
                                  "    return ctx.empty(x), ctx.submitter, (lambda: ctx.queue)\n")
     reads = analyse(ops.parent).plan_context_reads
-    assert [(attr, line) for _, attr, line in reads] == [("queue", 3), ("submitter", 3)]
+    assert [(attr, line) for _, attr, line in reads] == [("device.transfers", 4), ("queue", 5), ("submitter", 5)]
 
 
 @pytest.mark.parametrize("folder", ["tests", "benchmarks", "demos"])
