@@ -24,7 +24,7 @@ from ..kernels.spec import READ, READWRITE, Binding, KernelSpec, Push, family
 from ..vk import formats
 from . import pixels as px
 from .base import Dispatch, OpResult, op
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
 from .image_copy import generate_mips
 
 CHAIN_FORMAT = "rgba16f"

@@ -10,7 +10,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import KernelSpec, Push, family
 from . import pixels as px
 from .base import Dispatch, OpResult, op
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
 
 _FLOATS = ("rgba32f", "rgba32f_s", "r32f")
 

@@ -21,7 +21,7 @@ from ..kernels.spec import KernelSpec, Push, family
 from ..tensor import Tensor
 from . import pixels as px
 from .base import Dispatch, OpResult, op
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec
 
 _SIZE_PUSH = (Push("H", "uint"), Push("W", "uint"))
 

@@ -45,7 +45,7 @@ from ..tensor import Tensor
 from .base import (OpResult, Dispatch, check_dtype, check_out, check_tensor, coalesce, normalize_axes, normalize_axis,
                    op, same_dtype)
 from .elementwise import elementwise, plan_map
-from .image import PUT_VALUES, plan_put
+from .filters import PUT_VALUES, plan_put
 from .windows import CONCAT, INDEX_SELECT, POINTWISE
 
 WORKGROUP = 128

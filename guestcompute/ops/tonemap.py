@@ -26,7 +26,7 @@ from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
 from ..tensor import Tensor
 from . import pixels as px
 from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec
 
 # The textbook forms give NaN for the brightest pixels, stored as black:
 # Reinhard's c / (1 + c) is inf / inf at +inf (an rgba16f scene that
