@@ -38,9 +38,10 @@ windows=...)`` with one of the traits below (:data:`POINTWISE`,
 :func:`rowwise`, :data:`CONCAT`, :data:`INDEX_SELECT`, :data:`MATMUL`), or
 ``windows=None``. A trait is the planner of the op in pieces,
 ``trait(ctx, name, planner, arguments) -> OpResult``; it raises
-PastBindingRangeError where these arguments cannot run so. Ops declared
-``windows=None``, and those, refuse with UnsupportedError before recording,
-naming the op (see docs/integration.md, "One binding's reach").
+PastBindingRangeError where these arguments cannot run so. Such calls, and
+every call of an op declared ``windows=None``, refuse with UnsupportedError
+before recording, naming the op (see docs/integration.md, "One binding's
+reach").
 """
 from __future__ import annotations
 
