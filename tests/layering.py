@@ -1,7 +1,8 @@
 """Counts what keeps the package layered (docs/architecture.md): import
 loops, imports that run up a layer, function-level imports, reads of
-another module's private names, and commands recorded outside
-``recording/`` into a command buffer the package did not allocate.
+another module's private names, commands recorded outside ``recording/``
+into a command buffer the package did not allocate, and reads on a
+planner's ``ctx`` of what ``ops/base.PlanContext`` does not list.
 
     python tests/layering.py [guestcompute] [-v]
 
@@ -52,6 +53,7 @@ class Report:
     upward: list = field(default_factory=list)        # (module, imported)
     function_imports: list = field(default_factory=list)   # (module, line, imported)
     private_reads: list = field(default_factory=list)      # (module, name, line)
+    plan_context_reads: list = field(default_factory=list)  # (module, attribute, line)
 
 
 def layer_of(module: str, top: str):
@@ -107,6 +109,53 @@ def _defined_names(tree: ast.AST) -> set:
     return names
 
 
+def protocol_names(pkg: Path, name: str) -> frozenset:
+    """What protocol class ``name`` in ops/base.py lists (PlanContext,
+    PlanDevice): its annotated attributes and its methods."""
+    base = pkg / "ops" / "base.py"
+    tree = ast.parse(base.read_text(), str(base)) if base.exists() else ast.Module(body=[], type_ignores=[])
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    names.add(item.target.id)
+                elif isinstance(item, ast.FunctionDef) and not item.name.startswith("__"):
+                    names.add(item.name)
+    return frozenset(names)
+
+
+def _unlisted(n: ast.AST, context: frozenset, device: frozenset):
+    """``ctx.x`` with x not in ``context``, or ``ctx.device.y`` with y not
+    in ``device``: the name read, else None."""
+    if not isinstance(n, ast.Attribute):
+        return None
+    if isinstance(n.value, ast.Name) and n.value.id == "ctx":
+        return None if n.attr in context else n.attr
+    inner = n.value
+    if (isinstance(inner, ast.Attribute) and inner.attr == "device" and isinstance(inner.value, ast.Name)
+            and inner.value.id == "ctx" and n.attr not in device):
+        return f"device.{n.attr}"
+    return None
+
+
+def plan_context_reads(module: str, tree: ast.AST, context: frozenset, device: frozenset) -> list:
+    """(module, attribute, line) for every read on ``ctx`` that PlanContext
+    (or on ``ctx.device`` that PlanDevice) does not list, in a function
+    whose first parameter is ``ctx`` (planners and the helpers they pass it
+    to), nested functions included."""
+    found = set()
+    for fn in ast.walk(tree):
+        params = getattr(getattr(fn, "args", None), "args", None)
+        if not isinstance(fn, (ast.FunctionDef, ast.Lambda)) or not params or params[0].arg != "ctx":
+            continue
+        for n in ast.walk(fn):
+            name = _unlisted(n, context, device)
+            if name:
+                found.add((module, name, n.lineno))
+    return sorted(found)
+
+
 def analyse(pkg_dir) -> Report:
     pkg = Path(pkg_dir)
     top = pkg.name
@@ -114,9 +163,12 @@ def analyse(pkg_dir) -> Report:
     mods = _modules(pkg)
     report.modules = {m: p for m, (p, _) in mods.items()}
     report.edges = {m: set() for m in mods}
+    plan_context = protocol_names(pkg, "PlanContext"), protocol_names(pkg, "PlanDevice")
     for module, (path, is_pkg) in mods.items():
         tree = ast.parse(path.read_text(), str(path))
         defined = _defined_names(tree)
+        if module.startswith(f"{top}.ops."):
+            report.plan_context_reads += plan_context_reads(module, tree, *plan_context)
 
         def visit(node, in_function: bool):
             for child in ast.iter_child_nodes(node):
@@ -277,7 +329,8 @@ def main(argv) -> int:
     verbose = "-v" in argv
     for title, items in (("import loops", report.loops), ("upward imports", report.upward),
                          ("function-level imports", report.function_imports),
-                         ("cross-module private reads", report.private_reads)):
+                         ("cross-module private reads", report.private_reads),
+                         ("planner reads outside PlanContext", report.plan_context_reads)):
         print(f"{title}: {len(items)}")
         if verbose:
             for item in items:

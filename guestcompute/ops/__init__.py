@@ -7,7 +7,7 @@ from . import normalize  # noqa: F401
 from . import scan  # noqa: F401
 from . import sort  # noqa: F401
 from . import matmul  # noqa: F401
-from . import image  # noqa: F401
+from . import filters  # noqa: F401  (image filters: gaussian_blur, conv2d, histogram)
 from . import image_copy  # noqa: F401
 from . import tonemap  # noqa: F401
 from . import grading  # noqa: F401

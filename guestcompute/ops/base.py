@@ -1,20 +1,62 @@
 """What every operation shares: the Dispatch record, the op registry, and
 argument checks. An op is a function ``fn(ctx, *args, **kw) -> OpResult``
-that validates everything, allocates its output last, and returns the
-dispatches to record. The recorder records them only after the op returned,
-so a raised error leaves the host's command buffer untouched.
+(of ``ctx`` it uses what :class:`PlanContext` lists) that validates
+everything, allocates its output last, and returns the dispatches to record.
+The recorder records them only after the op returned, so a raised error
+leaves the host's command buffer untouched.
 """
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
+from ..device.caps import DeviceLimits
+from ..device.pipelines import Pipelines
 from ..dtypes import DType, as_dtype
 from ..errors import (BufferRangeError, DTypeError, InvalidArgumentError, PastBindingRangeError, ShapeError,
                       WrongContextError)
+from ..host import HostCaps
+from ..image import Image
+from ..spirv.cache import SpirvCache
 from ..tensor import Tensor
+
+
+class PlanDevice(Protocol):
+    """What a planner may use of ``ctx.device``: checks and facts, and the
+    pipeline and SPIR-V caches (which compile, never submit)."""
+    format_features: dict       # format name -> VkFormatFeatureFlags
+    pipelines: Pipelines
+    spirv: SpirvCache
+
+    def check_open(self) -> None:
+        """ContextClosedError once the context is closed."""
+
+    def check_dtype_enabled(self, d) -> None:
+        """UnsupportedError for a dtype whose storage feature the host did not enable."""
+
+
+class PlanContext(Protocol):
+    """What a planner may use of the context it plans for: its first
+    parameter, ``ctx``, is a Context, but planners (and the helpers they
+    pass ``ctx`` to) read only these. They read the device's facts and
+    allocate what they write; nothing here records or submits (``empty``
+    and ``image`` during a recording leave their first layout to the
+    recording), which is what lets a raised error leave the host's command
+    buffer untouched. ``tests/layering.py`` counts reads of anything else on
+    ``ctx`` (and on ``ctx.device``, of what :class:`PlanDevice` does not
+    list) in ``ops/``."""
+    limits: DeviceLimits        # the device's facts (ranges, workgroup counts, loop cap)
+    caps: HostCaps              # what the host enabled (features, API version)
+    device: PlanDevice          # open and dtype checks, format features, pipelines, SPIR-V
+
+    def empty(self, shape, dtype="float32", *, exportable: bool = False) -> Tensor:
+        """A new tensor (the op's output or a scratch one)."""
+
+    def image(self, extent, format="rgba8_unorm", *, mips: int = 1, layers: int = 1, usage=None) -> Image:
+        """A new guest image (an image op's output or scratch)."""
 
 
 @dataclass
@@ -45,14 +87,26 @@ class OpResult:
 
 
 _ops: dict = {}
+_windows: dict = {}
 
 
-def op(name: str):
-    """Register an operation; it becomes ``Recorder.<name>``."""
+def op(name: str, *, windows):
+    """Register an operation ``fn(ctx: PlanContext, *args, **kw) ->
+    OpResult``; it becomes ``Recorder.<name>``.
+
+    ``windows`` (required, so that no op forgets it) says how the op runs
+    on tensors one kernel binding cannot reach: one of the traits of
+    ops/windows.py (``POINTWISE``, ``rowwise(...)``, ``CONCAT``,
+    ``INDEX_SELECT``, ``MATMUL``), or None: it refuses with
+    UnsupportedError past one binding's range."""
+    if windows is not None and not callable(windows):
+        raise TypeError(f"op {name!r}: windows must be a trait of ops/windows.py or None, got {windows!r}")
+
     def register(fn):
         if name in _ops:
             raise ValueError(f"op {name!r} registered twice")
         _ops[name] = fn
+        _windows[name] = windows
         return fn
     return register
 
@@ -62,15 +116,29 @@ def registered_ops() -> dict:
     return dict(_ops)
 
 
+def op_windows(name: str):
+    """The windows trait op ``name`` declared (None: it refuses past one binding's range)."""
+    return _windows[name]
+
+
 # -- argument checks ---------------------------------------------------------
 
-def check_tensor(ctx, t, what: str) -> Tensor:
+def check_tensor(ctx: PlanContext, t, what: str) -> Tensor:
+    check_ours(ctx, t, what)
+    return _check_reach(ctx, t, what)
+
+
+def check_ours(ctx: PlanContext, t, what: str) -> None:
+    """``t`` is a Tensor of this context (wherever it lies)."""
     if not isinstance(t, Tensor):
         raise InvalidArgumentError(f"{what} must be a guestcompute Tensor, got {type(t).__name__}; "
                                    "wrap host data with ctx.tensor(...) first")
     if t.ctx is not ctx:
         raise WrongContextError(f"{what} belongs to another context; use tensors of this context "
                                 "(copy across with ctx.tensor(t.numpy()))")
+
+
+def _check_reach(ctx: PlanContext, t: Tensor, what: str) -> Tensor:
     ctx.device.check_open()
     lo, hi = t.span
     if t.size and (lo < 0 or hi * t.dtype.size > t.buffer.size):   # empty views touch nothing
@@ -83,7 +151,40 @@ def check_tensor(ctx, t, what: str) -> Tensor:
     return t
 
 
-def check_dtype(ctx, dtype, allowed, what: str) -> DType:
+def check_out(ctx: PlanContext, out, shape, dtype, inputs=(), what: str = "out", *, in_place: bool = True,
+              reach: bool = True) -> Tensor:
+    """Check an ``out=`` tensor against the result it is to hold; every op
+    checks its ``out`` here, so each mistake has one error type:
+    InvalidArgumentError / WrongContextError for what is not a tensor of
+    this context (as :func:`check_tensor`), DTypeError for the dtype (a
+    DType, or a tuple of the dtypes allowed), ShapeError for the shape,
+    InvalidArgumentError for an overlap with one of ``inputs`` (a list, or
+    a dict by name for messages that name it; what is not a Tensor skipped): ``in_place`` allows the very same view as an input.
+    These come before the checks of where ``out`` lies (so a wrong ``out``
+    past one binding's range gets the same error as a small one);
+    ``reach=False`` skips those (ops/windows.py binds ``out`` in pieces).
+    ``shape`` None: the op checks the shape itself."""
+    check_ours(ctx, out, what)
+    if shape is not None and out.shape != tuple(shape):
+        raise ShapeError(f"{what} has shape {out.shape}, the result has shape {tuple(shape)}; pass an out "
+                         "of the result's shape, or none")
+    allowed = tuple(as_dtype(d) for d in (dtype if isinstance(dtype, tuple) else (dtype,)))
+    if out.dtype not in allowed:
+        result = " or ".join(str(d) for d in allowed)
+        raise DTypeError(f"{what} has dtype {out.dtype}, the result is {result}; pass an out of dtype "
+                         f"{result}, or none")
+    named = inputs.items() if isinstance(inputs, dict) else (("an input", t) for t in inputs)
+    for name, t in named:
+        if isinstance(t, Tensor) and overlaps(t, out) and not (in_place and same_view(t, out)):
+            if in_place:
+                raise InvalidArgumentError(f"{what} overlaps {name} without being the same view; pass "
+                                           f"{'the input' if name == 'an input' else name} itself (in place) "
+                                           "or use a separate output tensor")
+            raise InvalidArgumentError(f"{what} overlaps {name}; use a separate output tensor")
+    return _check_reach(ctx, out, what) if reach else out
+
+
+def check_dtype(ctx: PlanContext, dtype, allowed, what: str) -> DType:
     d = as_dtype(dtype)
     if allowed is not None and d.name not in allowed:
         raise DTypeError(f"{what}: dtype {d} not supported here; use one of {sorted(allowed)}")

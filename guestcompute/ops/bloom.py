@@ -24,7 +24,7 @@ from ..kernels.spec import READ, READWRITE, Binding, KernelSpec, Push, family
 from ..vk import formats
 from . import pixels as px
 from .base import Dispatch, OpResult, op
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
 from .image_copy import generate_mips
 
 CHAIN_FORMAT = "rgba16f"
@@ -97,7 +97,7 @@ def _number(value, what: str) -> float:
     return float(value)
 
 
-@op("bloom")
+@op("bloom", windows=None)
 def bloom(ctx, img, out=None, *, threshold: float = 1.0, intensity: float = 0.5, levels: int = 5):
     """Add bloom to HDR image ``img`` (see the module notes) into ``out``
     (an image or float32 pixel tensor; default a new image like ``img``;

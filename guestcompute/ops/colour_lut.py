@@ -20,7 +20,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import READ, Binding, KernelSpec, Push, family
 from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, op, overlaps
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
 
 _FLOATS = ("rgba32f", "rgba32f_s", "r32f")
 
@@ -85,7 +85,7 @@ def _strength(strength) -> float:
     return s
 
 
-@op("colour_lut")
+@op("colour_lut", windows=None)
 def colour_lut(ctx, img, lut, out=None, *, strength=1.0):
     """Grade ``img`` (an image or a float32 pixel tensor) through the 3-D
     colour table ``lut``: a float32 tensor of shape (N, N, N, 3) or

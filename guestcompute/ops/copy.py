@@ -6,9 +6,10 @@ from __future__ import annotations
 from .base import op
 from .elementwise import copy_tensor
 from .image_copy import copy_pixels, is_pixels_image
+from .windows import POINTWISE
 
 
-@op("copy")
+@op("copy", windows=POINTWISE)
 def copy(ctx, src, *, out=None):
     """Copy ``src`` into ``out``. Tensors: broadcast and any strides.
     Images (an Image or ``img.level(mip, layer)``) to images or tensors and

@@ -22,14 +22,15 @@ import math
 import re
 
 from ..dtypes import DType, as_dtype, host_scalar
-from ..errors import DTypeError, InvalidArgumentError, ShapeError
+from ..errors import InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import (Dispatch, OpResult, broadcast_shapes, broadcast_strides, check_dtype,
-                   check_tensor, coalesce, op, overlaps, same_view, same_dtype)
+                   check_out, check_tensor, coalesce, op, same_dtype)
 from .memo import LIMIT, scalar_key, store_bounded
 from ..tensor import Tensor
+from .windows import POINTWISE
 
 COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint"}
 WORKGROUP = 128
@@ -227,18 +228,7 @@ def output_tensor(ctx, out, shape, dtype: DType, inputs, allow_alias_exact=True)
         if math.prod(shape) == 0:
             return ctx.empty(shape, dtype)
         return ctx.empty(shape, dtype)
-    out = check_tensor(ctx, out, "out")
-    if out.shape != tuple(shape):
-        raise ShapeError(f"out has shape {out.shape}, the result has shape {tuple(shape)}; "
-                         "pass an out of the result's shape, or none")
-    if out.dtype != dtype:
-        raise DTypeError(f"out has dtype {out.dtype}, the result is {dtype}; pass an out of dtype {dtype}, "
-                         "or none")
-    for t in inputs:
-        if overlaps(t, out) and not (allow_alias_exact and same_view(t, out)):
-            raise InvalidArgumentError("out overlaps an input without being the same view; "
-                                       "use a separate output tensor")
-    return out
+    return check_out(ctx, out, shape, dtype, inputs, in_place=allow_alias_exact)
 
 
 def elementwise(ctx, expr: str, inputs, out=None, out_dtype=None, scalar=None, allowed=None,
@@ -289,10 +279,10 @@ def _binary(name, expr):
 
 
 for _name, _expr in BINARY.items():
-    op(_name)(_binary(_name, _expr))
+    op(_name, windows=POINTWISE)(_binary(_name, _expr))
 
 
-@op("scale")
+@op("scale", windows=POINTWISE)
 def scale(ctx, x, factor, *, out=None):
     """``out = factor * x`` for a Python number ``factor``."""
     if factor is None:
@@ -306,7 +296,7 @@ def copy_tensor(ctx, src, *, out=None):
     return elementwise(ctx, "x0", [src], out, name="copy")
 
 
-@op("fill")
+@op("fill", windows=POINTWISE)
 def fill(ctx, out, value):
     """Set every element of ``out`` (any view) to ``value``."""
     out = check_tensor(ctx, out, "fill out")

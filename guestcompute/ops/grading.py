@@ -10,7 +10,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import KernelSpec, Push, family
 from . import pixels as px
 from .base import Dispatch, OpResult, op
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec, pixels_out
 
 _FLOATS = ("rgba32f", "rgba32f_s", "r32f")
 
@@ -31,7 +31,7 @@ def colour_matrix_spec(src: str, dst: str) -> KernelSpec:
     return image_spec("colour_matrix", src, dst, (), push, (), px.ROW_TILE)
 
 
-@op("colour_matrix")
+@op("colour_matrix", windows=None)
 def colour_matrix(ctx, img, matrix, out=None, *, offset=(0.0, 0.0, 0.0, 0.0)):
     """``out = matrix @ rgba + offset`` per pixel of ``img`` (an image or a
     float32 pixel tensor). ``matrix``: 4x4, or 3x3 for RGB (alpha passes

@@ -21,7 +21,7 @@ from ..kernels.spec import KernelSpec, Push, family
 from ..tensor import Tensor
 from . import pixels as px
 from .base import Dispatch, OpResult, op
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec
 
 _SIZE_PUSH = (Push("H", "uint"), Push("W", "uint"))
 
@@ -205,7 +205,7 @@ def _box_dispatches(ctx, src: px.Pixels, dst: px.Pixels) -> list:
     return out
 
 
-@op("resize")
+@op("resize", windows=None)
 def resize(ctx, img, out=None, *, size=None, filter: str = "linear"):
     """Resample image ``img`` (an Image or ``img.level(mip)``) to ``out``'s
     extent, or to ``size`` = (width, height) in a new guest image of the same
@@ -248,7 +248,7 @@ def resize(ctx, img, out=None, *, size=None, filter: str = "linear"):
                                       px.groups(ctx, dst))])
 
 
-@op("generate_mips")
+@op("generate_mips", windows=None)
 def generate_mips(ctx, img, *, base: int = 0, layer: int = 0):
     """Fill mip levels ``base + 1 ..`` of ``img`` from level ``base``: each
     level is the 2x2 box mean of the one above it (odd sizes average the

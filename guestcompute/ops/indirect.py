@@ -25,11 +25,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ..dtypes import uint32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
 from ..tensor import Tensor
-from .base import Dispatch, OpResult, check_tensor, op, overlaps, registered_ops
+from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
 
 COUNT_DTYPES = ("uint32", "int32")
 
@@ -104,7 +105,7 @@ def _check_per_group(items_per_group) -> int:
     return items_per_group
 
 
-@op("groups_from_count")
+@op("groups_from_count", windows=None)
 def groups_from_count(ctx, count, items_per_group, *, out=None):
     """Workgroup counts ``(x, y, z)`` (a uint32 tensor of shape (3,)) of a
     dispatch covering ``count[0]`` items at ``items_per_group`` items per
@@ -112,9 +113,9 @@ def groups_from_count(ctx, count, items_per_group, *, out=None):
     count = _check_count(ctx, count)
     items_per_group = _check_per_group(items_per_group)
     if out is not None:
-        out = _check_groups(ctx, out)
-        if overlaps(out, count):
-            raise InvalidArgumentError("out overlaps count")
+        out = check_out(ctx, out, (3,), uint32, [count], "groups_from_count out", in_place=False)
+        if not out.is_contiguous:
+            raise ShapeError("groups_from_count out must be a contiguous uint32 tensor of shape (3,)")
     else:
         out = ctx.empty((3,), "uint32")
     return OpResult(out, [_plan_groups(ctx, count, items_per_group, out)])
@@ -134,7 +135,7 @@ def _plan_op(ctx, fn, args, kwargs) -> OpResult:
     return result
 
 
-@op("dispatch_indirect")
+@op("dispatch_indirect", windows=None)
 def dispatch_indirect(ctx, groups, fn, *args, **kwargs):
     """Record op ``fn`` (a name such as ``"add"`` or an op function) with
     ``*args, **kwargs``, taking every one of its dispatches' workgroup
@@ -146,7 +147,7 @@ def dispatch_indirect(ctx, groups, fn, *args, **kwargs):
     return OpResult(result.value, [dataclasses.replace(d, indirect=where) for d in result.dispatches])
 
 
-@op("dispatch_count")
+@op("dispatch_count", windows=None)
 def dispatch_count(ctx, count, fn, *args, **kwargs):
     """Record op ``fn`` over (about) the first ``count[0]`` items only, with a
     grid sized on the GPU from ``count`` (a 1-element uint32/int32 tensor an

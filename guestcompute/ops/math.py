@@ -98,8 +98,8 @@ from ..errors import DTypeError, InvalidArgumentError
 from ..kernels.catalogue import variants
 from ..tensor import Tensor
 from .base import OpResult, broadcast_shapes, check_dtype, check_tensor, op, same_dtype
-from .elementwise import (COMPUTE_TYPE, NUMERIC, output_tensor, scalar_for, elementwise, map_variants,
-                          plan_map)
+from .elementwise import COMPUTE_TYPE, NUMERIC, elementwise, map_variants, output_tensor, plan_map, scalar_for
+from .windows import POINTWISE
 
 NAN = "uintBitsToFloat(0x7fc00000u)"
 INF = "uintBitsToFloat(0x7f800000u)"
@@ -425,7 +425,7 @@ def _binary(name: str, table: dict, hint: str):
 
 
 for _name, (_table, _hint) in BINARY_OPS.items():
-    op(_name)(_binary(_name, _table, _hint))
+    op(_name, windows=POINTWISE)(_binary(_name, _table, _hint))
 
 
 # -- unary -------------------------------------------------------------------
@@ -639,12 +639,12 @@ def _unary(name: str, table: dict, doc: str):
 
 
 for _name, (_table, _doc) in UNARY_OPS.items():
-    op(_name)(_unary(_name, _table, _doc))
+    op(_name, windows=POINTWISE)(_unary(_name, _table, _doc))
 
 GELU = {"none": {"float": _GELU}, "tanh": {"float": _GELU_TANH}}
 
 
-@op("gelu")
+@op("gelu", windows=POINTWISE)
 def gelu(ctx, x, *, approximate: str = "none", out=None):
     """GELU, ``x * Phi(x)``. ``approximate="none"`` (default) is the erf form
     (|error| < 1e-6 against the exact value); ``"tanh"`` is
@@ -678,7 +678,7 @@ def _clamp_expr(kind: str):
     return _expr(CLAMP[kind], ("x0", "s", "t"), uniform=(1, 2))
 
 
-@op("clamp")
+@op("clamp", windows=POINTWISE)
 def clamp(ctx, x, lo=None, hi=None, *, out=None):
     """``min(max(x, lo), hi)`` with Python-number bounds, like ``np.clip``
     (either bound may be None; when ``lo > hi`` every element becomes ``hi``;
@@ -703,7 +703,7 @@ def _select(cond_dtype, value_dtype) -> Helper:
     return Helper("gc_where", v, (c, v, v), f"  return a != {c}(0) ? b : c;")
 
 
-@op("where")
+@op("where", windows=POINTWISE)
 def where(ctx, cond, a, b, *, out=None):
     """``cond ? a : b`` elementwise with numpy broadcasting over all three.
     ``cond`` is any dtype (nonzero is true, NaN included); ``a`` and ``b``
@@ -734,7 +734,7 @@ def where(ctx, cond, a, b, *, out=None):
                                    helper.renderer(uniform))])
 
 
-@op("cast")
+@op("cast", windows=POINTWISE)
 def cast(ctx, x, dtype, *, out=None):
     """Convert to ``dtype`` like numpy's ``astype`` (see the module notes)."""
     x = check_tensor(ctx, x, "cast x")

@@ -56,8 +56,9 @@ from ..errors import InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.spec import KernelSpec
 from ..tensor import Tensor
 from . import matmul_kernels as kernels
-from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_tensor, coalesce, op, registered_ops,
-                   overlaps, same_dtype)
+from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_out, check_tensor, coalesce, op,
+                   registered_ops, same_dtype)
+from .windows import MATMUL
 
 DTYPES = ("float32", "float16", "int32")
 
@@ -453,7 +454,7 @@ def problem_for(a, b, c, acc: str = "float32") -> Problem:
                    Operand(b.offset, brs, bcs, tuple(sb)), Operand(c.offset, crs, ccs, tuple(sc)), acc)
 
 
-@op("matmul")
+@op("matmul", windows=MATMUL)
 def matmul(ctx, a, b, *, out=None, kernel: str = None, accumulate: str = "float32"):
     """``out = a @ b`` with numpy.matmul semantics: the last two dims are
     matrices, leading (batch) dims broadcast, a 1-D ``a`` is a row vector
@@ -484,13 +485,7 @@ def matmul(ctx, a, b, *, out=None, kernel: str = None, accumulate: str = "float3
     if out is None:
         out = ctx.empty(shape, dtype)
     else:
-        out = check_tensor(ctx, out, "matmul out")
-        if out.shape != shape:
-            raise ShapeError(f"matmul: out has shape {out.shape}, the result has shape {shape}")
-        if out.dtype != dtype:
-            raise InvalidArgumentError(f"matmul: out has dtype {out.dtype}, the result is {dtype}")
-        if overlaps(out, a) or overlaps(out, b):
-            raise InvalidArgumentError("matmul: out overlaps an operand; use a separate output tensor")
+        out = check_out(ctx, out, shape, dtype, [a, b], "matmul out", in_place=False)
     if accumulate not in ("float32", "float16"):
         raise InvalidArgumentError(f"matmul: accumulate must be 'float32' or 'float16', got {accumulate!r}")
     if kernel is not None and not isinstance(kernel, str):

@@ -47,6 +47,7 @@ from .base import Dispatch, OpResult, check_dtype, check_tensor, normalize_axis,
 from .elementwise import output_tensor, storage_extensions, storage_features
 from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
                    rows_push, split_rows)
+from .windows import rowwise
 
 WORKGROUP = 128
 # softmax keeps a row of up to WORKGROUP * REGISTER_FLOATS elements in registers
@@ -368,13 +369,13 @@ def _softmax(ctx, x, axis, out, log: bool) -> OpResult:
     return OpResult(out, [_plan_rows(ctx, softmax_spec(x.dtype, log, vec, slots), x, axis, out)])
 
 
-@op("softmax")
+@op("softmax", windows=rowwise())
 def softmax(ctx, x, axis: int = -1, *, out=None):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``. ``out`` may be ``x``."""
     return _softmax(ctx, x, axis, out, log=False)
 
 
-@op("log_softmax")
+@op("log_softmax", windows=rowwise())
 def log_softmax(ctx, x, axis: int = -1, *, out=None):
     """``(x - max) - log(sum(exp(x - max)))`` along ``axis``. ``out`` may be ``x``."""
     return _softmax(ctx, x, axis, out, log=True)
@@ -422,14 +423,14 @@ def _norm(ctx, kind: str, x, weight, bias, eps, out) -> OpResult:
     return OpResult(out, [_plan_rows(ctx, spec, x, x.ndim - 1, out, extra, values)])
 
 
-@op("layer_norm")
+@op("layer_norm", windows=rowwise(axis=None))
 def layer_norm(ctx, x, weight=None, bias=None, *, eps: float = 1e-5, out=None):
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis
     (biased variance, as in torch). ``weight``/``bias``: shape ``(x.shape[-1],)``."""
     return _norm(ctx, "layer", x, weight, bias, eps, out)
 
 
-@op("rms_norm")
+@op("rms_norm", windows=rowwise(axis=None))
 def rms_norm(ctx, x, weight=None, *, eps: float = 1e-6, out=None):
     """``x / sqrt(mean(x²) + eps) * weight`` over the last axis."""
     return _norm(ctx, "rms", x, weight, None, eps, out)

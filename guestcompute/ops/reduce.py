@@ -54,6 +54,7 @@ from .base import (Dispatch, OpResult, check_dtype, check_tensor, normalize_axes
 from .elementwise import COMPUTE_TYPE, NUMERIC, output_tensor, storage_extensions, storage_features
 from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
                    rows_push, split_rows)
+from .windows import rowwise
 
 WORKGROUP = 128        # a power of two: the tree halves it
 CHUNK = 4096           # a row this long keeps one workgroup busy enough
@@ -360,7 +361,8 @@ _DOCS = {
 for _name, _doc in _DOCS.items():
     _fn = _make(_name, mean=_name == "mean")
     _fn.__doc__ = _doc + " ``keepdims`` keeps reduced axes as size 1. Allocates ``out`` when omitted."
-    op(_name)(_fn)
+    # sum/max/min/mean over axis 0 combine partial reductions; argmax/argmin cannot.
+    op(_name, windows=rowwise(combine=not _name.startswith("arg")))(_fn)
 
 
 @variants("reduce")

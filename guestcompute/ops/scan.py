@@ -32,7 +32,8 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
-from .base import Dispatch, OpResult, check_tensor, coalesce, normalize_axis, op, overlaps
+from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op
+from .windows import rowwise
 
 WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minimum
 ITEMS = 8                 # elements per thread
@@ -250,7 +251,7 @@ def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tup
     return out
 
 
-@op("cumsum")
+@op("cumsum", windows=rowwise())
 def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     """Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
 
@@ -270,15 +271,7 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
         raise ShapeError("cumsum needs a tensor with at least one dimension")
     axis = normalize_axis(axis, x.ndim, "cumsum")
     if out is not None:
-        out = check_tensor(ctx, out, "cumsum out")
-        if out.shape != x.shape:
-            raise ShapeError(f"cumsum: out has shape {out.shape}, the result has shape {x.shape}")
-        if out.dtype != x.dtype:
-            raise DTypeError(f"cumsum: out has dtype {out.dtype}, the result is {x.dtype}")
-        same = (out.buffer is x.buffer and out.offset == x.offset and out.strides == x.strides)
-        if overlaps(out, x) and not same:
-            raise InvalidArgumentError("cumsum: out overlaps x without being the same view; pass x itself "
-                                       "(in place) or a separate tensor")
+        out = check_out(ctx, out, x.shape, x.dtype, {"x": x}, "cumsum out")
     others = [d for d in range(x.ndim) if d != axis]
     shape_rows = tuple(x.shape[d] for d in others)
     out_strides = out.strides if out is not None else contiguous_strides(x.shape)

@@ -42,10 +42,11 @@ from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, LINEAR_INDEX, U8_EXTENSIONS
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
-from .base import (OpResult, Dispatch, check_dtype, check_tensor, coalesce, normalize_axes, normalize_axis,
-                   op, overlaps, same_dtype)
+from .base import (OpResult, Dispatch, check_dtype, check_out, check_tensor, coalesce, normalize_axes, normalize_axis,
+                   op, same_dtype)
 from .elementwise import elementwise, plan_map
-from .image import PUT_VALUES, plan_put
+from .filters import PUT_VALUES, plan_put
+from .windows import CONCAT, INDEX_SELECT, POINTWISE
 
 WORKGROUP = 128
 CONCAT_GROUP = 4          # inputs per concat dispatch (push constants: 112 bytes)
@@ -79,19 +80,12 @@ def _fresh_out(ctx, out, shape, dtype, inputs, what: str) -> Tensor:
     """Validate ``out=`` (must not overlap any input) or allocate it."""
     if out is None:
         return ctx.empty(shape, dtype)
-    out = check_tensor(ctx, out, f"{what} out")
-    if out.shape != tuple(shape):
-        raise ShapeError(f"{what}: out has shape {out.shape}, the result has shape {tuple(shape)}")
-    if out.dtype != dtype:
-        raise InvalidArgumentError(f"{what}: out has dtype {out.dtype}, the result is {dtype}")
-    if any(overlaps(out, t) for t in inputs):
-        raise InvalidArgumentError(f"{what}: out overlaps an input; use a separate output tensor")
-    return out
+    return check_out(ctx, out, shape, dtype, inputs, f"{what} out", in_place=False)
 
 
 # -- materialising views ----------------------------------------------------------
 
-@op("contiguous")
+@op("contiguous", windows=POINTWISE)
 def contiguous(ctx, x, *, out=None):
     """A fresh contiguous copy of the view ``x`` (or into ``out``)."""
     x = check_tensor(ctx, x, "contiguous x")
@@ -100,7 +94,7 @@ def contiguous(ctx, x, *, out=None):
     return elementwise(ctx, "x0", [x], out, name="contiguous")
 
 
-@op("transpose")
+@op("transpose", windows=None)
 def transpose(ctx, x, axis0: int = -2, axis1: int = -1, *, out=None):
     """``x`` with two axes swapped, materialised (``x.transpose`` is the view)."""
     x = check_tensor(ctx, x, "transpose x")
@@ -110,7 +104,7 @@ def transpose(ctx, x, axis0: int = -2, axis1: int = -1, *, out=None):
     return contiguous(ctx, x.transpose(a0, a1), out=out)
 
 
-@op("permute")
+@op("permute", windows=None)
 def permute(ctx, x, axes, *, out=None):
     """``x`` with its axes reordered, materialised (``x.permute`` is the view)."""
     x = check_tensor(ctx, x, "permute x")
@@ -123,7 +117,7 @@ def permute(ctx, x, axes, *, out=None):
     return contiguous(ctx, x.permute(list(order)), out=out)
 
 
-@op("slice")
+@op("slice", windows=None)
 def slice_(ctx, x, index, *, out=None):
     """``x[index]`` (basic indexing: ints, slices with steps, None,
     Ellipsis) materialised as a contiguous tensor."""
@@ -186,7 +180,7 @@ def as_3d(t: Tensor, axis: int):
     return (so, t.strides[axis] if t.shape[axis] != 1 else 0, si)
 
 
-@op("concat")
+@op("concat", windows=CONCAT)
 def concat(ctx, tensors, axis: int = 0, *, out=None):
     """Join tensors along ``axis`` (all other dims equal, one dtype).
     Views are read in place. ``out`` must not overlap an input."""
@@ -429,7 +423,7 @@ def _empty_axis_check(x, axis, n_out, mode, what):
                                    "element to pick; use mode='zero'")
 
 
-@op("index_select")
+@op("index_select", windows=INDEX_SELECT)
 def index_select(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
     """``numpy.take(x, indices, axis)``: the result has shape
     ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. ``indices`` is an
@@ -454,7 +448,7 @@ def index_select(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"
     return OpResult(out, fill + _plan_gather(ctx, x, indices, out, axis, dims_for, mode))
 
 
-@op("gather")
+@op("gather", windows=None)
 def gather(ctx, x, indices, axis: int = 0, *, out=None, mode: str = "zero"):
     """``numpy.take_along_axis(x, indices, axis)``: ``indices`` has x's
     number of dims; along ``axis`` it picks positions, the other dims

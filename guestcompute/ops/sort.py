@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import as_dtype, uint32
+from ..dtypes import as_dtype, int32, uint32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
-from .base import Dispatch, OpResult, check_tensor, op, overlaps
+from .base import Dispatch, OpResult, check_out, check_tensor, op, overlaps
 from .elementwise import map_variants, plan_map
 from .scan import ROW_RANK, WG_INDEX, Operand, blelloch, plan_scan
 
@@ -208,13 +208,8 @@ def _vector(ctx, t, what: str, allowed):
 def _output(ctx, out, like_n, dtype, what, allowed=None):
     if out is None:
         return None
-    out = check_tensor(ctx, out, what)
-    if out.shape != (like_n,):
-        raise ShapeError(f"{what} has shape {out.shape}, the result has shape {(like_n,)}")
-    ok = allowed if allowed is not None else (dtype.name,)
-    if out.dtype.name not in ok:
-        raise DTypeError(f"{what} has dtype {out.dtype}; it must be {' or '.join(ok)}")
-    return out
+    # Overlaps are checked across both outputs (_check_outputs).
+    return check_out(ctx, out, (like_n,), dtype if allowed is None else tuple(allowed), (), what)
 
 
 def _same_view(a, b) -> bool:
@@ -289,7 +284,7 @@ def _key_bits(keys, key_bits) -> int:
     return int(key_bits)
 
 
-@op("sort")
+@op("sort", windows=None)
 def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: int = 32):
     """Stable sort of 1-D ``keys`` (uint32, int32 or float32), carrying the
     optional 1-D payload ``values`` (any 4-byte dtype) along.
@@ -326,7 +321,7 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
     return OpResult(result, plan_sort(ctx, keys, values, out_keys, out_values, payload, key_bits))
 
 
-@op("argsort")
+@op("argsort", windows=None)
 def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32):
     """Indices that stably sort ``keys`` (uint32, int32 or float32) along
     ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32
@@ -368,13 +363,7 @@ def _argsort_lines(ctx, keys, out, axis, key_bits) -> OpResult:
         raise InvalidArgumentError("argsort: more than 2**31 keys")
     last = [a for a in range(keys.ndim) if a != int(axis) % keys.ndim] + [int(axis) % keys.ndim]
     if out is not None:
-        out = check_tensor(ctx, out, "argsort out")
-        if out.shape != keys.shape:
-            raise ShapeError(f"argsort out has shape {out.shape}, the result has shape {keys.shape}")
-        if out.dtype.name not in ("uint32", "int32"):
-            raise DTypeError(f"argsort out has dtype {out.dtype}; it must be uint32 or int32")
-        if overlaps(out, keys):
-            raise InvalidArgumentError("argsort: out overlaps the keys; pass a separate tensor")
+        out = check_out(ctx, out, keys.shape, (uint32, int32), [keys], "argsort out", in_place=False)
     else:
         out = ctx.empty(keys.shape, uint32)
     n, line = keys.size, keys.shape[int(axis) % keys.ndim]

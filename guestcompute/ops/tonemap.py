@@ -25,8 +25,8 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
 from ..tensor import Tensor
 from . import pixels as px
-from .base import Dispatch, OpResult, check_tensor, op, registered_ops
-from .image import IMAGE_READS, IMAGE_WRITES, image_spec
+from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
+from .filters import IMAGE_READS, IMAGE_WRITES, image_spec
 
 # The textbook forms give NaN for the brightest pixels, stored as black:
 # Reinhard's c / (1 + c) is inf / inf at +inf (an rgba16f scene that
@@ -91,7 +91,7 @@ def _exposure(ctx, exposure):
     return float(exposure), None
 
 
-@op("tonemap")
+@op("tonemap", windows=None)
 def tonemap(ctx, img, out=None, *, exposure=1.0, curve: str = "aces", srgb=None, gamma=None):
     """Tone-map HDR ``img`` (an image or a float32 pixel tensor, linear
     light) into ``out`` (an image — sRGB formats encode themselves — or a
@@ -174,7 +174,7 @@ def log_luminance_spec(src: str) -> KernelSpec:
                       (), ())
 
 
-@op("luminance")
+@op("luminance", windows=None)
 def luminance(ctx, img, out=None, *, key: float = 0.18, limits=None):
     """The exposure that maps ``img``'s log-average luminance to ``key``
     (middle grey): ``key / exp(mean(log(1e-4 + L)))``, into ``out`` (a
@@ -196,9 +196,9 @@ def luminance(ctx, img, out=None, *, key: float = 0.18, limits=None):
         raise InvalidArgumentError(f"luminance key must be a finite positive number, got {key!r}")
     bounds = _exposure_limits(limits)
     if out is not None:
-        out = check_tensor(ctx, out, "luminance out")
-        if out.dtype != float32 or out.size != 1:
-            raise ShapeError(f"luminance out must be one float32 value, got {out.dtype} {out.shape}")
+        out = check_out(ctx, out, None, float32, (), "luminance out")
+        if out.size != 1:
+            raise ShapeError(f"luminance out must be one float32 value, got shape {out.shape}")
     both = ctx.empty((2, src.h * src.w), float32)        # log luminances, then which pixels count
     spec = log_luminance_spec(src.layout)
     values = {"H": src.h, "W": src.w, **src.push("src")}

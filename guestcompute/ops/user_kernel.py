@@ -380,7 +380,7 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
     return kernel
 
 
-@op("run_kernel")
+@op("run_kernel", windows=None)
 def run_kernel(ctx, kernel, buffers=(), *, push=None, groups=(1, 1, 1)):
     """Record a user kernel (from ``ctx.kernel``): ``buffers`` is one
     resource per binding, in binding order — a tensor for a storage buffer,

@@ -33,49 +33,45 @@ What runs in pieces, and how:
   ``b`` larger than one binding is cut along K and the partial products
   added.
 
-Everything else refuses with UnsupportedError before recording, naming the
-op (see docs/integration.md, "One binding's reach").
+Each op says which of these it is where it is registered: ``@op(name,
+windows=...)`` with one of the traits below (:data:`POINTWISE`,
+:func:`rowwise`, :data:`CONCAT`, :data:`INDEX_SELECT`, :data:`MATMUL`), or
+``windows=None``. A trait is the planner of the op in pieces,
+``trait(ctx, name, planner, arguments) -> OpResult``; it raises
+PastBindingRangeError where these arguments cannot run so. Such calls, and
+every call of an op declared ``windows=None``, refuse with UnsupportedError
+before recording, naming the op (see docs/integration.md, "One binding's
+reach").
 """
 from __future__ import annotations
 
 import inspect
 import math
 
-from ..errors import InvalidArgumentError, PastBindingRangeError, ShapeError, UnsupportedError
+from ..errors import PastBindingRangeError, ShapeError, UnsupportedError
 from ..tensor import BufferWindow, Tensor
-from .base import OpResult, broadcast_shapes, byte_span, normalize_axis, overlaps, registered_ops, same_view
-
-POINTWISE = frozenset({
-    "abs", "add", "cast", "clamp", "contiguous", "copy", "cos", "div", "exp", "fill", "floordiv", "gelu", "log",
-    "maximum", "minimum", "mul", "neg", "pow", "relu", "rsqrt", "scale", "sigmoid", "silu", "sin", "sqrt", "sub",
-    "tanh", "where"})
-# Ops whose result along the leading axis depends only on the same rows of
-# ``x`` when their axis is not 0: name -> default axis.
-ROWWISE = {"sum": None, "mean": None, "max": None, "min": None, "argmax": None, "argmin": None,
-           "softmax": -1, "log_softmax": -1, "cumsum": -1, "layer_norm": -1, "rms_norm": -1,
-           "index_select": 0}
-COMBINABLE = frozenset({"sum", "max", "min", "mean"})
-
+from .base import (OpResult, PlanContext, broadcast_shapes, byte_span, check_ours, check_out, normalize_axis,
+                   op_windows, registered_ops)
 
 # -- windows ---------------------------------------------------------------------
 
-def _alignment(ctx) -> int:
+def _alignment(ctx: PlanContext) -> int:
     # Window offsets are multiples of minStorageBufferOffsetAlignment and of
     # every element size, so each view's offset stays a whole element count.
     return math.lcm(ctx.limits.min_storage_offset_alignment, 16)
 
 
-def extent(ctx, t: Tensor) -> int:
+def extent(ctx: PlanContext, t: Tensor) -> int:
     """Bytes one binding needs to reach all of ``t`` from an aligned start."""
     _, lo, hi = byte_span(t)
     return hi - (lo // _alignment(ctx)) * _alignment(ctx)
 
 
-def fits(ctx, t: Tensor) -> bool:
+def fits(ctx: PlanContext, t: Tensor) -> bool:
     return extent(ctx, t) <= ctx.limits.max_storage_buffer_range
 
 
-def window_view(ctx, t):
+def window_view(ctx: PlanContext, t):
     """``t`` itself when one binding from its buffer's start reaches it;
     otherwise the same elements through a window of its buffer. Anything
     but a Tensor passes through."""
@@ -119,7 +115,7 @@ class _Operand:
         return _Operand(self.key, self.t[i if self.t.shape[0] != 1 else 0], 0)
 
 
-def pieces(ctx, shape: tuple, operands: list):
+def pieces(ctx: PlanContext, shape: tuple, operands: list):
     """Lists of operands covering output ``shape`` in pieces each of whose
     tensors one binding reaches: row ranges of the leading axis, and where
     one row is too long, each row cut the same way along the next axis."""
@@ -149,7 +145,7 @@ def pieces(ctx, shape: tuple, operands: list):
         yield from pieces(ctx, shape[1:], [o.drop(i) for o in operands])
 
 
-def _run(ctx, planner, arguments: dict, views: dict, dispatches: list):
+def _run(ctx: PlanContext, planner, arguments: dict, views: dict, dispatches: list):
     """Plan one piece, the tensors in ``views`` (by parameter name) bound
     through windows; returns its OpResult."""
     result = planner(ctx, **dict(arguments, **{k: window_view(ctx, t) for k, t in views.items()}))
@@ -161,30 +157,23 @@ def _first_elements(t: Tensor) -> Tensor:
     return t[tuple(slice(0, 1) for _ in t.shape)]
 
 
-def _check_out(name: str, out, shape: tuple, dtype, inputs) -> None:
-    if not isinstance(out, Tensor):
-        raise InvalidArgumentError(f"rec.{name}: out must be a guestcompute Tensor")
-    if out.shape != tuple(shape):
-        raise ShapeError(f"rec.{name}: out has shape {out.shape}, the result has shape {tuple(shape)}")
-    if out.dtype != dtype:
-        raise ShapeError(f"rec.{name}: out has dtype {out.dtype}, the result is {dtype}")
-    for t in inputs:
-        if overlaps(t, out) and not same_view(t, out):
-            raise InvalidArgumentError(f"rec.{name}: out overlaps an input without being the same view; "
-                                       "use a separate output tensor")
+def _check_out(ctx: PlanContext, name: str, out, shape: tuple, dtype, inputs, in_place: bool = True) -> Tensor:
+    # Where out lies is for the pieces to check: it is bound in windows.
+    return check_out(ctx, out, shape, dtype, inputs, f"rec.{name} out", in_place=in_place, reach=False)
 
 
 # -- point-wise ---------------------------------------------------------------------
 
-def _pointwise(ctx, name, planner, arguments: dict) -> OpResult:
+def POINTWISE(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
+    """Trait of point-wise ops: row ranges of the output, operands sliced
+    alike (or whole where they broadcast)."""
     out = arguments.get("out")
     inputs = {k: t for k, t in arguments.items() if k != "out" and isinstance(t, Tensor)}
     shape = broadcast_shapes(*(t.shape for t in inputs.values())) if inputs else out.shape
     # The op's own checks (dtypes, contexts, arguments) on one element of each.
     probe_views = {k: _first_elements(t) for k, t in inputs.items()}
     if out is not None:
-        if not isinstance(out, Tensor):
-            raise InvalidArgumentError(f"rec.{name}: out must be a guestcompute Tensor")
+        check_ours(ctx, out, f"rec.{name} out")
         probe_views["out"] = _first_elements(out)
     probe = _run(ctx, planner, arguments, probe_views, [])
     if name != "fill":
@@ -192,7 +181,7 @@ def _pointwise(ctx, name, planner, arguments: dict) -> OpResult:
         if out is None:
             out = ctx.empty(shape, dtype)
         else:
-            _check_out(name, out, shape, dtype, inputs.values())
+            _check_out(ctx, name, out, shape, dtype, inputs.values())
     del probe
     operands = [_Operand(k, t, len(shape) - t.ndim) for k, t in inputs.items()] + [_Operand("out", out, 0)]
     dispatches = []
@@ -203,32 +192,44 @@ def _pointwise(ctx, name, planner, arguments: dict) -> OpResult:
 
 # -- independent along the leading axis ------------------------------------------------
 
-def _axes(name: str, arguments: dict, ndim: int):
+def rowwise(axis: str = "axis", *, combine: bool = False):
+    """Trait of ops whose rows along the leading axis depend only on the
+    same rows of ``x`` when they work over other axes. ``axis`` names the
+    op's axis parameter (its value None meaning every axis; its default
+    comes from the op's signature), or is None for ops over the last axis
+    only. ``combine``: over axis 0 or everything, each row range reduces
+    into a partial tensor that is reduced again (sum, max, min, mean)."""
+    leading = _combine if combine else None
+
+    def plan_rows(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
+        return _rowwise(ctx, name, planner, arguments, axis, leading)
+    return plan_rows
+
+
+def _axes(name: str, arguments: dict, ndim: int, param):
     """The op's axes, normalized: a set, or None for every axis."""
-    if name in ("layer_norm", "rms_norm"):
+    if param is None:
         return {ndim - 1}
-    axis = arguments.get("axis")
+    axis = arguments.get(param)
     if axis is None:
         return None
     items = axis if isinstance(axis, (tuple, list)) else (axis,)
     return {normalize_axis(a, ndim, f"rec.{name}") for a in items}
 
 
-def _rowwise(ctx, name, planner, arguments: dict) -> OpResult:
+def _rowwise(ctx: PlanContext, name, planner, arguments: dict, param, leading) -> OpResult:
     x = arguments["x"]
     if not isinstance(x, Tensor):
         raise PastBindingRangeError("x is not a tensor")
-    axes = _axes(name, arguments, x.ndim)
+    axes = _axes(name, arguments, x.ndim, param)
     if axes is None or 0 in axes or x.ndim == 0:
-        if name == "index_select":
-            return _select_rows(ctx, planner, arguments)
-        if name in COMBINABLE:
-            return _combine(ctx, name, planner, arguments, axes)
+        if leading is not None:
+            return leading(ctx, name, planner, arguments, axes)
         raise PastBindingRangeError(f"rec.{name} over axis 0")
     # Row i of the result is the op on x[i] with every axis one lower.
     shifted = {}
-    if arguments.get("axis") is not None:
-        shifted["axis"] = tuple(a - 1 for a in sorted(axes)) if name in COMBINABLE else min(axes) - 1
+    if param is not None and arguments.get(param) is not None:
+        shifted[param] = tuple(a - 1 for a in sorted(axes)) if leading is _combine else min(axes) - 1
     n = x.shape[0]
     # The op's own checks on the first row, which also give the result's shape.
     if fits(ctx, x[0:1]):
@@ -241,7 +242,7 @@ def _rowwise(ctx, name, planner, arguments: dict) -> OpResult:
     if out is None:
         out = ctx.empty(shape, probe.value.dtype)
     else:
-        _check_out(name, out, shape, probe.value.dtype, [x])
+        _check_out(ctx, name, out, shape, probe.value.dtype, [x])
     del probe
     dispatches = []
     try:
@@ -255,7 +256,7 @@ def _rowwise(ctx, name, planner, arguments: dict) -> OpResult:
     return OpResult(out, dispatches)
 
 
-def _rows_that_fit(ctx, tensors) -> int:
+def _rows_that_fit(ctx: PlanContext, tensors) -> int:
     """Leading-axis rows per piece so that every tensor's piece fits one binding."""
     max_range = ctx.limits.max_storage_buffer_range - _alignment(ctx)
     rows = max(1, tensors[0].shape[0])
@@ -271,7 +272,7 @@ def _rows_that_fit(ctx, tensors) -> int:
     return max(1, rows)
 
 
-def _combine(ctx, name, planner, arguments: dict, axes) -> OpResult:
+def _combine(ctx: PlanContext, name, planner, arguments: dict, axes) -> OpResult:
     """sum / max / min / mean over axis 0 (or everything): each row range
     reduces into its slot of a partial tensor, which is reduced again."""
     x = arguments["x"]
@@ -313,7 +314,7 @@ def _combine(ctx, name, planner, arguments: dict, axes) -> OpResult:
     return OpResult(scaled.value, dispatches)
 
 
-def _select_rows(ctx, planner, arguments: dict) -> OpResult:
+def _select_rows(ctx: PlanContext, name, planner, arguments: dict, axes) -> OpResult:
     """index_select along axis 0: index ranges select into their rows of out."""
     x, indices = arguments["x"], arguments["indices"]
     if not fits(ctx, x):
@@ -325,7 +326,7 @@ def _select_rows(ctx, planner, arguments: dict) -> OpResult:
     if out is None:
         out = ctx.empty(shape, probe.value.dtype)
     else:
-        _check_out("index_select", out, shape, probe.value.dtype, [x])
+        _check_out(ctx, name, out, shape, probe.value.dtype, [x, indices], in_place=False)
     del probe
     dispatches = []
     rows = _rows_that_fit(ctx, [out])
@@ -335,9 +336,17 @@ def _select_rows(ctx, planner, arguments: dict) -> OpResult:
     return OpResult(out, dispatches)
 
 
+def INDEX_SELECT(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
+    """Trait of index_select: along axis 0, index ranges each select into
+    their rows of out (the source must fit one binding); along other axes,
+    row ranges as :func:`rowwise`."""
+    return _rowwise(ctx, name, planner, arguments, "axis", _select_rows)
+
+
 # -- concat and matmul ---------------------------------------------------------------------
 
-def _concat(ctx, planner, arguments: dict) -> OpResult:
+def CONCAT(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
+    """Trait of concat: a windowed copy of each input into its slice of out."""
     tensors = list(arguments["tensors"]) if isinstance(arguments["tensors"], (list, tuple)) else None
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise PastBindingRangeError("concat takes a list of tensors")
@@ -355,9 +364,7 @@ def _concat(ctx, planner, arguments: dict) -> OpResult:
     if out is None:
         out = ctx.empty(tuple(shape), probe.value.dtype)
     else:
-        _check_out("concat", out, shape, probe.value.dtype, [])
-        if any(overlaps(out, t) for t in tensors):
-            raise InvalidArgumentError("rec.concat: out overlaps an input; use a separate output tensor")
+        _check_out(ctx, name, out, shape, probe.value.dtype, tensors, in_place=False)
     del probe
     dispatches, at = [], 0
     for t in tensors:
@@ -367,7 +374,9 @@ def _concat(ctx, planner, arguments: dict) -> OpResult:
     return OpResult(out, dispatches)
 
 
-def _matmul(ctx, planner, arguments: dict) -> OpResult:
+def MATMUL(ctx: PlanContext, name, planner, arguments: dict) -> OpResult:
+    """Trait of matmul (2-D): row ranges of ``a`` and ``out``; a ``b``
+    larger than one binding cut along K and the partial products added."""
     a, b = arguments["a"], arguments["b"]
     if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.ndim == 2 and b.ndim == 2):
         raise PastBindingRangeError("matmul runs in pieces for 2-D operands only")
@@ -379,9 +388,7 @@ def _matmul(ctx, planner, arguments: dict) -> OpResult:
     if out is None:
         out = ctx.empty((m, n), probe.value.dtype)
     else:
-        _check_out("matmul", out, (m, n), probe.value.dtype, [])
-        if overlaps(out, a) or overlaps(out, b):
-            raise InvalidArgumentError("rec.matmul: out overlaps an operand; use a separate output tensor")
+        _check_out(ctx, name, out, (m, n), probe.value.dtype, [a, b], in_place=False)
     del probe
     dispatches = []
     # Row ranges of a and out; where b is larger than one binding, ranges
@@ -404,20 +411,15 @@ def _matmul(ctx, planner, arguments: dict) -> OpResult:
 
 # -- entry point ------------------------------------------------------------------------------
 
-def _windowed(ctx, name: str, planner, arguments: dict) -> OpResult:
+def _windowed(ctx: PlanContext, name: str, planner, arguments: dict) -> OpResult:
     """Op ``name`` in pieces; PastBindingRangeError when it cannot run so."""
-    if name in POINTWISE:
-        return _pointwise(ctx, name, planner, arguments)
-    if name in ROWWISE:
-        return _rowwise(ctx, name, planner, arguments)
-    if name == "concat":
-        return _concat(ctx, planner, arguments)
-    if name == "matmul":
-        return _matmul(ctx, planner, arguments)
-    raise PastBindingRangeError(f"rec.{name} has no windowed form")
+    trait = op_windows(name)
+    if trait is None:
+        raise PastBindingRangeError(f"rec.{name} has no windowed form")
+    return trait(ctx, name, planner, arguments)
 
 
-def _plan(ctx, name: str, arguments: dict, dispatches: list) -> OpResult:
+def _plan(ctx: PlanContext, name: str, arguments: dict, dispatches: list) -> OpResult:
     """Plan op ``name`` whole when one binding reaches its tensors, else in
     pieces; its dispatches are appended to ``dispatches``."""
     planner = registered_ops()[name]
@@ -430,7 +432,7 @@ def _plan(ctx, name: str, arguments: dict, dispatches: list) -> OpResult:
     return result
 
 
-def plan_in_windows(ctx, name: str, planner, args: tuple, kwargs: dict) -> OpResult:
+def plan_in_windows(ctx: PlanContext, name: str, planner, args: tuple, kwargs: dict) -> OpResult:
     """Plan op ``name`` in pieces whose tensors each fit one binding (see
     the module notes); UnsupportedError, before anything is recorded, for
     an op that cannot run so."""

@@ -1,7 +1,8 @@
 """The package stays layered (docs/architecture.md): imports only go down,
 no import loop, no function-level import outside the documented lazy
-modules, no module reads another module's private names, and only
-``recording/`` records into a command buffer the package did not allocate."""
+modules, no module reads another module's private names, only
+``recording/`` records into a command buffer the package did not allocate,
+and planners read only what ops/base.PlanContext lists of their ``ctx``."""
 import warnings
 from pathlib import Path
 
@@ -32,6 +33,25 @@ def test_no_function_level_imports():
 
 def test_no_module_reads_another_modules_private_names():
     assert REPORT.private_reads == []
+
+
+def test_planners_read_only_what_plan_context_lists():
+    assert REPORT.plan_context_reads == []
+
+
+def test_the_plan_context_counter_sees_a_read_it_does_not_list(tmp_path):
+    ops = tmp_path / "guestcompute" / "ops"
+    ops.mkdir(parents=True)
+    (ops.parent / "__init__.py").write_text("")
+    (ops / "__init__.py").write_text("")
+    (ops / "base.py").write_text("from typing import Protocol\n\n\nclass PlanDevice(Protocol):\n"
+                                 "    def check_open(self): ...\n\n\nclass PlanContext(Protocol):\n"
+                                 "    limits: object\n    device: PlanDevice\n\n    def empty(self, shape): ...\n")
+    (ops / "plan.py").write_text("def plan(ctx, x):\n    n = ctx.limits.max_workgroup_count\n"
+                                 "    ctx.device.check_open()\n    ctx.device.transfers.upload(x)\n"
+                                 "    return ctx.empty(x), ctx.submitter, (lambda: ctx.queue)\n")
+    reads = analyse(ops.parent).plan_context_reads
+    assert [(attr, line) for _, attr, line in reads] == [("device.transfers", 4), ("queue", 5), ("submitter", 5)]
 
 
 @pytest.mark.parametrize("folder", ["tests", "benchmarks", "demos"])

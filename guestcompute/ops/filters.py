@@ -33,7 +33,7 @@ from ..image import Image, ImageLevel
 from ..tensor import Tensor
 from ..vk import formats
 from . import pixels as px
-from .base import Dispatch, OpResult, check_tensor, coalesce, op, overlaps, registered_ops
+from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, op, overlaps, registered_ops
 from .elementwise import map_variants, plan_map
 
 TILE = px.TILE
@@ -78,9 +78,7 @@ def pixels_out(ctx, out, src: px.Pixels, what: str) -> px.Pixels:
     if (o.h, o.w) != (src.h, src.w):
         raise ShapeError(f"{what} is {o.h}x{o.w} pixels; the input is {src.h}x{src.w}")
     if not src.is_image and not o.is_image:
-        if o.value.shape != src.value.shape or o.value.dtype != src.value.dtype:
-            raise ShapeError(f"{what} is {o.value.dtype} {o.value.shape}; the result is "
-                             f"{src.value.dtype} {src.value.shape}")
+        check_out(ctx, o.value, src.value.shape, src.value.dtype, (), what)
     elif any(k[0] in "up" for k in (o.kind, src.kind)):
         raise DTypeError(f"{what}: 8-bit tensors hold 0..255 and images 0..1 or floats; filter between a "
                          "float32 tensor and an image, or copy first (rec.copy scales 8-bit values)")
@@ -168,7 +166,7 @@ def _number(value, what: str) -> float:
     return value
 
 
-@op("gaussian_blur")
+@op("gaussian_blur", windows=None)
 def gaussian_blur(ctx, img, sigma, out=None, *, radius=None):
     """Gaussian blur of pixels (a tensor in a pixel layout, or an image /
     ``img.level(mip)``; see ops/pixels.py), separable: a horizontal pass
@@ -229,7 +227,7 @@ def conv_spec(src: str, dst: str) -> KernelSpec:
                       push + px.operand_push("src") + px.operand_push("dst"), ())
 
 
-@op("conv2d")
+@op("conv2d", windows=None)
 def conv2d(ctx, img, kernel, out=None):
     """2-D filter of every channel of ``img`` with a small ``kernel`` (a
     numpy array or a float32 tensor, at most 7x7), borders clamped:
@@ -327,7 +325,7 @@ def histogram_spec(kind: str, per_channel: bool, shared: bool) -> KernelSpec:
                       (HIST_WG, 1, 1), U8_EXTENSIONS if u8 else (), ("int8",) if u8 else ())
 
 
-@op("histogram")
+@op("histogram", windows=None)
 def histogram(ctx, x, bins: int = 256, range=None, out=None, *, per_channel: bool = False,
               packed: bool = False, accumulate: bool = False):
     """Counts of ``x``'s values in ``bins`` equal bins over ``range = (lo,
@@ -386,13 +384,9 @@ def histogram(ctx, x, bins: int = 256, range=None, out=None, *, per_channel: boo
         raise ShapeError(f"histogram over a view with {len(shape)} non-mergeable dims (at most {HIST_RANK}); "
                          "copy it to a contiguous tensor first")
     if out is not None:
-        out = check_tensor(ctx, out, "histogram out")
-        if out.shape != shape_out or out.dtype != uint32:
-            raise ShapeError(f"histogram out is {out.dtype} {out.shape}; the result is uint32 {shape_out}")
+        out = check_out(ctx, out, shape_out, uint32, [x], "histogram out", in_place=False)
         if not out.is_contiguous:
             raise InvalidArgumentError("histogram out must be contiguous")
-        if overlaps(out, x):
-            raise InvalidArgumentError("histogram out overlaps the input")
     else:
         if accumulate:
             raise InvalidArgumentError("histogram accumulate=True needs out=")
