@@ -35,8 +35,11 @@ import ctypes
 import functools
 import hashlib
 import os
+import struct
 import sys
+from collections import namedtuple
 from pathlib import Path
+from typing import NamedTuple
 
 import vulkan as vk
 from vulkan import ffi
@@ -51,65 +54,106 @@ _PUSH_STAGE = vk.VK_SHADER_STAGE_COMPUTE_BIT
 SOURCE = Path(__file__).with_name("native") / "command_interpreter.c"
 ENV = "GUESTCOMPUTE_NATIVE"
 
-# gc_dispatch (see the C file) as eleven 64-bit words: pipeline, layout,
-# descriptors, writes, set, push, indirect buffer, indirect offset, then the
-# 32-bit pairs (write count, push size), (groups x, y), (groups z, pad).
-# Kept as uint64_t arrays of the vulkan package's ffi, so no C declarations
-# are parsed at import time.
-_WORDS = 11
 _FUNCTIONS = ("vkCmdBindPipeline", "vkCmdPushDescriptorSetKHR", "vkCmdBindDescriptorSets",
               "vkCmdPushConstants", "vkCmdDispatch", "vkCmdDispatchIndirect", "vkCmdPipelineBarrier")
+
+
+class Field(NamedTuple):
+    """One field of gc_dispatch. ``ctype``: ``u64`` or ``u32``; ``pointer``:
+    the Python walker holds a cffi object (or None) and the C struct its
+    address (or 0); otherwise both hold the same integer."""
+    name: str
+    ctype: str
+    pointer: bool
+    meaning: str
+
+
+# The one description of a dispatch command: the C struct gc_dispatch has
+# these fields in this order (the loader checks it against the library's
+# gc_dispatch_fields), and the Python walker reads a tuple of them in this order.
+FIELDS = (
+    Field("pipeline", "u64", True, "VkPipeline"),
+    Field("layout", "u64", True, "VkPipelineLayout"),
+    Field("descriptors", "u64", False, "identity of the descriptor entry: a rebind is skipped when unchanged"),
+    Field("descriptor_writes", "u64", True, "VkWriteDescriptorSet array for push descriptors, else none"),
+    Field("descriptor_set", "u64", True, "VkDescriptorSet[1] of a bound set, else none"),
+    Field("push", "u64", True, "push-constant bytes, or none"),
+    Field("indirect_buffer", "u64", True, "VkBuffer for vkCmdDispatchIndirect, or none"),
+    Field("indirect_offset", "u64", False, "byte offset of the indirect arguments"),
+    Field("descriptor_write_count", "u32", False, "entries in descriptor_writes"),
+    Field("push_size", "u32", False, "bytes of push constants, 0 for none"),
+    Field("group_x", "u32", False, "workgroups (direct dispatches)"),
+    Field("group_y", "u32", False, ""),
+    Field("group_z", "u32", False, ""),
+    Field("pad", "u32", False, "keeps the struct a whole number of 64-bit words"),
+)
+
+_SIZES = {"u64": 8, "u32": 4}
+
+
+def field_offsets() -> tuple:
+    """(name, offset, size) of each of FIELDS as a C compiler lays them out
+    (natural alignment), and the struct's size."""
+    out, offset, align = [], 0, 1
+    for f in FIELDS:
+        size = _SIZES[f.ctype]
+        offset = -(-offset // size) * size
+        out.append((f.name, offset, size))
+        offset += size
+        align = max(align, size)
+    return tuple(out), -(-offset // align) * align
+
+
+PyDispatch = namedtuple("PyDispatch", [f.name for f in FIELDS])
+PyDispatch.__doc__ = "A dispatch command as the Python walker reads it: FIELDS' values, in order."
+# struct's native mode pads like the C compiler: the bytes of gc_dispatch.
+_LAYOUT = struct.Struct("@" + "".join("Q" if f.ctype == "u64" else "I" for f in FIELDS))
+_POINTERS = tuple(i for i, f in enumerate(FIELDS) if f.pointer)
+_WORDS = field_offsets()[1] // 8
 
 
 def _address(cdata) -> int:
     return int(ffi.cast("uintptr_t", cdata))
 
 
-if sys.byteorder == "little":
-    def _pair(first: int, second: int) -> int:
-        """Two 32-bit fields as the 64-bit word that holds them, ``first`` at the lower address."""
-        return first | (second << 32)
-else:
-    def _pair(first: int, second: int) -> int:
-        return (first << 32) | second
+def c_words(py: PyDispatch):
+    """The gc_dispatch struct of ``py`` as a uint64_t array (the vulkan
+    package's ffi: no C declarations are parsed at import time)."""
+    values = list(py)
+    for i in _POINTERS:
+        v = values[i]
+        values[i] = 0 if v is None else _address(v)
+    words = ffi.new("uint64_t[]", _WORDS)
+    _LAYOUT.pack_into(ffi.buffer(words), 0, *values)
+    return words
 
 
 class DispatchCommand:
-    """One dispatch's commands as a ``gc_dispatch`` struct, built once per
-    planned dispatch. ``push`` and ``groups`` are the Dispatch's own objects,
-    so the recorder can tell (by identity) that they were not replaced."""
-    __slots__ = ("fields", "address", "push", "groups", "python", "_push_bytes", "_descriptors")
+    """One dispatch's commands, built once per planned dispatch: ``py_fields``
+    (a PyDispatch) for the Python walker and ``fields`` (gc_dispatch, made
+    from it) at ``address`` for the C walker. ``push`` and ``groups`` are
+    the Dispatch's own objects, so the recorder can tell (by identity) that
+    they were not replaced."""
+    __slots__ = ("fields", "address", "push", "groups", "py_fields", "_descriptors")
 
     def __init__(self, pipe, desc, push: bytes, groups, indirect):
         # The entry (its write array) lives as long as this command, which
         # the stream holds until the command is recorded.
         self._descriptors = desc
         self.push, self.groups = push, groups
-        self._push_bytes = push_address = None
-        if push:
-            self._push_bytes = ffi.new("char[]", bytes(push))
-            push_address = _address(self._push_bytes)
-        pipeline, layout = pipe.addresses
-        if desc.pset is None:       # push descriptors
-            writes, dset, count, py_writes = desc.writes_address, 0, desc.count, desc.writes
-        else:                       # a bound descriptor set
-            writes, dset, count, py_writes = 0, _address(desc.pset), 0, None
+        push_bytes = ffi.new("char[]", bytes(push)) if push else None
         if indirect is not None:
-            buffer, offset, (g0, g1, g2) = _address(indirect[0].handle), indirect[1], (0, 0, 0)
+            buffer, offset, (gx, gy, gz) = indirect[0].handle, indirect[1], (0, 0, 0)
         else:
-            buffer, offset, (g0, g1, g2) = 0, 0, groups
-        # One initializer for the whole struct: the 32-bit fields go in
-        # pairs into 64-bit words (low half first in memory).
-        f = self.fields = ffi.new("uint64_t[]", [
-            pipeline, layout, id(desc), writes, dset, push_address or 0, buffer, offset,
-            _pair(count, len(push) if push else 0), _pair(g0, g1), _pair(g2, 0)])
+            buffer, offset, (gx, gy, gz) = None, 0, groups
+        bound_set = desc.pset is not None
+        py = self.py_fields = PyDispatch(
+            pipeline=pipe.handle, layout=pipe.layout, descriptors=id(desc),
+            descriptor_writes=None if bound_set else desc.writes, descriptor_set=desc.pset, push=push_bytes,
+            indirect_buffer=buffer, indirect_offset=offset, descriptor_write_count=0 if bound_set else desc.count,
+            push_size=len(push) if push else 0, group_x=gx, group_y=gy, group_z=gz, pad=0)
+        f = self.fields = c_words(py)
         self.address = _address(f)
-        # The same fields as the Python walker reads them: the integers it
-        # compares with what is bound, and the cffi objects it passes on.
-        self.python = (pipeline, layout, id(desc), pipe.handle, pipe.layout, py_writes, count, desc.pset,
-                       self._push_bytes,
-                       len(push) if push else 0, (g0, g1, g2),
-                       indirect[0].handle if indirect is not None else None, offset)
 
 
 class CommandStream:
@@ -117,7 +161,8 @@ class CommandStream:
 
     ``words`` holds DispatchCommand objects (not just their addresses: the
     stream keeps them, and what they point to, alive until recorded) and the
-    integers of barriers. ``bound``: gc_bound (pipeline, layout, descriptors)."""
+    integers of barriers. ``bound``: what is bound (pipeline, layout,
+    descriptors): gc_bound for the C walker, the handles for the Python one."""
     __slots__ = ("words", "append", "bound", "barrier_struct", "_interpreter", "_cmd", "_addresses")
 
     def __init__(self, interpreter: "CommandInterpreter", cmd, barrier_struct):
@@ -188,9 +233,9 @@ class CommandInterpreter:
         return CommandStream(self, cmd, barrier_struct)
 
     def record(self, stream: CommandStream, words: list) -> None:
-        if stream.bound is None:
-            stream.bound = ffi.new("uint64_t[3]")
         if self.kind == "native":
+            if stream.bound is None:
+                stream.bound = ffi.new("uint64_t[3]")
             n = len(words)
             array = ffi.new("uint64_t[]", [w if w.__class__ is int else w.address for w in words])
             if stream._addresses is None:
@@ -200,11 +245,13 @@ class CommandInterpreter:
             if done != n:
                 raise RuntimeError(f"command stream cut short at word {done} of {n}")
         else:
+            if stream.bound is None:
+                stream.bound = [0, 0, 0]     # the bound handles, compared by value
             self._walk(stream, words)
 
     def _walk(self, stream: CommandStream, words: list) -> None:
         """The Python walker: what gc_record does, a cffi call per command,
-        from the same fields (``DispatchCommand.python``)."""
+        from the same fields (``DispatchCommand.py_fields``, in FIELDS order)."""
         fns, cmd, bound = self._fns, stream._cmd, stream.bound
         i, n = 0, len(words)
         while i < n:
@@ -217,23 +264,23 @@ class CommandInterpreter:
                 fns.vkCmdPipelineBarrier(cmd, words[i + 1], words[i + 2], 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
                 i += 5
                 continue
-            (pipeline, layout, descriptors, pipeline_handle, layout_handle, writes, count, dset, push, push_size,
-             groups, indirect, offset) = word.python
+            (pipeline, layout, descriptors, writes, dset, push, indirect, offset, count, push_size,
+             gx, gy, gz, _pad) = word.py_fields
             if pipeline != bound[0]:
-                fns.vkCmdBindPipeline(cmd, _BIND, pipeline_handle)
+                fns.vkCmdBindPipeline(cmd, _BIND, pipeline)
                 bound[0] = pipeline
             if descriptors != bound[2] or layout != bound[1]:
                 if writes is not None:
-                    fns.vkCmdPushDescriptorSetKHR(cmd, _BIND, layout_handle, 0, count, writes)
+                    fns.vkCmdPushDescriptorSetKHR(cmd, _BIND, layout, 0, count, writes)
                 else:
-                    fns.vkCmdBindDescriptorSets(cmd, _BIND, layout_handle, 0, 1, dset, 0, ffi.NULL)
+                    fns.vkCmdBindDescriptorSets(cmd, _BIND, layout, 0, 1, dset, 0, ffi.NULL)
                 bound[1], bound[2] = layout, descriptors
             if push_size:
-                fns.vkCmdPushConstants(cmd, layout_handle, _PUSH_STAGE, 0, push_size, push)
+                fns.vkCmdPushConstants(cmd, layout, _PUSH_STAGE, 0, push_size, push)
             if indirect is not None:
                 fns.vkCmdDispatchIndirect(cmd, indirect, offset)
             else:
-                fns.vkCmdDispatch(cmd, groups[0], groups[1], groups[2])
+                fns.vkCmdDispatch(cmd, gx, gy, gz)
             i += 1
 
 
@@ -294,13 +341,28 @@ def open_library(path: Path):
     empty or foreign file, a build of another layout)."""
     try:
         lib = ctypes.CDLL(str(path))
-        size, fn = lib.gc_dispatch_size, lib.gc_record
+        fields, fn = lib.gc_dispatch_fields, lib.gc_record
     except (OSError, AttributeError) as e:
         raise UnsupportedError(f"the command interpreter {path} does not load ({e})") from None
-    size.restype = ctypes.c_uint
-    size.argtypes = []
-    if size() != _WORDS * 8:
+    if library_layout(lib) != field_offsets():
         raise UnsupportedError(f"{path.name} was built for another layout of gc_dispatch")
     fn.restype = ctypes.c_ulonglong
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
     return fn
+
+
+class _CField(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("offset", ctypes.c_uint), ("size", ctypes.c_uint)]
+
+
+def library_layout(lib: ctypes.CDLL) -> tuple:
+    """gc_dispatch as the loaded library ``lib`` lays it out, in the shape of
+    ``field_offsets()``: ((name, offset, size), ...), struct size."""
+    get = lib.gc_dispatch_fields
+    get.restype = ctypes.POINTER(_CField)
+    get.argtypes = []
+    table, out, i = get(), [], 0
+    while table[i].name is not None:
+        out.append((table[i].name.decode(), table[i].offset, table[i].size))
+        i += 1
+    return tuple(out), table[i].offset

@@ -7,32 +7,38 @@
  * barriers. Walking it here costs a few nanoseconds per command, against
  * about a third of a microsecond per cffi call from Python.
  *
- * guestcompute/vk/command_stream.py writes these structs as arrays of
- * 64-bit words (field for field, see its index constants), and its Python
- * walker does exactly what this one does: keep the two in step.
+ * guestcompute/vk/command_stream.py writes gc_dispatch from its FIELDS
+ * table, and its Python walker does exactly what this one does. The table
+ * below (gc_fields) names each field's offset and size, so the loader and
+ * the tests can check the two languages agree field for field.
  *
  * No Vulkan headers: the few types needed are spelled out below, so a C
  * compiler alone builds this file. Handles of non-dispatchable objects are
  * 64-bit integers on every platform Vulkan supports; command buffers are
  * pointers. */
 
+#include <stddef.h>
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef __UINTPTR_TYPE__ uptr;    /* gcc and clang define it */
 
-/* One dispatch, built once when its plan is resolved. */
+/* One dispatch, built once when its plan is resolved (what each field
+ * holds: FIELDS in command_stream.py, in this order). */
 typedef struct gc_dispatch {
-    u64 pipeline;         /* VkPipeline */
-    u64 layout;           /* VkPipelineLayout */
-    u64 descriptors;      /* identity of the descriptor entry: a rebind is skipped when unchanged */
-    u64 writes;           /* VkWriteDescriptorSet * for push descriptors, else 0 */
-    u64 set;              /* VkDescriptorSet * of a bound set, else 0 */
-    u64 push;             /* push-constant bytes, or 0 */
-    u64 indirect_buffer;  /* VkBuffer for vkCmdDispatchIndirect, or 0 */
+    u64 pipeline;
+    u64 layout;
+    u64 descriptors;
+    u64 descriptor_writes;
+    u64 descriptor_set;
+    u64 push;
+    u64 indirect_buffer;
     u64 indirect_offset;
-    u32 write_count;
+    u32 descriptor_write_count;
     u32 push_size;
-    u32 groups[3];
+    u32 group_x;
+    u32 group_y;
+    u32 group_z;
     u32 pad;
 } gc_dispatch;
 
@@ -86,8 +92,27 @@ typedef struct memory_barrier {
  * (source stages, destination stages, source access, destination access). */
 #define BARRIER 1ull
 
-/* The loader refuses a build whose struct layout it does not know. */
-unsigned int gc_dispatch_size(void) { return (unsigned int)sizeof(gc_dispatch); }
+/* Each field's name, offset and size, in declaration order; the last entry
+ * has no name and the struct's size as its offset. The loader refuses a
+ * build whose layout differs from FIELDS. */
+typedef struct gc_field {
+    const char *name;
+    u32 offset;
+    u32 size;
+} gc_field;
+
+#define FIELD(type, name) {#name, (u32)offsetof(type, name), (u32)sizeof(((type *)0)->name)}
+
+static const gc_field dispatch_fields[] = {
+    FIELD(gc_dispatch, pipeline), FIELD(gc_dispatch, layout), FIELD(gc_dispatch, descriptors),
+    FIELD(gc_dispatch, descriptor_writes), FIELD(gc_dispatch, descriptor_set), FIELD(gc_dispatch, push),
+    FIELD(gc_dispatch, indirect_buffer), FIELD(gc_dispatch, indirect_offset),
+    FIELD(gc_dispatch, descriptor_write_count), FIELD(gc_dispatch, push_size), FIELD(gc_dispatch, group_x),
+    FIELD(gc_dispatch, group_y), FIELD(gc_dispatch, group_z), FIELD(gc_dispatch, pad),
+    {0, (u32)sizeof(gc_dispatch), 0},
+};
+
+const gc_field *gc_dispatch_fields(void) { return dispatch_fields; }
 
 /* Returns the number of words consumed (n on success). A malformed stream
  * (a barrier cut short) stops early, before the partial command. */
@@ -111,12 +136,12 @@ unsigned long long gc_record(const gc_functions *fn, gc_bound *bound, void *cmd,
             bound->pipeline = d->pipeline;
         }
         if (d->descriptors != bound->descriptors || d->layout != bound->layout) {
-            if (d->writes)
-                fn->push_descriptors(cmd, BIND_POINT_COMPUTE, d->layout, 0, d->write_count,
-                                     (const void *)(uptr)d->writes);
+            if (d->descriptor_writes)
+                fn->push_descriptors(cmd, BIND_POINT_COMPUTE, d->layout, 0, d->descriptor_write_count,
+                                     (const void *)(uptr)d->descriptor_writes);
             else
                 fn->bind_sets(cmd, BIND_POINT_COMPUTE, d->layout, 0, 1,
-                              (const u64 *)(uptr)d->set, 0, 0);
+                              (const u64 *)(uptr)d->descriptor_set, 0, 0);
             bound->descriptors = d->descriptors;
             bound->layout = d->layout;
         }
@@ -126,7 +151,7 @@ unsigned long long gc_record(const gc_functions *fn, gc_bound *bound, void *cmd,
         if (d->indirect_buffer)
             fn->dispatch_indirect(cmd, d->indirect_buffer, d->indirect_offset);
         else
-            fn->dispatch(cmd, d->groups[0], d->groups[1], d->groups[2]);
+            fn->dispatch(cmd, d->group_x, d->group_y, d->group_z);
         i += 1;
     }
     return i;
