@@ -12,11 +12,11 @@ Two walkers record a stream, with the same result command for command:
 
 - the C command interpreter (``native/command_interpreter.c``), compiled at
   install time (``make`` does it; ``guestcompute build-native`` otherwise)
-  and loaded with ctypes, so it is a plain shared library that does not
-  depend on the Python version;
+  and called through cffi function pointers (native_library.py), so it is
+  a plain shared library that does not depend on the Python version;
 - a Python walker, the fallback where no compiler was available, which
-  reads the same fields (kept beside each struct as Python objects) and
-  calls the same device functions.
+  reads the same fields (as Python objects) and calls the same device
+  functions.
 
 ``GUESTCOMPUTE_NATIVE`` picks: unset or ``auto`` (the C walker when built),
 ``off`` (the Python walker), ``require`` (the C walker, else
@@ -25,13 +25,20 @@ UnsupportedError when a context is made).
 Both skip a pipeline bind and a descriptor push when what is bound already
 matches (``gc_bound``, cleared by ``CommandStream.forget_bound``).
 
+A command is described once, by ``FIELDS``: the C struct is packed from the
+Python walker's tuple of the same fields, and the loader refuses a library
+whose gc_dispatch differs. A command built with hazard keys is checked, as
+the walker reaches it, against the stream's tracker (``sync.HazardTracker``
+for the Python walker, ``native_tracker.NativeTracker`` for the C one, the
+same rule): on a hazard the walker records the barrier before it. Every
+barrier a walker records clears the tracker.
+
 Thread-safety: a stream belongs to one recorder (one thread) and holds
 everything a walk writes (bound state, the Python walker's barrier struct);
 the interpreter is shared by every thread and only read.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import os
@@ -47,8 +54,14 @@ from vulkan import ffi
 from ..errors import UnsupportedError
 from ..log import log
 from ..paths import cache_root
+from .native_library import NativeLibrary
+from .native_tracker import NativeTracker, tracker_offsets
+from .sync import GUEST_ACCESS, GUEST_STAGES, HazardTracker
 
-BARRIER = 1        # stream word: four more follow (src stages, dst stages, src access, dst access)
+# Stream words: four more follow each (src stages, dst stages, src access, dst access).
+BARRIER = 1
+BARRIER_COVERING = 2   # a barrier whose sources, when it has any, also cover the tracked work
+TRACK_HAZARDS = 1      # DispatchCommand flag: the walker checks and tracks its hazard keys
 _BIND = vk.VK_PIPELINE_BIND_POINT_COMPUTE
 _PUSH_STAGE = vk.VK_SHADER_STAGE_COMPUTE_BIT
 SOURCE = Path(__file__).with_name("native") / "command_interpreter.c"
@@ -59,12 +72,14 @@ _FUNCTIONS = ("vkCmdBindPipeline", "vkCmdPushDescriptorSetKHR", "vkCmdBindDescri
 
 
 class Field(NamedTuple):
-    """One field of gc_dispatch. ``ctype``: ``u64`` or ``u32``; ``pointer``:
-    the Python walker holds a cffi object (or None) and the C struct its
-    address (or 0); otherwise both hold the same integer."""
+    """One field of gc_dispatch. ``ctype``: ``u64`` or ``u32``. ``kind``:
+    ``int`` (both walkers hold the same integer), ``pointer`` (the Python
+    walker holds a cffi object or None, the C struct its address or 0) or
+    ``keys`` (the Python walker holds a tuple of 64-bit hazard keys, the C
+    struct the address of a uint64_t array of them)."""
     name: str
     ctype: str
-    pointer: bool
+    kind: str
     meaning: str
 
 
@@ -72,20 +87,24 @@ class Field(NamedTuple):
 # these fields in this order (the loader checks it against the library's
 # gc_dispatch_fields), and the Python walker reads a tuple of them in this order.
 FIELDS = (
-    Field("pipeline", "u64", True, "VkPipeline"),
-    Field("layout", "u64", True, "VkPipelineLayout"),
-    Field("descriptors", "u64", False, "identity of the descriptor entry: a rebind is skipped when unchanged"),
-    Field("descriptor_writes", "u64", True, "VkWriteDescriptorSet array for push descriptors, else none"),
-    Field("descriptor_set", "u64", True, "VkDescriptorSet[1] of a bound set, else none"),
-    Field("push", "u64", True, "push-constant bytes, or none"),
-    Field("indirect_buffer", "u64", True, "VkBuffer for vkCmdDispatchIndirect, or none"),
-    Field("indirect_offset", "u64", False, "byte offset of the indirect arguments"),
-    Field("descriptor_write_count", "u32", False, "entries in descriptor_writes"),
-    Field("push_size", "u32", False, "bytes of push constants, 0 for none"),
-    Field("group_x", "u32", False, "workgroups (direct dispatches)"),
-    Field("group_y", "u32", False, ""),
-    Field("group_z", "u32", False, ""),
-    Field("pad", "u32", False, "keeps the struct a whole number of 64-bit words"),
+    Field("pipeline", "u64", "pointer", "VkPipeline"),
+    Field("layout", "u64", "pointer", "VkPipelineLayout"),
+    Field("descriptors", "u64", "int", "identity of the descriptor entry: a rebind is skipped when unchanged"),
+    Field("descriptor_writes", "u64", "pointer", "VkWriteDescriptorSet array for push descriptors, else none"),
+    Field("descriptor_set", "u64", "pointer", "VkDescriptorSet[1] of a bound set, else none"),
+    Field("push", "u64", "pointer", "push-constant bytes, or none"),
+    Field("indirect_buffer", "u64", "pointer", "VkBuffer for vkCmdDispatchIndirect, or none"),
+    Field("indirect_offset", "u64", "int", "byte offset of the indirect arguments"),
+    Field("hazard_reads", "u64", "keys", "hazard keys the dispatch reads"),
+    Field("hazard_writes", "u64", "keys", "hazard keys the dispatch writes"),
+    Field("descriptor_write_count", "u32", "int", "entries in descriptor_writes"),
+    Field("push_size", "u32", "int", "bytes of push constants, 0 for none"),
+    Field("group_x", "u32", "int", "workgroups (direct dispatches)"),
+    Field("group_y", "u32", "int", ""),
+    Field("group_z", "u32", "int", ""),
+    Field("flags", "u32", "int", "TRACK_HAZARDS, or 0"),
+    Field("hazard_read_count", "u32", "int", "keys in hazard_reads"),
+    Field("hazard_write_count", "u32", "int", "keys in hazard_writes"),
 )
 
 _SIZES = {"u64": 8, "u32": 4}
@@ -108,7 +127,8 @@ PyDispatch = namedtuple("PyDispatch", [f.name for f in FIELDS])
 PyDispatch.__doc__ = "A dispatch command as the Python walker reads it: FIELDS' values, in order."
 # struct's native mode pads like the C compiler: the bytes of gc_dispatch.
 _LAYOUT = struct.Struct("@" + "".join("Q" if f.ctype == "u64" else "I" for f in FIELDS))
-_POINTERS = tuple(i for i, f in enumerate(FIELDS) if f.pointer)
+_POINTERS = tuple(i for i, f in enumerate(FIELDS) if f.kind == "pointer")
+_KEYS = tuple(i for i, f in enumerate(FIELDS) if f.kind == "keys")
 _WORDS = field_offsets()[1] // 8
 
 
@@ -116,16 +136,23 @@ def _address(cdata) -> int:
     return int(ffi.cast("uintptr_t", cdata))
 
 
-def c_words(py: PyDispatch):
+def c_words(py: PyDispatch) -> tuple:
     """The gc_dispatch struct of ``py`` as a uint64_t array (the vulkan
-    package's ffi: no C declarations are parsed at import time)."""
-    values = list(py)
+    package's ffi: no C declarations are parsed at import time), and the
+    key arrays it points to (to keep alive with it)."""
+    values, keys = list(py), []
     for i in _POINTERS:
         v = values[i]
         values[i] = 0 if v is None else _address(v)
+    for i in _KEYS:
+        if values[i]:
+            keys.append(ffi.new("uint64_t[]", values[i]))
+            values[i] = _address(keys[-1])
+        else:
+            values[i] = 0
     words = ffi.new("uint64_t[]", _WORDS)
     _LAYOUT.pack_into(ffi.buffer(words), 0, *values)
-    return words
+    return words, keys
 
 
 class DispatchCommand:
@@ -133,10 +160,15 @@ class DispatchCommand:
     (a PyDispatch) for the Python walker and ``fields`` (gc_dispatch, made
     from it) at ``address`` for the C walker. ``push`` and ``groups`` are
     the Dispatch's own objects, so the recorder can tell (by identity) that
-    they were not replaced."""
-    __slots__ = ("fields", "address", "push", "groups", "py_fields", "_descriptors")
+    they were not replaced.
 
-    def __init__(self, pipe, desc, push: bytes, groups, indirect):
+    ``reads`` / ``writes``: the dispatch's hazard keys (unsigned 64-bit
+    integers). With them (even empty) the walker checks the dispatch
+    against the stream's tracker and records a barrier before it when
+    needed; without (None) it records the dispatch as it comes."""
+    __slots__ = ("fields", "address", "push", "groups", "py_fields", "_descriptors", "_keys")
+
+    def __init__(self, pipe, desc, push: bytes, groups, indirect, reads=None, writes=None):
         # The entry (its write array) lives as long as this command, which
         # the stream holds until the command is recorded.
         self._descriptors = desc
@@ -147,12 +179,17 @@ class DispatchCommand:
         else:
             buffer, offset, (gx, gy, gz) = None, 0, groups
         bound_set = desc.pset is not None
+        tracked = reads is not None or writes is not None
+        reads, writes = tuple(reads or ()), tuple(writes or ())
         py = self.py_fields = PyDispatch(
             pipeline=pipe.handle, layout=pipe.layout, descriptors=id(desc),
             descriptor_writes=None if bound_set else desc.writes, descriptor_set=desc.pset, push=push_bytes,
-            indirect_buffer=buffer, indirect_offset=offset, descriptor_write_count=0 if bound_set else desc.count,
-            push_size=len(push) if push else 0, group_x=gx, group_y=gy, group_z=gz, pad=0)
-        f = self.fields = c_words(py)
+            indirect_buffer=buffer, indirect_offset=offset, hazard_reads=reads, hazard_writes=writes,
+            descriptor_write_count=0 if bound_set else desc.count, push_size=len(push) if push else 0,
+            group_x=gx, group_y=gy, group_z=gz, flags=TRACK_HAZARDS if tracked else 0,
+            hazard_read_count=len(reads), hazard_write_count=len(writes))
+        f, self._keys = c_words(py)
+        self.fields = f
         self.address = _address(f)
 
 
@@ -162,22 +199,29 @@ class CommandStream:
     ``words`` holds DispatchCommand objects (not just their addresses: the
     stream keeps them, and what they point to, alive until recorded) and the
     integers of barriers. ``bound``: what is bound (pipeline, layout,
-    descriptors): gc_bound for the C walker, the handles for the Python one."""
-    __slots__ = ("words", "append", "bound", "barrier_struct", "_interpreter", "_cmd", "_addresses")
+    descriptors): gc_bound for the C walker, the handles for the Python one.
+    ``tracker``: the hazard tracker the walker runs for dispatches with
+    hazard keys (sync.HazardTracker, or native_tracker.NativeTracker for
+    the C walker); read or change it only with nothing waiting."""
+    __slots__ = ("words", "append", "bound", "barrier_struct", "tracker", "_interpreter", "_cmd")
 
-    def __init__(self, interpreter: "CommandInterpreter", cmd, barrier_struct):
+    def __init__(self, interpreter: "CommandInterpreter", cmd, barrier_struct, tracker):
         self.words: list = []
         self.append = self.words.append      # the recorder appends DispatchCommands
         self.bound = None              # gc_bound, made by the first walk (a recording may have none)
         # A VkMemoryBarrier the Python walker fills in: the recorder's own
         # (one per stream, so threads never share it).
         self.barrier_struct = barrier_struct
+        self.tracker = tracker
         self._interpreter = interpreter
         self._cmd = cmd
-        self._addresses = None         # (command buffer, gc_bound) as integers, at the first call into C
 
-    def barrier(self, src_stage: int, dst_stage: int, src_access: int, dst_access: int) -> None:
-        self.words += (BARRIER, src_stage, dst_stage, src_access, dst_access)
+    def barrier(self, src_stage: int, dst_stage: int, src_access: int, dst_access: int,
+                covering: bool = False) -> None:
+        """A global memory barrier after the commands waiting; recording it
+        clears the tracker. ``covering``: when it has source stages, widen
+        them (and its source access) by what the tracker holds then."""
+        self.words += (BARRIER_COVERING if covering else BARRIER, src_stage, dst_stage, src_access, dst_access)
 
     def flush(self) -> None:
         """Record every waiting word into the command buffer, in order."""
@@ -207,10 +251,10 @@ class CommandInterpreter:
         if mode == "require" and self.library is None:
             raise UnsupportedError(f"{ENV}=require, but the command interpreter is not built; run "
                                    "`guestcompute build-native` (needs a C compiler)")
-        self._record = None
+        self._native = None            # native_library.NativeLibrary
         if self.library is not None:
             try:
-                self._record = load(self.library)
+                self._native = load(self.library)
             except UnsupportedError as e:
                 if mode == "require":
                     raise
@@ -225,12 +269,19 @@ class CommandInterpreter:
             for i, name in enumerate(_FUNCTIONS):
                 fn = getattr(fns, name, None)
                 table[i] = _address(fn) if fn is not None else 0
-            self._functions_address = _address(table)
 
-    def stream(self, cmd, barrier_struct) -> CommandStream:
+    def tracker(self, dst_stages: int = GUEST_STAGES, dst_access: int = GUEST_ACCESS):
+        """A hazard tracker for this interpreter's walker, whose barriers
+        have ``dst_stages`` / ``dst_access`` as their second scope."""
+        if self.kind == "native":
+            return NativeTracker(self._native, dst_stages, dst_access)
+        return HazardTracker(dst_stages, dst_access)
+
+    def stream(self, cmd, barrier_struct, tracker=None) -> CommandStream:
         """A stream for ``cmd``; ``barrier_struct``: a VkMemoryBarrier (sType
-        set) the stream may overwrite, owned by the caller's thread."""
-        return CommandStream(self, cmd, barrier_struct)
+        set) the stream may overwrite, owned by the caller's thread;
+        ``tracker``: from ``self.tracker()`` (a new one when None)."""
+        return CommandStream(self, cmd, barrier_struct, tracker if tracker is not None else self.tracker())
 
     def record(self, stream: CommandStream, words: list) -> None:
         if self.kind == "native":
@@ -238,12 +289,10 @@ class CommandInterpreter:
                 stream.bound = ffi.new("uint64_t[3]")
             n = len(words)
             array = ffi.new("uint64_t[]", [w if w.__class__ is int else w.address for w in words])
-            if stream._addresses is None:
-                stream._addresses = (_address(stream._cmd), _address(stream.bound))
-            cmd, bound = stream._addresses
-            done = self._record(self._functions_address, bound, cmd, _address(array), n)
+            done = self._native.record(self._functions, stream.bound, stream.tracker.pointer, stream._cmd, array, n)
             if done != n:
-                raise RuntimeError(f"command stream cut short at word {done} of {n}")
+                raise RuntimeError(f"command stream cut short at word {done} of {n} (a malformed stream, "
+                                   "or no memory for the hazard tracker)")
         else:
             if stream.bound is None:
                 stream.bound = [0, 0, 0]     # the bound handles, compared by value
@@ -252,20 +301,25 @@ class CommandInterpreter:
     def _walk(self, stream: CommandStream, words: list) -> None:
         """The Python walker: what gc_record does, a cffi call per command,
         from the same fields (``DispatchCommand.py_fields``, in FIELDS order)."""
-        fns, cmd, bound = self._fns, stream._cmd, stream.bound
+        fns, cmd, bound, hz = self._fns, stream._cmd, stream.bound, stream.tracker
         i, n = 0, len(words)
         while i < n:
             word = words[i]
             if word.__class__ is int:
-                if word != BARRIER or n - i < 5:
+                if (word != BARRIER and word != BARRIER_COVERING) or n - i < 5:
                     raise RuntimeError(f"command stream cut short at word {i} of {n}")
-                bar = stream.barrier_struct
-                bar.srcAccessMask, bar.dstAccessMask = words[i + 3], words[i + 4]
-                fns.vkCmdPipelineBarrier(cmd, words[i + 1], words[i + 2], 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
+                src_stage, src_access = words[i + 1], words[i + 3]
+                if word == BARRIER_COVERING:
+                    src_stage, src_access = hz.covering(src_stage, src_access)
+                self._barrier(stream, src_stage, words[i + 2], src_access, words[i + 4])
                 i += 5
                 continue
-            (pipeline, layout, descriptors, writes, dset, push, indirect, offset, count, push_size,
-             gx, gy, gz, _pad) = word.py_fields
+            (pipeline, layout, descriptors, writes, dset, push, indirect, offset, hazard_reads, hazard_writes,
+             count, push_size, gx, gy, gz, flags, _, _) = word.py_fields
+            if flags & TRACK_HAZARDS and hz.needs_barrier(hazard_reads, hazard_writes):
+                src_stage, src_access = hz.hazard_sources()
+                self._barrier(stream, src_stage, hz.dst_stages, src_access, hz.dst_access)
+                hz.hazard_barriers += 1
             if pipeline != bound[0]:
                 fns.vkCmdBindPipeline(cmd, _BIND, pipeline)
                 bound[0] = pipeline
@@ -281,7 +335,17 @@ class CommandInterpreter:
                 fns.vkCmdDispatchIndirect(cmd, indirect, offset)
             else:
                 fns.vkCmdDispatch(cmd, gx, gy, gz)
+            if flags & TRACK_HAZARDS:
+                hz.touch(hazard_reads, hazard_writes)
             i += 1
+
+    def _barrier(self, stream: CommandStream, src_stage: int, dst_stage: int, src_access: int,
+                 dst_access: int) -> None:
+        """One global memory barrier; it clears the tracker (as gc_record's record_barrier)."""
+        bar = stream.barrier_struct
+        bar.srcAccessMask, bar.dstAccessMask = src_access, dst_access
+        self._fns.vkCmdPipelineBarrier(stream._cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
+        stream.tracker.barrier_recorded(src_stage, src_access)
 
 
 # -- finding and building the C walker ---------------------------------------------
@@ -322,47 +386,22 @@ def native_library_path():
 _loaded: dict = {}
 
 
-def load(path: Path):
-    """gc_record from the library at ``path``, through ctypes: one call per
-    batch, so its cost per call (about a microsecond) does not matter, and
-    nothing needs C declarations parsed at import time."""
-    fn = _loaded.get(path)
-    if fn is None:
+def load(path: Path) -> NativeLibrary:
+    """The library at ``path`` (its gc_record when called), opened once."""
+    lib = _loaded.get(path)
+    if lib is None:
         try:
-            fn = _loaded[path] = open_library(path)
+            lib = _loaded[path] = open_library(path)
         except UnsupportedError as e:
             raise UnsupportedError(f"{e}; rebuild it with `guestcompute build-native`") from None
-    return fn
+    return lib
 
 
-def open_library(path: Path):
-    """gc_record of the library at ``path``, uncached; UnsupportedError when
-    the file does not load or does not export what the walker calls (an
-    empty or foreign file, a build of another layout)."""
-    try:
-        lib = ctypes.CDLL(str(path))
-        fields, fn = lib.gc_dispatch_fields, lib.gc_record
-    except (OSError, AttributeError) as e:
-        raise UnsupportedError(f"the command interpreter {path} does not load ({e})") from None
-    if library_layout(lib) != field_offsets():
-        raise UnsupportedError(f"{path.name} was built for another layout of gc_dispatch")
-    fn.restype = ctypes.c_ulonglong
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
-    return fn
-
-
-class _CField(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("offset", ctypes.c_uint), ("size", ctypes.c_uint)]
-
-
-def library_layout(lib: ctypes.CDLL) -> tuple:
-    """gc_dispatch as the loaded library ``lib`` lays it out, in the shape of
-    ``field_offsets()``: ((name, offset, size), ...), struct size."""
-    get = lib.gc_dispatch_fields
-    get.restype = ctypes.POINTER(_CField)
-    get.argtypes = []
-    table, out, i = get(), [], 0
-    while table[i].name is not None:
-        out.append((table[i].name.decode(), table[i].offset, table[i].size))
-        i += 1
-    return tuple(out), table[i].offset
+def open_library(path: Path) -> NativeLibrary:
+    """The library at ``path``, uncached; UnsupportedError when the file does
+    not load or does not export what the walker calls (an empty or foreign
+    file, a build of another layout)."""
+    lib = NativeLibrary(path)
+    if lib.layout("dispatch") != field_offsets() or lib.layout("tracker") != tracker_offsets():
+        raise UnsupportedError(f"{path.name} was built for another layout of gc_dispatch or gc_tracker")
+    return lib
