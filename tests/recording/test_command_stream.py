@@ -62,6 +62,7 @@ def test_both_walkers_read_the_same_values_from_one_command(library, kind):
         assert (c["flags"], c["hazard_read_count"], c["hazard_write_count"]) == (command_stream.TRACK_HAZARDS, 2, 1)
     else:
         assert (c["flags"], c["hazard_reads"], c["hazard_read_count"]) == (0, 0, 0)
+    assert (c["pipeline"], c["layout"]) == (0x1000, 0x2000)
     assert c["push_size"] == 4 and c["descriptors"] == id(desc)
     if kind == "bound set":
         assert py.descriptor_writes is None and c["descriptor_write_count"] == 0
