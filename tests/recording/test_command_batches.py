@@ -244,7 +244,8 @@ def test_walkers_order_tracked_dispatches_by_their_hazard_keys(walker_ctx):
         return DispatchCommand(plan.pipe, plan.desc, dispatch.push, dispatch.groups, dispatch.indirect, reads,
                                writes)
     cmd = host.begin()
-    stream = ctx.device.commands.stream(cmd, ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER}))
+    barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
+    stream = ctx.device.commands.stream(cmd, barrier)
     for step in (command(a, b, c), command(c, b, a), command(a, c, d)):    # c = a+b; a = c+b; d = a+c
         stream.append(step)
     stream.barrier(sync.COMPUTE, sync.HOST | sync.TRANSFER, sync.SHADER_WRITE, sync.HOST_READ | sync.TRANSFER_READ)
