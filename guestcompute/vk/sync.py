@@ -14,7 +14,10 @@ it. A command that reads something written (RAW), writes something read
 barrier is one global VkMemoryBarrier from the accumulated stages, as cheap
 as buffer barriers on every driver we know, and it covers all buffers.
 Every guest barrier's second scope covers all the stages guest work itself
-uses (``GUEST_STAGES``), so after any barrier the tracker starts over.
+uses (``GUEST_STAGES``), so after any barrier the tracker starts over. The
+command stream's walkers can apply this rule themselves as they record
+(vk/command_stream.py): the Python walker with a HazardTracker, the C walker
+with its twin (vk/native_tracker.py).
 
 **Barrier state.** ``BarrierState`` is what one recording has ordered so
 far: whether the entry barrier was recorded, which host stages/accesses the
