@@ -110,7 +110,8 @@ def main() -> None:
         fns = _noop_functions(Path(folder))
         native = CommandInterpreter(fns, mode="require")
         cmd, bar = ffi.cast("VkCommandBuffer", 0x5000), ffi.new("VkMemoryBarrier *")
-        print(f"{'workload':10} {'floor':>8} {'python':>8} {'in C':>8}   (µs per dispatch, best of 200 runs of {N} appended and flushed)")
+        print(f"µs per dispatch, best of 200 runs of {N} appended and flushed")
+        print(f"{'workload':10} {'floor':>8} {'python':>8} {'in C':>8}")
         for workload in ("distinct", "chained"):
             keys = _keys(workload)
             plain = [DispatchCommand(_Pipe, _Descriptors, b"\0" * 8, (1, 1, 1), None) for _ in keys]
