@@ -14,7 +14,10 @@ it. A command that reads something written (RAW), writes something read
 barrier is one global VkMemoryBarrier from the accumulated stages, as cheap
 as buffer barriers on every driver we know, and it covers all buffers.
 Every guest barrier's second scope covers all the stages guest work itself
-uses (``GUEST_STAGES``), so after any barrier the tracker starts over.
+uses (``GUEST_STAGES``), so after any barrier the tracker starts over. The
+command stream's walkers can apply this rule themselves as they record
+(vk/command_stream.py): the Python walker with a HazardTracker, the C walker
+with its twin (vk/native_tracker.py).
 
 **Barrier state.** ``BarrierState`` is what one recording has ordered so
 far: whether the entry barrier was recorded, which host stages/accesses the
@@ -138,18 +141,48 @@ def first_layout_transition(img):
 
 
 class HazardTracker:
-    """Per hazard key: written or read since the last barrier (see the module notes)."""
-    __slots__ = ("written", "read", "stages", "access")
+    """Per hazard key: written or read since the last barrier (see the module notes).
 
-    def __init__(self):
+    Also the Python walker's twin of the C walker's gc_tracker (see
+    vk/native_tracker.py, same interface): ``dst_stages`` / ``dst_access``
+    are the second scope of a barrier it asks for; ``barriers`` counts the
+    barriers recorded through it (``hazard_barriers`` those the walker added
+    for a hazard); ``covered_stages`` / ``covered_access`` OR their sources.
+    """
+    __slots__ = ("written", "read", "stages", "access", "dst_stages", "dst_access", "barriers",
+                 "hazard_barriers", "covered_stages", "covered_access")
+
+    def __init__(self, dst_stages: int = GUEST_STAGES, dst_access: int = GUEST_ACCESS):
         self.written: set = set()
         self.read: set = set()
         self.stages = 0      # stages that touched anything since the last barrier
         self.access = 0      # write accesses made since the last barrier
+        self.dst_stages, self.dst_access = dst_stages, dst_access
+        self.barriers = self.hazard_barriers = 0
+        self.covered_stages = self.covered_access = 0
 
     def needs_barrier(self, reads, writes) -> bool:
         w = self.written
         return not (w.isdisjoint(reads) and w.isdisjoint(writes) and self.read.isdisjoint(writes))
+
+    def hazard_sources(self) -> tuple:
+        """(stages, access) a dispatch's hazard barrier waits for: every
+        dispatch's, and what other guest work (hooks, updates) did since."""
+        return COMPUTE | self.stages, SHADER_WRITE | self.access
+
+    def covering(self, src_stage: int, src_access: int) -> tuple:
+        """A barrier's sources widened, when there is a barrier at all, by
+        the work tracked since the last one (see BarrierState.covering_tracked)."""
+        if src_stage:
+            src_stage |= self.stages
+            src_access |= self.access
+        return src_stage, src_access
+
+    def barrier_recorded(self, src_stage: int, src_access: int) -> None:
+        self.barriers += 1
+        self.covered_stages |= src_stage
+        self.covered_access |= src_access
+        self.after_barrier()
 
     def after_barrier(self) -> None:
         self.written.clear()
@@ -163,6 +196,12 @@ class HazardTracker:
         self.stages |= stages
         if writes:
             self.access |= access
+
+    def written_keys(self) -> frozenset:
+        return frozenset(self.written)
+
+    def read_keys(self) -> frozenset:
+        return frozenset(self.read)
 
 
 class BarrierState:
@@ -186,8 +225,9 @@ class BarrierState:
     __slots__ = ("hazards", "entered", "covered_stages", "covered_access", "imports", "wrote_mapped",
                  "extra_stages", "extra_access", "waits_for_host", "images", "image_states", "users")
 
-    def __init__(self, *, entered: bool = False, waits_for_host: bool = True):
-        self.hazards = HazardTracker()
+    def __init__(self, *, entered: bool = False, waits_for_host: bool = True, hazards=None):
+        # hazards: a HazardTracker, or the C walker's (native_tracker.NativeTracker)
+        self.hazards = hazards if hazards is not None else HazardTracker()
         self.entered = entered
         self.waits_for_host = waits_for_host
         self.covered_stages = self.covered_access = 0 if waits_for_host else ALL_BITS
@@ -296,10 +336,7 @@ class BarrierState:
         the guest work tracked since the last one: recording it clears the
         tracker (barrier_recorded), so a barrier made only for a host
         import's or an image's entry must not drop an earlier write's hazard."""
-        if src_stage:
-            src_stage |= self.hazards.stages
-            src_access |= self.hazards.access
-        return src_stage, src_access
+        return self.hazards.covering(src_stage, src_access)
 
     def barrier_recorded(self, src_stage: int, src_access: int) -> None:
         self.covered_stages |= src_stage

@@ -11,12 +11,16 @@ import gc as pygc
 
 import numpy as np
 import pytest
+import vulkan as vk
+from vulkan import ffi
 
 import guestcompute as gc
 from guestcompute.errors import UnsupportedError
+from guestcompute.ops.base import registered_ops
+from guestcompute.recording.dispatch_plan import plan_for
 from guestcompute.testing import HeadlessHost
-from guestcompute.vk import command_stream, native_build
-from guestcompute.vk.command_stream import CommandInterpreter
+from guestcompute.vk import command_stream, native_build, sync
+from guestcompute.vk.command_stream import CommandInterpreter, DispatchCommand
 
 
 def _check_clean(host):
@@ -218,3 +222,38 @@ def test_a_failed_build_keeps_the_installed_library(tmp_path, monkeypatch, cc, m
     assert path.read_bytes() == good
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
     assert callable(command_stream.open_library(path))
+
+
+def test_walkers_order_tracked_dispatches_by_their_hazard_keys(walker_ctx):
+    """Dispatches built with hazard keys and appended with no barrier between
+    them: the walker records the barriers itself (read-after-write and
+    write-after-read here), under synchronization validation, and the data
+    shows the order held."""
+    host, ctx = walker_ctx
+    n = 1024
+    a, b = ctx.tensor(np.arange(n, dtype=np.float32)), ctx.tensor(np.full(n, 2, np.float32))
+    c, d = ctx.empty((n,)), ctx.empty((n,))
+    host.run(ctx, lambda rec: rec.fill(c, 0.0))        # the uploads land before the stream below
+    interned: dict = {}
+
+    def command(x, y, out):
+        dispatch = registered_ops()["add"](ctx, x, y, out=out).dispatches[0]
+        plan = plan_for(ctx, dispatch)
+        reads = [interned.setdefault(k, len(interned) + 1) for k in plan.reads]
+        writes = [interned.setdefault(k, len(interned) + 1) for k in plan.writes]
+        return DispatchCommand(plan.pipe, plan.desc, dispatch.push, dispatch.groups, dispatch.indirect, reads,
+                               writes)
+    cmd = host.begin()
+    barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
+    stream = ctx.device.commands.stream(cmd, barrier)
+    for step in (command(a, b, c), command(c, b, a), command(a, c, d)):    # c = a+b; a = c+b; d = a+c
+        stream.append(step)
+    stream.barrier(sync.COMPUTE, sync.HOST | sync.TRANSFER, sync.SHADER_WRITE, sync.HOST_READ | sync.TRANSFER_READ)
+    stream.flush()
+    host.submit_and_wait(cmd)
+    tracker = stream.tracker
+    assert (tracker.hazard_barriers, tracker.barriers) == (2, 3)
+    x = np.arange(n, dtype=np.float32)
+    np.testing.assert_array_equal(c.numpy(), x + 2)
+    np.testing.assert_array_equal(a.numpy(), x + 4)
+    np.testing.assert_array_equal(d.numpy(), 2 * x + 6)
