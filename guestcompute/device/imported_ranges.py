@@ -12,7 +12,7 @@ import threading
 
 
 from ..vk.memory import next_uid
-from ..vk.sync import buffer_hazard_key, handle_value
+from ..vk.sync import buffer_hazard_key, handle_value, range_hazard_key
 
 
 class ImportedRanges:
@@ -44,7 +44,7 @@ class ImportedRanges:
                 elif lo < end and start < hi:
                     overlapping.append(key)
             if own is None:
-                own = next_uid()
+                own = range_hazard_key(next_uid())
                 ranges.append((start, end, own))
             if guest:
                 overlapping.append(buffer_hazard_key(handle_key))

@@ -29,7 +29,7 @@ def resolve_image_binding(ctx, b: ImageBinding) -> None:
 
 class DispatchPlan:
     __slots__ = ("ctx", "spec", "buffer_tuple", "indirect", "pipe", "reads", "writes", "buffers", "imports",
-                 "writes_mapped", "desc", "images", "image_bindings", "command", "epoch", "touched")
+                 "writes_mapped", "desc", "images", "image_bindings", "command", "epoch")
 
     def __init__(self, ctx, d):
         pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
@@ -68,7 +68,6 @@ class DispatchPlan:
         self.pipe = pipe
         self.reads = tuple(reads)
         self.writes = tuple(writes)
-        self.touched = frozenset(reads) | frozenset(writes)     # what a pending write must not overlap
         self.buffers = tuple(buffers)
         self.imports = tuple(imports)
         # (Image, written) of images that need entry work: imported ones
@@ -79,7 +78,8 @@ class DispatchPlan:
         self.epoch = 0        # the recorder stamps the buffers' last epoch once per epoch
         self.desc = ctx.device.descriptors.get(pipe.set_layout, d.buffers)
         # Its commands as the command interpreter's struct (see vk/command_stream.py).
-        self.command = DispatchCommand(pipe, self.desc, d.push, d.groups, d.indirect)
+        # Its hazard keys go with it: the walker decides its barrier.
+        self.command = DispatchCommand(pipe, self.desc, d.push, d.groups, d.indirect, self.reads, self.writes)
 
     def is_current_for(self, ctx, d) -> bool:
         """The one rule for reusing a plan: valid while the Dispatch still

@@ -7,8 +7,10 @@ is package-internal and does the encoding:
 
 - the **hot path**: ``record_all`` resolves every dispatch's plan (maybe
   creating a pipeline) before anything is recorded, then ``record`` appends
-  each dispatch's prebuilt command to the batch, after the one barrier its
-  hazards need (``BarrierState.before_dispatch``, the one hazard decision);
+  each dispatch's prebuilt command, which carries its hazard keys, after
+  the entry barrier it needs (earlier guest work, imports, image layouts).
+  The walker that records the batch decides each dispatch's hazard barrier
+  itself (``vk/sync.HazardTracker``, or the C walker's twin of it);
 - **barriers around guest work that is not a dispatch** (a program replay,
   a parameter update, a host hook, an upload): ``sync_before_work`` before
   it, ``after_work`` after it, ``emit_barrier`` for a barrier with image
@@ -92,7 +94,12 @@ class Encoder:
         # Commands wait here and reach the command buffer in batches (see
         # vk/command_stream.py and the command_buffer property).
         self._barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
-        self._stream = device.commands.stream(cmd, self._barrier)
+        # The walker decides each dispatch's hazard barrier as it reaches it,
+        # with this tracker (the C walker's own, or sync.HazardTracker): it is
+        # current only after a flush, so everything here that reads or
+        # changes it flushes first.
+        tracker = device.commands.tracker()
+        self._stream = device.commands.stream(cmd, self._barrier, tracker)
         self._append = self._stream.append
         self._epochs = device.epochs
         self._pipelines = device.pipelines
@@ -101,10 +108,17 @@ class Encoder:
         # same list throughout); a program's capture leaves them to its replay.
         self._uploads = device.transfers.pending_uploads if target.enters else ()
         self.thread = None
-        self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host)
+        self.state = sync.BarrierState(entered=not target.enters, waits_for_host=target.waits_for_host,
+                                       hazards=tracker)
         self._capture = target.capture
         self.dispatches = 0
-        self.barriers = 0
+        self._barriers = 0             # barriers the encoder recorded (the walker counts its own)
+
+    @property
+    def barriers(self) -> int:
+        """Barriers recorded so far: the encoder's and, up to the last
+        flush, those the walker added for hazards."""
+        return self._barriers + self._stream.tracker.hazard_barriers
 
     @property
     def command_buffer(self):
@@ -125,6 +139,7 @@ class Encoder:
         try:
             if self._uploads:
                 self._record_pending()
+            self._stream.flush()           # the tracker is current (exit_masks resets it)
             masks = self.target.exit_masks(self.state)
             if masks is not None:
                 src_stage, src_access, dst_stage, dst_access, transitions = masks
@@ -185,7 +200,13 @@ class Encoder:
         if plan.writes_mapped:
             state.wrote_mapped = True
         if plan.imports:
+            imports = state.imports
             for b, w in plan.imports:
+                seen = imports.get(b.uid)
+                if seen is not None:          # met before in this recording: nothing to wait for
+                    if w:
+                        seen[1] = True
+                    continue
                 # One global entry barrier covers every buffer the host
                 # touched with those stages: later imports with the same
                 # declared access need no barrier of their own.
@@ -195,18 +216,28 @@ class Encoder:
         transitions = None
         if plan.images:
             src_stage, src_access, transitions = self._image_entry(plan.images, src_stage, src_access)
-        src_stage, src_access = state.before_dispatch(plan.touched, plan.reads, plan.writes, src_stage, src_access)
         if src_stage:
+            # Entry work needs a barrier: it also waits for the guest work
+            # tracked since the last one (covering), and the walker then
+            # finds no hazard left for this dispatch. The dispatch's own
+            # hazards the walker decides (HazardTracker.needs_barrier).
             if transitions:
+                self._stream.flush()
+                src_stage, src_access = state.covering_tracked(src_stage, src_access)
                 self.emit_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS, transitions)
+                state.barrier_recorded(src_stage, src_access)
             else:
-                self.queue_barrier(src_stage, src_access, _GUEST_STAGES, _GUEST_ACCESS)
+                self._stream.barrier(src_stage, _GUEST_STAGES, src_access, _GUEST_ACCESS, True)
+                self._barriers += 1
+                state.covered_stages |= src_stage
+                state.covered_access |= src_access
         if self._capture is not None:
             self._capture.dispatch(d, plan)
         command = plan.command
         if command.push is not d.push or command.groups is not d.groups:
             # The Dispatch's push bytes or groups were replaced since the plan was made.
-            command = plan.command = DispatchCommand(plan.pipe, plan.desc, d.push, d.groups, d.indirect)
+            command = plan.command = DispatchCommand(plan.pipe, plan.desc, d.push, d.groups, d.indirect,
+                                                     plan.reads, plan.writes)
         self._append(command)
         self.dispatches += 1
 
@@ -261,6 +292,7 @@ class Encoder:
 
     def _sync_before(self, reads, writes, shared, dst_stage, dst_access, force=False, images=()) -> None:
         state = self.state
+        self._stream.flush()          # the tracker is current once the walker walked what waits
         if self._capture is not None:
             self._capture.sync(dst_stage, dst_access)
         src_stage = src_access = 0
@@ -341,7 +373,7 @@ class Encoder:
     def queue_barrier(self, src_stage, src_access, dst_stage, dst_access) -> None:
         """A global memory barrier into the batch, after the commands waiting there."""
         self._stream.barrier(src_stage, dst_stage, src_access, dst_access)
-        self.barriers += 1
+        self._barriers += 1
 
     def emit_barrier(self, src_stage, src_access, dst_stage, dst_access, transitions=None) -> None:
         """Record one global memory barrier into this recorder's command
@@ -361,4 +393,4 @@ class Encoder:
         else:
             self._fns.vkCmdPipelineBarrier(self._cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL,
                                            0, ffi.NULL)
-        self.barriers += 1
+        self._barriers += 1

@@ -97,14 +97,31 @@ def handle_value(handle) -> int:
 # tensor's VkBuffer imported with import_buffer, are one resource to the
 # tracker. A handle value the driver reuses after a destroy can only add
 # barriers (the old object's work is finished before it is destroyed).
-def buffer_hazard_key(handle_key: int) -> tuple:
+#
+# A key is a 64-bit integer — what the walkers' trackers hold (the C one in
+# hash sets of uint64) — hashed from what it names. No table maps names to
+# keys, so nothing grows with the buffers a long run makes; two resources
+# share a key only by a 64-bit hash collision, which can only add a barrier.
+_KEY_BITS = (1 << 64) - 1
+
+
+def _hazard_key(*name) -> int:
+    return hash(name) & _KEY_BITS
+
+
+def buffer_hazard_key(handle_key: int) -> int:
     """A whole VkBuffer: every guest buffer has one of its own."""
-    return ("buffer", handle_key)
+    return _hazard_key("buffer", handle_key)
 
 
-def image_hazard_key(handle_key: int, mip: int, layer: int) -> tuple:
+def image_hazard_key(handle_key: int, mip: int, layer: int) -> int:
     """One subresource (mip level, array layer) of a VkImage."""
-    return ("image", handle_key, mip, layer)
+    return _hazard_key("image", handle_key, mip, layer)
+
+
+def range_hazard_key(uid: int) -> int:
+    """One imported byte range of a host's VkBuffer (device/imported_ranges.py)."""
+    return _hazard_key("range", uid)
 
 
 class ImageTransition(NamedTuple):
@@ -276,7 +293,10 @@ class BarrierState:
         stage = access = 0
         if seen is None:
             ha = b.host_access
-            if ha.stages & ~self.covered_stages or ha.access & ~self.covered_access:
+            # Barriers the walker recorded for hazards count too (as of its last walk).
+            covered_stages = self.covered_stages | self.hazards.covered_stages
+            covered_access = self.covered_access | self.hazards.covered_access
+            if ha.stages & ~covered_stages or ha.access & ~covered_access:
                 stage, access = ha.stages, ha.access
             self.imports[b.uid] = seen = [b, False]
         if written:
@@ -296,40 +316,6 @@ class BarrierState:
             # hz.stages / hz.access add what non-dispatch work (hooks, updates) did
             return COMPUTE | hz.stages, SHADER_WRITE | hz.access
         return 0, 0
-
-    def before_dispatch(self, touched, reads, writes, src_stage: int = 0, src_access: int = 0) -> tuple:
-        """The one hazard decision of a dispatch reading ``reads`` and
-        writing ``writes`` (``touched``: both, as a set): returns the
-        (stages, access) of the barrier to record before it — ``src_stage``
-        / ``src_access`` (what its entry work needs already) widened by the
-        guest work it must wait for — and accounts for the barrier (if any)
-        and the dispatch itself. (0, 0): no barrier.
-
-        A dispatch touching something written since the last barrier, or
-        writing something read since, waits for all tracked work (RAW, WAR,
-        WAW). A barrier its entry work needs anyway also waits for the
-        tracked work (covering_tracked): recording it clears the tracker."""
-        hz = self.hazards
-        written = hz.written
-        if not (written.isdisjoint(touched) and hz.read.isdisjoint(writes)):
-            # hz.stages / hz.access add what non-dispatch work (hooks, updates) did
-            src_stage |= COMPUTE | hz.stages
-            src_access |= SHADER_WRITE | hz.access
-        elif src_stage:
-            src_stage |= hz.stages
-            src_access |= hz.access
-        if src_stage:
-            self.covered_stages |= src_stage
-            self.covered_access |= src_access
-            written.clear()
-            hz.read.clear()
-            hz.stages = hz.access = 0
-        hz.read.update(reads)
-        if writes:
-            written.update(writes)
-            hz.access |= SHADER_WRITE
-        hz.stages |= COMPUTE
-        return src_stage, src_access
 
     def covering_tracked(self, src_stage: int, src_access: int) -> tuple:
         """A barrier's sources widened, when there is a barrier at all, by

@@ -115,11 +115,9 @@ def test_missing_barrier_is_caught_by_sync_validation(profile):
         t = ctx.empty((1024,))
         cmd = h.begin()
         with ctx.record(cmd) as rec:
-            class Forgetful(set):            # sabotage: writes are never remembered
-                def update(self, *others):
-                    pass
-            rec.encoder.state.hazards.written = Forgetful()
             rec.fill(t, 1.0)
+            rec.flush()              # the walker tracked fill's write...
+            rec.encoder.state.hazards.after_barrier()      # sabotage: ...and forgets it, with no barrier
             rec.add(t, t)            # reads what fill wrote: needs the missing barrier
         h.submit_and_wait(cmd)
         assert any("SYNC-HAZARD-READ-AFTER-WRITE" in m for m in h.messages), h.messages
