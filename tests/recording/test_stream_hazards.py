@@ -224,3 +224,29 @@ def test_the_c_tracker_is_freed_with_its_owner(library_path):
     del tracker
     pygc.collect()
     assert freed == [where]
+
+
+def test_a_replay_alone_never_makes_the_c_tracker(library_path):
+    lib = command_stream.load(library_path)
+    made = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(lib, name)
+
+        def tracker_new(self, *args):
+            made.append(args)
+            return lib.tracker_new(*args)
+
+    tracker = NativeTracker(Counting())
+    assert not tracker.needs_barrier([1], [2])
+    tracker.touch([1], [2], sync.TRANSFER, sync.TRANSFER_WRITE)      # what a replay's after_work does
+    assert tracker.needs_barrier([2], []) and tracker.needs_barrier([], [1])
+    assert not tracker.needs_barrier([3], [4])
+    assert tracker.written_keys() == {2} and tracker.read_keys() == {1}
+    tracker.after_barrier()                                            # the exit barrier
+    assert not tracker.needs_barrier([2], [1]) and (tracker.stages, tracker.access) == (0, 0)
+    assert made == []
+    tracker.touch([5], [6])
+    tracker.pointer                                                    # a walk needs it now
+    assert len(made) == 1 and tracker.written_keys() == {6} and tracker.needs_barrier([6], [])
