@@ -152,7 +152,7 @@ def kompute_round(host, rng) -> tuple:
                                  spec.workgroup)
         t0 = time.perf_counter()
         cmd = host.begin()
-        made = [pattern.use(cmd, d.buffers, d.push, d.groups) for d in planned]
+        made = [pattern.use(cmd, d.bindings, d.push, d.groups) for d in planned]
         host.submit_and_wait(cmd)
         for m in made:
             pattern.destroy(m)

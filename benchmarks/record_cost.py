@@ -41,12 +41,12 @@ class _RawDispatch:
 
     def __init__(self, ctx, d):
         pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
-        n = len(d.buffers)
+        n = len(d.bindings)
         self.pipe = pipe.handle
         self.layout = pipe.layout
         self.infos = ffi.new("VkDescriptorBufferInfo[]", n)
         self.writes = ffi.new("VkWriteDescriptorSet[]", n)
-        for i, b in enumerate(d.buffers):
+        for i, b in enumerate(d.bindings):
             self.infos[i].buffer = b.handle
             self.infos[i].offset = 0
             self.infos[i].range = b.size
@@ -233,7 +233,7 @@ def run(env) -> list:
             "lib_dispatch": bench.lib_dispatch,
         }, repeat=repeat, warmup=3)
         us = {k: v / N_SETS * 1e6 for k, v in t.items()}
-        walker = {"native": "C command interpreter", "python": "Python walker"}[ctx.device.commands.kind]
+        walker = {"native": "C command interpreter", "python": "Python walker"}[ctx.device.interpreter.kind]
         raw_note = (f"raw cffi: prebuilt structs, device function pointers, same commands; "
                     f"guestcompute batches through its {walker}")
         return [

@@ -317,7 +317,7 @@ class ImageBinding:
         self.owner_uid = image.uid
         self.hazard_keys = (image.hazard_key(mip, layer),)
         self.view = self.sampler_handle = None
-        self.alloc = None           # buffer facts the dispatch plan asks every binding
+        self.alloc = None           # the rest of tensor.Binding, which the dispatch plan reads
         self.host_access = None
         self.last_epoch = 0
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from typing import Protocol
 
 import numpy as np
 
@@ -12,6 +13,24 @@ from .errors import GuestComputeError, InvalidArgumentError, ShapeError
 from .interop.cuda_memory import CudaView, cuda_memory_for
 from .vk.memory import next_uid
 from .vk.sync import buffer_hazard_key, handle_value
+
+
+class Binding(Protocol):
+    """What a dispatch binds, as the recorder sees it: a :class:`Buffer`, a
+    :class:`BufferWindow`, or an image subresource or sampler
+    (``image.ImageBinding``, ``image.SamplerBinding``). ``uid``: changes
+    when the memory behind it does (descriptor caches key on it);
+    ``hazard_keys``: the memory it reaches, for the hazard tracker (none
+    for a sampler); ``alloc``: its guest allocation (None for a host's
+    buffer and for images, which own their memory elsewhere);
+    ``host_access``: what the host declared for an import, else None;
+    ``last_epoch``: the last epoch that used it (nothing is destroyed before
+    that epoch retires)."""
+    uid: int
+    hazard_keys: tuple
+    alloc: object
+    host_access: object
+    last_epoch: int
 
 
 class Buffer:

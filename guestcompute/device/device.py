@@ -59,6 +59,7 @@ class Device:
     Services: ``fns``, ``memory`` (VkDeviceMemory, images, counters),
     ``suballocator`` (guest buffers), ``descriptors``, ``spirv``,
     ``pipeline_cache`` (the VkPipelineCache and its file), ``pipelines``,
+    ``interpreter`` (records batches of commands: vk/command_stream.py),
     ``epochs``, ``transfers``, ``imported_ranges``, ``shared_memory`` and
     ``shared_timelines`` (what other devices and CUDA share). ``standalone``: the guest
     created the device (and may retire epochs itself).
@@ -84,7 +85,7 @@ class Device:
         self._image_limits: dict = {}       # (VkFormat, usage, flags) -> ImageLimits or None
         self.fns = DeviceFunctions(handle, wanted_functions(caps))
         # Records batches of planned commands (C when built, else Python).
-        self.commands = CommandInterpreter(self.fns)
+        self.interpreter = CommandInterpreter(self.fns)
         self.memory = MemoryManager(handle, self.fns, physical_device, self.limits.max_storage_buffer_range,
                                     self.limits.max_memory_allocation_size,
                                     read_budget=self._heap_budgets if self.budget_known else None)

@@ -61,10 +61,11 @@ class PlanContext(Protocol):
 
 @dataclass
 class Dispatch:
-    """One compute dispatch: kernel spec, one buffer per binding, push bytes
+    """One compute dispatch: kernel spec, one :class:`~guestcompute.tensor.Binding`
+    per kernel binding (buffers, image subresources, samplers), push bytes
     and workgroup counts (or an indirect (Buffer, byte offset))."""
     spec: object
-    buffers: tuple
+    bindings: tuple
     push: bytes
     groups: tuple
     indirect: tuple = None

@@ -2,7 +2,7 @@
 needs beyond its push bytes and groups, resolved once.
 
 That is the pipeline (created on first use), the hazard keys it reads and
-writes (for barriers), the buffers whose last epoch it bumps, the imported
+writes (for barriers), the resources whose last epoch it bumps (``stamped``), the imported
 buffers among them, its descriptor entry, and its commands as one struct
 for the command interpreter. The plan is kept on the
 Dispatch (``Dispatch.resolved``), so an op that returns the same Dispatch
@@ -28,15 +28,15 @@ def resolve_image_binding(ctx, b: ImageBinding) -> None:
 
 
 class DispatchPlan:
-    __slots__ = ("ctx", "spec", "buffer_tuple", "indirect", "pipe", "reads", "writes", "buffers", "imports",
+    __slots__ = ("ctx", "spec", "bindings", "indirect", "pipe", "reads", "writes", "stamped", "imports",
                  "writes_mapped", "desc", "images", "image_bindings", "command", "epoch")
 
     def __init__(self, ctx, d):
         pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
         reads, writes, imports, images, image_bindings = [], [], [], {}, []
         writes_mapped = False
-        buffers = []
-        for b, (r, w) in zip(d.buffers, pipe.bindings):
+        stamped = []          # what the recorder stamps with the epoch that last used it
+        for b, (r, w) in zip(d.bindings, pipe.bindings):
             if r:
                 reads.extend(b.hazard_keys)
             if w:
@@ -48,27 +48,27 @@ class DispatchPlan:
             if isinstance(b, SamplerBinding):
                 if b.sampler_handle is None:
                     b.sampler_handle = ctx.device.image_views.sampler(b.sampler)
-                buffers.append(b)
+                stamped.append(b)
             elif isinstance(b, ImageBinding):
                 resolve_image_binding(ctx, b)
                 image_bindings.append(b)
                 img = b.image
                 seen = images.get(img.uid)        # an image bound twice is written if either binding writes
                 images[img.uid] = (img, bool(w) or (seen is not None and seen[1]))
-                buffers.append(img)
+                stamped.append(img)
             else:
-                buffers.append(b)
+                stamped.append(b)
         if d.indirect is not None:
             reads.extend(d.indirect[0].hazard_keys)
-            buffers.append(d.indirect[0])
+            stamped.append(d.indirect[0])
         self.ctx = ctx
         self.spec = d.spec
-        self.buffer_tuple = d.buffers
+        self.bindings = d.bindings
         self.indirect = d.indirect
         self.pipe = pipe
         self.reads = tuple(reads)
         self.writes = tuple(writes)
-        self.buffers = tuple(buffers)
+        self.stamped = tuple(stamped)
         self.imports = tuple(imports)
         # (Image, written) of images that need entry work: imported ones
         # (their layout) and guest ones still waiting for their first layout.
@@ -76,7 +76,7 @@ class DispatchPlan:
         self.image_bindings = tuple(image_bindings)
         self.writes_mapped = writes_mapped
         self.epoch = 0        # the recorder stamps the buffers' last epoch once per epoch
-        self.desc = ctx.device.descriptors.get(pipe.set_layout, d.buffers)
+        self.desc = ctx.device.descriptors.get(pipe.set_layout, d.bindings)
         # Its commands as the command interpreter's struct (see vk/command_stream.py).
         # Its hazard keys go with it: the walker decides its barrier.
         self.command = DispatchCommand(pipe, self.desc, d.push, d.groups, d.indirect, self.reads, self.writes)
@@ -87,7 +87,7 @@ class DispatchPlan:
         alive, so their uids and descriptors are too) in the same context,
         and none of its images was rebound. (The encoder's hot path inlines
         it; tests/recording/test_plan_validity.py holds the two equal.)"""
-        return (self.ctx is ctx and self.spec is d.spec and self.buffer_tuple is d.buffers
+        return (self.ctx is ctx and self.spec is d.spec and self.bindings is d.bindings
                 and self.indirect is d.indirect and self.images_current())
 
     def images_current(self) -> bool:
@@ -103,6 +103,6 @@ def plan_for(ctx, d) -> DispatchPlan:
         ctx.device.pipelines.count_hit()
         return plan
     plan = DispatchPlan(ctx, d)
-    if type(d.buffers) is tuple and (d.indirect is None or type(d.indirect) is tuple):
+    if type(d.bindings) is tuple and (d.indirect is None or type(d.indirect) is tuple):
         d.resolved = plan
     return plan

@@ -98,8 +98,8 @@ class Encoder:
         # with this tracker (the C walker's own, or sync.HazardTracker): it is
         # current only after a flush, so everything here that reads or
         # changes it flushes first.
-        tracker = device.commands.tracker()
-        self._stream = device.commands.stream(cmd, self._barrier, tracker)
+        tracker = device.interpreter.tracker()
+        self._stream = device.interpreter.stream(cmd, self._barrier, tracker)
         self._append = self._stream.append
         self._epochs = device.epochs
         self._pipelines = device.pipelines
@@ -166,7 +166,7 @@ class Encoder:
             plan = d.resolved
             # DispatchPlan.is_current_for(ctx, d), inlined for the repeated op;
             # a plan with images that need entry work takes the long way.
-            if (plan is not None and plan.ctx is ctx and plan.spec is d.spec and plan.buffer_tuple is d.buffers
+            if (plan is not None and plan.ctx is ctx and plan.spec is d.spec and plan.bindings is d.bindings
                     and plan.indirect is d.indirect and not plan.images
                     and (not plan.image_bindings or plan.images_current())):
                 self._hits += 1
@@ -195,7 +195,7 @@ class Encoder:
         epoch = self._epochs.current
         if plan.epoch != epoch:        # its buffers are stamped once per epoch
             plan.epoch = epoch
-            for b in plan.buffers:
+            for b in plan.stamped:
                 b.last_epoch = epoch
         if plan.writes_mapped:
             state.wrote_mapped = True

@@ -247,7 +247,7 @@ class ProgramCapture(Target):
         for img, w in plan.images:
             if img.pending_init:
                 self.first_layouts[img.uid] = (img, w)
-        for b in plan.buffers:
+        for b in plan.stamped:
             self.buffers[b.uid] = b
         self.reads.update(plan.reads)
         if plan.writes:

@@ -391,7 +391,7 @@ def _made_past_range(result, since: int) -> bool:
     only its first maxStorageBufferRange bytes; the rest would stay
     unwritten without an error from anyone.)"""
     for d in result.dispatches:
-        for b in d.buffers:
+        for b in d.bindings:
             alloc = getattr(b, "alloc", None)
             if alloc is not None and getattr(alloc, "past_range", 0) > since:
                 return True

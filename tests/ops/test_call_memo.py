@@ -205,7 +205,7 @@ def test_a_dispatch_recorded_again_after_changing_buffers_uses_the_new_ones(host
     c1, c2 = ctx.empty((64,)), ctx.empty((64,))
     d = registered_ops()["add"](ctx, a, b, out=c1).dispatches[0]
     host.run(ctx, lambda rec: rec.dispatch(d))
-    d.buffers = (a.buffer, b.buffer, c2.buffer)       # same shapes, another output
+    d.bindings = (a.buffer, b.buffer, c2.buffer)       # same shapes, another output
     host.run(ctx, lambda rec: rec.dispatch(d))
     np.testing.assert_array_equal(c1.numpy(), np.full(64, 3, np.float32))
     np.testing.assert_array_equal(c2.numpy(), np.full(64, 3, np.float32))

@@ -35,7 +35,7 @@ def walker_ctx(request, monkeypatch):
     monkeypatch.setenv(command_stream.ENV, "off" if request.param == "python" else "require")
     with HeadlessHost("modern") as host:
         ctx = host.adopt()
-        assert ctx.device.commands.kind == request.param
+        assert ctx.device.interpreter.kind == request.param
         yield host, ctx
         ctx.close()
         _check_clean(host)
@@ -64,7 +64,7 @@ def _logged(ctx):
     walker) through a CommandLog."""
     log = CommandLog(ctx.device.fns)
     ctx.device.fns = log
-    ctx.device.commands = CommandInterpreter(log, mode="off")
+    ctx.device.interpreter = CommandInterpreter(log, mode="off")
     return log
 
 
@@ -245,7 +245,7 @@ def test_walkers_order_tracked_dispatches_by_their_hazard_keys(walker_ctx):
                                writes)
     cmd = host.begin()
     barrier = ffi.new("VkMemoryBarrier *", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER})
-    stream = ctx.device.commands.stream(cmd, barrier)
+    stream = ctx.device.interpreter.stream(cmd, barrier)
     for step in (command(a, b, c), command(c, b, a), command(a, c, d)):    # c = a+b; a = c+b; d = a+c
         stream.append(step)
     stream.barrier(sync.COMPUTE, sync.HOST | sync.TRANSFER, sync.SHADER_WRITE, sync.HOST_READ | sync.TRANSFER_READ)

@@ -13,7 +13,7 @@ from guestcompute.recording.encoder import Encoder
 
 def _plan(ctx, spec, buffers, indirect, bindings, images):
     plan = DispatchPlan.__new__(DispatchPlan)
-    plan.ctx, plan.spec, plan.buffer_tuple, plan.indirect = ctx, spec, buffers, indirect
+    plan.ctx, plan.spec, plan.bindings, plan.indirect = ctx, spec, buffers, indirect
     plan.image_bindings = tuple(SimpleNamespace(still_current=c) for c in bindings)
     plan.images = images
     return plan
@@ -29,7 +29,7 @@ def test_hot_path_reuses_exactly_the_plans_the_rule_allows(same_ctx, same_spec, 
     plan = _plan(ctx if same_ctx else object(), spec if same_spec else object(),
                  buffers if same_buffers else (object(),), indirect if same_indirect else (object(), 0),
                  bindings, (("image", True),) if entry_images else ())
-    d = SimpleNamespace(spec=spec, buffers=buffers, indirect=indirect, resolved=plan)
+    d = SimpleNamespace(spec=spec, bindings=buffers, indirect=indirect, resolved=plan)
     replanned, recorded = [], []
     fake = SimpleNamespace(ctx=ctx, _hits=0, record=lambda dd, p: recorded.append(p),
                            _check_images=lambda plans: None)
