@@ -229,7 +229,9 @@ class BarrierState:
     accesses the entry barriers waited for so far (all bits: never wait for
     the host, as inside a program or a semaphore hand-off). ``imports``:
     uid -> [Buffer, written?] per host-shared buffer met, since each import
-    declares its own host access. ``wrote_mapped``: a write to host-mapped
+    declares its own host access; ``import_stages`` / ``import_access``: the
+    OR of their declared accesses (the exit barrier's second scope).
+    ``wrote_mapped``: a write to host-mapped
     guest memory (the exit barrier makes it visible to the host).
     ``extra_stages`` / ``extra_access``: non-dispatch guest work since entry.
     ``images``: VkImage handle value -> [Image, written] per imported VkImage
@@ -239,8 +241,9 @@ class BarrierState:
     back to its exit layout. ``users``: every import met while it waits for
     the host (each refuses ``rebind`` until the exit barrier).
     """
-    __slots__ = ("hazards", "entered", "covered_stages", "covered_access", "imports", "wrote_mapped",
-                 "extra_stages", "extra_access", "waits_for_host", "images", "image_states", "users")
+    __slots__ = ("hazards", "entered", "covered_stages", "covered_access", "imports", "import_stages",
+                 "import_access", "wrote_mapped", "extra_stages", "extra_access", "waits_for_host", "images",
+                 "image_states", "users")
 
     def __init__(self, *, entered: bool = False, waits_for_host: bool = True, hazards=None):
         # hazards: a HazardTracker, or the C walker's (native_tracker.NativeTracker)
@@ -249,6 +252,7 @@ class BarrierState:
         self.waits_for_host = waits_for_host
         self.covered_stages = self.covered_access = 0 if waits_for_host else ALL_BITS
         self.imports: dict = {}
+        self.import_stages = self.import_access = 0
         self.images: dict = {}          # VkImage handle value -> [Image, written] per imported image met
         self.image_states: dict = {}    # VkImage handle value -> (entry, exit) a recording overrides
         self.users: list = []           # the imports whose open_recordings hold this state
@@ -289,19 +293,24 @@ class BarrierState:
         """Register host-shared buffer ``b``; returns the (stages, access)
         the entry barrier must still wait for — none when an earlier entry
         barrier covered its declared host access already."""
-        seen = self.imports.get(b.uid)
-        stage = access = 0
-        if seen is None:
-            ha = b.host_access
-            # Barriers the walker recorded for hazards count too (as of its last walk).
-            covered_stages = self.covered_stages | self.hazards.covered_stages
-            covered_access = self.covered_access | self.hazards.covered_access
-            if ha.stages & ~covered_stages or ha.access & ~covered_access:
-                stage, access = ha.stages, ha.access
-            self.imports[b.uid] = seen = [b, False]
-        if written:
-            seen[1] = True
-        return stage, access
+        imports = self.imports
+        seen = imports.get(b.uid)
+        if seen is not None:
+            if written:
+                seen[1] = True
+            return 0, 0
+        imports[b.uid] = [b, written]
+        ha = b.host_access
+        stages, access = ha.stages, ha.access
+        self.import_stages |= stages
+        self.import_access |= access
+        if not (stages & ~self.covered_stages or access & ~self.covered_access):
+            return 0, 0
+        # Barriers the walker recorded for hazards count too (as of its last walk).
+        hz = self.hazards
+        if stages & ~(self.covered_stages | hz.covered_stages) or access & ~(self.covered_access | hz.covered_access):
+            return stages, access
+        return 0, 0
 
     def sources_before(self, reads, writes, force: bool, recorded_any: bool) -> tuple:
         """(stages, access) of guest work that guest work reading ``reads``
@@ -348,11 +357,9 @@ class BarrierState:
         src_access = dst_stage = dst_access = 0
         transitions = []
         if to_host_accesses:
-            for b, written in self.imports.values():
-                dst_stage |= b.host_access.stages
-                dst_access |= b.host_access.access
-                if written:
-                    src_access = SHADER_WRITE | extra_access
+            dst_stage, dst_access = self.import_stages, self.import_access
+            if any(seen[1] for seen in self.imports.values()):
+                src_access = SHADER_WRITE | extra_access
             for key, (img, written) in self.images.items():
                 exit_state = self.image_states.get(key, (img.entry, img.exit))[1]
                 ha = exit_state.access
@@ -370,6 +377,7 @@ class BarrierState:
         needed = bool(dst_stage)
         self.extra_stages = self.extra_access = 0
         self.imports.clear()
+        self.import_stages = self.import_access = 0
         if to_host_accesses:
             self.images.clear()
             self.image_states.clear()
