@@ -29,7 +29,8 @@ def resolve_image_binding(ctx, b: ImageBinding) -> None:
 
 class DispatchPlan:
     __slots__ = ("ctx", "spec", "bindings", "indirect", "pipe", "reads", "writes", "stamped", "imports",
-                 "writes_mapped", "desc", "images", "image_bindings", "command", "epoch")
+                 "writes_mapped", "desc", "images", "image_bindings", "command", "epoch",
+                 "import_stages", "import_access")
 
     def __init__(self, ctx, d):
         pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
@@ -70,6 +71,12 @@ class DispatchPlan:
         self.writes = tuple(writes)
         self.stamped = tuple(stamped)
         self.imports = tuple(imports)
+        # The OR of the imports' declared host accesses: the entry barrier
+        # waits for them unless the recording's earlier ones covered them.
+        self.import_stages = self.import_access = 0
+        for b, _ in imports:
+            self.import_stages |= b.host_access.stages
+            self.import_access |= b.host_access.access
         # (Image, written) of images that need entry work: imported ones
         # (their layout) and guest ones still waiting for their first layout.
         self.images = tuple(v for v in images.values() if v[0].imported or v[0].pending_init)

@@ -200,19 +200,16 @@ class Encoder:
         if plan.writes_mapped:
             state.wrote_mapped = True
         if plan.imports:
-            imports = state.imports
-            for b, w in plan.imports:
-                seen = imports.get(b.uid)
-                if seen is not None:          # met before in this recording: nothing to wait for
-                    if w:
-                        seen[1] = True
-                    continue
-                # One global entry barrier covers every buffer the host
-                # touched with those stages: later imports with the same
-                # declared access need no barrier of their own.
-                stage, access = state.host_sources(b, w)
-                src_stage |= stage
-                src_access |= access
+            if plan.import_stages & ~state.covered_stages or plan.import_access & ~state.covered_access:
+                for b, w in plan.imports:
+                    # One global entry barrier covers every buffer the host
+                    # touched with those stages: later imports with the same
+                    # declared access need no barrier of their own.
+                    stage, access = state.host_sources(b, w)
+                    src_stage |= stage
+                    src_access |= access
+            else:       # covered already: registered when the exit barrier (or a capture) asks
+                state.waiting_imports.append(plan.imports)
         transitions = None
         if plan.images:
             src_stage, src_access, transitions = self._image_entry(plan.images, src_stage, src_access)

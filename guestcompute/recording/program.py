@@ -378,7 +378,7 @@ class Program:
         r.buffers = tuple(capture.buffers.values())
         r.reads = frozenset(capture.reads)
         r.writes = frozenset(capture.writes)
-        r.imports = tuple((b, w) for b, w in state.imports.values())
+        r.imports = tuple((b, w) for b, w in state.met_imports().values())
         r.images = tuple((img, w) for img, w in state.images.values()) + tuple(capture.first_layouts.values())
         r.stages = capture.stages
         r.access = capture.access

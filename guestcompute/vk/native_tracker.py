@@ -17,6 +17,11 @@ from .sync import COMPUTE, GUEST_ACCESS, GUEST_STAGES, SHADER_WRITE
 TRACKER_FIELDS = ("stages", "access", "dst_stages", "dst_access", "dispatch_stages", "dispatch_access",
                   "barriers", "hazard_barriers", "covered_stages", "covered_access")
 _STAGES, _ACCESS = TRACKER_FIELDS.index("stages"), TRACKER_FIELDS.index("access")
+_DST_STAGES, _DST_ACCESS = TRACKER_FIELDS.index("dst_stages"), TRACKER_FIELDS.index("dst_access")
+# A new tracker's fields: nothing tracked; a tracked dispatch adds COMPUTE / SHADER_WRITE.
+_START = [0] * len(TRACKER_FIELDS)
+_START[TRACKER_FIELDS.index("dispatch_stages")] = COMPUTE
+_START[TRACKER_FIELDS.index("dispatch_access")] = SHADER_WRITE
 
 
 def tracker_offsets() -> tuple:
@@ -40,10 +45,8 @@ class NativeTracker:
         # one touch, cleared by the exit barrier, never needs the struct)...
         self._early: list = []
         # ...and its fields as they would be.
-        self._state = [0] * len(TRACKER_FIELDS)
-        for name, value in zip(("dst_stages", "dst_access", "dispatch_stages", "dispatch_access"),
-                               (dst_stages, dst_access, COMPUTE, SHADER_WRITE)):
-            self._state[TRACKER_FIELDS.index(name)] = value
+        self._state = state = _START[:]
+        state[_DST_STAGES], state[_DST_ACCESS] = dst_stages, dst_access
 
     @property
     def pointer(self):

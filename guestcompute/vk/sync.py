@@ -231,6 +231,9 @@ class BarrierState:
     uid -> [Buffer, written?] per host-shared buffer met, since each import
     declares its own host access; ``import_stages`` / ``import_access``: the
     OR of their declared accesses (the exit barrier's second scope).
+    ``waiting_imports``: (Buffer, written) tuples of dispatches whose imports
+    needed no entry barrier, registered only when something reads
+    ``imports`` (``met_imports``): the hot path appends, nothing more.
     ``wrote_mapped``: a write to host-mapped
     guest memory (the exit barrier makes it visible to the host).
     ``extra_stages`` / ``extra_access``: non-dispatch guest work since entry.
@@ -241,7 +244,8 @@ class BarrierState:
     back to its exit layout. ``users``: every import met while it waits for
     the host (each refuses ``rebind`` until the exit barrier).
     """
-    __slots__ = ("hazards", "entered", "covered_stages", "covered_access", "imports", "import_stages",
+    __slots__ = ("hazards", "entered", "covered_stages", "covered_access", "imports", "waiting_imports",
+                 "import_stages",
                  "import_access", "wrote_mapped", "extra_stages", "extra_access", "waits_for_host", "images",
                  "image_states", "users")
 
@@ -252,6 +256,7 @@ class BarrierState:
         self.waits_for_host = waits_for_host
         self.covered_stages = self.covered_access = 0 if waits_for_host else ALL_BITS
         self.imports: dict = {}
+        self.waiting_imports: list = []
         self.import_stages = self.import_access = 0
         self.images: dict = {}          # VkImage handle value -> [Image, written] per imported image met
         self.image_states: dict = {}    # VkImage handle value -> (entry, exit) a recording overrides
@@ -289,11 +294,28 @@ class BarrierState:
                                                 IMAGE_GUEST_ACCESS)
         return ha.stages, ha.access, transition
 
+    def met_imports(self) -> dict:
+        """``imports``, with the waiting ones registered first."""
+        waiting = self.waiting_imports
+        if waiting:
+            imports = self.imports
+            for pairs in waiting:
+                for b, written in pairs:
+                    seen = imports.get(b.uid)
+                    if seen is None:
+                        imports[b.uid] = [b, written]
+                        self.import_stages |= b.host_access.stages
+                        self.import_access |= b.host_access.access
+                    elif written:
+                        seen[1] = True
+            waiting.clear()
+        return self.imports
+
     def host_sources(self, b, written: bool) -> tuple:
         """Register host-shared buffer ``b``; returns the (stages, access)
         the entry barrier must still wait for — none when an earlier entry
         barrier covered its declared host access already."""
-        imports = self.imports
+        imports = self.met_imports()
         seen = imports.get(b.uid)
         if seen is not None:
             if written:
@@ -357,8 +379,9 @@ class BarrierState:
         src_access = dst_stage = dst_access = 0
         transitions = []
         if to_host_accesses:
+            imports = self.met_imports()
             dst_stage, dst_access = self.import_stages, self.import_access
-            if any(seen[1] for seen in self.imports.values()):
+            if any(seen[1] for seen in imports.values()):
                 src_access = SHADER_WRITE | extra_access
             for key, (img, written) in self.images.items():
                 exit_state = self.image_states.get(key, (img.entry, img.exit))[1]
@@ -377,6 +400,7 @@ class BarrierState:
         needed = bool(dst_stage)
         self.extra_stages = self.extra_access = 0
         self.imports.clear()
+        self.waiting_imports.clear()
         self.import_stages = self.import_access = 0
         if to_host_accesses:
             self.images.clear()
