@@ -30,7 +30,7 @@ def resolve_image_binding(ctx, b: ImageBinding) -> None:
 class DispatchPlan:
     __slots__ = ("ctx", "spec", "bindings", "indirect", "pipe", "reads", "writes", "stamped", "imports",
                  "writes_mapped", "desc", "images", "image_bindings", "command", "epoch",
-                 "import_stages", "import_access")
+                 "import_stages", "import_access", "import_written")
 
     def __init__(self, ctx, d):
         pipe = ctx.device.pipelines.resolve(d.spec, d.spirv, d.spec_constants)
@@ -77,6 +77,7 @@ class DispatchPlan:
         for b, _ in imports:
             self.import_stages |= b.host_access.stages
             self.import_access |= b.host_access.access
+        self.import_written = any(w for _, w in imports)
         # (Image, written) of images that need entry work: imported ones
         # (their layout) and guest ones still waiting for their first layout.
         self.images = tuple(v for v in images.values() if v[0].imported or v[0].pending_init)

@@ -209,7 +209,7 @@ class Encoder:
                     src_stage |= stage
                     src_access |= access
             else:       # covered already: registered when the exit barrier (or a capture) asks
-                state.waiting_imports.append(plan.imports)
+                state.waiting_imports.append(plan)
         transitions = None
         if plan.images:
             src_stage, src_access, transitions = self._image_entry(plan.images, src_stage, src_access)

@@ -351,7 +351,18 @@ def _op_method(name: str, planner):
     def method(self, *args, **kwargs):
         if not self._active or self._device.closed:
             self.check_active()
-        key = (name, *map(id, args), *kwargs, *map(id, kwargs.values())) if kwargs else (name, *map(id, args))
+        # The call memo's key: the op's name, the ids of the positional
+        # arguments, then each keyword's name and its value's id. Spelt out
+        # for one or two positional arguments and one keyword, the usual
+        # calls: unpacking map(id, ...) costs about 0.15 µs more per call.
+        n = len(args)
+        key = (name, id(args[0]), id(args[1])) if n == 2 else (name, id(args[0])) if n == 1 else (name, *map(id, args))
+        if kwargs:
+            if len(kwargs) == 1:
+                for k, v in kwargs.items():
+                    key += (k, id(v))
+            else:
+                key += (*kwargs, *map(id, kwargs.values()))
         entry = self._calls(key)
         if entry is not None and entry[0] == self.ctx.swaps:
             self._call_hits += 1

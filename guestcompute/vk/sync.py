@@ -231,9 +231,11 @@ class BarrierState:
     uid -> [Buffer, written?] per host-shared buffer met, since each import
     declares its own host access; ``import_stages`` / ``import_access``: the
     OR of their declared accesses (the exit barrier's second scope).
-    ``waiting_imports``: (Buffer, written) tuples of dispatches whose imports
-    needed no entry barrier, registered only when something reads
-    ``imports`` (``met_imports``): the hot path appends, nothing more.
+    ``waiting_imports``: dispatch plans whose imports needed no entry
+    barrier (each with ``imports``, (Buffer, written) pairs, and their ORed
+    ``import_stages`` / ``import_access`` / ``import_written``): the hot path
+    only appends; the exit barrier reads the ORs, and ``met_imports``
+    registers them when something needs ``imports`` itself.
     ``wrote_mapped``: a write to host-mapped
     guest memory (the exit barrier makes it visible to the host).
     ``extra_stages`` / ``extra_access``: non-dispatch guest work since entry.
@@ -299,8 +301,8 @@ class BarrierState:
         waiting = self.waiting_imports
         if waiting:
             imports = self.imports
-            for pairs in waiting:
-                for b, written in pairs:
+            for plan in waiting:
+                for b, written in plan.imports:
                     seen = imports.get(b.uid)
                     if seen is None:
                         imports[b.uid] = [b, written]
@@ -379,9 +381,13 @@ class BarrierState:
         src_access = dst_stage = dst_access = 0
         transitions = []
         if to_host_accesses:
-            imports = self.met_imports()
             dst_stage, dst_access = self.import_stages, self.import_access
-            if any(seen[1] for seen in imports.values()):
+            written = any(seen[1] for seen in self.imports.values())
+            for plan in self.waiting_imports:
+                dst_stage |= plan.import_stages
+                dst_access |= plan.import_access
+                written = written or plan.import_written
+            if written:
                 src_access = SHADER_WRITE | extra_access
             for key, (img, written) in self.images.items():
                 exit_state = self.image_states.get(key, (img.entry, img.exit))[1]
