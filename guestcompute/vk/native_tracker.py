@@ -67,6 +67,8 @@ class NativeTracker:
 
     def needs_barrier(self, reads, writes) -> bool:
         if self._pointer is None:
+            if not self._early:            # nothing tracked yet
+                return False
             written, read = self._early_keys(1), self._early_keys(0)
             return not (written.isdisjoint(reads) and written.isdisjoint(writes) and read.isdisjoint(writes))
         (reads, nr), (writes, nw) = key_array(reads), key_array(writes)
