@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from vulkan import ffi
 
-from .sync import COMPUTE, GUEST_ACCESS, GUEST_STAGES, SHADER_WRITE
+from .sync import COMPUTE, GUEST_ACCESS, GUEST_STAGES, SHADER_WRITE, TrackerRules
 
 # The part of gc_tracker Python reads and writes, in order, every field a
 # 64-bit integer (the loader checks the library's gc_tracker_fields).
@@ -29,7 +29,7 @@ def tracker_offsets() -> tuple:
     return tuple((name, i * 8, 8) for i, name in enumerate(TRACKER_FIELDS)), len(TRACKER_FIELDS) * 8
 
 
-class NativeTracker:
+class NativeTracker(TrackerRules):
     """See the module notes. ``pointer``: the gc_tracker the walker gets,
     made on first use (a recording that never needs one — a program replay
     with nothing tracked yet — pays nothing for it); ``dispatch_stages`` /
@@ -69,25 +69,9 @@ class NativeTracker:
         if self._pointer is None:
             if not self._early:            # nothing tracked yet
                 return False
-            written, read = self._early_keys(1), self._early_keys(0)
-            return not (written.isdisjoint(reads) and written.isdisjoint(writes) and read.isdisjoint(writes))
+            return self.conflict(self._early_keys(1), self._early_keys(0), reads, writes)
         (reads, nr), (writes, nw) = key_array(reads), key_array(writes)
         return bool(self._lib.tracker_needs_barrier(self._pointer, reads, nr, writes, nw))
-
-    def hazard_sources(self) -> tuple:
-        return self.dispatch_stages | self.stages, self.dispatch_access | self.access
-
-    def covering(self, src_stage: int, src_access: int) -> tuple:
-        if src_stage:
-            src_stage |= self._state[_STAGES]
-            src_access |= self._state[_ACCESS]
-        return src_stage, src_access
-
-    def barrier_recorded(self, src_stage: int, src_access: int) -> None:
-        self.barriers += 1
-        self.covered_stages |= src_stage
-        self.covered_access |= src_access
-        self.after_barrier()
 
     def after_barrier(self) -> None:
         if self._pointer is None:

@@ -157,35 +157,24 @@ def first_layout_transition(img):
     return whole_image_transition(img, UNDEFINED, GUEST_LAYOUT, 0, IMAGE_GUEST_ACCESS)
 
 
-class HazardTracker:
-    """Per hazard key: written or read since the last barrier (see the module notes).
+class TrackerRules:
+    """What both hazard trackers — :class:`HazardTracker`, which the Python
+    walker runs, and the C walker's ``native_tracker.NativeTracker`` — derive
+    from their fields (``stages``, ``access``, ``dispatch_stages``,
+    ``dispatch_access``, ``barriers``, ``covered_stages``, ``covered_access``)
+    and their ``after_barrier``: one copy of the rules for both."""
+    __slots__ = ()
 
-    Also the Python walker's twin of the C walker's gc_tracker (see
-    vk/native_tracker.py, same interface): ``dst_stages`` / ``dst_access``
-    are the second scope of a barrier it asks for; ``barriers`` counts the
-    barriers recorded through it (``hazard_barriers`` those the walker added
-    for a hazard); ``covered_stages`` / ``covered_access`` OR their sources.
-    """
-    __slots__ = ("written", "read", "stages", "access", "dst_stages", "dst_access", "barriers",
-                 "hazard_barriers", "covered_stages", "covered_access")
-
-    def __init__(self, dst_stages: int = GUEST_STAGES, dst_access: int = GUEST_ACCESS):
-        self.written: set = set()
-        self.read: set = set()
-        self.stages = 0      # stages that touched anything since the last barrier
-        self.access = 0      # write accesses made since the last barrier
-        self.dst_stages, self.dst_access = dst_stages, dst_access
-        self.barriers = self.hazard_barriers = 0
-        self.covered_stages = self.covered_access = 0
-
-    def needs_barrier(self, reads, writes) -> bool:
-        w = self.written
-        return not (w.isdisjoint(reads) and w.isdisjoint(writes) and self.read.isdisjoint(writes))
+    @staticmethod
+    def conflict(written, read, reads, writes) -> bool:
+        """Does work reading ``reads`` and writing ``writes`` meet what was
+        ``written`` (RAW, WAW) or ``read`` (WAR) since the last barrier?"""
+        return not (written.isdisjoint(reads) and written.isdisjoint(writes) and read.isdisjoint(writes))
 
     def hazard_sources(self) -> tuple:
         """(stages, access) a dispatch's hazard barrier waits for: every
         dispatch's, and what other guest work (hooks, updates) did since."""
-        return COMPUTE | self.stages, SHADER_WRITE | self.access
+        return self.dispatch_stages | self.stages, self.dispatch_access | self.access
 
     def covering(self, src_stage: int, src_access: int) -> tuple:
         """A barrier's sources widened, when there is a barrier at all, by
@@ -200,6 +189,32 @@ class HazardTracker:
         self.covered_stages |= src_stage
         self.covered_access |= src_access
         self.after_barrier()
+
+
+class HazardTracker(TrackerRules):
+    """Per hazard key: written or read since the last barrier (see the module notes).
+
+    Also the Python walker's twin of the C walker's gc_tracker (see
+    vk/native_tracker.py, same interface): ``dst_stages`` / ``dst_access``
+    are the second scope of a barrier it asks for; ``barriers`` counts the
+    barriers recorded through it (``hazard_barriers`` those the walker added
+    for a hazard); ``covered_stages`` / ``covered_access`` OR their sources.
+    """
+    __slots__ = ("written", "read", "stages", "access", "dst_stages", "dst_access", "barriers",
+                 "hazard_barriers", "covered_stages", "covered_access")
+    dispatch_stages, dispatch_access = COMPUTE, SHADER_WRITE     # what a tracked dispatch adds
+
+    def __init__(self, dst_stages: int = GUEST_STAGES, dst_access: int = GUEST_ACCESS):
+        self.written: set = set()
+        self.read: set = set()
+        self.stages = 0      # stages that touched anything since the last barrier
+        self.access = 0      # write accesses made since the last barrier
+        self.dst_stages, self.dst_access = dst_stages, dst_access
+        self.barriers = self.hazard_barriers = 0
+        self.covered_stages = self.covered_access = 0
+
+    def needs_barrier(self, reads, writes) -> bool:
+        return self.conflict(self.written, self.read, reads, writes)
 
     def after_barrier(self) -> None:
         self.written.clear()

@@ -206,19 +206,23 @@ def test_a_barrier_cut_short_stops_before_it(walker, monkeypatch, library_path):
     assert [entry[0] for entry in log] == ["bind", "descriptors", "dispatch"] and not stream.words
 
 
+def _library_with(lib, **functions):
+    """``lib`` with some of its functions replaced (to count the calls)."""
+    class Library:
+        def __getattr__(self, name):
+            return functions[name] if name in functions else getattr(lib, name)
+    return Library()
+
+
 def test_the_c_tracker_is_freed_with_its_owner(library_path):
     lib = command_stream.load(library_path)
     freed = []
 
-    class Counting:
-        def __getattr__(self, name):
-            return getattr(lib, name)
+    def tracker_free(pointer):
+        freed.append(address(pointer))
+        lib.tracker_free(pointer)
 
-        def tracker_free(self, pointer):
-            freed.append(address(pointer))
-            lib.tracker_free(pointer)
-
-    tracker = NativeTracker(Counting())
+    tracker = NativeTracker(_library_with(lib, tracker_free=tracker_free))
     tracker.touch([1, 2], [3])
     where = address(tracker.pointer)
     del tracker
@@ -230,15 +234,11 @@ def test_a_replay_alone_never_makes_the_c_tracker(library_path):
     lib = command_stream.load(library_path)
     made = []
 
-    class Counting:
-        def __getattr__(self, name):
-            return getattr(lib, name)
+    def tracker_new(*args):
+        made.append(args)
+        return lib.tracker_new(*args)
 
-        def tracker_new(self, *args):
-            made.append(args)
-            return lib.tracker_new(*args)
-
-    tracker = NativeTracker(Counting())
+    tracker = NativeTracker(_library_with(lib, tracker_new=tracker_new))
     assert not tracker.needs_barrier([1], [2])
     tracker.touch([1], [2], sync.TRANSFER, sync.TRANSFER_WRITE)      # what a replay's after_work does
     assert tracker.needs_barrier([2], []) and tracker.needs_barrier([], [1])
