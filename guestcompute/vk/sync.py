@@ -315,36 +315,32 @@ class BarrierState:
         """``imports``, with the waiting ones registered first."""
         waiting = self.waiting_imports
         if waiting:
-            imports = self.imports
             for plan in waiting:
                 for b, written in plan.imports:
-                    seen = imports.get(b.uid)
-                    if seen is None:
-                        imports[b.uid] = [b, written]
-                        self.import_stages |= b.host_access.stages
-                        self.import_access |= b.host_access.access
-                    elif written:
-                        seen[1] = True
+                    self._register_import(b, written)
             waiting.clear()
         return self.imports
+
+    def _register_import(self, b, written: bool) -> bool:
+        """Note host-shared buffer ``b`` as met (and written); True the first time."""
+        seen = self.imports.get(b.uid)
+        if seen is not None:
+            if written:
+                seen[1] = True
+            return False
+        self.imports[b.uid] = [b, written]
+        self.import_stages |= b.host_access.stages
+        self.import_access |= b.host_access.access
+        return True
 
     def host_sources(self, b, written: bool) -> tuple:
         """Register host-shared buffer ``b``; returns the (stages, access)
         the entry barrier must still wait for — none when an earlier entry
         barrier covered its declared host access already."""
-        imports = self.met_imports()
-        seen = imports.get(b.uid)
-        if seen is not None:
-            if written:
-                seen[1] = True
+        self.met_imports()
+        if not self._register_import(b, written):
             return 0, 0
-        imports[b.uid] = [b, written]
-        ha = b.host_access
-        stages, access = ha.stages, ha.access
-        self.import_stages |= stages
-        self.import_access |= access
-        if not (stages & ~self.covered_stages or access & ~self.covered_access):
-            return 0, 0
+        stages, access = b.host_access.stages, b.host_access.access
         # Barriers the walker recorded for hazards count too (as of its last walk).
         hz = self.hazards
         if stages & ~(self.covered_stages | hz.covered_stages) or access & ~(self.covered_access | hz.covered_access):
