@@ -56,6 +56,14 @@ class DeviceLimits:
     # shaders: a Vulkan 1.1 device, as the host declared it, whose driver
     # reports arithmetic operations in the compute stage.
     subgroup_arithmetic: bool = False
+    # Subgroup ballots (subgroupBallot, gl_SubgroupLtMask) in compute shaders,
+    # on the same terms: what ranks keys inside a subgroup.
+    subgroup_ballot: bool = False
+    # Whether a workgroup that has started keeps being scheduled while another
+    # spins waiting on it, so a kernel whose workgroups take tickets in order
+    # and wait only on lower tickets (decoupled look-back) cannot hang.
+    # Vulkan promises no such thing; it is a vendor fact (see FORWARD_PROGRESS).
+    forward_progress: bool = False
     # Cooperative-matrix fragment shapes usable for fp16 A/B, best first;
     # () unless the host enabled cooperative matrices.
     coopmat_shapes: tuple = ()
@@ -92,7 +100,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
     lib.vkGetPhysicalDeviceProperties(pd, props)
     lim = props.limits
     device_api = version_tuple(props.apiVersion)
-    subgroup, arithmetic, max_allocation = 1, False, None
+    subgroup, arithmetic, ballot, max_allocation = 1, False, False, None
     if api >= (1, 1):
         sub = new("VkPhysicalDeviceSubgroupProperties")
         maintenance3 = new("VkPhysicalDeviceMaintenance3Properties")
@@ -104,6 +112,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         arithmetic = (device_api >= (1, 1)
                       and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
                       and bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT))
+        ballot = (arithmetic and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_BALLOT_BIT))
     name = ffi.string(props.deviceName).decode()
     have = new("VkPhysicalDeviceFeatures")
     lib.vkGetPhysicalDeviceFeatures(pd, have)
@@ -122,7 +131,8 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         subgroup_size=subgroup, timestamp_period=lim.timestampPeriod,
         max_storage_buffers=min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers),
         supported_core_features=frozenset(f for f in CORE_FEATURES if getattr(have, f)),
-        subgroup_arithmetic=arithmetic,
+        subgroup_arithmetic=arithmetic, subgroup_ballot=ballot,
+        forward_progress=has_forward_progress(props.vendorID, props.deviceType),
         coopmat_shapes=coopmat_shapes(instance, pd, caps),
         coopmat_khr_shapes=coopmat_khr_shapes(instance, pd, caps),
         loop_iteration_cap=LLVMPIPE_LOOP_CAP if name.startswith("llvmpipe") else 0,
@@ -131,6 +141,18 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
 
 
 LLVMPIPE_LOOP_CAP = 65535
+
+# Vendors whose desktop GPUs keep every resident workgroup scheduled (no
+# starvation of a started workgroup by one that spins), the property
+# single-pass scans with decoupled look-back rely on: CUB's Onesweep and
+# chained scans run on them. Mobile GPUs, software rasterizers (lavapipe)
+# and unknown devices get the multi-pass kernels instead.
+FORWARD_PROGRESS = {0x10DE: "NVIDIA", 0x1002: "AMD"}
+_DESKTOP_TYPES = (vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU)
+
+
+def has_forward_progress(vendor_id: int, device_type: int) -> bool:
+    return vendor_id in FORWARD_PROGRESS and device_type in _DESKTOP_TYPES
 
 
 # The NV names alias these KHR values (the NV query reports the same enums).

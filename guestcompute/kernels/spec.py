@@ -43,7 +43,8 @@ class Binding:
     GLSL element ``type``. ``kind`` "storage": a storage image of GLSL type
     ``type`` (``image2D``/``uimage2D``) with format ``qualifier`` ("" for a
     write-only image without one). ``kind`` "sampled": a combined image
-    sampler of ``type`` ``sampler2D``/``usampler2D``."""
+    sampler of ``type`` ``sampler2D``/``usampler2D``. A buffer's ``qualifier``
+    is added to its declaration (e.g. ``coherent volatile``)."""
     name: str
     type: str
     access: str = READ
@@ -162,7 +163,9 @@ class KernelSpec:
                 fmt = f", {b.qualifier}" if b.qualifier else ""
                 lines.append(f"layout(set = 0, binding = {i}{fmt}) uniform {qual}{b.type} {b.name};")
             else:
-                lines.append(f"layout(std430, set = 0, binding = {i}) {qual}buffer B{i} "
+                # qualifier: e.g. "coherent volatile" for words other workgroups poll
+                extra = f"{b.qualifier} " if b.qualifier else ""
+                lines.append(f"layout(std430, set = 0, binding = {i}) {extra}{qual}buffer B{i} "
                              f"{{ {b.type} {b.name}[]; }};")
         if self.push:
             fields = " ".join(f"{f.type} {f.name}{f'[{f.count}]' if f.count > 1 else ''};"
