@@ -56,9 +56,13 @@ class DeviceLimits:
     # shaders: a Vulkan 1.1 device, as the host declared it, whose driver
     # reports arithmetic operations in the compute stage.
     subgroup_arithmetic: bool = False
-    # Subgroup ballots (subgroupBallot, gl_SubgroupLtMask) in compute shaders,
-    # on the same terms: what ranks keys inside a subgroup.
+    # Subgroup ballots and shuffles (subgroupBallot, gl_SubgroupLtMask,
+    # subgroupShuffle) in compute shaders, on the same terms: what ranks keys
+    # inside a subgroup.
     subgroup_ballot: bool = False
+    # subgroupPartitionNV in compute shaders (VK_NV_shader_subgroup_partitioned,
+    # enabled by the host): lanes holding equal values in one instruction.
+    subgroup_partitioned: bool = False
     # Whether a workgroup that has started keeps being scheduled while another
     # spins waiting on it, so a kernel whose workgroups take tickets in order
     # and wait only on lower tickets (decoupled look-back) cannot hang.
@@ -100,7 +104,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
     lib.vkGetPhysicalDeviceProperties(pd, props)
     lim = props.limits
     device_api = version_tuple(props.apiVersion)
-    subgroup, arithmetic, ballot, max_allocation = 1, False, False, None
+    subgroup, arithmetic, ballot, partitioned, max_allocation = 1, False, False, False, None
     if api >= (1, 1):
         sub = new("VkPhysicalDeviceSubgroupProperties")
         maintenance3 = new("VkPhysicalDeviceMaintenance3Properties")
@@ -112,7 +116,10 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         arithmetic = (device_api >= (1, 1)
                       and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)
                       and bool(sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT))
-        ballot = (arithmetic and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_BALLOT_BIT))
+        partitioned = (bool(sub.supportedOperations & _PARTITIONED_BIT_NV) and arithmetic
+                       and "VK_NV_shader_subgroup_partitioned" in caps.extensions)
+        ballot = (arithmetic and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_BALLOT_BIT)
+                  and bool(sub.supportedOperations & vk.VK_SUBGROUP_FEATURE_SHUFFLE_BIT))
     name = ffi.string(props.deviceName).decode()
     have = new("VkPhysicalDeviceFeatures")
     lib.vkGetPhysicalDeviceFeatures(pd, have)
@@ -131,7 +138,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         subgroup_size=subgroup, timestamp_period=lim.timestampPeriod,
         max_storage_buffers=min(lim.maxPerStageDescriptorStorageBuffers, lim.maxDescriptorSetStorageBuffers),
         supported_core_features=frozenset(f for f in CORE_FEATURES if getattr(have, f)),
-        subgroup_arithmetic=arithmetic, subgroup_ballot=ballot,
+        subgroup_arithmetic=arithmetic, subgroup_ballot=ballot, subgroup_partitioned=partitioned,
         forward_progress=has_forward_progress(props.vendorID, props.deviceType),
         coopmat_shapes=coopmat_shapes(instance, pd, caps),
         coopmat_khr_shapes=coopmat_khr_shapes(instance, pd, caps),
@@ -141,6 +148,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
 
 
 LLVMPIPE_LOOP_CAP = 65535
+_PARTITIONED_BIT_NV = 0x100     # VK_SUBGROUP_FEATURE_PARTITIONED_BIT_NV
 
 # Vendors whose desktop GPUs keep every resident workgroup scheduled (no
 # starvation of a started workgroup by one that spins), the property

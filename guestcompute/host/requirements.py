@@ -33,6 +33,7 @@ OPTIONAL_EXTENSIONS = (
     "VK_EXT_memory_budget",           # per-heap budget and usage in ctx.memory_report()
     "VK_KHR_external_memory_fd",      # exportable tensors (another VkDevice, CUDA/PyTorch)
     "VK_KHR_external_semaphore_fd",   # shared timelines (GPU-side order with them)
+    "VK_NV_shader_subgroup_partitioned",  # one-instruction digit matching in the radix sort
 )
 
 GET_PROPERTIES2 = "VK_KHR_get_physical_device_properties2"
@@ -59,6 +60,7 @@ _DEPENDENCIES = {
     "VK_KHR_shader_float16_int8": _NEEDS_PROPERTIES2,
     "VK_KHR_timeline_semaphore": _NEEDS_PROPERTIES2,
     "VK_EXT_subgroup_size_control": _Dependencies((1, 1), None),
+    "VK_NV_shader_subgroup_partitioned": _Dependencies((1, 1), None),
     "VK_NV_cooperative_matrix": _NEEDS_PROPERTIES2,
     "VK_KHR_vulkan_memory_model": _NEEDS_PROPERTIES2,
     "VK_KHR_cooperative_matrix": _NEEDS_PROPERTIES2,

@@ -72,7 +72,8 @@ def _all_groups():
         yield groups_spec(d)
 
 
-def _check_count(ctx, count) -> Tensor:
+def check_count(ctx, count) -> Tensor:
+    """A GPU element count: a 1-element uint32 or int32 tensor."""
     count = check_tensor(ctx, count, "count")
     if count.dtype.name not in COUNT_DTYPES:
         raise DTypeError(f"count must be uint32 or int32, got {count.dtype}")
@@ -90,7 +91,7 @@ def _check_groups(ctx, groups) -> Tensor:
     return groups
 
 
-def _plan_groups(ctx, count: Tensor, items_per_group: int, out: Tensor) -> Dispatch:
+def plan_groups(ctx, count: Tensor, items_per_group: int, out: Tensor) -> Dispatch:
     spec = groups_spec(count.dtype.name)
     mx, my, mz = ctx.limits.max_workgroup_count
     push = spec.pack({"count_off": count.offset, "out_off": out.offset, "per_group": items_per_group,
@@ -110,7 +111,7 @@ def groups_from_count(ctx, count, items_per_group, *, out=None):
     """Workgroup counts ``(x, y, z)`` (a uint32 tensor of shape (3,)) of a
     dispatch covering ``count[0]`` items at ``items_per_group`` items per
     workgroup, computed on the GPU; feed it to ``rec.dispatch_indirect``."""
-    count = _check_count(ctx, count)
+    count = check_count(ctx, count)
     items_per_group = _check_per_group(items_per_group)
     if out is not None:
         out = check_out(ctx, out, (3,), uint32, [count], "groups_from_count out", in_place=False)
@@ -118,7 +119,7 @@ def groups_from_count(ctx, count, items_per_group, *, out=None):
             raise ShapeError("groups_from_count out must be a contiguous uint32 tensor of shape (3,)")
     else:
         out = ctx.empty((3,), "uint32")
-    return OpResult(out, [_plan_groups(ctx, count, items_per_group, out)])
+    return OpResult(out, [plan_groups(ctx, count, items_per_group, out)])
 
 
 def _plan_op(ctx, fn, args, kwargs) -> OpResult:
@@ -154,7 +155,7 @@ def dispatch_count(ctx, count, fn, *args, **kwargs):
     earlier op wrote): ``groups_from_count`` + ``dispatch_indirect`` with the
     op kernel's items per workgroup. For single-dispatch ops whose kernels
     index items linearly (elementwise ops)."""
-    count = _check_count(ctx, count)
+    count = check_count(ctx, count)
     result = _plan_op(ctx, fn, args, kwargs)
     if not result.dispatches:
         return result
@@ -167,5 +168,5 @@ def dispatch_count(ctx, count, fn, *args, **kwargs):
         raise UnsupportedError(f"kernel family {d.spec.family!r} does not index items linearly; size its "
                                "grid with groups_from_count and use dispatch_indirect")
     groups = ctx.empty((3,), "uint32")
-    first = _plan_groups(ctx, count, per_group(d.spec), groups)
+    first = plan_groups(ctx, count, per_group(d.spec), groups)
     return OpResult(result.value, [first, dataclasses.replace(d, indirect=(groups.buffer, 0))])

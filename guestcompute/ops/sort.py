@@ -1,32 +1,25 @@
 """Radix sort: ``rec.sort(keys, values=None)`` and ``rec.argsort(keys, axis=-1)``.
 
-A stable LSD radix sort over 4-bit digits (8 passes for 32-bit keys), each
-pass three steps over tiles of ``TILE`` keys, one workgroup per tile:
+A stable LSD radix sort, by one of two kernel sets chosen from device
+facts (never by trying):
 
-1. ``radix_hist``: count the tile's digits (a counter column per thread in
-   shared memory, then a tree sum: no atomics, whose Device scope some
-   memory-model configurations reject) and store them digit-major,
-   ``hist[digit * tiles + tile]``;
-2. an exclusive scan of ``hist`` (:mod:`.scan`) turns each count into the
-   first output slot of that digit in that tile: all smaller digits come
-   first, then the same digit from earlier tiles;
-3. ``radix_scatter``: rank every key inside its tile stably (per-thread
-   digit counters in shared memory, laid out digit-major and scanned, so a
-   thread's keys land after those of lower threads), stage the tile in
-   digit order in shared memory, then write it out: each digit's keys form
-   one contiguous run, so the writes coalesce.
+- :mod:`.radix_onesweep`, single pass per 8-bit digit (decoupled look-back,
+  subgroup ranking): four passes for 32-bit keys, each reading and writing
+  the keys once. Chosen where started workgroups are known to keep running
+  (``limits.forward_progress``: NVIDIA and AMD desktop GPUs) and the
+  subgroup facts it was built for hold;
+- :mod:`.radix_portable`, reduce-then-scan over 4-bit digits: eight passes
+  of histogram, scan and scatter, no atomics and no waiting between
+  workgroups, so it runs on any Vulkan device (lavapipe included).
 
-4-bit digits keep the ranking counters (16 digits x 128 threads) well inside
-the 16 KiB of shared memory every Vulkan 1.0 device has. Passes ping-pong
-between two scratch tensors; the first reads the caller's view and the last
+Both are stable and move the keys as raw 32-bit words, ranking them
+through the order-preserving map in :mod:`.radix_keys` (int32, and float32
+in numpy's order with NaN last and -0.0 tied with +0.0). Passes ping-pong
+between scratch tensors; the first reads the caller's view and the last
 writes the caller's output, so any strided 1-D views work, in place too.
-
-Keys are moved as raw 32-bit words and only *ranked* through an
-order-preserving map, which also sorts int32 (flip the sign bit) and
-float32 in numpy's order: -inf < ... < -0.0 == +0.0 < ... < +inf < NaN.
-Both zeros rank the same and every NaN (either sign, any payload) ranks
-last, so, the sort being stable, zeros and NaNs keep their input order
-among themselves, exactly as ``np.sort``/``np.argsort(kind="stable")``.
+A GPU ``count`` sorts only a prefix, with no read-back: the single-pass
+kernels size their grid from it (indirect dispatch), the portable ones read
+it and skip the tiles past it.
 """
 from __future__ import annotations
 
@@ -37,163 +30,37 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
-from .base import Dispatch, OpResult, check_out, check_tensor, op, overlaps
+from .base import OpResult, check_out, check_tensor, op, overlaps
 from .elementwise import map_variants, plan_map
-from .scan import ROW_RANK, WG_INDEX, Operand, blelloch, plan_scan
-
-WG = 128
-ITEMS = 8
-TILE = WG * ITEMS
-BITS = 4
-RADIX = 1 << BITS
-KEY_DTYPES = ("uint32", "int32", "float32")
-VALUE_DTYPES = ("uint32", "int32", "float32")
-PAYLOADS = ("none", "values", "iota")
-assert RADIX * WG >= 2 * TILE, "the scatter stages a tile's keys and slots in its counter array"
-
-# GLSL: the order-preserving map of raw key bits to unsigned integers (the
-# keys themselves move unchanged). Floats rank as numpy sorts them: -0.0 and
-# +0.0 are equal (a stable sort keeps their input order) and every NaN,
-# whatever its sign or payload, ranks after +inf, in input order.
-_SORTABLE = {
-    "uint32": "uint sortable(uint k) { return k; }",
-    "int32": "uint sortable(uint k) { return k ^ 0x80000000u; }",
-    "float32": """uint sortable(uint k) {
-  if ((k & 0x7fffffffu) > 0x7f800000u) return 0xffffffffu;   // any NaN: above +inf (0xff800000)
-  if (k == 0x80000000u) k = 0u;                               // -0.0 ranks as +0.0
-  return k ^ ((k >> 31) != 0u ? 0xffffffffu : 0x80000000u);   // IEEE bits to unsigned order
-}""",
-}
+from .indirect import check_count
+from .radix_keys import KEY_DTYPES, VALUE_DTYPES, plan_clear
+from . import radix_onesweep as onesweep, radix_portable as portable
 
 
-def _digit_fn(key: str) -> str:
-    return f"{_SORTABLE[key]}\nuint digit(uint k) {{ return (sortable(k) >> pc.shift) & {RADIX - 1}u; }}"
-
-
-@family("radix_hist")
-def _render_hist(spec: KernelSpec) -> str:
-    wg, items = spec.workgroup[0], spec.param("items")
-    return f"""{_digit_fn(spec.param("key"))}
-shared uint counts[{RADIX * wg}];   // digit-major, one counter column per thread
-void main() {{
-  uint tile = {WG_INDEX};
-  if (tile >= pc.tiles) return;
-  uint t = gl_LocalInvocationID.x;
-  for (uint d = 0u; d < {RADIX}u; ++d) counts[d * {wg}u + t] = 0u;
-  uint start = tile * {wg * items}u;
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint i = start + t + j * {wg}u;
-    if (i < pc.n) counts[digit(keys[int(pc.src_off) + int(i) * pc.src_step]) * {wg}u + t] += 1u;
-  }}
-  for (uint s = {wg // 2}u; s > 0u; s >>= 1) {{
-    barrier();
-    if (t < s) for (uint d = 0u; d < {RADIX}u; ++d) counts[d * {wg}u + t] += counts[d * {wg}u + t + s];
-  }}
-  barrier();
-  if (t < {RADIX}u) hist[t * pc.tiles + tile] = counts[t * {wg}u];
-}}"""
-
-
-@family("radix_scatter")
-def _render_scatter(spec: KernelSpec) -> str:
-    wg, items = spec.workgroup[0], spec.param("items")
-    tile = wg * items
-    payload = spec.param("payload")
-    if payload == "values":
-        move = ("vals_out[int(pc.vdst_off) + int(dest) * pc.vdst_step] = "
-                f"vals_in[int(pc.vsrc_off) + int(start + stage[{tile}u + s]) * pc.vsrc_step];")
-    elif payload == "iota":
-        move = f"vals_out[int(pc.vdst_off) + int(dest) * pc.vdst_step] = start + stage[{tile}u + s];"
-    else:
-        move = ""
-    return f"""{_digit_fn(spec.param("key"))}
-shared uint keys_s[{tile}];         // the tile's keys, in input order
-shared uint stage[{RADIX * wg}];    // per-thread digit counters; then keys + source slots in digit order
-shared uint part[{wg}];
-shared uint digit_start[{RADIX}];   // first tile slot of each digit
-shared uint digit_base[{RADIX}];    // first output slot of each digit (scanned histogram)
-void main() {{
-  uint tile = {WG_INDEX};
-  if (tile >= pc.tiles) return;
-  uint t = gl_LocalInvocationID.x;
-  uint start = tile * {tile}u;
-  uint m = min(pc.n - start, {tile}u);
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint s = t + j * {wg}u;
-    if (s < m) keys_s[s] = keys_in[int(pc.src_off) + int(start + s) * pc.src_step];
-  }}
-  for (uint d = 0u; d < {RADIX}u; ++d) stage[d * {wg}u + t] = 0u;
-  barrier();
-  // Thread t owns the ITEMS consecutive slots t*ITEMS.. and counter column t.
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint s = t * {items}u + j;
-    if (s < m) stage[digit(keys_s[s]) * {wg}u + t] += 1u;
-  }}
-  barrier();
-  // Exclusive scan of the digit-major counters: thread t scans RADIX consecutive ones.
-  uint acc = 0u;
-  for (uint i = 0u; i < {RADIX}u; ++i) {{
-    uint c = stage[t * {RADIX}u + i];
-    stage[t * {RADIX}u + i] = acc;
-    acc += c;
-  }}
-  part[t] = acc;{blelloch("part", wg, "uint")}
-  for (uint i = 0u; i < {RADIX}u; ++i) stage[t * {RADIX}u + i] += part[t];
-  barrier();
-  if (t < {RADIX}u) {{
-    digit_start[t] = stage[t * {wg}u];
-    digit_base[t] = scanned[t * pc.tiles + tile];
-  }}
-  barrier();
-  uint pos[{items}];
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint s = t * {items}u + j;
-    if (s < m) {{
-      uint c = digit(keys_s[s]) * {wg}u + t;
-      pos[j] = stage[c];
-      stage[c] = pos[j] + 1u;
-    }}
-  }}
-  barrier();
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint s = t * {items}u + j;
-    if (s < m) {{ stage[pos[j]] = keys_s[s]; stage[{tile}u + pos[j]] = s; }}
-  }}
-  barrier();
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint s = t + j * {wg}u;
-    if (s < m) {{
-      uint k = stage[s];
-      uint d = digit(k);
-      uint dest = digit_base[d] + s - digit_start[d];
-      keys_out[int(pc.dst_off) + int(dest) * pc.dst_step] = k;
-      {move}
-    }}
-  }}
-}}"""
-
-
-_PASS_PUSH = (Push("n", "uint"), Push("tiles", "uint"), Push("shift", "uint"),
-              Push("src_off", "uint"), Push("src_step", "int"))
-
-
-def hist_spec(key: str) -> KernelSpec:
-    return KernelSpec("radix_hist", (Binding("keys", "uint", READ), Binding("hist", "uint", WRITE)),
-                      _PASS_PUSH, (("key", key), ("items", ITEMS)), (WG, 1, 1))
-
-
-def scatter_spec(key: str, payload: str) -> KernelSpec:
-    bindings = (Binding("keys_in", "uint", READ), Binding("scanned", "uint", READ),
-                Binding("keys_out", "uint", WRITE))
-    push = _PASS_PUSH + (Push("dst_off", "uint"), Push("dst_step", "int"))
-    if payload == "values":
-        bindings += (Binding("vals_in", "uint", READ),)
-        push += (Push("vsrc_off", "uint"), Push("vsrc_step", "int"))
-    if payload != "none":
-        bindings += (Binding("vals_out", "uint", WRITE),)
-        push += (Push("vdst_off", "uint"), Push("vdst_step", "int"))
-    return KernelSpec("radix_scatter", bindings, push, (("key", key), ("payload", payload), ("items", ITEMS)),
-                      (WG, 1, 1))
+def plan_sort(ctx, keys, values, out_keys, out_values, payload: str, key_bits: int, count=None) -> list:
+    """Dispatches sorting ``keys`` (with ``payload``: "none", "values" or
+    "iota") into the validated outputs, by the single-pass kernels where the
+    device allows them and the portable ones elsewhere; ``count``: only the
+    first ``count[0]`` keys (a GPU tensor), the outputs past them untouched."""
+    single = onesweep.usable(ctx, keys.size, payload)
+    steps = []
+    passes = -(-key_bits // (onesweep.BITS if single else portable.BITS))
+    ins = [keys] + ([values] if payload == "values" else [])
+    outs = [out_keys] + ([out_values] if payload != "none" else [])
+    if passes == 1 and any(overlaps(o, i) for o in outs for i in ins):
+        # One pass cannot read and write the same memory (tiles land in
+        # other tiles' places): sort a copy of the input.
+        copies = [ctx.empty(i.shape, i.dtype) for i in ins]
+        steps += [plan_map(ctx, "x0", [_bits(i)], _bits(c), uint32) for i, c in zip(ins, copies)]
+        keys, values = copies[0], copies[1] if payload == "values" else values
+    if single:
+        return steps + onesweep.plan_onesweep(ctx, keys, values, out_keys, out_values, payload, key_bits, count)
+    nword = None
+    if count is not None:
+        word = ctx.empty((1,), uint32)
+        steps.append(plan_clear(ctx, word, 0, 0, keys.size, count))
+        nword = (word, 0)
+    return steps + portable.plan_portable(ctx, keys, values, out_keys, out_values, payload, key_bits, nword)
 
 
 def _vector(ctx, t, what: str, allowed):
@@ -216,60 +83,6 @@ def _same_view(a, b) -> bool:
     return a.buffer is b.buffer and a.offset == b.offset and a.strides == b.strides
 
 
-def plan_sort(ctx, keys, values, out_keys, out_values, payload: str, key_bits: int) -> list:
-    """Dispatches of every pass. ``out_keys``/``out_values`` are validated
-    tensors (``out_values`` None without payload)."""
-    n = keys.size
-    key = keys.dtype.name
-    passes = -(-key_bits // BITS)
-    tiles = -(-n // TILE)
-    groups = groups_for(tiles * WG, WG, ctx.limits.max_workgroup_count)
-    # The counts of every pass live in the same two tensors, so the scan's
-    # dispatches (and its scratch) are planned once and reused each pass.
-    hist = ctx.empty((RADIX * tiles,), uint32)
-    scanned = ctx.empty((RADIX * tiles,), uint32)
-    scan = plan_scan(ctx, Operand.rows_of(hist, 1, hist.size), Operand.rows_of(scanned, 1, hist.size),
-                     1, hist.size, (1,) * ROW_RANK, "uint32", True)
-    scratch_k = [ctx.empty((n,), keys.dtype) for _ in range(min(passes - 1, 2))]
-    scratch_v = [ctx.empty((n,), uint32) for _ in range(min(passes - 1, 2))] if payload != "none" else []
-    # A single pass cannot read and write the same memory (tiles overlap other
-    # tiles' outputs): sort into scratch, then copy.
-    ins = [keys] + ([values] if payload == "values" else [])
-    outs = [out_keys] + ([out_values] if payload != "none" else [])
-    final_copy = passes == 1 and any(overlaps(o, i) for o in outs for i in ins)
-    if final_copy:
-        scratch_k = [ctx.empty((n,), keys.dtype)]
-        scratch_v = [ctx.empty((n,), uint32)] if payload != "none" else []
-    out = []
-    src_k, src_v = keys, values
-    hspec = hist_spec(key)
-    sspec = scatter_spec(key, payload)
-    for p in range(passes):
-        last = p == passes - 1 and not final_copy
-        dst_k = out_keys if last else scratch_k[p % 2]
-        dst_v = (out_values if last else scratch_v[p % 2]) if payload != "none" else None
-        values_ = {"n": n, "tiles": tiles, "shift": p * BITS, "src_off": src_k.offset,
-                   "src_step": src_k.strides[0], "dst_off": dst_k.offset, "dst_step": dst_k.strides[0]}
-        out.append(Dispatch(hspec, (src_k.buffer, hist.buffer), hspec.pack(values_), groups))
-        out += scan
-        buffers = [src_k.buffer, scanned.buffer, dst_k.buffer]
-        if payload == "values":
-            buffers.append(src_v.buffer)
-            values_.update(vsrc_off=src_v.offset, vsrc_step=src_v.strides[0])
-        if payload != "none":
-            buffers.append(dst_v.buffer)
-            values_.update(vdst_off=dst_v.offset, vdst_step=dst_v.strides[0])
-        out.append(Dispatch(sspec, tuple(buffers), sspec.pack(values_), groups))
-        src_k, src_v = dst_k, dst_v
-        payload = "values" if payload == "iota" else payload   # later passes move the indices
-        sspec = scatter_spec(key, payload)
-    if final_copy:
-        out.append(plan_map(ctx, "x0", [_bits(src_k)], _bits(out_keys), uint32))
-        if payload != "none":
-            out.append(plan_map(ctx, "x0", [_bits(src_v)], _bits(out_values), uint32))
-    return out
-
-
 def _bits(t: Tensor) -> Tensor:
     """The same view as raw 32-bit words: copies keep every bit (NaN
     payloads, denormals) whatever the dtype."""
@@ -285,7 +98,7 @@ def _key_bits(keys, key_bits) -> int:
 
 
 @op("sort", windows=None)
-def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: int = 32):
+def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: int = 32, count=None):
     """Stable sort of 1-D ``keys`` (uint32, int32 or float32), carrying the
     optional 1-D payload ``values`` (any 4-byte dtype) along.
 
@@ -296,8 +109,14 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
     Outputs may be the inputs themselves (in place). Float keys sort as in
     numpy: -0.0 and +0.0 compare equal (input order kept) and every NaN
     comes last (see the module notes).
+
+    ``count``: a 1-element uint32/int32 GPU tensor written earlier in the
+    recording (by ``rec.compact``, a user kernel): only the first
+    ``count[0]`` keys (clamped to 0..size) are sorted, with no read-back;
+    the outputs past them are left as they were.
     """
     keys = _vector(ctx, keys, "sort keys", KEY_DTYPES)
+    count = check_count(ctx, count) if count is not None else None
     key_bits = _key_bits(keys, key_bits)
     n = keys.size
     if values is not None:
@@ -318,17 +137,21 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
     if n == 0:
         return OpResult(result, [])
     payload = "values" if values is not None else "none"
-    return OpResult(result, plan_sort(ctx, keys, values, out_keys, out_values, payload, key_bits))
+    return OpResult(result, plan_sort(ctx, keys, values, out_keys, out_values, payload, key_bits, count))
 
 
 @op("argsort", windows=None)
-def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32):
+def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32, count=None):
     """Indices that stably sort ``keys`` (uint32, int32 or float32) along
     ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32
     (``out`` may be uint32 or int32). Over a tensor of two or more
     dimensions each line along ``axis`` is sorted on its own (one sort of all
-    keys, then a stable sort of the result by line)."""
+    keys, then a stable sort of the result by line). ``count`` (1-D keys
+    only): as for ``sort``, the indices of the first ``count[0]`` keys."""
     checked = check_tensor(ctx, keys, "argsort keys")
+    count = check_count(ctx, count) if count is not None else None
+    if checked.ndim >= 2 and count is not None:
+        raise ShapeError("argsort: count= sorts 1-D keys only")
     if checked.ndim >= 2:
         return _argsort_lines(ctx, checked, out, axis, key_bits)
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or axis not in (0, -1):
@@ -345,7 +168,7 @@ def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32):
     if n == 0:
         return OpResult(out, [])
     sorted_keys = ctx.empty((n,), keys.dtype)   # ping-pong end point, not returned
-    return OpResult(out, plan_sort(ctx, keys, None, sorted_keys, out, "iota", key_bits))
+    return OpResult(out, plan_sort(ctx, keys, None, sorted_keys, out, "iota", key_bits, count))
 
 
 def _argsort_lines(ctx, keys, out, axis, key_bits) -> OpResult:
@@ -394,19 +217,6 @@ def _check_outputs(outs, ins):
                                            "pass the input itself (in place) or a separate tensor")
     if len(outs) == 2 and overlaps(outs[0], outs[1]):
         raise InvalidArgumentError("sort: out_keys and out_values overlap")
-
-
-@variants("radix_hist")
-def _hist_variants():
-    for key in KEY_DTYPES:
-        yield hist_spec(key)
-
-
-@variants("radix_scatter")
-def _scatter_variants():
-    for key in KEY_DTYPES:
-        for payload in PAYLOADS:
-            yield scatter_spec(key, payload)
 
 
 @variants("map")

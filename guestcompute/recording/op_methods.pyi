@@ -36,13 +36,14 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
-    def argsort(self, keys, out=..., *, axis=..., key_bits=...) -> Any:
+    def argsort(self, keys, out=..., *, axis=..., key_bits=..., count=...) -> Any:
         """
         Indices that stably sort ``keys`` (uint32, int32 or float32) along
         ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32
         (``out`` may be uint32 or int32). Over a tensor of two or more
         dimensions each line along ``axis`` is sorted on its own (one sort of all
-        keys, then a stable sort of the result by line).
+        keys, then a stable sort of the result by line). ``count`` (1-D keys
+        only): as for ``sort``, the indices of the first ``count[0]`` keys.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -514,7 +515,7 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
-    def sort(self, keys, values=..., out_keys=..., out_values=..., *, key_bits=...) -> Any:
+    def sort(self, keys, values=..., out_keys=..., out_values=..., *, key_bits=..., count=...) -> Any:
         """
         Stable sort of 1-D ``keys`` (uint32, int32 or float32), carrying the
         optional 1-D payload ``values`` (any 4-byte dtype) along.
@@ -526,6 +527,11 @@ class OpMethods:
         Outputs may be the inputs themselves (in place). Float keys sort as in
         numpy: -0.0 and +0.0 compare equal (input order kept) and every NaN
         comes last (see the module notes).
+
+        ``count``: a 1-element uint32/int32 GPU tensor written earlier in the
+        recording (by ``rec.compact``, a user kernel): only the first
+        ``count[0]`` keys (clamped to 0..size) are sorted, with no read-back;
+        the outputs past them are left as they were.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

@@ -1,0 +1,153 @@
+"""Both radix sort kernel sets against numpy, and GPU-side counts (``count=``).
+
+The single-pass kernels run where the device says started workgroups keep
+running; here they are also forced on by a context whose limits claim it.
+That is safe on any device for the variant with fallback (chosen wherever
+loops are capped, as on lavapipe): a workgroup that waits too long counts
+the late tile itself instead of waiting for it.
+"""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import guestcompute as gc
+from guestcompute.ops import radix_onesweep as onesweep
+
+SIZES = [1, 2, 3, 127, 255, 256, 257, 1023, 1025, 4093, 9973]
+
+
+@pytest.fixture(params=["device", "single-pass"])
+def sort_ctx(request, modern_host):
+    """A context sorting with the kernels the device chose, or one whose
+    limits claim forward progress (the single-pass kernels)."""
+    c = modern_host.adopt()
+    if request.param == "single-pass":
+        lim = c.limits
+        if not (lim.subgroup_ballot and lim.subgroup_size in onesweep.SUBGROUP_SIZES):
+            c.close()
+            pytest.skip(f"the single-pass sort is built for subgroup ballots of {onesweep.SUBGROUP_SIZES}")
+        c.device.limits = dataclasses.replace(lim, forward_progress=True)
+        assert onesweep.usable(c, 1000, "values")
+    yield c
+    c.close()
+
+
+def keys_of(rng, n, dtype):
+    if dtype == "float32":
+        specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0], np.float32)
+        x = rng.standard_normal(n).astype(np.float32)
+        pick = rng.random(n) < 0.3
+        x[pick] = specials[rng.integers(0, len(specials), int(pick.sum()))]
+        return x
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, int(info.max) + 1, n, dtype=np.int64).astype(dtype)
+
+
+def same_bits(a, b):
+    np.testing.assert_array_equal(np.asarray(a).view(np.uint32), np.asarray(b).view(np.uint32))
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", ["uint32", "int32", "float32"])
+def test_sort_pairs_and_argsort(modern_host, sort_ctx, n, dtype):
+    rng = np.random.default_rng(n)
+    k_np = keys_of(rng, n, dtype)
+    v_np = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    k, v = sort_ctx.tensor(k_np), sort_ctx.tensor(v_np)
+    (sk, sv), idx = modern_host.run(sort_ctx, lambda rec: (rec.sort(k, v), rec.argsort(k)))
+    order = np.argsort(k_np, kind="stable")
+    same_bits(sk.numpy(), k_np[order])
+    np.testing.assert_array_equal(sv.numpy(), v_np[order])
+    np.testing.assert_array_equal(idx.numpy(), order)
+
+
+@pytest.mark.parametrize("keys", ["all equal", "two values", "descending"])
+def test_sort_degenerate_keys(modern_host, sort_ctx, keys):
+    n = 5000
+    k_np = {"all equal": np.full(n, 7, np.uint32),
+            "two values": (np.arange(n) % 2).astype(np.uint32),
+            "descending": np.arange(n, 0, -1).astype(np.uint32)}[keys]
+    k = sort_ctx.tensor(k_np)
+    idx = modern_host.run(sort_ctx, lambda rec: rec.argsort(k))
+    np.testing.assert_array_equal(idx.numpy(), np.argsort(k_np, kind="stable"))
+
+
+@pytest.mark.parametrize("key_bits", [3, 8, 12, 32])
+def test_sort_in_place_with_key_bits(modern_host, sort_ctx, key_bits):
+    rng = np.random.default_rng(key_bits)
+    n = 3001
+    k_np = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    v_np = np.arange(n, dtype=np.float32)
+    k, v = sort_ctx.tensor(k_np), sort_ctx.tensor(v_np)
+    modern_host.run(sort_ctx, lambda rec: rec.sort(k, v, out_keys=k, out_values=v, key_bits=key_bits))
+    ranked = k_np & np.uint32((1 << key_bits) - 1) if key_bits < 32 else k_np
+    order = np.argsort(ranked, kind="stable")          # higher bits are ignored, kept in the keys
+    np.testing.assert_array_equal(k.numpy(), k_np[order])
+    np.testing.assert_array_equal(v.numpy(), v_np[order])
+
+
+def test_sort_strided_views(modern_host, sort_ctx):
+    rng = np.random.default_rng(3)
+    base_np = rng.standard_normal((4000, 3)).astype(np.float32)
+    base = sort_ctx.tensor(base_np)
+    column = base[:, 2]
+    out = sort_ctx.empty((8000,), "uint32")[::2]
+    modern_host.run(sort_ctx, lambda rec: rec.argsort(column, out=out))
+    np.testing.assert_array_equal(out.numpy(), np.argsort(base_np[:, 2], kind="stable"))
+
+
+@pytest.mark.parametrize("count", [0, 1, 700, 2999, 3000, 5000, -4])
+@pytest.mark.parametrize("count_dtype", ["uint32", "int32"])
+def test_sort_first_count_keys(modern_host, sort_ctx, count, count_dtype):
+    """Only the first min(count, size) keys are sorted (negatives count 0);
+    the outputs past them keep what they held."""
+    if count < 0 and count_dtype == "uint32":
+        pytest.skip("a uint32 count cannot be negative")
+    rng = np.random.default_rng(abs(count))
+    n = 3000
+    k_np = keys_of(rng, n, "float32")
+    v_np = np.arange(n, dtype=np.int32)
+    k, v = sort_ctx.tensor(k_np), sort_ctx.tensor(v_np)
+    ok, ov, idx = (sort_ctx.tensor(np.full(n, 99, np.float32)), sort_ctx.tensor(np.full(n, -5, np.int32)),
+                   sort_ctx.tensor(np.full(n, 77, np.uint32)))
+    c = sort_ctx.tensor(np.array([count], count_dtype))
+    modern_host.run(sort_ctx, lambda rec: (rec.sort(k, v, out_keys=ok, out_values=ov, count=c),
+                                           rec.argsort(k, out=idx, count=c)))
+    m = min(max(count, 0), n)
+    order = np.argsort(k_np[:m], kind="stable")
+    same_bits(ok.numpy()[:m], k_np[:m][order])
+    np.testing.assert_array_equal(ov.numpy()[:m], v_np[:m][order])
+    np.testing.assert_array_equal(idx.numpy()[:m], order)
+    assert np.all(ok.numpy()[m:] == 99) and np.all(ov.numpy()[m:] == -5) and np.all(idx.numpy()[m:] == 77)
+
+
+def test_count_written_by_an_earlier_op(modern_host, sort_ctx):
+    """The count comes from the same recording (no read-back in between)."""
+    rng = np.random.default_rng(9)
+    k_np = rng.integers(0, 1000, 4000).astype(np.uint32)
+    k = sort_ctx.tensor(k_np)
+    a, b = sort_ctx.tensor(np.array([1000], np.uint32)), sort_ctx.tensor(np.array([234], np.uint32))
+    out = modern_host.run(sort_ctx, lambda rec: rec.sort(k, count=rec.add(a, b)))
+    np.testing.assert_array_equal(out.numpy()[:1234], np.sort(k_np[:1234], kind="stable"))
+
+
+def test_count_checks(ctx):
+    k = ctx.empty((10,), "uint32")
+    with pytest.raises(gc.DTypeError):
+        ctx.run(lambda rec: rec.sort(k, count=ctx.empty((1,), "float32")))
+    with pytest.raises(gc.ShapeError):
+        ctx.run(lambda rec: rec.sort(k, count=ctx.empty((2,), "uint32")))
+    with pytest.raises(gc.ShapeError):
+        ctx.run(lambda rec: rec.argsort(ctx.empty((3, 4), "uint32"), count=ctx.empty((1,), "uint32")))
+
+
+def test_variant_follows_device_facts(ctx):
+    """The single-pass kernels only where the device says started
+    workgroups keep running, and never past 2**30 keys."""
+    lim = ctx.limits
+    facts = (lim.forward_progress and lim.subgroup_ballot and lim.subgroup_size in onesweep.SUBGROUP_SIZES
+             and ctx.caps.api_version >= (1, 1))
+    if not facts:
+        assert not onesweep.usable(ctx, 1000, "none")
+    assert not onesweep.usable(ctx, onesweep.MAX_N, "none")
