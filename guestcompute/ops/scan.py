@@ -32,58 +32,16 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
-from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op
+from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op, overlaps
+from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, Operand, blelloch,  # noqa: F401 (sort)
+                         operand_push, row_base, tile_scan, tile_store, use_subgroups)
+from .scan_chained import plan_chained, use_chained
 from .windows import rowwise
 
 WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minimum
 ITEMS = 8                 # elements per thread
 BLOCK = WG * ITEMS        # elements per workgroup and per block total
-ROW_RANK = 4              # coalesced non-axis dims addressed by push constants
 DTYPES = ("float32", "int32", "uint32")
-
-# Workgroup linear id for grids folded by groups_for().
-WG_INDEX = ("(gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + "
-            "gl_NumWorkGroups.y * gl_WorkGroupID.z))")
-
-SUBGROUP_EXTENSIONS = ("GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic")
-
-
-def blelloch(arr: str, n: int, T: str, t: str = "t") -> str:
-    """GLSL statements: exclusive scan of shared ``arr[0..n)`` (element type
-    ``T``) in place by ``n`` threads (``n`` a power of two), work-efficient
-    (up-sweep then down-sweep). Starts and ends with a barrier."""
-    return f"""
-  for (uint d = 1u; d < {n}u; d <<= 1) {{
-    barrier();
-    uint i = ({t} + 1u) * (d << 1) - 1u;
-    if (i < {n}u) {arr}[i] += {arr}[i - d];
-  }}
-  barrier();
-  if ({t} == 0u) {arr}[{n - 1}u] = {T}(0);
-  for (uint d = {n // 2}u; d > 0u; d >>= 1) {{
-    barrier();
-    uint i = ({t} + 1u) * (d << 1) - 1u;
-    if (i < {n}u) {{ {T} left = {arr}[i - d]; {arr}[i - d] = {arr}[i]; {arr}[i] += left; }}
-  }}
-  barrier();"""
-
-
-def row_base(names) -> str:
-    """GLSL: decompose the row index into the coalesced row dims and
-    accumulate each operand's base offset ``<name>b`` (push fields
-    ``<name>_off`` and ``<name>_rs``)."""
-    lines = [f"  int {n}b = int(pc.{n}_off);" for n in names]
-    lines.append("  uint rem = row;")
-    lines.append(f"  for (int d = {ROW_RANK - 1}; d >= 0; --d) {{")
-    lines.append("    uint c = rem % pc.row_shape[d]; rem /= pc.row_shape[d];")
-    for n in names:
-        lines.append(f"    {n}b += int(c) * pc.{n}_rs[d];")
-    lines.append("  }")
-    return "\n".join(lines)
-
-
-def _operand_push(name: str) -> tuple:
-    return (Push(f"{name}_off", "uint"), Push(f"{name}_step", "int"), Push(f"{name}_rs", "int", ROW_RANK))
 
 
 @family("scan_block")
@@ -91,70 +49,22 @@ def _render_scan_block(spec: KernelSpec) -> str:
     T = as_dtype(spec.param("dtype")).glsl
     wg = spec.workgroup[0]
     items = spec.param("items")
-    exclusive = spec.param("exclusive")
-    subgroup = spec.param("subgroup")
-    # Pad shared indices so threads reading ITEMS consecutive values do not
-    # all hit the same bank.
-    pad = "#define P(i) ((i) + ((i) >> 5))"
-    if subgroup:
-        # Full subgroups (checked) make (subgroup id, lane) a bijection onto
-        # 0..WG-1, so threads can be ranked in subgroup order.
-        rank = "uint q = full ? gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID : t;"
-        part_scan = f"""
-  if (full) {{
-    {T} ex = subgroupExclusiveAdd(acc);
-    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) part[gl_SubgroupID] = ex + acc;
-    barrier();
-    {T} base = {T}(0);
-    for (uint s = 0u; s < gl_SubgroupID; ++s) base += part[s];
-    prefix = base + ex;
-  }} else {{
-    part[q] = acc;{blelloch("part", wg, T)}
-    prefix = part[q];
-  }}"""
-        full = f"  bool full = gl_NumSubgroups * gl_SubgroupSize == {wg}u;"
-    else:
-        rank = "uint q = t;"
-        part_scan = f"""
-  part[q] = acc;{blelloch("part", wg, T)}
-  prefix = part[q];"""
-        full = ""
+    decls, body = tile_scan(T, wg, items, spec.param("exclusive"), spec.param("subgroup"))
     store_sum = ""
     if spec.param("sums"):
         store_sum = f"  if (q == {wg - 1}u) sums[wg] = prefix + acc;"
-    keep = "before" if exclusive else "acc"
-    return f"""{pad}
-shared {T} data[{items * wg + items * wg // 32}];
-shared {T} part[{wg}];
+    return f"""{decls}
 void main() {{
   uint wg = {WG_INDEX};
   if (wg >= pc.rows * pc.nblocks) return;
   uint row = wg / pc.nblocks, block = wg % pc.nblocks;
   uint t = gl_LocalInvocationID.x;
+  uint n = pc.n;
 {row_base(("src", "dst"))}
   uint start = block * {items * wg}u;
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint k = start + t + j * {wg}u;
-    data[P(t + j * {wg}u)] = k < pc.n ? src[srcb + int(k) * pc.src_step] : {T}(0);
-  }}
-  barrier();
-{full}
-  {rank}
-  {T} vals[{items}];
-  {T} acc = {T}(0);
-  for (uint j = 0u; j < {items}u; ++j) {{
-    {T} before = acc;
-    acc += data[P(q * {items}u + j)];
-    vals[j] = {keep};
-  }}
-  {T} prefix;{part_scan}
+{body}
 {store_sum}
-  for (uint j = 0u; j < {items}u; ++j) data[P(q * {items}u + j)] = prefix + vals[j];
-  barrier();
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint k = start + t + j * {wg}u;
-    if (k < pc.n) dst[dstb + int(k) * pc.dst_step] = data[P(t + j * {wg}u)];
-  }}
+{tile_store(wg, items)}
 }}"""
 
 
@@ -187,7 +97,7 @@ def block_spec(dtype: str, exclusive: bool, sums: bool, subgroup: bool) -> Kerne
     bindings = (Binding("src", T, READ), Binding("dst", T, WRITE))
     if sums:
         bindings += (Binding("sums", T, WRITE),)
-    return KernelSpec("scan_block", bindings, _COMMON_PUSH + _operand_push("src") + _operand_push("dst"),
+    return KernelSpec("scan_block", bindings, _COMMON_PUSH + operand_push("src") + operand_push("dst"),
                       (("dtype", dtype), ("exclusive", exclusive), ("sums", sums),
                        ("subgroup", subgroup), ("items", ITEMS)),
                       (WG, 1, 1), SUBGROUP_EXTENSIONS if subgroup else (),
@@ -197,30 +107,8 @@ def block_spec(dtype: str, exclusive: bool, sums: bool, subgroup: bool) -> Kerne
 def add_spec(dtype: str) -> KernelSpec:
     T = as_dtype(dtype).glsl
     return KernelSpec("scan_add", (Binding("dst", T, READWRITE), Binding("offsets", T, READ)),
-                      _COMMON_PUSH + _operand_push("dst"), (("dtype", dtype), ("items", ITEMS)),
+                      _COMMON_PUSH + operand_push("dst"), (("dtype", dtype), ("items", ITEMS)),
                       (WG, 1, 1))
-
-
-def use_subgroups(ctx) -> bool:
-    """Subgroup arithmetic in compute shaders (a device fact, see
-    ``device/caps.py``: a Vulkan 1.1 device as the host declared it)."""
-    return ctx.limits.subgroup_arithmetic
-
-
-class Operand:
-    """Where one scanned operand lives: tensor (for its buffer), base
-    offset, stride along the axis, strides of the ROW_RANK row dims."""
-
-    def __init__(self, tensor, off, step, row_strides):
-        self.tensor, self.off, self.step, self.rs = tensor, off, step, tuple(row_strides)
-
-    @classmethod
-    def rows_of(cls, tensor, rows: int, n: int):
-        """A contiguous (rows, n) scratch tensor."""
-        return cls(tensor, tensor.offset, 1, (0,) * (ROW_RANK - 1) + (n,))
-
-    def push(self, name: str) -> dict:
-        return {f"{name}_off": self.off, f"{name}_step": self.step, f"{name}_rs": self.rs}
 
 
 def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tuple, dtype: str,
@@ -289,6 +177,9 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     row_shape = (1,) * pad + tuple(row_shape)
     src = Operand(x, x.offset, x.strides[axis], (0,) * pad + tuple(xs))
     dst = Operand(out, out.offset, out.strides[axis], (0,) * pad + tuple(os))
+    if n > BLOCK and use_chained(ctx, overlaps(x, out)):
+        # More than one block: one pass instead of block scans, totals and adds.
+        return OpResult(out, plan_chained(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive)))
     return OpResult(out, plan_scan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive)))
 
 

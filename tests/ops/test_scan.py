@@ -1,4 +1,6 @@
 """Prefix scan (rec.cumsum) against numpy, on both host profiles."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -7,6 +9,7 @@ from hypothesis import strategies as st
 import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan import BLOCK, use_subgroups
+from guestcompute.ops.scan_chained import TILE, use_chained
 
 HYP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -178,3 +181,78 @@ def test_planned_kernels_are_in_the_bake_catalogue(host, ctx):
         for exclusive in (False, True):
             planned += cumsum(ctx, x, 1, exclusive).dispatches + cumsum(ctx, x[:, :5], 1, exclusive).dispatches
     assert planned and all(d.spec in catalogue for d in planned)
+
+
+# -- the single-pass (chained) scan ------------------------------------------------
+
+@pytest.fixture
+def chained_ctx(host):
+    """A fresh context whose device claims forward progress, so the
+    single-pass scan runs (lavapipe runs started workgroups to completion,
+    so the ticket-ordered look-back terminates there too)."""
+    c = host.adopt()
+    c.device.limits = dataclasses.replace(c.limits, forward_progress=True)
+    yield c
+    c.close()
+
+
+def families(ctx, x, **kw) -> list:
+    return [d.spec.family for d in registered_ops()["cumsum"](ctx, x, **kw).dispatches]
+
+
+def test_single_pass_only_where_the_device_promises_forward_progress(host, ctx, chained_ctx):
+    x = ctx.tensor(np.ones(3 * BLOCK, np.float32))
+    chained = "scan_chained" in families(ctx, x)
+    assert chained == (ctx.limits.forward_progress and use_chained(ctx, False))
+    y = chained_ctx.tensor(np.ones(3 * BLOCK, np.float32))
+    assert "scan_chained" in families(chained_ctx, y)
+    assert "scan_chained" not in families(chained_ctx, y[:BLOCK])     # one block: one dispatch already
+
+
+@pytest.mark.parametrize("n", [BLOCK + 1, TILE - 1, TILE, TILE + 1, 3 * TILE, 40 * TILE + 13, 65537, 99991])
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_single_pass_sizes(host, chained_ctx, n, exclusive):
+    rng = np.random.default_rng(n)
+    for dtype in ("float32", "int32", "uint32"):
+        x_np = data(rng, n, dtype)
+        x = chained_ctx.tensor(x_np)
+        y, rec = host.run(chained_ctx, lambda rec: (rec.cumsum(x, exclusive=exclusive), rec))
+        assert rec.dispatches == 2                      # clear + one pass
+        check(y.numpy(), x_np, -1, exclusive)
+
+
+def test_single_pass_rows_views_and_all_equal(host, chained_ctx):
+    rng = np.random.default_rng(5)
+    base_np = data(rng, (5, 3 * TILE + 7), "int32")
+    base = chained_ctx.tensor(base_np)
+    out_base = chained_ctx.tensor(np.zeros((5, 2 * base_np.shape[1]), np.int32))
+    out = out_base[:, ::2]
+    host.run(chained_ctx, lambda rec: rec.cumsum(base[::2], exclusive=True, out=out[::2]))
+    check(out_base.numpy()[::2, ::2], base_np[::2], -1, True)
+    assert not out_base.numpy()[1::2].any() and not out_base.numpy()[:, 1::2].any()
+    same = chained_ctx.tensor(np.full((3, 5 * TILE), 3, np.uint32))
+    y = host.run(chained_ctx, lambda rec: rec.cumsum(same, axis=1))
+    check(y.numpy(), np.full((3, 5 * TILE), 3, np.uint32), 1, False)
+
+
+def test_single_pass_in_place(host, chained_ctx):
+    x_np = np.arange(4 * TILE + 3, dtype=np.uint32)
+    x = chained_ctx.tensor(x_np)
+    chained = use_chained(chained_ctx, True)
+    assert ("scan_chained" in families(chained_ctx, x, out=x)) == chained
+    host.run(chained_ctx, lambda rec: rec.cumsum(x, out=x))
+    check(x.numpy(), x_np, -1, False)
+
+
+
+def test_single_pass_kernels_are_in_the_bake_catalogue(host, chained_ctx):
+    from guestcompute.ops import all_specs
+    catalogue = set(all_specs())
+    cumsum = registered_ops()["cumsum"]
+    planned = []
+    for dtype in ("float32", "int32", "uint32"):
+        x = chained_ctx.empty((2, TILE + 1), dtype)
+        for exclusive in (False, True):
+            planned += cumsum(chained_ctx, x, 1, exclusive).dispatches
+    assert {d.spec.family for d in planned} >= {"scan_chained"}
+    assert all(d.spec in catalogue for d in planned)

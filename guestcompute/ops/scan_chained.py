@@ -1,0 +1,230 @@
+"""Single-pass prefix sums: a chained scan with decoupled look-back.
+
+One dispatch reads every element once and writes it once. Each workgroup
+takes a *ticket* from an atomic counter (tickets, not ``gl_WorkGroupID``,
+give tiles in the order workgroups started), scans its tile in shared
+memory like ``scan_block`` (ops/scan.py), publishes the tile's total as an
+*aggregate*, then walks back over its predecessors' published values:
+aggregates are added and the walk goes on; the first *inclusive prefix*
+(a predecessor's total including everything before it) ends it. The tile
+then publishes its own inclusive prefix and writes its elements with the
+offset added. Tile 0 of a row publishes its inclusive prefix at once.
+
+Publishing a 32-bit value with its status atomically, without 64-bit
+atomics: the value is split into two 16-bit halves stored in two words,
+each carrying the status (1 aggregate, 2 inclusive) in its high 16 bits.
+Every word only ever goes 0 -> 1 -> 2, each step written whole, so a
+reader that sees the same non-zero status in both words holds both halves
+of one publication; otherwise it reads again. No other data flows between
+workgroups, so no ordering between the two words is needed.
+
+The walk looks at ``LOOKBACK`` predecessors per round (one thread each,
+shared-memory minimums find the nearest inclusive prefix and the nearest
+tile not yet published). Waiting relies on ``limits.forward_progress``: a
+started workgroup keeps running, and tickets make every awaited tile one
+that started earlier. Where a driver stops long loops
+(``limits.loop_iteration_cap``), a workgroup that has waited
+``spin_budget`` rounds reduces the awaited tile's input itself and walks
+on ("fallback"), so it never needs the cap; that reads the input, so in
+place it is off and such drivers take the multi-pass scan instead.
+
+The ticket counter and the status words live in a scratch tensor the plan
+zeroes first (``fill``; the recorder puts the barrier between them).
+"""
+from __future__ import annotations
+
+from ..dtypes import as_dtype
+from ..kernels.catalogue import variants
+from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
+from .base import Dispatch, overlaps, registered_ops
+from .scan_tiles import ROW_RANK, SUBGROUP_EXTENSIONS, row_base, tile_scan, tile_store, use_subgroups
+
+DTYPES = ("float32", "int32", "uint32")
+
+WG = 256                  # threads per workgroup (devices with forward progress allow 1024)
+ITEMS = 8                 # elements per thread
+TILE = WG * ITEMS
+LOOKBACK = 32             # predecessors examined per look-back round
+
+_BITS = {"float": ("floatBitsToUint(v)", "uintBitsToFloat(b)"), "int": ("uint(v)", "int(b)"),
+         "uint": ("v", "b")}
+
+
+def _publication(T: str) -> str:
+    to_bits, from_bits = _BITS[T]
+    return f"""
+void publish(uint tile, uint status, {T} v) {{
+  uint b = {to_bits};
+  state[1u + 2u * tile] = (status << 16) | (b & 0xFFFFu);
+  state[2u + 2u * tile] = (status << 16) | (b >> 16);
+}}
+// Status of tile p's publication (0: none yet, or halves of two different
+// publications) and its value.
+uint peek(uint p, out {T} v) {{
+  uint lo = state[1u + 2u * p], hi = state[2u + 2u * p];
+  uint b = (lo & 0xFFFFu) | (hi << 16);
+  v = {from_bits};
+  return (lo >> 16) == (hi >> 16) ? lo >> 16 : 0u;
+}}"""
+
+
+def _look_back(T: str, wg: int, items: int) -> str:
+    """GLSL: the walk over predecessors; leaves the tile's exclusive offset
+    in ``s_carry``. Workgroup-uniform control flow (it has barriers)."""
+    return f"""
+  {T} carry = {T}(0);
+  int p0 = int(tile) - 1, first = int(row * nblocks);
+  uint idle = 0u;
+  while (true) {{
+    if (t == 0u) {{ s_stop = {LOOKBACK}u; s_wait = {LOOKBACK}u; }}
+    barrier();
+    if (t < {LOOKBACK}u) {{
+      int p = p0 - int(t);
+      {T} v = {T}(0);
+      uint s = p < first ? 2u : peek(uint(p), v);   // before the row: an inclusive zero
+      s_win[t] = s == 0u ? {T}(0) : v;
+      if (s == 2u) atomicMin(s_stop, t);
+      if (s == 0u) atomicMin(s_wait, t);
+    }}
+    barrier();
+    uint stop = s_stop, wait = s_wait;
+    uint take = stop < wait ? stop + 1u : wait;
+    if (t == 0u) for (uint i = 0u; i < take; ++i) carry += s_win[i];
+    if (stop < wait) break;
+    p0 -= int(take);
+    idle = take == 0u ? idle + 1u : 0u;
+    if (pc.spin_budget != 0u && idle > pc.spin_budget) {{
+      // Fallback: reduce the awaited tile from the input.
+      uint fstart = uint(p0 - first) * {items * wg}u;
+      {T} sum = {T}(0);
+      for (uint j = 0u; j < {items}u; ++j) {{
+        uint k = fstart + t + j * {wg}u;
+        if (k < n) sum += src[srcb + int(k) * pc.src_step];
+      }}
+      part[t] = sum;
+      for (uint d = {wg // 2}u; d > 0u; d >>= 1) {{
+        barrier();
+        if (t < d) part[t] += part[t + d];
+      }}
+      barrier();
+      if (t == 0u) carry += part[0];
+      p0 -= 1;
+      idle = 0u;
+    }}
+    barrier();
+  }}
+  if (t == 0u) s_carry = carry;"""
+
+
+@family("scan_chained")
+def _render_scan_chained(spec: KernelSpec) -> str:
+    T = as_dtype(spec.param("dtype")).glsl
+    wg, items = spec.workgroup[0], spec.param("items")
+    decls, body = tile_scan(T, wg, items, spec.param("exclusive"), spec.param("subgroup"))
+    if spec.param("counted"):
+        read = "cnt[pc.count_off]" if spec.param("count") == "uint32" else "uint(max(cnt[pc.count_off], 0))"
+        sizes = f"uint n = min(pc.n, {read});\n  uint nblocks = (n + {items * wg - 1}u) / {items * wg}u;"
+    else:
+        sizes = "uint n = pc.n;\n  uint nblocks = pc.nblocks;"
+    return f"""{decls}
+shared uint s_ticket, s_stop, s_wait;
+shared {T} s_win[{LOOKBACK}];
+shared {T} s_total, s_carry;
+{_publication(T)}
+void main() {{
+  uint t = gl_LocalInvocationID.x;
+  if (t == 0u) s_ticket = atomicAdd(state[0], 1u);
+  barrier();
+  uint tile = s_ticket;
+  {sizes}
+  if (tile >= pc.rows * nblocks) return;
+  uint row = tile / nblocks, block = tile % nblocks;
+{row_base(("src", "dst"))}
+  uint start = block * {items * wg}u;
+{body}
+  if (q == {wg - 1}u) s_total = prefix + acc;
+  barrier();
+  if (block == 0u) {{
+    if (t == 0u) {{ publish(tile, 2u, s_total); s_carry = {T}(0); }}
+  }} else {{
+    if (t == 0u) publish(tile, 1u, s_total);
+{_look_back(T, wg, items)}
+    if (t == 0u) publish(tile, 2u, carry + s_total);
+  }}
+  barrier();
+  {T} offset = s_carry;
+{tile_store(wg, items, "offset")}
+}}"""
+
+
+_PUSH = ((Push("n", "uint"), Push("nblocks", "uint"), Push("rows", "uint"), Push("row_shape", "uint", ROW_RANK))
+         + tuple(p for name in ("src", "dst") for p in (Push(f"{name}_off", "uint"), Push(f"{name}_step", "int"),
+                                                       Push(f"{name}_rs", "int", ROW_RANK)))
+         + (Push("spin_budget", "uint"), Push("count_off", "uint")))
+
+
+def chained_spec(dtype: str, exclusive: bool, subgroup: bool, count: str = None) -> KernelSpec:
+    """``count``: None, or the dtype of a 1-element count tensor bounding n."""
+    T = as_dtype(dtype).glsl
+    bindings = (Binding("src", T, READ), Binding("dst", T, WRITE),
+                Binding("state", "uint", READWRITE, qualifier="coherent volatile"))
+    if count:
+        bindings += (Binding("cnt", "uint" if count == "uint32" else "int", READ),)
+    return KernelSpec("scan_chained", bindings, _PUSH,
+                      (("dtype", dtype), ("exclusive", exclusive), ("subgroup", subgroup), ("items", ITEMS),
+                       ("counted", bool(count)), ("count", count or "")),
+                      (WG, 1, 1), SUBGROUP_EXTENSIONS if subgroup else (), ("subgroup",) if subgroup else ())
+
+
+def use_chained(ctx, in_place: bool) -> bool:
+    """The single-pass scan runs where started workgroups keep running
+    (a device fact) and the workgroup fits; in place only where no loop
+    cap makes the fallback necessary (see the module docstring)."""
+    lim = ctx.limits
+    if not lim.forward_progress or lim.max_workgroup_invocations < WG or lim.max_workgroup_size[0] < WG:
+        return False
+    return not (in_place and lim.loop_iteration_cap)
+
+
+def spin_budget(ctx, in_place: bool) -> int:
+    """Idle look-back rounds before the fallback (0: wait for as long as it
+    takes). A quarter of a driver's loop cap leaves room for the fixed loops;
+    elsewhere a stalled predecessor is rare and reducing its tile is cheap."""
+    if in_place:
+        return 0
+    cap = ctx.limits.loop_iteration_cap
+    return cap // 4 if cap else 1 << 14
+
+
+def plan_chained(ctx, src, dst, rows: int, n: int, row_shape: tuple, dtype: str, exclusive: bool,
+                 count=None) -> list:
+    """Dispatches of the single-pass scan of ``rows`` rows of ``n`` elements
+    (``src``/``dst``: scan.Operand); ``count`` (a 1-element tensor, rows == 1)
+    bounds n on the GPU and sizes the grid with an indirect dispatch."""
+    nblocks = -(-n // TILE)
+    tiles = rows * nblocks
+    state = ctx.empty((1 + 2 * tiles,), "uint32")
+    out = list(registered_ops()["fill"](ctx, state, 0).dispatches)
+    in_place = overlaps(src.tensor, dst.tensor)
+    spec = chained_spec(dtype, exclusive, use_subgroups(ctx), count.dtype.name if count is not None else None)
+    values = {"n": n, "nblocks": nblocks, "rows": rows, "row_shape": row_shape,
+              **src.push("src"), **dst.push("dst"), "spin_budget": spin_budget(ctx, in_place),
+              "count_off": count.offset if count is not None else 0}
+    buffers = (src.tensor.buffer, dst.tensor.buffer, state.buffer)
+    if count is None:
+        # One workgroup per tile; the grid is linear only through tickets.
+        groups = groups_for(tiles * WG, WG, ctx.limits.max_workgroup_count)
+        return out + [Dispatch(spec, buffers, spec.pack(values), groups)]
+    groups = registered_ops()["groups_from_count"](ctx, count, TILE)
+    out += groups.dispatches
+    return out + [Dispatch(spec, buffers + (count.buffer,), spec.pack(values), (1, 1, 1),
+                           indirect=(groups.value.buffer, groups.value.offset * 4))]
+
+
+@variants("scan_chained")
+def _chained_variants():
+    for dtype in DTYPES:
+        for exclusive in (False, True):
+            for subgroup in (False, True):
+                for count in (None, "uint32", "int32"):
+                    yield chained_spec(dtype, exclusive, subgroup, count)

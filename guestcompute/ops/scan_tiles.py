@@ -1,0 +1,141 @@
+"""GLSL building blocks shared by the scans (ops/scan.py, ops/scan_chained.py)
+and the sort: a shared-memory tile scan, row addressing through push
+constants, and where one scanned operand lives (:class:`Operand`)."""
+from __future__ import annotations
+
+from ..kernels.spec import Push
+
+ROW_RANK = 4              # coalesced non-axis dims addressed by push constants
+
+# Workgroup linear id for grids folded by groups_for().
+WG_INDEX = ("(gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + "
+            "gl_NumWorkGroups.y * gl_WorkGroupID.z))")
+
+SUBGROUP_EXTENSIONS = ("GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic")
+
+
+def blelloch(arr: str, n: int, T: str, t: str = "t") -> str:
+    """GLSL statements: exclusive scan of shared ``arr[0..n)`` (element type
+    ``T``) in place by ``n`` threads (``n`` a power of two), work-efficient
+    (up-sweep then down-sweep). Starts and ends with a barrier."""
+    return f"""
+  for (uint d = 1u; d < {n}u; d <<= 1) {{
+    barrier();
+    uint i = ({t} + 1u) * (d << 1) - 1u;
+    if (i < {n}u) {arr}[i] += {arr}[i - d];
+  }}
+  barrier();
+  if ({t} == 0u) {arr}[{n - 1}u] = {T}(0);
+  for (uint d = {n // 2}u; d > 0u; d >>= 1) {{
+    barrier();
+    uint i = ({t} + 1u) * (d << 1) - 1u;
+    if (i < {n}u) {{ {T} left = {arr}[i - d]; {arr}[i - d] = {arr}[i]; {arr}[i] += left; }}
+  }}
+  barrier();"""
+
+
+def row_base(names) -> str:
+    """GLSL: decompose the row index into the coalesced row dims and
+    accumulate each operand's base offset ``<name>b`` (push fields
+    ``<name>_off`` and ``<name>_rs``)."""
+    lines = [f"  int {n}b = int(pc.{n}_off);" for n in names]
+    lines.append("  uint rem = row;")
+    lines.append(f"  for (int d = {ROW_RANK - 1}; d >= 0; --d) {{")
+    lines.append("    uint c = rem % pc.row_shape[d]; rem /= pc.row_shape[d];")
+    for n in names:
+        lines.append(f"    {n}b += int(c) * pc.{n}_rs[d];")
+    lines.append("  }")
+    return "\n".join(lines)
+
+
+def operand_push(name: str) -> tuple:
+    return (Push(f"{name}_off", "uint"), Push(f"{name}_step", "int"), Push(f"{name}_rs", "int", ROW_RANK))
+
+
+def tile_scan(T: str, wg: int, items: int, exclusive: bool, subgroup: bool) -> tuple:
+    """GLSL (declarations, statements) scanning one tile of ``items * wg``
+    elements in shared memory. The statements expect ``t`` (local id),
+    ``n`` (row length), ``start`` (the tile's first element) and ``srcb``;
+    they leave each thread's rank ``q``, its ``items`` scanned values
+    ``vals`` (inclusive or exclusive within the thread), its total ``acc``
+    and the exclusive ``prefix`` of the threads ranked before it. Writing
+    ``prefix + vals[j]`` to ``data[P(q * items + j)]`` and storing ``data``
+    coalesced completes the tile."""
+    # Pad shared indices so threads reading ITEMS consecutive values do not
+    # all hit the same bank.
+    decls = f"""#define P(i) ((i) + ((i) >> 5))
+shared {T} data[{items * wg + items * wg // 32}];
+shared {T} part[{wg}];"""
+    if subgroup:
+        # Full subgroups (checked) make (subgroup id, lane) a bijection onto
+        # 0..WG-1, so threads can be ranked in subgroup order.
+        full = f"  bool full = gl_NumSubgroups * gl_SubgroupSize == {wg}u;"
+        rank = "uint q = full ? gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID : t;"
+        part_scan = f"""
+  if (full) {{
+    {T} ex = subgroupExclusiveAdd(acc);
+    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) part[gl_SubgroupID] = ex + acc;
+    barrier();
+    {T} base = {T}(0);
+    for (uint s = 0u; s < gl_SubgroupID; ++s) base += part[s];
+    prefix = base + ex;
+  }} else {{
+    part[q] = acc;{blelloch("part", wg, T)}
+    prefix = part[q];
+  }}"""
+    else:
+        full, rank = "", "uint q = t;"
+        part_scan = f"""
+  part[q] = acc;{blelloch("part", wg, T)}
+  prefix = part[q];"""
+    keep = "before" if exclusive else "acc"
+    body = f"""  for (uint j = 0u; j < {items}u; ++j) {{
+    uint k = start + t + j * {wg}u;
+    data[P(t + j * {wg}u)] = k < n ? src[srcb + int(k) * pc.src_step] : {T}(0);
+  }}
+  barrier();
+{full}
+  {rank}
+  {T} vals[{items}];
+  {T} acc = {T}(0);
+  for (uint j = 0u; j < {items}u; ++j) {{
+    {T} before = acc;
+    acc += data[P(q * {items}u + j)];
+    vals[j] = {keep};
+  }}
+  {T} prefix;{part_scan}"""
+    return decls, body
+
+
+def tile_store(wg: int, items: int, add: str = "") -> str:
+    """GLSL: finish the tile :func:`tile_scan` left (``add``: a value added
+    to every element, e.g. the tile's offset) and store it where ``k < n``."""
+    plus = f"{add} + " if add else ""
+    return f"""  for (uint j = 0u; j < {items}u; ++j) data[P(q * {items}u + j)] = {plus}prefix + vals[j];
+  barrier();
+  for (uint j = 0u; j < {items}u; ++j) {{
+    uint k = start + t + j * {wg}u;
+    if (k < n) dst[dstb + int(k) * pc.dst_step] = data[P(t + j * {wg}u)];
+  }}"""
+
+
+def use_subgroups(ctx) -> bool:
+    """Subgroup arithmetic in compute shaders (a device fact, see
+    ``device/caps.py``: a Vulkan 1.1 device as the host declared it)."""
+    return ctx.limits.subgroup_arithmetic
+
+
+class Operand:
+    """Where one scanned operand lives: tensor (for its buffer), base
+    offset, stride along the axis, strides of the ROW_RANK row dims."""
+
+    def __init__(self, tensor, off, step, row_strides):
+        self.tensor, self.off, self.step, self.rs = tensor, off, step, tuple(row_strides)
+
+    @classmethod
+    def rows_of(cls, tensor, rows: int, n: int):
+        """A contiguous (rows, n) scratch tensor."""
+        return cls(tensor, tensor.offset, 1, (0,) * (ROW_RANK - 1) + (n,))
+
+    def push(self, name: str) -> dict:
+        return {f"{name}_off": self.off, f"{name}_step": self.step, f"{name}_rs": self.rs}
