@@ -29,15 +29,16 @@ on ("fallback"), so it never needs the cap; that reads the input, so in
 place it is off and such drivers take the multi-pass scan instead.
 
 The ticket counter and the status words live in a scratch tensor the plan
-zeroes first (``fill``; the recorder puts the barrier between them).
+zeroes first (``chained_setup``, which also sizes the grid of a GPU-side
+count; the recorder puts the barrier between them).
 """
 from __future__ import annotations
 
 from ..dtypes import as_dtype
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
-from .base import Dispatch, overlaps, registered_ops
-from .scan_tiles import ROW_RANK, SUBGROUP_EXTENSIONS, row_base, tile_scan, tile_store, use_subgroups
+from .base import Dispatch, overlaps
+from .scan_tiles import ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, row_base, tile_scan, tile_store, use_subgroups
 
 DTYPES = ("float32", "int32", "uint32")
 
@@ -50,7 +51,8 @@ _BITS = {"float": ("floatBitsToUint(v)", "uintBitsToFloat(b)"), "int": ("uint(v)
          "uint": ("v", "b")}
 
 
-def _publication(T: str) -> str:
+def publication(T: str) -> str:
+    """GLSL functions ``publish`` and ``peek`` over the ``state`` binding."""
     to_bits, from_bits = _BITS[T]
     return f"""
 void publish(uint tile, uint status, {T} v) {{
@@ -68,12 +70,15 @@ uint peek(uint p, out {T} v) {{
 }}"""
 
 
-def _look_back(T: str, wg: int, items: int) -> str:
-    """GLSL: the walk over predecessors; leaves the tile's exclusive offset
-    in ``s_carry``. Workgroup-uniform control flow (it has barriers)."""
+def look_back(T: str, wg: int, first: str, tile_sum: str) -> str:
+    """GLSL: the walk from ``tile - 1`` down to tile ``first`` (the row's
+    first tile); leaves the tile's exclusive offset in ``s_carry``.
+    ``tile_sum``: statements setting this thread's part ``sum`` of the total
+    of tile ``fblock`` (counted from ``first``) from the input, for the
+    fallback. Workgroup-uniform control flow (it has barriers)."""
     return f"""
   {T} carry = {T}(0);
-  int p0 = int(tile) - 1, first = int(row * nblocks);
+  int p0 = int(tile) - 1, first = int({first});
   uint idle = 0u;
   while (true) {{
     if (t == 0u) {{ s_stop = {LOOKBACK}u; s_wait = {LOOKBACK}u; }}
@@ -95,12 +100,9 @@ def _look_back(T: str, wg: int, items: int) -> str:
     idle = take == 0u ? idle + 1u : 0u;
     if (pc.spin_budget != 0u && idle > pc.spin_budget) {{
       // Fallback: reduce the awaited tile from the input.
-      uint fstart = uint(p0 - first) * {items * wg}u;
+      uint fblock = uint(p0 - first);
       {T} sum = {T}(0);
-      for (uint j = 0u; j < {items}u; ++j) {{
-        uint k = fstart + t + j * {wg}u;
-        if (k < n) sum += src[srcb + int(k) * pc.src_step];
-      }}
+{tile_sum}
       part[t] = sum;
       for (uint d = {wg // 2}u; d > 0u; d >>= 1) {{
         barrier();
@@ -116,26 +118,47 @@ def _look_back(T: str, wg: int, items: int) -> str:
   if (t == 0u) s_carry = carry;"""
 
 
+def chained_shared(T: str) -> str:
+    """GLSL: the shared variables of :func:`look_back` and the ticket."""
+    return f"""shared uint s_ticket, s_stop, s_wait;
+shared {T} s_win[{LOOKBACK}];
+shared {T} s_total, s_carry;"""
+
+
+def take_ticket() -> str:
+    """GLSL: ``tile``, this workgroup's ticket (the order workgroups started)."""
+    return """  if (t == 0u) s_ticket = atomicAdd(state[0], 1u);
+  barrier();
+  uint tile = s_ticket;"""
+
+
+def count_read(spec: KernelSpec) -> str:
+    """GLSL expression: the count tensor's value (int32 below 0 reads 0)."""
+    return "cnt[pc.count_off]" if spec.param("count") == "uint32" else "uint(max(cnt[pc.count_off], 0))"
+
+
+def _tile_sum(wg: int, items: int) -> str:
+    return f"""      for (uint j = 0u; j < {items}u; ++j) {{
+        uint k = fblock * {items * wg}u + t + j * {wg}u;
+        if (k < n) sum += src[srcb + int(k) * pc.src_step];
+      }}"""
+
+
 @family("scan_chained")
 def _render_scan_chained(spec: KernelSpec) -> str:
     T = as_dtype(spec.param("dtype")).glsl
     wg, items = spec.workgroup[0], spec.param("items")
     decls, body = tile_scan(T, wg, items, spec.param("exclusive"), spec.param("subgroup"))
     if spec.param("counted"):
-        read = "cnt[pc.count_off]" if spec.param("count") == "uint32" else "uint(max(cnt[pc.count_off], 0))"
-        sizes = f"uint n = min(pc.n, {read});\n  uint nblocks = (n + {items * wg - 1}u) / {items * wg}u;"
+        sizes = f"uint n = min(pc.n, {count_read(spec)});\n  uint nblocks = (n + {items * wg - 1}u) / {items * wg}u;"
     else:
         sizes = "uint n = pc.n;\n  uint nblocks = pc.nblocks;"
     return f"""{decls}
-shared uint s_ticket, s_stop, s_wait;
-shared {T} s_win[{LOOKBACK}];
-shared {T} s_total, s_carry;
-{_publication(T)}
+{chained_shared(T)}
+{publication(T)}
 void main() {{
   uint t = gl_LocalInvocationID.x;
-  if (t == 0u) s_ticket = atomicAdd(state[0], 1u);
-  barrier();
-  uint tile = s_ticket;
+{take_ticket()}
   {sizes}
   if (tile >= pc.rows * nblocks) return;
   uint row = tile / nblocks, block = tile % nblocks;
@@ -148,7 +171,7 @@ void main() {{
     if (t == 0u) {{ publish(tile, 2u, s_total); s_carry = {T}(0); }}
   }} else {{
     if (t == 0u) publish(tile, 1u, s_total);
-{_look_back(T, wg, items)}
+{look_back(T, wg, "row * nblocks", _tile_sum(wg, items))}
     if (t == 0u) publish(tile, 2u, carry + s_total);
   }}
   barrier();
@@ -174,6 +197,57 @@ def chained_spec(dtype: str, exclusive: bool, subgroup: bool, count: str = None)
                       (("dtype", dtype), ("exclusive", exclusive), ("subgroup", subgroup), ("items", ITEMS),
                        ("counted", bool(count)), ("count", count or "")),
                       (WG, 1, 1), SUBGROUP_EXTENSIONS if subgroup else (), ("subgroup",) if subgroup else ())
+
+
+@family("chained_setup")
+def _render_setup(spec: KernelSpec) -> str:
+    grid = ""
+    if spec.param("count"):
+        # At least one workgroup runs, so a kernel that reports a total
+        # (compaction) writes it for a count of 0 too.
+        grid = f"""
+  if (i == 0u) {{
+    uint c = min(pc.n, {count_read(spec)});
+    uint g = max(c / pc.per_group + uint(c % pc.per_group != 0u), 1u);
+    uint x = min(g, pc.max_x);
+    grid[pc.grid_off] = x;
+    grid[pc.grid_off + 1u] = g / x + uint(g % x != 0u);
+    grid[pc.grid_off + 2u] = 1u;
+  }}"""
+    return f"""void main() {{
+  uint i = {WG_INDEX} * {SETUP_WG}u + gl_LocalInvocationID.x;
+  if (i < pc.words) state[i] = 0u;{grid}
+}}"""
+
+
+SETUP_WG = 64
+
+
+def setup_spec(count: str = None) -> KernelSpec:
+    """Zeroes the ticket and status words; with ``count`` (its dtype) also
+    writes the workgroup counts of a grid of max(1, ceil(min(count, n) /
+    per_group)) workgroups for an indirect dispatch."""
+    bindings = (Binding("state", "uint", WRITE),)
+    if count:
+        bindings += (Binding("grid", "uint", WRITE), Binding("cnt", "uint" if count == "uint32" else "int", READ))
+    return KernelSpec("chained_setup", bindings,
+                      (Push("words", "uint"), Push("n", "uint"), Push("per_group", "uint"), Push("max_x", "uint"),
+                       Push("grid_off", "uint"), Push("count_off", "uint")),
+                      (("count", count or ""),), (SETUP_WG, 1, 1))
+
+
+def plan_setup(ctx, tiles: int, n: int, per_group: int, count=None) -> tuple:
+    """(state tensor, grid tensor or None, dispatches): the scratch of a
+    chained kernel of ``tiles`` tiles, zeroed; with ``count``, the indirect
+    grid of that kernel."""
+    state = ctx.empty((1 + 2 * tiles,), "uint32")
+    spec = setup_spec(count.dtype.name if count is not None else None)
+    grid = ctx.empty((3,), "uint32") if count is not None else None
+    values = {"words": 1 + 2 * tiles, "n": n, "per_group": per_group, "max_x": ctx.limits.max_workgroup_count[0],
+              "grid_off": grid.offset if grid is not None else 0, "count_off": count.offset if count is not None else 0}
+    buffers = (state.buffer,) + ((grid.buffer, count.buffer) if count is not None else ())
+    groups = groups_for(1 + 2 * tiles, SETUP_WG, ctx.limits.max_workgroup_count)
+    return state, grid, [Dispatch(spec, buffers, spec.pack(values), groups)]
 
 
 def use_chained(ctx, in_place: bool) -> bool:
@@ -203,8 +277,7 @@ def plan_chained(ctx, src, dst, rows: int, n: int, row_shape: tuple, dtype: str,
     bounds n on the GPU and sizes the grid with an indirect dispatch."""
     nblocks = -(-n // TILE)
     tiles = rows * nblocks
-    state = ctx.empty((1 + 2 * tiles,), "uint32")
-    out = list(registered_ops()["fill"](ctx, state, 0).dispatches)
+    state, grid, out = plan_setup(ctx, tiles, n, TILE, count)
     in_place = overlaps(src.tensor, dst.tensor)
     spec = chained_spec(dtype, exclusive, use_subgroups(ctx), count.dtype.name if count is not None else None)
     values = {"n": n, "nblocks": nblocks, "rows": rows, "row_shape": row_shape,
@@ -215,10 +288,8 @@ def plan_chained(ctx, src, dst, rows: int, n: int, row_shape: tuple, dtype: str,
         # One workgroup per tile; the grid is linear only through tickets.
         groups = groups_for(tiles * WG, WG, ctx.limits.max_workgroup_count)
         return out + [Dispatch(spec, buffers, spec.pack(values), groups)]
-    groups = registered_ops()["groups_from_count"](ctx, count, TILE)
-    out += groups.dispatches
     return out + [Dispatch(spec, buffers + (count.buffer,), spec.pack(values), (1, 1, 1),
-                           indirect=(groups.value.buffer, groups.value.offset * 4))]
+                           indirect=(grid.buffer, grid.offset * 4))]
 
 
 @variants("scan_chained")
@@ -228,3 +299,9 @@ def _chained_variants():
             for subgroup in (False, True):
                 for count in (None, "uint32", "int32"):
                     yield chained_spec(dtype, exclusive, subgroup, count)
+
+
+@variants("chained_setup")
+def _setup_variants():
+    for count in (None, "uint32", "int32"):
+        yield setup_spec(count)

@@ -52,6 +52,41 @@ def operand_push(name: str) -> tuple:
     return (Push(f"{name}_off", "uint"), Push(f"{name}_step", "int"), Push(f"{name}_rs", "int", ROW_RANK))
 
 
+def thread_rank(wg: int, subgroup: bool) -> str:
+    """GLSL: ``q``, the thread's rank in the workgroup for :func:`group_scan`
+    (subgroup order where subgroups are used and full, else the local id
+    ``t``), and ``full``."""
+    if not subgroup:
+        return "  uint q = t;"
+    # Full subgroups (checked) make (subgroup id, lane) a bijection onto
+    # 0..WG-1, so threads can be ranked in subgroup order.
+    return (f"  bool full = gl_NumSubgroups * gl_SubgroupSize == {wg}u;\n"
+            "  uint q = full ? gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID : t;")
+
+
+def group_scan(T: str, wg: int, subgroup: bool) -> str:
+    """GLSL: ``prefix``, the exclusive sum of ``acc`` over the threads ranked
+    before ``q`` (:func:`thread_rank`), through the shared ``part[wg]``."""
+    if not subgroup:
+        return f"""
+  {T} prefix;
+  part[q] = acc;{blelloch("part", wg, T)}
+  prefix = part[q];"""
+    return f"""
+  {T} prefix;
+  if (full) {{
+    {T} ex = subgroupExclusiveAdd(acc);
+    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) part[gl_SubgroupID] = ex + acc;
+    barrier();
+    {T} base = {T}(0);
+    for (uint s = 0u; s < gl_SubgroupID; ++s) base += part[s];
+    prefix = base + ex;
+  }} else {{
+    part[q] = acc;{blelloch("part", wg, T)}
+    prefix = part[q];
+  }}"""
+
+
 def tile_scan(T: str, wg: int, items: int, exclusive: bool, subgroup: bool) -> tuple:
     """GLSL (declarations, statements) scanning one tile of ``items * wg``
     elements in shared memory. The statements expect ``t`` (local id),
@@ -66,44 +101,20 @@ def tile_scan(T: str, wg: int, items: int, exclusive: bool, subgroup: bool) -> t
     decls = f"""#define P(i) ((i) + ((i) >> 5))
 shared {T} data[{items * wg + items * wg // 32}];
 shared {T} part[{wg}];"""
-    if subgroup:
-        # Full subgroups (checked) make (subgroup id, lane) a bijection onto
-        # 0..WG-1, so threads can be ranked in subgroup order.
-        full = f"  bool full = gl_NumSubgroups * gl_SubgroupSize == {wg}u;"
-        rank = "uint q = full ? gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID : t;"
-        part_scan = f"""
-  if (full) {{
-    {T} ex = subgroupExclusiveAdd(acc);
-    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) part[gl_SubgroupID] = ex + acc;
-    barrier();
-    {T} base = {T}(0);
-    for (uint s = 0u; s < gl_SubgroupID; ++s) base += part[s];
-    prefix = base + ex;
-  }} else {{
-    part[q] = acc;{blelloch("part", wg, T)}
-    prefix = part[q];
-  }}"""
-    else:
-        full, rank = "", "uint q = t;"
-        part_scan = f"""
-  part[q] = acc;{blelloch("part", wg, T)}
-  prefix = part[q];"""
     keep = "before" if exclusive else "acc"
     body = f"""  for (uint j = 0u; j < {items}u; ++j) {{
     uint k = start + t + j * {wg}u;
     data[P(t + j * {wg}u)] = k < n ? src[srcb + int(k) * pc.src_step] : {T}(0);
   }}
   barrier();
-{full}
-  {rank}
+{thread_rank(wg, subgroup)}
   {T} vals[{items}];
   {T} acc = {T}(0);
   for (uint j = 0u; j < {items}u; ++j) {{
     {T} before = acc;
     acc += data[P(q * {items}u + j)];
     vals[j] = {keep};
-  }}
-  {T} prefix;{part_scan}"""
+  }}{group_scan(T, wg, subgroup)}"""
     return decls, body
 
 
