@@ -72,7 +72,7 @@ def _all_groups():
         yield groups_spec(d)
 
 
-def _check_count(ctx, count) -> Tensor:
+def check_count(ctx, count) -> Tensor:
     count = check_tensor(ctx, count, "count")
     if count.dtype.name not in COUNT_DTYPES:
         raise DTypeError(f"count must be uint32 or int32, got {count.dtype}")
@@ -110,7 +110,7 @@ def groups_from_count(ctx, count, items_per_group, *, out=None):
     """Workgroup counts ``(x, y, z)`` (a uint32 tensor of shape (3,)) of a
     dispatch covering ``count[0]`` items at ``items_per_group`` items per
     workgroup, computed on the GPU; feed it to ``rec.dispatch_indirect``."""
-    count = _check_count(ctx, count)
+    count = check_count(ctx, count)
     items_per_group = _check_per_group(items_per_group)
     if out is not None:
         out = check_out(ctx, out, (3,), uint32, [count], "groups_from_count out", in_place=False)
@@ -154,7 +154,7 @@ def dispatch_count(ctx, count, fn, *args, **kwargs):
     earlier op wrote): ``groups_from_count`` + ``dispatch_indirect`` with the
     op kernel's items per workgroup. For single-dispatch ops whose kernels
     index items linearly (elementwise ops)."""
-    count = _check_count(ctx, count)
+    count = check_count(ctx, count)
     result = _plan_op(ctx, fn, args, kwargs)
     if not result.dispatches:
         return result

@@ -104,6 +104,22 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def compact(self, x, mask, *, count=..., out=..., out_count=...) -> Any:
+        """
+        The elements of ``x`` where ``mask`` is nonzero, in order (numpy's
+        ``x[mask]`` for ``x`` and ``mask`` of one shape, flattened in C order),
+        and their number: returns ``(values, n)``. ``values`` has room for all
+        of ``x`` (shape ``(x.size,)``, dtype of ``x``) and only its first ``n``
+        elements are written; ``n`` is a 1-element uint32 tensor written on the
+        GPU, ready to be the ``count=`` of a later op. ``x``: any 4-byte dtype,
+        uint8 or float16; ``mask``: uint8, uint32, int32 or float32 (float NaN
+        is true, -0.0 false). ``count`` (a 1-element uint32/int32 GPU tensor):
+        only the first ``min(count, x.size)`` elements take part. ``out`` and
+        ``out_count`` must not overlap the inputs.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def concat(self, tensors, axis=..., *, out=...) -> Any:
         """
         Join tensors along ``axis`` (all other dims equal, one dtype).
@@ -402,6 +418,16 @@ class OpMethods:
     def neg(self, x, *, out=...) -> Any:
         """
         Elementwise -x (uints wrap, as in numpy). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def nonzero(self, mask, *, count=..., out=..., out_count=...) -> Any:
+        """
+        The flat (C-order) indices where ``mask`` is nonzero, in increasing
+        order (numpy's ``np.flatnonzero(mask)``), as uint32 (``out`` may be
+        uint32 or int32), and their number: returns ``(indices, n)`` like
+        :func:`compact`, with the same ``count``, ``out_count`` and mask rules.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
