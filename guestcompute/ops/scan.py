@@ -35,6 +35,7 @@ from ..tensor import contiguous_strides
 from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op, overlaps
 from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, Operand, blelloch,  # noqa: F401 (sort)
                          operand_push, row_base, tile_scan, tile_store, use_subgroups)
+from .indirect import check_count
 from .scan_chained import plan_chained, use_chained
 from .windows import rowwise
 
@@ -42,6 +43,22 @@ WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minim
 ITEMS = 8                 # elements per thread
 BLOCK = WG * ITEMS        # elements per workgroup and per block total
 DTYPES = ("float32", "int32", "uint32")
+
+
+def _length(spec: KernelSpec) -> str:
+    """GLSL: the row length, bounded by the count tensor where there is one."""
+    if not spec.param("count"):
+        return "pc.n"
+    read = "cnt[pc.count_off]" if spec.param("count") == "uint32" else "uint(max(cnt[pc.count_off], 0))"
+    return f"min(pc.n, {read})"
+
+
+def _counted(bindings: tuple, push: tuple, count: str) -> tuple:
+    """Bindings and push fields with those of a count tensor (``count``: its dtype) added."""
+    if not count:
+        return bindings, push
+    return (bindings + (Binding("cnt", "uint" if count == "uint32" else "int", READ),),
+            push + (Push("count_off", "uint"),))
 
 
 @family("scan_block")
@@ -59,7 +76,7 @@ void main() {{
   if (wg >= pc.rows * pc.nblocks) return;
   uint row = wg / pc.nblocks, block = wg % pc.nblocks;
   uint t = gl_LocalInvocationID.x;
-  uint n = pc.n;
+  uint n = {_length(spec)};
 {row_base(("src", "dst"))}
   uint start = block * {items * wg}u;
 {body}
@@ -78,12 +95,13 @@ def _render_scan_add(spec: KernelSpec) -> str:
   uint row = wg / pc.nblocks, block = wg % pc.nblocks;
   if (block == 0u) return;          // the first block's offset is zero
   uint t = gl_LocalInvocationID.x;
+  uint n = {_length(spec)};
 {row_base(("dst",))}
   {as_dtype(spec.param("dtype")).glsl} add = offsets[wg];
   uint start = block * {items * wg}u;
   for (uint j = 0u; j < {items}u; ++j) {{
     uint k = start + t + j * {wg}u;
-    if (k < pc.n) dst[dstb + int(k) * pc.dst_step] += add;
+    if (k < n) dst[dstb + int(k) * pc.dst_step] += add;
   }}
 }}"""
 
@@ -92,29 +110,33 @@ _COMMON_PUSH = (Push("n", "uint"), Push("nblocks", "uint"), Push("rows", "uint")
                 Push("row_shape", "uint", ROW_RANK))
 
 
-def block_spec(dtype: str, exclusive: bool, sums: bool, subgroup: bool) -> KernelSpec:
+def block_spec(dtype: str, exclusive: bool, sums: bool, subgroup: bool, count: str = None) -> KernelSpec:
+    """``count``: None, or the dtype of a 1-element tensor bounding the row length."""
     T = as_dtype(dtype).glsl
     bindings = (Binding("src", T, READ), Binding("dst", T, WRITE))
     if sums:
         bindings += (Binding("sums", T, WRITE),)
-    return KernelSpec("scan_block", bindings, _COMMON_PUSH + operand_push("src") + operand_push("dst"),
-                      (("dtype", dtype), ("exclusive", exclusive), ("sums", sums),
-                       ("subgroup", subgroup), ("items", ITEMS)),
+    bindings, push = _counted(bindings, _COMMON_PUSH + operand_push("src") + operand_push("dst"), count)
+    params = (("dtype", dtype), ("exclusive", exclusive), ("sums", sums), ("subgroup", subgroup), ("items", ITEMS))
+    return KernelSpec("scan_block", bindings, push, params + ((("count", count),) if count else ()),
                       (WG, 1, 1), SUBGROUP_EXTENSIONS if subgroup else (),
                       ("subgroup",) if subgroup else ())
 
 
-def add_spec(dtype: str) -> KernelSpec:
+def add_spec(dtype: str, count: str = None) -> KernelSpec:
     T = as_dtype(dtype).glsl
-    return KernelSpec("scan_add", (Binding("dst", T, READWRITE), Binding("offsets", T, READ)),
-                      _COMMON_PUSH + operand_push("dst"), (("dtype", dtype), ("items", ITEMS)),
-                      (WG, 1, 1))
+    bindings, push = _counted((Binding("dst", T, READWRITE), Binding("offsets", T, READ)),
+                              _COMMON_PUSH + operand_push("dst"), count)
+    params = (("dtype", dtype), ("items", ITEMS)) + ((("count", count),) if count else ())
+    return KernelSpec("scan_add", bindings, push, params, (WG, 1, 1))
 
 
 def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tuple, dtype: str,
-              exclusive: bool) -> list:
+              exclusive: bool, count=None) -> list:
     """Dispatches scanning ``rows`` rows of ``n`` elements from ``src`` into
-    ``dst`` (which may be the same view). Allocates its scratch tensors."""
+    ``dst`` (which may be the same view). Allocates its scratch tensors.
+    ``count`` (a 1-element tensor): the kernels scan only the first
+    min(count, n) elements of each row (blocks past them total zero)."""
     subgroup = use_subgroups(ctx)
     nblocks = -(-n // BLOCK)
     total = rows * nblocks
@@ -122,25 +144,29 @@ def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tup
         raise InvalidArgumentError(f"scan of {rows} rows x {n} elements is too large for one dispatch grid")
     groups = groups_for(total * WG, WG, ctx.limits.max_workgroup_count)
     common = {"n": n, "nblocks": nblocks, "rows": rows, "row_shape": row_shape}
+    cdt = count.dtype.name if count is not None else None
+    counted = (count.buffer,) if count is not None else ()
+    if count is not None:
+        common["count_off"] = count.offset
     values = dict(common, **src.push("src"), **dst.push("dst"))
-    spec = block_spec(dtype, exclusive, nblocks > 1, subgroup)
+    spec = block_spec(dtype, exclusive, nblocks > 1, subgroup, cdt)
     if nblocks == 1:
-        return [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer), spec.pack(values), groups)]
+        return [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer) + counted, spec.pack(values), groups)]
     sums = ctx.empty((rows, nblocks), dtype)
     offsets = ctx.empty((rows, nblocks), dtype)
-    out = [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer, sums.buffer), spec.pack(values), groups)]
+    out = [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer, sums.buffer) + counted, spec.pack(values), groups)]
     # The block totals of every row are a (rows, nblocks) contiguous array.
     sums_row_shape = (1,) * (ROW_RANK - 1) + (rows,)
     out += plan_scan(ctx, Operand.rows_of(sums, rows, nblocks), Operand.rows_of(offsets, rows, nblocks),
                      rows, nblocks, sums_row_shape, dtype, True)
-    aspec = add_spec(dtype)
-    out.append(Dispatch(aspec, (dst.tensor.buffer, offsets.buffer),
+    aspec = add_spec(dtype, cdt)
+    out.append(Dispatch(aspec, (dst.tensor.buffer, offsets.buffer) + counted,
                         aspec.pack(dict(common, **dst.push("dst"))), groups))
     return out
 
 
 @op("cumsum", windows=rowwise())
-def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
+def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None, *, count=None):
     """Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
 
     Inclusive by default (numpy's ``np.cumsum``); ``exclusive=True`` puts
@@ -149,6 +175,10 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     ``np.cumsum(x, dtype=x.dtype)``. ``out`` may be ``x`` itself (in place)
     but must not partially overlap it. Float sums are tree-shaped, so they
     differ from numpy's sequential ones by rounding only.
+
+    ``count`` (1-D ``x`` only): a 1-element uint32/int32 tensor, written
+    earlier on the GPU; only the first ``min(count, x.size)`` elements are
+    scanned and written, the rest of ``out`` is left as it was.
     """
     x = check_tensor(ctx, x, "cumsum input")
     if x.dtype.name not in DTYPES:
@@ -158,8 +188,12 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     if x.ndim == 0:
         raise ShapeError("cumsum needs a tensor with at least one dimension")
     axis = normalize_axis(axis, x.ndim, "cumsum")
+    if count is not None:
+        count = check_count(ctx, count)
+        if x.ndim != 1:
+            raise ShapeError(f"cumsum: count= needs a 1-D tensor, got shape {x.shape}")
     if out is not None:
-        out = check_out(ctx, out, x.shape, x.dtype, {"x": x}, "cumsum out")
+        out = check_out(ctx, out, x.shape, x.dtype, {"x": x, "count": count}, "cumsum out")
     others = [d for d in range(x.ndim) if d != axis]
     shape_rows = tuple(x.shape[d] for d in others)
     out_strides = out.strides if out is not None else contiguous_strides(x.shape)
@@ -177,10 +211,9 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     row_shape = (1,) * pad + tuple(row_shape)
     src = Operand(x, x.offset, x.strides[axis], (0,) * pad + tuple(xs))
     dst = Operand(out, out.offset, out.strides[axis], (0,) * pad + tuple(os))
-    if n > BLOCK and use_chained(ctx, overlaps(x, out)):
-        # More than one block: one pass instead of block scans, totals and adds.
-        return OpResult(out, plan_chained(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive)))
-    return OpResult(out, plan_scan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive)))
+    plan = plan_chained if n > BLOCK and use_chained(ctx, overlaps(x, out)) else plan_scan
+    # Past one block, the chained scan takes one pass instead of block scans, totals and adds.
+    return OpResult(out, plan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive), count))
 
 
 @variants("scan_block")
@@ -189,10 +222,12 @@ def _block_variants():
         for exclusive in (False, True):
             for sums in (False, True):
                 for subgroup in (False, True):
-                    yield block_spec(dtype, exclusive, sums, subgroup)
+                    for count in (None, "uint32", "int32"):
+                        yield block_spec(dtype, exclusive, sums, subgroup, count)
 
 
 @variants("scan_add")
 def _add_variants():
     for dtype in DTYPES:
-        yield add_spec(dtype)
+        for count in (None, "uint32", "int32"):
+            yield add_spec(dtype, count)

@@ -164,7 +164,7 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
-    def cumsum(self, x, axis=..., exclusive=..., out=...) -> Any:
+    def cumsum(self, x, axis=..., exclusive=..., out=..., *, count=...) -> Any:
         """
         Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
 
@@ -174,6 +174,10 @@ class OpMethods:
         ``np.cumsum(x, dtype=x.dtype)``. ``out`` may be ``x`` itself (in place)
         but must not partially overlap it. Float sums are tree-shaped, so they
         differ from numpy's sequential ones by rounding only.
+
+        ``count`` (1-D ``x`` only): a 1-element uint32/int32 tensor, written
+        earlier on the GPU; only the first ``min(count, x.size)`` elements are
+        scanned and written, the rest of ``out`` is left as it was.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

@@ -256,3 +256,70 @@ def test_single_pass_kernels_are_in_the_bake_catalogue(host, chained_ctx):
             planned += cumsum(chained_ctx, x, 1, exclusive).dispatches
     assert {d.spec.family for d in planned} >= {"scan_chained"}
     assert all(d.spec in catalogue for d in planned)
+
+
+# -- GPU-side counts -----------------------------------------------------------------
+
+@pytest.fixture(params=["device", "single_pass"])
+def either_ctx(host, request):
+    """A fresh context as the device is, or one claiming forward progress."""
+    c = host.adopt()
+    if request.param == "single_pass":
+        c.device.limits = dataclasses.replace(c.limits, forward_progress=True)
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("size", [5, BLOCK + 3, 3 * TILE + 7])
+@pytest.mark.parametrize("count", [0, 1, "half", "size", "beyond"])
+def test_count_from_the_gpu(host, either_ctx, size, count):
+    ctx = either_ctx
+    limit = {"half": size // 2, "size": size, "beyond": size + 10 ** 6}.get(count, count)
+    rng = np.random.default_rng(size)
+    for dtype, cdt, exclusive in (("uint32", "uint32", False), ("float32", "int32", True)):
+        x_np = data(rng, size, dtype)
+        x = ctx.tensor(x_np)
+        c = ctx.tensor(np.array([limit // 2], cdt))
+        out = ctx.tensor(np.full(size, 7, dtype))
+
+        def record(rec):
+            rec.add(c, c, out=c)                      # the count is written on the GPU first
+            return rec.cumsum(x, exclusive=exclusive, out=out, count=c)
+        host.run(ctx, record)
+        got, kept = out.numpy(), min(2 * (limit // 2), size)
+        check(got[:kept], x_np[:kept], -1, exclusive)
+        assert (got[kept:] == 7).all()
+
+
+def test_negative_int32_count_scans_nothing(host, either_ctx):
+    x = either_ctx.tensor(np.ones(3 * TILE, np.int32))
+    out = either_ctx.tensor(np.full(3 * TILE, 5, np.int32))
+    host.run(either_ctx, lambda rec: rec.cumsum(x, out=out, count=either_ctx.tensor(np.array([-3], np.int32))))
+    assert (out.numpy() == 5).all()
+
+
+def test_count_errors(host, ctx):
+    x = ctx.tensor(np.ones((4, 6), np.float32))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        for error, kw in ((gc.ShapeError, {"count": ctx.tensor(np.array([3], np.uint32))}),
+                          (gc.DTypeError, {"count": ctx.tensor(np.array([3], np.float32))})):
+            with pytest.raises(error):
+                rec.cumsum(x, **kw)
+        with pytest.raises(gc.ShapeError):
+            rec.cumsum(x[0], count=ctx.tensor(np.array([3, 4], np.uint32)))
+        assert rec.dispatches == 0
+    host.submit_and_wait(cmd)
+
+
+def test_counted_kernels_are_in_the_bake_catalogue(host, either_ctx):
+    from guestcompute.ops import all_specs
+    catalogue = set(all_specs())
+    cumsum = registered_ops()["cumsum"]
+    planned = []
+    for cdt in ("uint32", "int32"):
+        c = either_ctx.tensor(np.array([3], cdt))
+        for dtype in ("float32", "int32", "uint32"):
+            for n in (7, 3 * TILE):
+                planned += cumsum(either_ctx, either_ctx.empty((n,), dtype), count=c).dispatches
+    assert planned and all(d.spec in catalogue for d in planned)
