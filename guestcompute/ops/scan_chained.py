@@ -75,7 +75,9 @@ def look_back(T: str, wg: int, first: str, tile_sum: str) -> str:
     first tile); leaves the tile's exclusive offset in ``s_carry``.
     ``tile_sum``: statements setting this thread's part ``sum`` of the total
     of tile ``fblock`` (counted from ``first``) from the input, for the
-    fallback. Workgroup-uniform control flow (it has barriers)."""
+    fallback; they may set ``ends`` (alike in every thread) where that total
+    is an inclusive prefix (a segmented scan's tile holding a segment
+    start). Workgroup-uniform control flow (it has barriers)."""
     return f"""
   {T} carry = {T}(0);
   int p0 = int(tile) - 1, first = int({first});
@@ -102,6 +104,7 @@ def look_back(T: str, wg: int, first: str, tile_sum: str) -> str:
       // Fallback: reduce the awaited tile from the input.
       uint fblock = uint(p0 - first);
       {T} sum = {T}(0);
+      bool ends = false;
 {tile_sum}
       part[t] = sum;
       for (uint d = {wg // 2}u; d > 0u; d >>= 1) {{
@@ -112,6 +115,7 @@ def look_back(T: str, wg: int, first: str, tile_sum: str) -> str:
       if (t == 0u) carry += part[0];
       p0 -= 1;
       idle = 0u;
+      if (ends) break;
     }}
     barrier();
   }}

@@ -508,6 +508,19 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def segmented_cumsum(self, x, starts, *, exclusive=..., out=...) -> Any:
+        """
+        Prefix sums of each segment of 1-D ``x`` (float32, int32, uint32):
+        ``starts`` (uint8, uint32 or int32, the shape of ``x``) is nonzero at
+        the first element of each segment; element 0 always starts one. Each
+        segment's result is numpy's ``np.cumsum`` of it (integers wrap in their
+        dtype); ``exclusive=True`` puts the sum of the segment's *preceding*
+        elements at each position (0 at each start). ``out`` may be ``x``
+        itself but must not partially overlap it.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def sigmoid(self, x, *, out=...) -> Any:
         """
         Elementwise 1 / (1 + e**-x) (within 3 ulp). Allocates ``out`` when omitted.

@@ -60,6 +60,7 @@ CALLS = {
     "argsort": lambda c, r: ((_x(c, r, "uint32"),), {}),
     "compact": lambda c, r: ((_x(c, r), c.tensor(np.arange(r * 8, dtype=np.uint32).reshape(r, 8) % 2)), {}),
     "nonzero": lambda c, r: ((_x(c, r, "uint32"),), {}),
+    "segmented_cumsum": lambda c, r: ((_x(c, r).reshape(-1), _x(c, r, "uint32").reshape(-1)), {}),
     "histogram": lambda c, r: ((_x(c, r), 16, (0.0, 8.0)), {}),
     "groups_from_count": lambda c, r: ((c.tensor(np.array([100], np.uint32)), 64), {}),
     "bloom": lambda c, r: ((_img(c, r),), {"levels": 1}),
