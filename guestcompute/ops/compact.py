@@ -56,13 +56,65 @@ def _glsl(kind_: str) -> str:
     return _GLSL.get(kind_, "uint")
 
 
-def _flags(spec: KernelSpec, items: int) -> str:
+def _staged(kind_: str) -> bool:
+    """4-byte operands move through shared memory: coalesced global access."""
+    return kind_ in ("word", "float32")
+
+
+def _stage_in(read: str, wg: int, items: int) -> str:
+    """GLSL: the tile's elements ``read`` (of ``k``) into ``sdata`` with
+    coalesced loads, for threads to read their ``items`` consecutive ones."""
+    return f"""  for (uint j = 0u; j < {items}u; ++j) {{
+    uint k = tbase + t + j * {wg}u;
+    sdata[P(t + j * {wg}u)] = k < n ? {read} : 0u;
+  }}
+  barrier();"""
+
+
+def _flags(spec: KernelSpec, wg: int, items: int) -> str:
     """GLSL: this thread's ``flags`` (bit j: element start + j kept) and ``acc``."""
-    return f"""  uint flags = 0u, acc = 0u;
+    mask = spec.param("mask")
+    if not _staged(mask):
+        test = _TRUTH[mask]
+        load = ""
+    else:
+        test = "(sdata[P(q * %du + j)] & %s) != 0u" % (items, "0x7FFFFFFFu" if mask == "float32" else "0xFFFFFFFFu")
+        load = _stage_in("mask[pc.mask_off + k]", wg, items) + "\n"
+    return f"""{load}  uint flags = 0u, acc = 0u;
   for (uint j = 0u; j < {items}u; ++j) {{
     uint k = start + j;
-    if (k < n && {_TRUTH[spec.param("mask")]}) {{ flags |= 1u << j; ++acc; }}
+    if (k < n && {test}) {{ flags |= 1u << j; ++acc; }}
   }}"""
+
+
+def _write(spec: KernelSpec, wg: int, items: int) -> str:
+    """GLSL: the kept elements to ``dst[base ...]``. Indices and 4-byte
+    values are packed in shared memory first, then stored coalesced."""
+    value = spec.param("value")
+    if value and not _staged(value):
+        return f"""  uint pos = base + prefix;
+  for (uint j = 0u; j < {items}u; ++j) {{
+    if ((flags & (1u << j)) != 0u) {{
+      dst[int(pc.dst_off) + int(pos) * pc.dst_step] = src[pc.src_off + start + j];
+      ++pos;
+    }}
+  }}"""
+    if value:
+        load = f"""  barrier();
+{_stage_in("src[pc.src_off + k]", wg, items)}
+  uint vals[{items}];
+  for (uint j = 0u; j < {items}u; ++j) vals[j] = sdata[P(q * {items}u + j)];"""
+        kept = "vals[j]"
+    else:
+        load, kept = "", "start + j"
+    return f"""{load}
+  barrier();
+  uint r = prefix;
+  for (uint j = 0u; j < {items}u; ++j) {{
+    if ((flags & (1u << j)) != 0u) {{ sdata[r] = {kept}; ++r; }}
+  }}
+  barrier();
+  for (uint i = t; i < s_total; i += {wg}u) dst[int(pc.dst_off) + int(base + i) * pc.dst_step] = sdata[i];"""
 
 
 def _fallback_count(spec: KernelSpec, wg: int, items: int) -> str:
@@ -94,7 +146,8 @@ def _render_compact(spec: KernelSpec) -> str:
     wg, items, mode = spec.workgroup[0], spec.param("items"), spec.param("mode")
     tile = items * wg
     n = f"min(pc.n, {count_read(spec)})" if spec.param("count") else "pc.n"
-    head = ["shared uint part[%d];" % wg]
+    head = ["#define P(i) ((i) + ((i) >> 5))", f"shared uint sdata[{tile + tile // 32}];",
+            f"shared uint part[{wg}];"]
     if mode == "chained":
         head += [chained_shared("uint"), publication("uint")]
         first = f"{take_ticket()}\n  if (tile > last) return;"
@@ -104,16 +157,8 @@ def _render_compact(spec: KernelSpec) -> str:
     if mode == "count":
         finish = f"  if (q == {wg - 1}u) sums[tile] = prefix + acc;"
     else:
-        value = "k" if spec.param("value") == "" else "src[pc.src_off + k]"
         finish = f"""{_offset(spec, wg, items)}
-  uint pos = base + prefix;
-  for (uint j = 0u; j < {items}u; ++j) {{
-    if ((flags & (1u << j)) != 0u) {{
-      uint k = start + j;
-      dst[int(pc.dst_off) + int(pos) * pc.dst_step] = {value};
-      ++pos;
-    }}
-  }}
+{_write(spec, wg, items)}
   if (tile == last && q == {wg - 1}u) total[pc.total_off] = base + prefix + acc;"""
     return f"""{chr(10).join(head)}
 void main() {{
@@ -123,8 +168,8 @@ void main() {{
   uint last = max(nblocks, 1u) - 1u;   // the tile that reports the total
 {first}
 {thread_rank(wg, spec.param("subgroup"))}
-  uint start = tile * {tile}u + q * {items}u;
-{_flags(spec, items)}
+  uint tbase = tile * {tile}u, start = tbase + q * {items}u;
+{_flags(spec, wg, items)}
 {group_scan("uint", wg, spec.param("subgroup"))}
   if (q == {wg - 1}u) s_total = prefix + acc;
   barrier();
