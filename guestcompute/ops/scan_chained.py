@@ -152,7 +152,8 @@ def _tile_sum(wg: int, items: int) -> str:
 def _render_scan_chained(spec: KernelSpec) -> str:
     T = as_dtype(spec.param("dtype")).glsl
     wg, items = spec.workgroup[0], spec.param("items")
-    decls, body = tile_scan(T, wg, items, spec.param("exclusive"), spec.param("subgroup"))
+    vector = spec.param("vector")
+    decls, body = tile_scan(T, wg, items, spec.param("exclusive"), spec.param("subgroup"), vector)
     if spec.param("counted"):
         sizes = f"uint n = min(pc.n, {count_read(spec)});\n  uint nblocks = (n + {items * wg - 1}u) / {items * wg}u;"
     else:
@@ -180,7 +181,7 @@ void main() {{
   }}
   barrier();
   {T} offset = s_carry;
-{tile_store(wg, items, "offset")}
+{tile_store(wg, items, "offset", T if vector else "")}
 }}"""
 
 
@@ -190,16 +191,22 @@ _PUSH = ((Push("n", "uint"), Push("nblocks", "uint"), Push("rows", "uint"), Push
          + (Push("spin_budget", "uint"), Push("count_off", "uint")))
 
 
-def chained_spec(dtype: str, exclusive: bool, subgroup: bool, count: str = None) -> KernelSpec:
-    """``count``: None, or the dtype of a 1-element count tensor bounding n."""
+def chained_spec(dtype: str, exclusive: bool, subgroup: bool, count: str = None,
+                 vector: bool = False) -> KernelSpec:
+    """``count``: None, or the dtype of a 1-element count tensor bounding n;
+    ``vector``: 16-byte loads and stores through vec4 views of ``src`` and
+    ``dst`` (rows contiguous and starting on 16-byte boundaries)."""
     T = as_dtype(dtype).glsl
     bindings = (Binding("src", T, READ), Binding("dst", T, WRITE),
                 Binding("state", "uint", READWRITE, qualifier="coherent volatile"))
+    if vector:
+        T4 = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}[T]
+        bindings += (Binding("src4", T4, READ), Binding("dst4", T4, WRITE))
     if count:
         bindings += (Binding("cnt", "uint" if count == "uint32" else "int", READ),)
     return KernelSpec("scan_chained", bindings, _PUSH,
                       (("dtype", dtype), ("exclusive", exclusive), ("subgroup", subgroup), ("items", ITEMS),
-                       ("counted", bool(count)), ("count", count or "")),
+                       ("counted", bool(count)), ("count", count or ""), ("vector", vector)),
                       (WG, 1, 1), SUBGROUP_EXTENSIONS if subgroup else (), ("subgroup",) if subgroup else ())
 
 
@@ -274,6 +281,15 @@ def spin_budget(ctx, in_place: bool) -> int:
     return cap // 4 if cap else 1 << 14
 
 
+def _vectorizable(ctx, src, dst, count) -> bool:
+    """Rows contiguous in both operands, every row starting on a multiple of
+    four elements (16 bytes: bindings start at aligned offsets), and two
+    more bindings allowed."""
+    bindings = 5 + (count is not None)
+    return (src.step == 1 and dst.step == 1 and bindings <= ctx.limits.max_storage_buffers
+            and all(v % 4 == 0 for v in (src.off, dst.off) + src.rs + dst.rs))
+
+
 def plan_chained(ctx, src, dst, rows: int, n: int, row_shape: tuple, dtype: str, exclusive: bool,
                  count=None) -> list:
     """Dispatches of the single-pass scan of ``rows`` rows of ``n`` elements
@@ -283,11 +299,15 @@ def plan_chained(ctx, src, dst, rows: int, n: int, row_shape: tuple, dtype: str,
     tiles = rows * nblocks
     state, grid, out = plan_setup(ctx, tiles, n, TILE, count)
     in_place = overlaps(src.tensor, dst.tensor)
-    spec = chained_spec(dtype, exclusive, use_subgroups(ctx), count.dtype.name if count is not None else None)
+    vector = _vectorizable(ctx, src, dst, count)
+    spec = chained_spec(dtype, exclusive, use_subgroups(ctx), count.dtype.name if count is not None else None,
+                        vector)
     values = {"n": n, "nblocks": nblocks, "rows": rows, "row_shape": row_shape,
               **src.push("src"), **dst.push("dst"), "spin_budget": spin_budget(ctx, in_place),
               "count_off": count.offset if count is not None else 0}
     buffers = (src.tensor.buffer, dst.tensor.buffer, state.buffer)
+    if vector:
+        buffers += (src.tensor.buffer, dst.tensor.buffer)
     if count is None:
         # One workgroup per tile; the grid is linear only through tickets.
         groups = groups_for(tiles * WG, WG, ctx.limits.max_workgroup_count)
@@ -302,7 +322,8 @@ def _chained_variants():
         for exclusive in (False, True):
             for subgroup in (False, True):
                 for count in (None, "uint32", "int32"):
-                    yield chained_spec(dtype, exclusive, subgroup, count)
+                    for vector in (False, True):
+                        yield chained_spec(dtype, exclusive, subgroup, count, vector)
 
 
 @variants("chained_setup")

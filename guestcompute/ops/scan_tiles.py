@@ -87,7 +87,34 @@ def group_scan(T: str, wg: int, subgroup: bool) -> str:
   }}"""
 
 
-def tile_scan(T: str, wg: int, items: int, exclusive: bool, subgroup: bool) -> tuple:
+def _vector_load(T: str, wg: int, items: int) -> str:
+    """GLSL: the tile into ``data`` with 16-byte loads through ``src4`` (a
+    vec4 view of ``src``; the planner checked that the row starts on a
+    16-byte boundary and is contiguous) and scalar ones for a partial last
+    group of four."""
+    T4 = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}[T]
+    return f"""  for (uint j = 0u; j < {items // 4}u; ++j) {{
+    uint i = t + j * {wg}u, k = start + 4u * i;
+    {T4} v = {T4}(0);
+    if (k + 4u <= n) v = src4[(uint(srcb) + k) >> 2];
+    else for (uint c = 0u; c < 4u; ++c) if (k + c < n) v[c] = src[srcb + int(k + c)];
+    for (uint c = 0u; c < 4u; ++c) data[P(4u * i + c)] = v[c];
+  }}"""
+
+
+def _vector_store(T: str, wg: int, items: int) -> str:
+    """GLSL: ``data`` to ``dst`` with 16-byte stores through ``dst4`` (see
+    :func:`_vector_load`)."""
+    T4 = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}[T]
+    return f"""  for (uint j = 0u; j < {items // 4}u; ++j) {{
+    uint i = t + j * {wg}u, k = start + 4u * i;
+    {T4} v = {T4}(data[P(4u * i)], data[P(4u * i + 1u)], data[P(4u * i + 2u)], data[P(4u * i + 3u)]);
+    if (k + 4u <= n) dst4[(uint(dstb) + k) >> 2] = v;
+    else for (uint c = 0u; c < 4u; ++c) if (k + c < n) dst[dstb + int(k + c)] = v[c];
+  }}"""
+
+
+def tile_scan(T: str, wg: int, items: int, exclusive: bool, subgroup: bool, vector: bool = False) -> tuple:
     """GLSL (declarations, statements) scanning one tile of ``items * wg``
     elements in shared memory. The statements expect ``t`` (local id),
     ``n`` (row length), ``start`` (the tile's first element) and ``srcb``;
@@ -95,17 +122,19 @@ def tile_scan(T: str, wg: int, items: int, exclusive: bool, subgroup: bool) -> t
     ``vals`` (inclusive or exclusive within the thread), its total ``acc``
     and the exclusive ``prefix`` of the threads ranked before it. Writing
     ``prefix + vals[j]`` to ``data[P(q * items + j)]`` and storing ``data``
-    coalesced completes the tile."""
+    coalesced completes the tile. ``vector``: 16-byte loads (see
+    :func:`_vector_load`)."""
     # Pad shared indices so threads reading ITEMS consecutive values do not
     # all hit the same bank.
     decls = f"""#define P(i) ((i) + ((i) >> 5))
 shared {T} data[{items * wg + items * wg // 32}];
 shared {T} part[{wg}];"""
     keep = "before" if exclusive else "acc"
-    body = f"""  for (uint j = 0u; j < {items}u; ++j) {{
+    load = _vector_load(T, wg, items) if vector else f"""  for (uint j = 0u; j < {items}u; ++j) {{
     uint k = start + t + j * {wg}u;
     data[P(t + j * {wg}u)] = k < n ? src[srcb + int(k) * pc.src_step] : {T}(0);
-  }}
+  }}"""
+    body = f"""{load}
   barrier();
 {thread_rank(wg, subgroup)}
   {T} vals[{items}];
@@ -118,16 +147,18 @@ shared {T} part[{wg}];"""
     return decls, body
 
 
-def tile_store(wg: int, items: int, add: str = "") -> str:
+def tile_store(wg: int, items: int, add: str = "", vector_type: str = "") -> str:
     """GLSL: finish the tile :func:`tile_scan` left (``add``: a value added
-    to every element, e.g. the tile's offset) and store it where ``k < n``."""
+    to every element, e.g. the tile's offset) and store it where ``k < n``;
+    ``vector_type`` (the GLSL element type): with 16-byte stores."""
     plus = f"{add} + " if add else ""
-    return f"""  for (uint j = 0u; j < {items}u; ++j) data[P(q * {items}u + j)] = {plus}prefix + vals[j];
-  barrier();
-  for (uint j = 0u; j < {items}u; ++j) {{
+    store = _vector_store(vector_type, wg, items) if vector_type else f"""  for (uint j = 0u; j < {items}u; ++j) {{
     uint k = start + t + j * {wg}u;
     if (k < n) dst[dstb + int(k) * pc.dst_step] = data[P(t + j * {wg}u)];
   }}"""
+    return f"""  for (uint j = 0u; j < {items}u; ++j) data[P(q * {items}u + j)] = {plus}prefix + vals[j];
+  barrier();
+{store}"""
 
 
 def use_subgroups(ctx) -> bool:

@@ -323,3 +323,17 @@ def test_counted_kernels_are_in_the_bake_catalogue(host, either_ctx):
             for n in (7, 3 * TILE):
                 planned += cumsum(either_ctx, either_ctx.empty((n,), dtype), count=c).dispatches
     assert planned and all(d.spec in catalogue for d in planned)
+
+
+@pytest.mark.parametrize("first", [0, 1, 4])
+def test_single_pass_vector_access_where_aligned(host, chained_ctx, first):
+    ctx = chained_ctx
+    n = 5 * TILE + 6
+    x_np = data(np.random.default_rng(first), n, "int32")
+    base = ctx.tensor(x_np)
+    x = base[first:]
+    specs = [d.spec for d in registered_ops()["cumsum"](ctx, x).dispatches if d.spec.family == "scan_chained"]
+    wide = 5 <= ctx.limits.max_storage_buffers and first % 4 == 0
+    assert [s.param("vector") for s in specs] == [wide]
+    y = host.run(ctx, lambda rec: rec.cumsum(x))
+    check(y.numpy(), x_np[first:], -1, False)
