@@ -18,6 +18,13 @@ supports subgroup arithmetic in compute shaders, a variant replaces it with
 workgroup is made of full subgroups and otherwise takes the shared-memory
 path, so a device free to split workgroups oddly still gets right answers.
 
+Where the device keeps started workgroups running
+(``limits.forward_progress``), rows longer than one block take the
+single-pass chained scan of ops/scan_chained.py instead (in place only
+where no loop cap forces its fallback); this multi-level scan is the
+portable variant. ``count=`` (1-D): the kernels read the length from a
+GPU tensor.
+
 Rows are addressed through push constants (offset, axis stride, up to four
 coalesced row dims with their strides), so any strided view works and new
 shapes never create pipelines. Integer sums wrap like C (numpy's
