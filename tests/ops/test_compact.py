@@ -2,8 +2,6 @@
 and flatnonzero, on both host profiles and both variants: the multi-pass
 one wherever the device does not promise forward progress, and the
 single-pass one forced on a fresh context that claims it."""
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -12,6 +10,7 @@ from guestcompute.ops.base import registered_ops
 from guestcompute.ops.compact import ITEMS
 from guestcompute.ops.scan_chained import WG as CHAINED_WG
 from guestcompute.ops.scan_chained import use_chained
+from single_pass import forced_single_pass, skip_first_tickets
 
 TILE = CHAINED_WG * ITEMS
 
@@ -19,9 +18,7 @@ TILE = CHAINED_WG * ITEMS
 @pytest.fixture(params=["device", "single_pass"])
 def cctx(host, request):
     """A fresh context as the device is, or one claiming forward progress."""
-    c = host.adopt()
-    if request.param == "single_pass":
-        c.device.limits = dataclasses.replace(c.limits, forward_progress=True)
+    c = forced_single_pass(host) if request.param == "single_pass" else host.adopt()
     yield c
     c.close()
 
@@ -232,3 +229,22 @@ def test_typed_errors(host, ctx):
                 call(rec)
             assert rec.dispatches == 0
     host.submit_and_wait(cmd)
+
+
+def test_single_pass_fallback_counts_tiles_that_never_publish(host, monkeypatch):
+    from guestcompute.ops import compact
+    skip_first_tickets(monkeypatch, compact, 2)
+    ctx = forced_single_pass(host)
+    try:
+        rng = np.random.default_rng(12)
+        size = 6 * TILE + 9
+        x_np, m_np = values_of(rng, size, "int32"), mask_of(rng, size, "float32", 0.4)
+        x, m = ctx.tensor(x_np), ctx.tensor(m_np)
+        out = ctx.tensor(np.zeros(size, np.int32))
+        _, n = host.run(ctx, lambda rec: rec.compact(x, m, out=out))
+        ref = x_np[m_np.astype(bool)]
+        skipped = int(m_np[:2 * TILE].astype(bool).sum())       # kept by the tiles that never ran
+        assert n.numpy().tolist() == [ref.size]
+        np.testing.assert_array_equal(out.numpy()[skipped:ref.size], ref[skipped:])
+    finally:
+        ctx.close()

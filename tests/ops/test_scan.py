@@ -1,6 +1,4 @@
 """Prefix scan (rec.cumsum) against numpy, on both host profiles."""
-import dataclasses
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,6 +8,7 @@ import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan import BLOCK, use_subgroups
 from guestcompute.ops.scan_chained import TILE, use_chained
+from single_pass import forced_single_pass, skip_first_tickets
 
 HYP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -190,8 +189,7 @@ def chained_ctx(host):
     """A fresh context whose device claims forward progress, so the
     single-pass scan runs (lavapipe runs started workgroups to completion,
     so the ticket-ordered look-back terminates there too)."""
-    c = host.adopt()
-    c.device.limits = dataclasses.replace(c.limits, forward_progress=True)
+    c = forced_single_pass(host)
     yield c
     c.close()
 
@@ -263,9 +261,7 @@ def test_single_pass_kernels_are_in_the_bake_catalogue(host, chained_ctx):
 @pytest.fixture(params=["device", "single_pass"])
 def either_ctx(host, request):
     """A fresh context as the device is, or one claiming forward progress."""
-    c = host.adopt()
-    if request.param == "single_pass":
-        c.device.limits = dataclasses.replace(c.limits, forward_progress=True)
+    c = forced_single_pass(host) if request.param == "single_pass" else host.adopt()
     yield c
     c.close()
 
@@ -337,3 +333,21 @@ def test_single_pass_vector_access_where_aligned(host, chained_ctx, first):
     assert [s.param("vector") for s in specs] == [wide]
     y = host.run(ctx, lambda rec: rec.cumsum(x))
     check(y.numpy(), x_np[first:], -1, False)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_single_pass_fallback_reduces_tiles_that_never_publish(host, chained_ctx, monkeypatch, dtype):
+    from guestcompute.ops import scan_chained
+    skip_first_tickets(monkeypatch, scan_chained, 3)
+    n = 7 * TILE + 5
+    x_np = data(np.random.default_rng(11), n, dtype)
+    x = chained_ctx.tensor(x_np)
+    out = chained_ctx.tensor(np.zeros(n, dtype))
+    host.run(chained_ctx, lambda rec: rec.cumsum(x, out=out))
+    ref_from = 3 * TILE
+    got = out.numpy()
+    full = np.empty(n, got.dtype)
+    full[:ref_from] = reference(x_np, -1, False)[:ref_from].astype(got.dtype)   # tiles that never ran
+    full[ref_from:] = got[ref_from:]
+    check(full, x_np, -1, False)
+    assert not got[:ref_from].any()

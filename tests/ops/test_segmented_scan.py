@@ -1,8 +1,6 @@
 """Segmented prefix sums (rec.segmented_cumsum) against numpy's cumsum of
 each segment, on both host profiles and both variants (multi-level, and
 the single pass forced on a fresh context claiming forward progress)."""
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -10,15 +8,14 @@ import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan_chained import use_chained
 from guestcompute.ops.segmented import ITEMS, PORTABLE_WG
+from single_pass import forced_single_pass, skip_first_tickets
 
 BLOCK = PORTABLE_WG * ITEMS
 
 
 @pytest.fixture(params=["device", "single_pass"])
 def sctx(host, request):
-    c = host.adopt()
-    if request.param == "single_pass":
-        c.device.limits = dataclasses.replace(c.limits, forward_progress=True)
+    c = forced_single_pass(host) if request.param == "single_pass" else host.adopt()
     yield c
     c.close()
 
@@ -154,3 +151,24 @@ def test_empty_and_typed_errors(host, ctx):
                 call(rec)
             assert rec.dispatches == 0
     host.submit_and_wait(cmd)
+
+
+@pytest.mark.parametrize("starts_at", [[], [100], [2048 + 5, 2048 + 900]])
+def test_single_pass_fallback_over_tiles_that_never_publish(host, monkeypatch, starts_at):
+    # Tiles 0-2 never run: tile 3 reduces them itself, stopping at the
+    # first one that holds a segment start.
+    from guestcompute.ops import segmented
+    skip_first_tickets(monkeypatch, segmented, 3)
+    ctx = forced_single_pass(host)
+    try:
+        n = 6 * 2048 + 3
+        x_np = data(np.random.default_rng(13), n, "int32")
+        s_np = np.zeros(n, np.uint32)
+        s_np[starts_at + [4 * 2048 + 7]] = 1
+        x, s = ctx.tensor(x_np), ctx.tensor(s_np)
+        out = ctx.tensor(np.zeros(n, np.int32))
+        host.run(ctx, lambda rec: rec.segmented_cumsum(x, s, out=out))
+        ref = reference(x_np, s_np, False).astype(np.int32)
+        np.testing.assert_array_equal(out.numpy()[3 * 2048:], ref[3 * 2048:])
+    finally:
+        ctx.close()
