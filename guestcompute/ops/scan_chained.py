@@ -30,7 +30,13 @@ place it is off and such drivers take the multi-pass scan instead.
 
 The ticket counter and the status words live in a scratch tensor the plan
 zeroes first (``chained_setup``, which also sizes the grid of a GPU-side
-count; the recorder puts the barrier between them).
+count; the recorder puts the barrier between them). Rows that are
+contiguous and start on 16-byte boundaries move through vec4 views of the
+same buffers.
+
+The pieces (``take_ticket``, ``publication``, ``look_back``,
+``plan_setup``) also serve compaction (ops/compact.py) and the segmented
+scan (ops/segmented.py).
 """
 from __future__ import annotations
 
