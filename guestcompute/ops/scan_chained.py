@@ -24,9 +24,10 @@ tile not yet published). Waiting relies on ``limits.forward_progress``: a
 started workgroup keeps running, and tickets make every awaited tile one
 that started earlier. Where a driver stops long loops
 (``limits.loop_iteration_cap``), a workgroup that has waited
-``spin_budget`` rounds reduces the awaited tile's input itself and walks
-on ("fallback"), so it never needs the cap; that reads the input, so in
-place it is off and such drivers take the multi-pass scan instead.
+``spin_budget`` rounds in all reduces the awaited tile's input itself and
+walks on ("fallback"; so does every later wait of that walk), so it never
+reaches the cap; that reads the input, so in place it is off and such
+drivers take the multi-pass scan instead.
 
 The ticket counter and the status words live in a scratch tensor the plan
 zeroes first (``chained_setup``, which also sizes the grid of a GPU-side
@@ -105,8 +106,10 @@ def look_back(T: str, wg: int, first: str, tile_sum: str) -> str:
     if (t == 0u) for (uint i = 0u; i < take; ++i) carry += s_win[i];
     if (stop < wait) break;
     p0 -= int(take);
-    idle = take == 0u ? idle + 1u : 0u;
-    if (pc.spin_budget != 0u && idle > pc.spin_budget) {{
+    // Idle rounds count over the whole walk, so the walk's loop iterations
+    // stay bounded (a driver's loop cap) however many tiles are late.
+    idle += take == 0u ? 1u : 0u;
+    if (pc.spin_budget != 0u && idle > pc.spin_budget && take == 0u) {{
       // Fallback: reduce the awaited tile from the input.
       uint fblock = uint(p0 - first);
       {T} sum = {T}(0);
@@ -120,7 +123,6 @@ def look_back(T: str, wg: int, first: str, tile_sum: str) -> str:
       barrier();
       if (t == 0u) carry += part[0];
       p0 -= 1;
-      idle = 0u;
       if (ends) break;
     }}
     barrier();
@@ -278,9 +280,10 @@ def use_chained(ctx, in_place: bool) -> bool:
 
 
 def spin_budget(ctx, in_place: bool) -> int:
-    """Idle look-back rounds before the fallback (0: wait for as long as it
-    takes). A quarter of a driver's loop cap leaves room for the fixed loops;
-    elsewhere a stalled predecessor is rare and reducing its tile is cheap."""
+    """Idle look-back rounds of one walk before its fallback (0: wait for as
+    long as it takes). A quarter of a driver's loop cap leaves room for the
+    other loops; elsewhere a stalled predecessor is rare and reducing its
+    tile is cheap."""
     if in_place:
         return 0
     cap = ctx.limits.loop_iteration_cap
