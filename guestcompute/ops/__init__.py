@@ -5,6 +5,8 @@ from . import math  # noqa: F401
 from . import reduce  # noqa: F401
 from . import normalize  # noqa: F401
 from . import scan  # noqa: F401
+from . import compact  # noqa: F401  (rec.compact, rec.nonzero)
+from . import segmented  # noqa: F401  (rec.segmented_cumsum)
 from . import sort  # noqa: F401
 from . import matmul  # noqa: F401
 from . import filters  # noqa: F401  (image filters: gaussian_blur, conv2d, histogram)

@@ -18,6 +18,13 @@ supports subgroup arithmetic in compute shaders, a variant replaces it with
 workgroup is made of full subgroups and otherwise takes the shared-memory
 path, so a device free to split workgroups oddly still gets right answers.
 
+Where the device keeps started workgroups running
+(``limits.forward_progress``), rows longer than one block take the
+single-pass chained scan of ops/scan_chained.py instead (in place only
+where no loop cap forces its fallback); this multi-level scan is the
+portable variant. ``count=`` (1-D): the kernels read the length from a
+GPU tensor.
+
 Rows are addressed through push constants (offset, axis stride, up to four
 coalesced row dims with their strides), so any strided view works and new
 shapes never create pipelines. Integer sums wrap like C (numpy's
@@ -32,58 +39,33 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
-from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op
+from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op, overlaps
+from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, Operand, blelloch,  # noqa: F401 (sort)
+                         operand_push, row_base, tile_scan, tile_store, use_subgroups)
+from .indirect import check_count
+from .scan_chained import plan_chained, use_chained
 from .windows import rowwise
 
 WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minimum
 ITEMS = 8                 # elements per thread
 BLOCK = WG * ITEMS        # elements per workgroup and per block total
-ROW_RANK = 4              # coalesced non-axis dims addressed by push constants
 DTYPES = ("float32", "int32", "uint32")
 
-# Workgroup linear id for grids folded by groups_for().
-WG_INDEX = ("(gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + "
-            "gl_NumWorkGroups.y * gl_WorkGroupID.z))")
 
-SUBGROUP_EXTENSIONS = ("GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic")
-
-
-def blelloch(arr: str, n: int, T: str, t: str = "t") -> str:
-    """GLSL statements: exclusive scan of shared ``arr[0..n)`` (element type
-    ``T``) in place by ``n`` threads (``n`` a power of two), work-efficient
-    (up-sweep then down-sweep). Starts and ends with a barrier."""
-    return f"""
-  for (uint d = 1u; d < {n}u; d <<= 1) {{
-    barrier();
-    uint i = ({t} + 1u) * (d << 1) - 1u;
-    if (i < {n}u) {arr}[i] += {arr}[i - d];
-  }}
-  barrier();
-  if ({t} == 0u) {arr}[{n - 1}u] = {T}(0);
-  for (uint d = {n // 2}u; d > 0u; d >>= 1) {{
-    barrier();
-    uint i = ({t} + 1u) * (d << 1) - 1u;
-    if (i < {n}u) {{ {T} left = {arr}[i - d]; {arr}[i - d] = {arr}[i]; {arr}[i] += left; }}
-  }}
-  barrier();"""
+def _length(spec: KernelSpec) -> str:
+    """GLSL: the row length, bounded by the count tensor where there is one."""
+    if not spec.param("count"):
+        return "pc.n"
+    read = "cnt[pc.count_off]" if spec.param("count") == "uint32" else "uint(max(cnt[pc.count_off], 0))"
+    return f"min(pc.n, {read})"
 
 
-def row_base(names) -> str:
-    """GLSL: decompose the row index into the coalesced row dims and
-    accumulate each operand's base offset ``<name>b`` (push fields
-    ``<name>_off`` and ``<name>_rs``)."""
-    lines = [f"  int {n}b = int(pc.{n}_off);" for n in names]
-    lines.append("  uint rem = row;")
-    lines.append(f"  for (int d = {ROW_RANK - 1}; d >= 0; --d) {{")
-    lines.append("    uint c = rem % pc.row_shape[d]; rem /= pc.row_shape[d];")
-    for n in names:
-        lines.append(f"    {n}b += int(c) * pc.{n}_rs[d];")
-    lines.append("  }")
-    return "\n".join(lines)
-
-
-def _operand_push(name: str) -> tuple:
-    return (Push(f"{name}_off", "uint"), Push(f"{name}_step", "int"), Push(f"{name}_rs", "int", ROW_RANK))
+def _counted(bindings: tuple, push: tuple, count: str) -> tuple:
+    """Bindings and push fields with those of a count tensor (``count``: its dtype) added."""
+    if not count:
+        return bindings, push
+    return (bindings + (Binding("cnt", "uint" if count == "uint32" else "int", READ),),
+            push + (Push("count_off", "uint"),))
 
 
 @family("scan_block")
@@ -91,70 +73,22 @@ def _render_scan_block(spec: KernelSpec) -> str:
     T = as_dtype(spec.param("dtype")).glsl
     wg = spec.workgroup[0]
     items = spec.param("items")
-    exclusive = spec.param("exclusive")
-    subgroup = spec.param("subgroup")
-    # Pad shared indices so threads reading ITEMS consecutive values do not
-    # all hit the same bank.
-    pad = "#define P(i) ((i) + ((i) >> 5))"
-    if subgroup:
-        # Full subgroups (checked) make (subgroup id, lane) a bijection onto
-        # 0..WG-1, so threads can be ranked in subgroup order.
-        rank = "uint q = full ? gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID : t;"
-        part_scan = f"""
-  if (full) {{
-    {T} ex = subgroupExclusiveAdd(acc);
-    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) part[gl_SubgroupID] = ex + acc;
-    barrier();
-    {T} base = {T}(0);
-    for (uint s = 0u; s < gl_SubgroupID; ++s) base += part[s];
-    prefix = base + ex;
-  }} else {{
-    part[q] = acc;{blelloch("part", wg, T)}
-    prefix = part[q];
-  }}"""
-        full = f"  bool full = gl_NumSubgroups * gl_SubgroupSize == {wg}u;"
-    else:
-        rank = "uint q = t;"
-        part_scan = f"""
-  part[q] = acc;{blelloch("part", wg, T)}
-  prefix = part[q];"""
-        full = ""
+    decls, body = tile_scan(T, wg, items, spec.param("exclusive"), spec.param("subgroup"))
     store_sum = ""
     if spec.param("sums"):
         store_sum = f"  if (q == {wg - 1}u) sums[wg] = prefix + acc;"
-    keep = "before" if exclusive else "acc"
-    return f"""{pad}
-shared {T} data[{items * wg + items * wg // 32}];
-shared {T} part[{wg}];
+    return f"""{decls}
 void main() {{
   uint wg = {WG_INDEX};
   if (wg >= pc.rows * pc.nblocks) return;
   uint row = wg / pc.nblocks, block = wg % pc.nblocks;
   uint t = gl_LocalInvocationID.x;
+  uint n = {_length(spec)};
 {row_base(("src", "dst"))}
   uint start = block * {items * wg}u;
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint k = start + t + j * {wg}u;
-    data[P(t + j * {wg}u)] = k < pc.n ? src[srcb + int(k) * pc.src_step] : {T}(0);
-  }}
-  barrier();
-{full}
-  {rank}
-  {T} vals[{items}];
-  {T} acc = {T}(0);
-  for (uint j = 0u; j < {items}u; ++j) {{
-    {T} before = acc;
-    acc += data[P(q * {items}u + j)];
-    vals[j] = {keep};
-  }}
-  {T} prefix;{part_scan}
+{body}
 {store_sum}
-  for (uint j = 0u; j < {items}u; ++j) data[P(q * {items}u + j)] = prefix + vals[j];
-  barrier();
-  for (uint j = 0u; j < {items}u; ++j) {{
-    uint k = start + t + j * {wg}u;
-    if (k < pc.n) dst[dstb + int(k) * pc.dst_step] = data[P(t + j * {wg}u)];
-  }}
+{tile_store(wg, items)}
 }}"""
 
 
@@ -168,12 +102,13 @@ def _render_scan_add(spec: KernelSpec) -> str:
   uint row = wg / pc.nblocks, block = wg % pc.nblocks;
   if (block == 0u) return;          // the first block's offset is zero
   uint t = gl_LocalInvocationID.x;
+  uint n = {_length(spec)};
 {row_base(("dst",))}
   {as_dtype(spec.param("dtype")).glsl} add = offsets[wg];
   uint start = block * {items * wg}u;
   for (uint j = 0u; j < {items}u; ++j) {{
     uint k = start + t + j * {wg}u;
-    if (k < pc.n) dst[dstb + int(k) * pc.dst_step] += add;
+    if (k < n) dst[dstb + int(k) * pc.dst_step] += add;
   }}
 }}"""
 
@@ -182,51 +117,33 @@ _COMMON_PUSH = (Push("n", "uint"), Push("nblocks", "uint"), Push("rows", "uint")
                 Push("row_shape", "uint", ROW_RANK))
 
 
-def block_spec(dtype: str, exclusive: bool, sums: bool, subgroup: bool) -> KernelSpec:
+def block_spec(dtype: str, exclusive: bool, sums: bool, subgroup: bool, count: str = None) -> KernelSpec:
+    """``count``: None, or the dtype of a 1-element tensor bounding the row length."""
     T = as_dtype(dtype).glsl
     bindings = (Binding("src", T, READ), Binding("dst", T, WRITE))
     if sums:
         bindings += (Binding("sums", T, WRITE),)
-    return KernelSpec("scan_block", bindings, _COMMON_PUSH + _operand_push("src") + _operand_push("dst"),
-                      (("dtype", dtype), ("exclusive", exclusive), ("sums", sums),
-                       ("subgroup", subgroup), ("items", ITEMS)),
+    bindings, push = _counted(bindings, _COMMON_PUSH + operand_push("src") + operand_push("dst"), count)
+    params = (("dtype", dtype), ("exclusive", exclusive), ("sums", sums), ("subgroup", subgroup), ("items", ITEMS))
+    return KernelSpec("scan_block", bindings, push, params + ((("count", count),) if count else ()),
                       (WG, 1, 1), SUBGROUP_EXTENSIONS if subgroup else (),
                       ("subgroup",) if subgroup else ())
 
 
-def add_spec(dtype: str) -> KernelSpec:
+def add_spec(dtype: str, count: str = None) -> KernelSpec:
     T = as_dtype(dtype).glsl
-    return KernelSpec("scan_add", (Binding("dst", T, READWRITE), Binding("offsets", T, READ)),
-                      _COMMON_PUSH + _operand_push("dst"), (("dtype", dtype), ("items", ITEMS)),
-                      (WG, 1, 1))
-
-
-def use_subgroups(ctx) -> bool:
-    """Subgroup arithmetic in compute shaders (a device fact, see
-    ``device/caps.py``: a Vulkan 1.1 device as the host declared it)."""
-    return ctx.limits.subgroup_arithmetic
-
-
-class Operand:
-    """Where one scanned operand lives: tensor (for its buffer), base
-    offset, stride along the axis, strides of the ROW_RANK row dims."""
-
-    def __init__(self, tensor, off, step, row_strides):
-        self.tensor, self.off, self.step, self.rs = tensor, off, step, tuple(row_strides)
-
-    @classmethod
-    def rows_of(cls, tensor, rows: int, n: int):
-        """A contiguous (rows, n) scratch tensor."""
-        return cls(tensor, tensor.offset, 1, (0,) * (ROW_RANK - 1) + (n,))
-
-    def push(self, name: str) -> dict:
-        return {f"{name}_off": self.off, f"{name}_step": self.step, f"{name}_rs": self.rs}
+    bindings, push = _counted((Binding("dst", T, READWRITE), Binding("offsets", T, READ)),
+                              _COMMON_PUSH + operand_push("dst"), count)
+    params = (("dtype", dtype), ("items", ITEMS)) + ((("count", count),) if count else ())
+    return KernelSpec("scan_add", bindings, push, params, (WG, 1, 1))
 
 
 def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tuple, dtype: str,
-              exclusive: bool) -> list:
+              exclusive: bool, count=None) -> list:
     """Dispatches scanning ``rows`` rows of ``n`` elements from ``src`` into
-    ``dst`` (which may be the same view). Allocates its scratch tensors."""
+    ``dst`` (which may be the same view). Allocates its scratch tensors.
+    ``count`` (a 1-element tensor): the kernels scan only the first
+    min(count, n) elements of each row (blocks past them total zero)."""
     subgroup = use_subgroups(ctx)
     nblocks = -(-n // BLOCK)
     total = rows * nblocks
@@ -234,25 +151,29 @@ def plan_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tup
         raise InvalidArgumentError(f"scan of {rows} rows x {n} elements is too large for one dispatch grid")
     groups = groups_for(total * WG, WG, ctx.limits.max_workgroup_count)
     common = {"n": n, "nblocks": nblocks, "rows": rows, "row_shape": row_shape}
+    cdt = count.dtype.name if count is not None else None
+    counted = (count.buffer,) if count is not None else ()
+    if count is not None:
+        common["count_off"] = count.offset
     values = dict(common, **src.push("src"), **dst.push("dst"))
-    spec = block_spec(dtype, exclusive, nblocks > 1, subgroup)
+    spec = block_spec(dtype, exclusive, nblocks > 1, subgroup, cdt)
     if nblocks == 1:
-        return [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer), spec.pack(values), groups)]
+        return [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer) + counted, spec.pack(values), groups)]
     sums = ctx.empty((rows, nblocks), dtype)
     offsets = ctx.empty((rows, nblocks), dtype)
-    out = [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer, sums.buffer), spec.pack(values), groups)]
+    out = [Dispatch(spec, (src.tensor.buffer, dst.tensor.buffer, sums.buffer) + counted, spec.pack(values), groups)]
     # The block totals of every row are a (rows, nblocks) contiguous array.
     sums_row_shape = (1,) * (ROW_RANK - 1) + (rows,)
     out += plan_scan(ctx, Operand.rows_of(sums, rows, nblocks), Operand.rows_of(offsets, rows, nblocks),
                      rows, nblocks, sums_row_shape, dtype, True)
-    aspec = add_spec(dtype)
-    out.append(Dispatch(aspec, (dst.tensor.buffer, offsets.buffer),
+    aspec = add_spec(dtype, cdt)
+    out.append(Dispatch(aspec, (dst.tensor.buffer, offsets.buffer) + counted,
                         aspec.pack(dict(common, **dst.push("dst"))), groups))
     return out
 
 
 @op("cumsum", windows=rowwise())
-def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
+def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None, *, count=None):
     """Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
 
     Inclusive by default (numpy's ``np.cumsum``); ``exclusive=True`` puts
@@ -261,6 +182,10 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     ``np.cumsum(x, dtype=x.dtype)``. ``out`` may be ``x`` itself (in place)
     but must not partially overlap it. Float sums are tree-shaped, so they
     differ from numpy's sequential ones by rounding only.
+
+    ``count`` (1-D ``x`` only): a 1-element uint32/int32 tensor, written
+    earlier on the GPU; only the first ``min(count, x.size)`` elements are
+    scanned and written, the rest of ``out`` is left as it was.
     """
     x = check_tensor(ctx, x, "cumsum input")
     if x.dtype.name not in DTYPES:
@@ -270,8 +195,12 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     if x.ndim == 0:
         raise ShapeError("cumsum needs a tensor with at least one dimension")
     axis = normalize_axis(axis, x.ndim, "cumsum")
+    if count is not None:
+        count = check_count(ctx, count)
+        if x.ndim != 1:
+            raise ShapeError(f"cumsum: count= needs a 1-D tensor, got shape {x.shape}")
     if out is not None:
-        out = check_out(ctx, out, x.shape, x.dtype, {"x": x}, "cumsum out")
+        out = check_out(ctx, out, x.shape, x.dtype, {"x": x, "count": count}, "cumsum out")
     others = [d for d in range(x.ndim) if d != axis]
     shape_rows = tuple(x.shape[d] for d in others)
     out_strides = out.strides if out is not None else contiguous_strides(x.shape)
@@ -289,7 +218,9 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None):
     row_shape = (1,) * pad + tuple(row_shape)
     src = Operand(x, x.offset, x.strides[axis], (0,) * pad + tuple(xs))
     dst = Operand(out, out.offset, out.strides[axis], (0,) * pad + tuple(os))
-    return OpResult(out, plan_scan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive)))
+    plan = plan_chained if n > BLOCK and use_chained(ctx, overlaps(x, out)) else plan_scan
+    # Past one block, the chained scan takes one pass instead of block scans, totals and adds.
+    return OpResult(out, plan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive), count))
 
 
 @variants("scan_block")
@@ -298,10 +229,12 @@ def _block_variants():
         for exclusive in (False, True):
             for sums in (False, True):
                 for subgroup in (False, True):
-                    yield block_spec(dtype, exclusive, sums, subgroup)
+                    for count in (None, "uint32", "int32"):
+                        yield block_spec(dtype, exclusive, sums, subgroup, count)
 
 
 @variants("scan_add")
 def _add_variants():
     for dtype in DTYPES:
-        yield add_spec(dtype)
+        for count in (None, "uint32", "int32"):
+            yield add_spec(dtype, count)

@@ -105,6 +105,22 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def compact(self, x, mask, *, count=..., out=..., out_count=...) -> Any:
+        """
+        The elements of ``x`` where ``mask`` is nonzero, in order (numpy's
+        ``x[mask]`` for ``x`` and ``mask`` of one shape, flattened in C order),
+        and their number: returns ``(values, n)``. ``values`` has room for all
+        of ``x`` (shape ``(x.size,)``, dtype of ``x``) and only its first ``n``
+        elements are written; ``n`` is a 1-element uint32 tensor written on the
+        GPU, ready to be the ``count=`` of a later op. ``x``: any 4-byte dtype,
+        uint8 or float16; ``mask``: uint8, uint32, int32 or float32 (float NaN
+        is true, -0.0 false). ``count`` (a 1-element uint32/int32 GPU tensor):
+        only the first ``min(count, x.size)`` elements take part. ``out`` and
+        ``out_count`` must not overlap the inputs.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def concat(self, tensors, axis=..., *, out=...) -> Any:
         """
         Join tensors along ``axis`` (all other dims equal, one dtype).
@@ -149,7 +165,7 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
-    def cumsum(self, x, axis=..., exclusive=..., out=...) -> Any:
+    def cumsum(self, x, axis=..., exclusive=..., out=..., *, count=...) -> Any:
         """
         Prefix sum of ``x`` along ``axis`` (float32, int32, uint32; any view).
 
@@ -159,6 +175,10 @@ class OpMethods:
         ``np.cumsum(x, dtype=x.dtype)``. ``out`` may be ``x`` itself (in place)
         but must not partially overlap it. Float sums are tree-shaped, so they
         differ from numpy's sequential ones by rounding only.
+
+        ``count`` (1-D ``x`` only): a 1-element uint32/int32 tensor, written
+        earlier on the GPU; only the first ``min(count, x.size)`` elements are
+        scanned and written, the rest of ``out`` is left as it was.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -407,6 +427,16 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def nonzero(self, mask, *, count=..., out=..., out_count=...) -> Any:
+        """
+        The flat (C-order) indices where ``mask`` is nonzero, in increasing
+        order (numpy's ``np.flatnonzero(mask)``), as uint32 (``out`` may be
+        uint32 or int32), and their number: returns ``(indices, n)`` like
+        :func:`compact`, with the same ``count``, ``out_count`` and mask rules.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def permute(self, x, axes, *, out=...) -> Any:
         """
         ``x`` with its axes reordered, materialised (``x.permute`` is the view).
@@ -475,6 +505,19 @@ class OpMethods:
     def scale(self, x, factor, *, out=...) -> Any:
         """
         ``out = factor * x`` for a Python number ``factor``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def segmented_cumsum(self, x, starts, *, exclusive=..., out=...) -> Any:
+        """
+        Prefix sums of each segment of 1-D ``x`` (float32, int32, uint32):
+        ``starts`` (uint8, uint32 or int32, the shape of ``x``) is nonzero at
+        the first element of each segment; element 0 always starts one. Each
+        segment's result is numpy's ``np.cumsum`` of it (integers wrap in their
+        dtype); ``exclusive=True`` puts the sum of the segment's *preceding*
+        elements at each position (0 at each start). ``out`` may be ``x``
+        itself but must not partially overlap it.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

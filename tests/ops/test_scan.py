@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan import BLOCK, use_subgroups
+from guestcompute.ops.scan_chained import TILE, use_chained
+from single_pass import forced_single_pass, skip_first_tickets
 
 HYP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -178,3 +180,174 @@ def test_planned_kernels_are_in_the_bake_catalogue(host, ctx):
         for exclusive in (False, True):
             planned += cumsum(ctx, x, 1, exclusive).dispatches + cumsum(ctx, x[:, :5], 1, exclusive).dispatches
     assert planned and all(d.spec in catalogue for d in planned)
+
+
+# -- the single-pass (chained) scan ------------------------------------------------
+
+@pytest.fixture
+def chained_ctx(host):
+    """A fresh context whose device claims forward progress, so the
+    single-pass scan runs (lavapipe runs started workgroups to completion,
+    so the ticket-ordered look-back terminates there too)."""
+    c = forced_single_pass(host)
+    yield c
+    c.close()
+
+
+def families(ctx, x, **kw) -> list:
+    return [d.spec.family for d in registered_ops()["cumsum"](ctx, x, **kw).dispatches]
+
+
+def test_single_pass_only_where_the_device_promises_forward_progress(host, ctx, chained_ctx):
+    x = ctx.tensor(np.ones(3 * BLOCK, np.float32))
+    chained = "scan_chained" in families(ctx, x)
+    assert chained == (ctx.limits.forward_progress and use_chained(ctx, False))
+    y = chained_ctx.tensor(np.ones(3 * BLOCK, np.float32))
+    assert "scan_chained" in families(chained_ctx, y)
+    assert "scan_chained" not in families(chained_ctx, y[:BLOCK])     # one block: one dispatch already
+
+
+@pytest.mark.parametrize("n", [BLOCK + 1, TILE - 1, TILE, TILE + 1, 3 * TILE, 40 * TILE + 13, 65537, 99991])
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_single_pass_sizes(host, chained_ctx, n, exclusive):
+    rng = np.random.default_rng(n)
+    for dtype in ("float32", "int32", "uint32"):
+        x_np = data(rng, n, dtype)
+        x = chained_ctx.tensor(x_np)
+        y, rec = host.run(chained_ctx, lambda rec: (rec.cumsum(x, exclusive=exclusive), rec))
+        assert rec.dispatches == 2                      # clear + one pass
+        check(y.numpy(), x_np, -1, exclusive)
+
+
+def test_single_pass_rows_views_and_all_equal(host, chained_ctx):
+    rng = np.random.default_rng(5)
+    base_np = data(rng, (5, 3 * TILE + 7), "int32")
+    base = chained_ctx.tensor(base_np)
+    out_base = chained_ctx.tensor(np.zeros((5, 2 * base_np.shape[1]), np.int32))
+    out = out_base[:, ::2]
+    host.run(chained_ctx, lambda rec: rec.cumsum(base[::2], exclusive=True, out=out[::2]))
+    check(out_base.numpy()[::2, ::2], base_np[::2], -1, True)
+    assert not out_base.numpy()[1::2].any() and not out_base.numpy()[:, 1::2].any()
+    same = chained_ctx.tensor(np.full((3, 5 * TILE), 3, np.uint32))
+    y = host.run(chained_ctx, lambda rec: rec.cumsum(same, axis=1))
+    check(y.numpy(), np.full((3, 5 * TILE), 3, np.uint32), 1, False)
+
+
+def test_single_pass_in_place(host, chained_ctx):
+    x_np = np.arange(4 * TILE + 3, dtype=np.uint32)
+    x = chained_ctx.tensor(x_np)
+    chained = use_chained(chained_ctx, True)
+    assert ("scan_chained" in families(chained_ctx, x, out=x)) == chained
+    host.run(chained_ctx, lambda rec: rec.cumsum(x, out=x))
+    check(x.numpy(), x_np, -1, False)
+
+
+
+def test_single_pass_kernels_are_in_the_bake_catalogue(host, chained_ctx):
+    from guestcompute.ops import all_specs
+    catalogue = set(all_specs())
+    cumsum = registered_ops()["cumsum"]
+    planned = []
+    for dtype in ("float32", "int32", "uint32"):
+        x = chained_ctx.empty((2, TILE + 1), dtype)
+        for exclusive in (False, True):
+            planned += cumsum(chained_ctx, x, 1, exclusive).dispatches
+    assert {d.spec.family for d in planned} >= {"scan_chained"}
+    assert all(d.spec in catalogue for d in planned)
+
+
+# -- GPU-side counts -----------------------------------------------------------------
+
+@pytest.fixture(params=["device", "single_pass"])
+def either_ctx(host, request):
+    """A fresh context as the device is, or one claiming forward progress."""
+    c = forced_single_pass(host) if request.param == "single_pass" else host.adopt()
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("size", [5, BLOCK + 3, 3 * TILE + 7])
+@pytest.mark.parametrize("count", [0, 1, "half", "size", "beyond"])
+def test_count_from_the_gpu(host, either_ctx, size, count):
+    ctx = either_ctx
+    limit = {"half": size // 2, "size": size, "beyond": size + 10 ** 6}.get(count, count)
+    rng = np.random.default_rng(size)
+    for dtype, cdt, exclusive in (("uint32", "uint32", False), ("float32", "int32", True)):
+        x_np = data(rng, size, dtype)
+        x = ctx.tensor(x_np)
+        c = ctx.tensor(np.array([limit // 2], cdt))
+        out = ctx.tensor(np.full(size, 7, dtype))
+
+        def record(rec):
+            rec.add(c, c, out=c)                      # the count is written on the GPU first
+            return rec.cumsum(x, exclusive=exclusive, out=out, count=c)
+        host.run(ctx, record)
+        got, kept = out.numpy(), min(2 * (limit // 2), size)
+        check(got[:kept], x_np[:kept], -1, exclusive)
+        assert (got[kept:] == 7).all()
+
+
+def test_negative_int32_count_scans_nothing(host, either_ctx):
+    x = either_ctx.tensor(np.ones(3 * TILE, np.int32))
+    out = either_ctx.tensor(np.full(3 * TILE, 5, np.int32))
+    host.run(either_ctx, lambda rec: rec.cumsum(x, out=out, count=either_ctx.tensor(np.array([-3], np.int32))))
+    assert (out.numpy() == 5).all()
+
+
+def test_count_errors(host, ctx):
+    x = ctx.tensor(np.ones((4, 6), np.float32))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        for error, kw in ((gc.ShapeError, {"count": ctx.tensor(np.array([3], np.uint32))}),
+                          (gc.DTypeError, {"count": ctx.tensor(np.array([3], np.float32))})):
+            with pytest.raises(error):
+                rec.cumsum(x, **kw)
+        with pytest.raises(gc.ShapeError):
+            rec.cumsum(x[0], count=ctx.tensor(np.array([3, 4], np.uint32)))
+        assert rec.dispatches == 0
+    host.submit_and_wait(cmd)
+
+
+def test_counted_kernels_are_in_the_bake_catalogue(host, either_ctx):
+    from guestcompute.ops import all_specs
+    catalogue = set(all_specs())
+    cumsum = registered_ops()["cumsum"]
+    planned = []
+    for cdt in ("uint32", "int32"):
+        c = either_ctx.tensor(np.array([3], cdt))
+        for dtype in ("float32", "int32", "uint32"):
+            for n in (7, 3 * TILE):
+                planned += cumsum(either_ctx, either_ctx.empty((n,), dtype), count=c).dispatches
+    assert planned and all(d.spec in catalogue for d in planned)
+
+
+@pytest.mark.parametrize("first", [0, 1, 4])
+def test_single_pass_vector_access_where_aligned(host, chained_ctx, first):
+    ctx = chained_ctx
+    n = 5 * TILE + 6
+    x_np = data(np.random.default_rng(first), n, "int32")
+    base = ctx.tensor(x_np)
+    x = base[first:]
+    specs = [d.spec for d in registered_ops()["cumsum"](ctx, x).dispatches if d.spec.family == "scan_chained"]
+    wide = 5 <= ctx.limits.max_storage_buffers and first % 4 == 0
+    assert [s.param("vector") for s in specs] == [wide]
+    y = host.run(ctx, lambda rec: rec.cumsum(x))
+    check(y.numpy(), x_np[first:], -1, False)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_single_pass_fallback_reduces_tiles_that_never_publish(host, chained_ctx, monkeypatch, dtype):
+    from guestcompute.ops import scan_chained
+    skip_first_tickets(monkeypatch, scan_chained, 3)
+    n = 7 * TILE + 5
+    x_np = data(np.random.default_rng(11), n, dtype)
+    x = chained_ctx.tensor(x_np)
+    out = chained_ctx.tensor(np.zeros(n, dtype))
+    host.run(chained_ctx, lambda rec: rec.cumsum(x, out=out))
+    ref_from = 3 * TILE
+    got = out.numpy()
+    full = np.empty(n, got.dtype)
+    full[:ref_from] = reference(x_np, -1, False)[:ref_from].astype(got.dtype)   # tiles that never ran
+    full[ref_from:] = got[ref_from:]
+    check(full, x_np, -1, False)
+    assert not got[:ref_from].any()

@@ -1,0 +1,250 @@
+"""Compaction (rec.compact, rec.nonzero) against numpy's boolean indexing
+and flatnonzero, on both host profiles and both variants: the multi-pass
+one wherever the device does not promise forward progress, and the
+single-pass one forced on a fresh context that claims it."""
+import numpy as np
+import pytest
+
+import guestcompute as gc
+from guestcompute.ops.base import registered_ops
+from guestcompute.ops.compact import ITEMS
+from guestcompute.ops.scan_chained import WG as CHAINED_WG
+from guestcompute.ops.scan_chained import use_chained
+from single_pass import forced_single_pass, skip_first_tickets
+
+TILE = CHAINED_WG * ITEMS
+
+
+@pytest.fixture(params=["device", "single_pass"])
+def cctx(host, request):
+    """A fresh context as the device is, or one claiming forward progress."""
+    c = forced_single_pass(host) if request.param == "single_pass" else host.adopt()
+    yield c
+    c.close()
+
+
+def mask_of(rng, shape, dtype, density=0.5):
+    keep = rng.random(shape) < density
+    if dtype == "float32":
+        # every kind of float: nonzero values, NaN and infinities are true, ±0 false
+        vals = rng.choice(np.array([1.5, -2.0, np.nan, np.inf, -np.inf, 1e-38], np.float32), shape)
+        zeros = rng.choice(np.array([0.0, -0.0], np.float32), shape)
+        return np.where(keep, vals, zeros).astype(np.float32)
+    if dtype == "uint8":
+        return np.where(keep, rng.integers(1, 256, shape), 0).astype(np.uint8)
+    vals = rng.integers(1, 2 ** 31, shape) * rng.choice([-1, 1], shape) if dtype == "int32" \
+        else rng.integers(1, 2 ** 32, shape)
+    return np.where(keep, vals, 0).astype(dtype)
+
+
+def values_of(rng, shape, dtype):
+    if dtype == "float32":
+        return rng.standard_normal(shape).astype(np.float32)
+    if dtype == "float16":
+        return rng.standard_normal(shape).astype(np.float16)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, int(info.max) + 1, shape, dtype=np.int64).astype(dtype)
+
+
+def usable(ctx, *dtypes) -> bool:
+    return all({"uint8": ctx.caps.uint8_storage, "float16": ctx.caps.float16_storage}.get(d, True) for d in dtypes)
+
+
+def check_compact(got, n, x_np, mask_np, limit=None):
+    flat_x, flat_m = x_np.reshape(-1), mask_np.reshape(-1).astype(bool)
+    if limit is not None:
+        flat_x, flat_m = flat_x[:limit], flat_m[:limit]
+    ref = flat_x[flat_m]
+    assert n.numpy().tolist() == [ref.size]
+    assert got.shape == (x_np.size,) and got.dtype.name == x_np.dtype.name
+    np.testing.assert_array_equal(got.numpy()[:ref.size].view(f"u{x_np.dtype.itemsize}"),
+                                  ref.view(f"u{x_np.dtype.itemsize}"))      # bit-exact, NaN included
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 1023, 1024, 1025, 2047, 2048, 2049, 8191, 65537, 99991])
+def test_compact_sizes(host, cctx, size):
+    rng = np.random.default_rng(size)
+    x_np = values_of(rng, size, "float32")
+    m_np = mask_of(rng, size, "uint32")
+    x, m = cctx.tensor(x_np), cctx.tensor(m_np)
+    got, n = host.run(cctx, lambda rec: rec.compact(x, m))
+    check_compact(got, n, x_np, m_np)
+
+
+@pytest.mark.parametrize("mask_dtype", ["uint8", "uint32", "int32", "float32"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "uint8", "float16"])
+def test_compact_dtypes(host, cctx, dtype, mask_dtype):
+    if not usable(cctx, dtype, mask_dtype):
+        pytest.skip("the host did not enable this storage type")
+    rng = np.random.default_rng(3)
+    x_np, m_np = values_of(rng, 5 * TILE + 3, dtype), mask_of(rng, 5 * TILE + 3, mask_dtype, 0.3)
+    x, m = cctx.tensor(x_np), cctx.tensor(m_np)
+    got, n = host.run(cctx, lambda rec: rec.compact(x, m))
+    check_compact(got, n, x_np, m_np)
+
+
+@pytest.mark.parametrize("density", [0.0, 1.0])
+def test_compact_none_and_all_kept(host, cctx, density):
+    rng = np.random.default_rng(4)
+    x_np = np.full(3 * TILE + 1, 7, np.int32)         # all equal too
+    m_np = mask_of(rng, x_np.size, "uint32", density)
+    x, m = cctx.tensor(x_np), cctx.tensor(m_np)
+    got, n = host.run(cctx, lambda rec: rec.compact(x, m))
+    check_compact(got, n, x_np, m_np)
+
+
+def test_nonzero(host, cctx):
+    rng = np.random.default_rng(5)
+    for size in (1, 9, 3 * TILE + 17):
+        m_np = mask_of(rng, size, "float32", 0.4)
+        m = cctx.tensor(m_np)
+        idx, n = host.run(cctx, lambda rec: rec.nonzero(m))
+        ref = np.flatnonzero(m_np)
+        assert idx.dtype == gc.uint32 and idx.shape == (size,)
+        assert n.numpy().tolist() == [ref.size]
+        np.testing.assert_array_equal(idx.numpy()[:ref.size], ref)
+
+
+def test_n_dimensional_and_strided_inputs(host, cctx):
+    rng = np.random.default_rng(6)
+    base_np = values_of(rng, (7, 900), "int32")
+    mbase_np = mask_of(rng, (7, 900), "uint32")
+    x_np, m_np = base_np[1::2, ::-3], mbase_np[1::2, ::-3]
+    x, m = cctx.tensor(base_np)[1::2, ::-3], cctx.tensor(mbase_np)[1::2, ::-3]
+    got, n = host.run(cctx, lambda rec: rec.compact(x, m))
+    check_compact(got, n, x_np, m_np)
+    full = cctx.tensor(mbase_np)
+    idx, n2 = host.run(cctx, lambda rec: rec.nonzero(full))
+    ref = np.flatnonzero(mbase_np)
+    np.testing.assert_array_equal(idx.numpy()[:ref.size], ref)
+
+
+def test_outputs_given_and_int32_indices(host, cctx):
+    rng = np.random.default_rng(7)
+    m_np = mask_of(rng, 2 * TILE + 5, "uint8" if cctx.caps.uint8_storage else "uint32")
+    m = cctx.tensor(m_np)
+    base = cctx.tensor(np.full(2 * m_np.size, -1, np.int32))
+    counts = cctx.tensor(np.array([99, 99], np.uint32))
+    idx, n = host.run(cctx, lambda rec: rec.nonzero(m, out=base[::2], out_count=counts[1:]))
+    ref = np.flatnonzero(m_np)
+    got = base.numpy()
+    np.testing.assert_array_equal(got[::2][:ref.size], ref)
+    assert (got[::2][ref.size:] == -1).all() and (got[1::2] == -1).all()     # left as they were
+    assert counts.numpy().tolist() == [99, ref.size]
+
+
+@pytest.mark.parametrize("count", [0, 1, 1000, "size", "beyond"])
+@pytest.mark.parametrize("count_dtype", ["uint32", "int32"])
+def test_gpu_side_count(host, cctx, count, count_dtype):
+    rng = np.random.default_rng(8)
+    size = 3 * TILE + 11
+    limit = {"size": size, "beyond": size + 5000}.get(count, count)
+    x_np, m_np = values_of(rng, size, "uint32"), mask_of(rng, size, "int32")
+    x, m = cctx.tensor(x_np), cctx.tensor(m_np)
+    c = cctx.tensor(np.array([limit], count_dtype))
+    out = cctx.tensor(np.full(size, 12345, np.uint32))
+
+    def record(rec):
+        rec.add(c, 0, out=c)               # the count is written on the GPU first
+        return rec.compact(x, m, count=c, out=out)
+    got, n = host.run(cctx, record)
+    check_compact(got, n, x_np, m_np, limit)
+    kept = int(n.numpy()[0])
+    assert (got.numpy()[kept:] == 12345).all()
+
+
+def test_negative_int32_count_is_zero(host, cctx):
+    m = cctx.tensor(np.ones(100, np.uint32))
+    c = cctx.tensor(np.array([-5], np.int32))
+    _, n = host.run(cctx, lambda rec: rec.nonzero(m, count=c))
+    assert n.numpy().tolist() == [0]
+
+
+def test_count_feeds_a_later_dispatch(host, cctx):
+    m_np = (np.arange(5000) % 3 == 0).astype(np.uint32)
+    m = cctx.tensor(m_np)
+    out = cctx.tensor(np.zeros(5000, np.float32))
+
+    def record(rec):
+        idx, n = rec.nonzero(m)
+        rec.dispatch_count(n, "fill", out, 1.0)
+        return n
+    n = host.run(cctx, record)
+    kept = int(m_np.sum())
+    assert n.numpy().tolist() == [kept]
+    assert (out.numpy()[:kept] == 1.0).all()
+
+
+def test_empty_input(host, cctx):
+    e = cctx.empty((0, 4), "float32")
+    got, n = host.run(cctx, lambda rec: rec.compact(e, cctx.empty((0, 4), "uint32")))
+    assert got.shape == (0,) and n.numpy().tolist() == [0]
+
+
+def test_variant_follows_the_device(host, cctx):
+    m = cctx.tensor(np.ones(5000, np.uint32))
+    modes = {d.spec.param("mode") for d in registered_ops()["nonzero"](cctx, m).dispatches
+             if d.spec.family == "compact"}
+    assert modes == ({"chained"} if use_chained(cctx, False) else {"count", "scatter"})
+
+
+def test_planned_kernels_are_in_the_bake_catalogue(host, cctx):
+    from guestcompute.ops import all_specs
+    catalogue = set(all_specs())
+    ops = registered_ops()
+    c = cctx.tensor(np.array([3], np.int32))
+    planned = []
+    for dtype in ("float32", "int32", "uint32") + tuple(d for d in ("uint8", "float16") if usable(cctx, d)):
+        x = cctx.empty((3000,), dtype)
+        for mask_dtype in ("uint32", "int32", "float32") + (("uint8",) if usable(cctx, "uint8") else ()):
+            m = cctx.empty((3000,), mask_dtype)
+            planned += ops["compact"](cctx, x, m).dispatches + ops["compact"](cctx, x, m, count=c).dispatches
+            planned += ops["nonzero"](cctx, m).dispatches
+    assert all(d.spec in catalogue for d in planned)
+
+
+def test_typed_errors(host, ctx):
+    x = ctx.tensor(np.ones(10, np.float32))
+    m = ctx.tensor(np.ones(10, np.uint32))
+    cases = [
+        (gc.ShapeError, lambda rec: rec.compact(x, ctx.tensor(np.ones(11, np.uint32)))),
+        (gc.ShapeError, lambda rec: rec.compact(x, ctx.tensor(np.ones((2, 5), np.uint32)))),
+        (gc.InvalidArgumentError, lambda rec: rec.compact(np.ones(10, np.float32), m)),
+        (gc.InvalidArgumentError, lambda rec: rec.nonzero(np.ones(10, bool))),
+        (gc.ShapeError, lambda rec: rec.nonzero(m, out=ctx.empty((9,), "uint32"))),
+        (gc.DTypeError, lambda rec: rec.nonzero(m, out=ctx.empty((10,), "float32"))),
+        (gc.DTypeError, lambda rec: rec.compact(x, m, out_count=ctx.empty((1,), "float32"))),
+        (gc.ShapeError, lambda rec: rec.compact(x, m, out_count=ctx.empty((2,), "uint32"))),
+        (gc.DTypeError, lambda rec: rec.nonzero(m, count=ctx.tensor(np.ones(1, np.float32)))),
+        (gc.ShapeError, lambda rec: rec.nonzero(m, count=ctx.tensor(np.ones(2, np.uint32)))),
+        (gc.InvalidArgumentError, lambda rec: rec.compact(x, m, out=x)),          # out overlaps x
+        (gc.InvalidArgumentError, lambda rec: rec.compact(x, m, out_count=m[:1])),
+    ]
+    if ctx.caps.float16_storage:
+        cases.append((gc.DTypeError, lambda rec: rec.nonzero(ctx.empty((4,), "float16"))))
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        for error, call in cases:
+            with pytest.raises(error):
+                call(rec)
+            assert rec.dispatches == 0
+    host.submit_and_wait(cmd)
+
+
+def test_single_pass_fallback_counts_tiles_that_never_publish(host, monkeypatch):
+    from guestcompute.ops import compact
+    skip_first_tickets(monkeypatch, compact, 2)
+    ctx = forced_single_pass(host)
+    try:
+        rng = np.random.default_rng(12)
+        size = 6 * TILE + 9
+        x_np, m_np = values_of(rng, size, "int32"), mask_of(rng, size, "float32", 0.4)
+        x, m = ctx.tensor(x_np), ctx.tensor(m_np)
+        out = ctx.tensor(np.zeros(size, np.int32))
+        _, n = host.run(ctx, lambda rec: rec.compact(x, m, out=out))
+        ref = x_np[m_np.astype(bool)]
+        skipped = int(m_np[:2 * TILE].astype(bool).sum())       # kept by the tiles that never ran
+        assert n.numpy().tolist() == [ref.size]
+        np.testing.assert_array_equal(out.numpy()[skipped:ref.size], ref[skipped:])
+    finally:
+        ctx.close()
