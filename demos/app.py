@@ -106,11 +106,11 @@ class GuestApp:
     frame loop in :meth:`run` retires guest epochs as frames complete.
     """
 
-    def __init__(self, args, title: str, hdr: bool = False):
+    def __init__(self, args, title: str, hdr: bool = False, blend: str = "additive"):
         self.title = title
         self.renderer = HostRenderer(
             *args.size, title=title, headless=args.headless, device_name=args.device,
-            validation=args.validation, configure_device=guest_requirements, hdr=hdr,
+            validation=args.validation, configure_device=guest_requirements, hdr=hdr, blend=blend,
             # The post-process reads and writes the rendered images themselves.
             extra_image_usage=vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT)
         r = self.renderer
@@ -127,6 +127,7 @@ class GuestApp:
             r.close()
             raise
         self.stats = FrameStats()
+        self.scope_ms: list[dict] = []   # per retired frame: {rec.timing scope: GPU ms}
         self._record_s = 0.0
         self._slot_epochs: dict[int, int] = {}
 
@@ -142,14 +143,15 @@ class GuestApp:
             return args.particles
         return args.cpu_particles if self.on_cpu else GPU_PARTICLES
 
-    def particle_buffers(self, args):
+    def particle_buffers(self, args, indexed: bool = False):
         """Announce the device and particle count, and make the renderer's
-        position and colour vertex buffers for that many particles."""
+        position and colour vertex buffers for that many particles (and an
+        index buffer for the draw order with ``indexed``)."""
         renderer = self.renderer
         count = self.default_particles(args)
         print(f"device: {renderer.device_name}; particles: {count:,}; "
               f"{'offscreen' if renderer.headless else 'window'} {renderer.extent[0]}x{renderer.extent[1]}")
-        return count, renderer.create_vertex_buffers(count)
+        return count, renderer.create_vertex_buffers(count, indexed=indexed)
 
     def record(self, cmd, fn):
         """Record ``fn(rec)`` into the host's ``cmd``, timing the CPU cost."""
@@ -174,6 +176,7 @@ class GuestApp:
             slot = renderer.current_frame_slot
             if slot in self._slot_epochs:
                 ctx.retire(self._slot_epochs[slot])
+                self.scope_ms.append(ctx.timings(self._slot_epochs[slot]))
             before_pass(cmd, renderer.frame_count)
 
         def after(cmd):
