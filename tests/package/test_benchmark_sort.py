@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks import cub_baseline, sort
 from benchmarks.cub_baseline import BaselineError, parse
+from benchmarks.report import page_table
 from benchmarks.sort import (COMPACT_ROW, COUNT_ROW, CUMSUM_ROW, KEYS_ROW, PAIRS_ROW, Measured, compact_bytes,
                              rows_from)
 
@@ -26,7 +27,9 @@ def program_output(**changes) -> str:
 def measured(**seconds) -> dict:
     rows = {KEYS_ROW: 2e-3, PAIRS_ROW: 2e-3, COUNT_ROW: 0.3e-3, CUMSUM_ROW: 1e-4, COMPACT_ROW: 1e-4}
     rows.update({name: s for name, s in seconds.items()})
-    return {name: Measured(s) for name, s in rows.items()}
+    ours = {name: Measured(s) for name, s in rows.items()}
+    ours[COMPACT_ROW].extra = {"bytes_moved": compact_bytes(N, N // 2, 1)}
+    return ours
 
 
 def by_name(rows):
@@ -60,11 +63,14 @@ def test_without_nvcc_there_is_no_baseline_and_the_reason_says_so(monkeypatch):
 
 def test_rows_without_cub_are_skipped_with_the_reason_and_keep_their_number():
     rows = by_name(rows_from(N, SMALL, measured(), None, "CUB baseline missing: nvcc not on PATH",
-                             copy_bw_fallback=3e12, compact_bytes_moved=compact_bytes(N, N // 2, 1)))
+                             copy_bw_fallback=3e12))
     assert set(rows) == {KEYS_ROW, PAIRS_ROW, COUNT_ROW, CUMSUM_ROW, COMPACT_ROW}
     for name in (KEYS_ROW, PAIRS_ROW, CUMSUM_ROW):
         assert "nvcc not on PATH" in rows[name].skipped and rows[name].met is None
         assert rows[name].baseline_value is None and rows[name].value > 0
+    assert all(r.goal for r in rows.values())       # goal tables list every row, skipped or not
+    page = page_table({"device": "GPU", "date": "today"}, list(rows.values()))
+    assert f"| sort: {KEYS_ROW} | ≥ 0.5× | skipped: CUB baseline missing: nvcc not on PATH" in page
     # An absolute goal needs no CUB; the compaction falls back to this run's shader copy.
     assert rows[COUNT_ROW].met is True and rows[COUNT_ROW].value == pytest.approx(0.3)
     assert rows[COMPACT_ROW].baseline == "compute-shader copy (same run)" and rows[COMPACT_ROW].met is not None
@@ -100,7 +106,7 @@ def test_the_compaction_is_judged_by_the_bytes_it_moves_against_the_memcpy():
     moved = compact_bytes(N, N // 2, 1)
     assert moved == 4 * N + N + 2 * N + 4
     seconds = moved / (0.7 * cub.copy_bandwidth) * 0.99
-    row = by_name(rows_from(N, SMALL, measured(**{COMPACT_ROW: seconds}), cub, "", compact_bytes_moved=moved))[COMPACT_ROW]
+    row = by_name(rows_from(N, SMALL, measured(**{COMPACT_ROW: seconds}), cub, ""))[COMPACT_ROW]
     assert row.ratio == pytest.approx(0.7 / 0.99) and row.met is True
     assert "DeviceSelect::Flagged" in row.note
 
@@ -126,3 +132,28 @@ def test_the_section_on_a_cpu_device_skips_the_gpu_goals_and_times_small_sorts(c
     small = by_name(r for r in rows if r not in goal_rows)
     assert small["sort pairs uint32 2^14 time vs numpy"].value > 0, small
     assert small["cumsum uint32 2^14 time vs numpy"].value > 0, small
+
+
+@pytest.mark.parametrize("with_cub", [True, False])
+def test_the_gpu_path_gives_all_five_rows_at_a_small_size(ctx, monkeypatch, with_cub):
+    # The path the H200 runs, shrunk: the sizes small, CUB's numbers from a
+    # canned run (or none: the compaction is then judged by this run's copy).
+    n, small = 1 << 14, 1 << 12
+    monkeypatch.setattr(sort, "N", n)
+    monkeypatch.setattr(sort, "SMALL_PAIRS", small)
+    monkeypatch.setattr(sort, "warm_up", lambda ctx, seconds: None)
+    monkeypatch.setattr(sort, "torch_available", lambda: False)
+    canned = (parse(program_output(n=n, small_pairs=small, selected=n // 2)), "") if with_cub \
+        else (None, "CUB baseline missing: nvcc not on PATH")
+    monkeypatch.setattr(cub_baseline, "measure", lambda *a, **kw: canned)
+    rows = by_name(sort.gpu_rows(ctx, quick=True))
+    assert list(rows) == list(sort.ROWS)
+    for name in (KEYS_ROW, PAIRS_ROW, CUMSUM_ROW):
+        assert rows[name].value > 0, rows[name]
+        assert (rows[name].met is not None) == with_cub, rows[name]
+    assert rows[COUNT_ROW].value > 0 and rows[COUNT_ROW].met is not None
+    compact = rows[COMPACT_ROW]
+    if sort.has_op("compact"):
+        assert compact.value > 0 and compact.met is not None, compact
+    else:
+        assert compact.skipped.startswith("not available")
