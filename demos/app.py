@@ -97,6 +97,7 @@ class Result:
     validation_messages: list
     last_frame: np.ndarray | None     # (H, W, 4) uint8, headless only
     gpu_frame_ms: float | None = None  # median GPU time of a frame's command buffer
+    scopes_ms: dict = field(default_factory=dict)  # median GPU ms of each rec.timing scope per frame
 
 
 class GuestApp:
@@ -209,6 +210,13 @@ class GuestApp:
                 renderer.set_title(f"{self.title} — {text}")
         return renderer.frame_count
 
+    def scope_median_ms(self, name: str, skip: int = 1) -> float | None:
+        """Median GPU ms of the ``rec.timing(name)`` scope over the retired
+        frames, leaving out the first ``skip`` (pipelines and caches filling)."""
+        values = [scopes[name] for scopes in self.scope_ms if name in scopes]
+        values = values[skip:] if len(values) > skip else values
+        return statistics.median(values) if values else None
+
     def status_line(self, status=None) -> str:
         recent = FrameStats(self.stats.frame_s[-30:], self.stats.record_s[-30:], warmup=0)
         parts = [status()] if status else []
@@ -228,8 +236,9 @@ class GuestApp:
             renderer.wait_idle()
         finally:
             self.close()
+        scopes = {name: self.scope_median_ms(name) for frame in self.scope_ms for name in frame}
         return Result(renderer.frame_count, self.stats.fps, self.stats.record_us,
-                      list(renderer.validation_messages), last, renderer.frame_timer.median_ms())
+                      list(renderer.validation_messages), last, renderer.frame_timer.median_ms(), scopes)
 
     def close(self):
         self.renderer.wait_idle()

@@ -15,8 +15,6 @@ GPU time comes from a timing scope, read when the frame's epoch retires.
 """
 from __future__ import annotations
 
-import statistics
-
 import numpy as np
 
 SCOPE = "depth sort"
@@ -38,14 +36,6 @@ class DepthSort:
             return
         with rec.timing(SCOPE):
             rec.argsort(self.depths, out=self.order)
-
-    @staticmethod
-    def median_ms(scopes: list, skip: int = 1) -> float | None:
-        """Median GPU ms of the sort over the retired frames' ``{scope: ms}``
-        dicts, leaving out the first ``skip`` (pipelines and caches filling)."""
-        values = [s[SCOPE] for s in scopes if SCOPE in s]
-        values = values[skip:] if len(values) > skip else values
-        return statistics.median(values) if values else None
 
     def check(self) -> str:
         """Read back the last frame's depths and draw order (call once the

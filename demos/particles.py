@@ -39,6 +39,7 @@ if not __package__:
 from .app import GuestApp, parser, report, resolve_mode
 from .attractor import LorenzParticles
 from .bloom import make_bloom
+from .depth_sort import SCOPE as SORT_SCOPE
 from .depth_sort import DepthSort
 from .hdr import HdrPostProcess
 from .ripples import Ripples
@@ -122,16 +123,15 @@ def run(args):
                 if error > 1e-4:
                     raise SystemExit("ripple heights differ from numpy")
             if sort is not None:
-                report_depth_sort(sort, app.scope_ms)
+                report_depth_sort(sort, app.scope_median_ms(SORT_SCOPE))
     except BaseException:
         app.close()
         raise
     return app.finish(args.screenshot)
 
 
-def report_depth_sort(sort: DepthSort, scope_ms: list) -> None:
-    """Print the sort's GPU time and check the last frame's draw order."""
-    ms = DepthSort.median_ms(scope_ms)
+def report_depth_sort(sort: DepthSort, ms: float | None) -> None:
+    """Print the sort's GPU time (median ms) and check the last frame's draw order."""
     cost = f"GPU {ms:.3f} ms/frame (median)" if ms is not None else "GPU time not measured (no timestamps)"
     print(f"depth sort: {sort.count:,} particles back to front every frame, {cost}")
     wrong = sort.check()

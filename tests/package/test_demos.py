@@ -128,9 +128,8 @@ def test_particles_sorted_back_to_front_under_validation(screenshot, capsys, mon
     # by (while the demo's context is open) and compare with numpy here.
     seen = {}
 
-    def read_back(sort, scope_ms):
-        seen.update(order=sort.order.numpy(), depths=sort.depths.numpy(), timed=sort.timed,
-                    ms=depth_sort.DepthSort.median_ms(scope_ms))
+    def read_back(sort, ms):
+        seen.update(order=sort.order.numpy(), depths=sort.depths.numpy(), timed=sort.timed, ms=ms)
     monkeypatch.setattr(particles, "report_depth_sort", read_back)
     rc = particles.main(SMALL + ["--frames", "4", "--sorted", "--screenshot", str(screenshot)])
     out = capsys.readouterr().out
