@@ -79,6 +79,10 @@ def compact_bytes(n: int, kept: int, mask_itemsize: int) -> int:
 
 # -- the rows, from numbers (pure: no device) ---------------------------------------
 
+def _notes(*parts) -> str:
+    return "; ".join(p for p in parts if p)
+
+
 def skipped_row(name: str, why: str) -> Result:
     r = skipped(SECTION, name, why)
     r.goal = GOALS[name]
@@ -90,7 +94,7 @@ def _row(name, ours: Measured, value, unit, baseline, baseline_value, missing: s
     number when only the baseline is missing."""
     if ours.error:
         return skipped_row(name, ours.error)
-    notes = "; ".join(x for x in (note, ours.note) if x)
+    notes = _notes(note, ours.note)
     if baseline_value is None:
         r = skipped_row(name, f"{missing}; guestcompute measured {value:.4g} {unit}")
         r.value, r.unit, r.note, r.extra = value, unit, notes, ours.extra or {}
@@ -117,7 +121,7 @@ def rows_from(n: int, small: int, ours: dict, cub, missing: str, copy_bw_fallbac
         m = ours[name]
         base = n / (cub.ms[key] / 1e3) / 1e9 if cub else None
         rows.append(_row(name, m, rate(m, n), "Gkeys/s", f"cub::DeviceRadixSort::{what} ({label}, same GPU)",
-                         base, missing, "; ".join(x for x in (OUT_OF_PLACE, torch_notes.get(name)) if x)))
+                         base, missing, _notes(OUT_OF_PLACE, torch_notes.get(name))))
 
     m = ours[COUNT_ROW]
     if m.error:
@@ -126,15 +130,14 @@ def rows_from(n: int, small: int, ours: dict, cub, missing: str, copy_bw_fallbac
         rows.append(Result(SECTION, COUNT_ROW, m.seconds * 1e3, "ms",
                            f"cub::DeviceRadixSort::SortPairs of {small:,} pairs, count from the host ({label})"
                            if cub else missing, cub.ms["sort_pairs_small"] if cub else None, GOALS[COUNT_ROW],
-                           note="; ".join(x for x in (f"{small:,} of {2 * small:,} pairs", m.note) if x),
+                           note=_notes(f"{small:,} of {2 * small:,} pairs", m.note),
                            extra=m.extra or {}))
 
     m = ours[CUMSUM_ROW]
     scan_bytes = 8 * n
     base = scan_bytes / (cub.ms["inclusive_sum"] / 1e3) / 1e9 if cub else None
     rows.append(_row(CUMSUM_ROW, m, rate(m, scan_bytes), "GB/s", f"cub::DeviceScan::InclusiveSum ({label}, same GPU)",
-                     base, missing,
-                     "; ".join(x for x in ("bytes read + written", torch_notes.get(CUMSUM_ROW)) if x)))
+                     base, missing, _notes("bytes read + written", torch_notes.get(CUMSUM_ROW))))
 
     m = ours[COMPACT_ROW]
     if cub:
@@ -146,8 +149,8 @@ def rows_from(n: int, small: int, ours: dict, cub, missing: str, copy_bw_fallbac
     moved = (m.extra or {}).get("bytes_moved", 0)
     rows.append(_row(COMPACT_ROW, m, rate(m, moved), "GB/s", copy_name,
                      copy_bw / 1e9 if copy_bw else None, missing,
-                     "; ".join(x for x in ("bytes moved vs copy bandwidth (read + written)", cub_note,
-                                           torch_notes.get(COMPACT_ROW)) if x)))
+                     _notes("bytes moved vs copy bandwidth (read + written)", cub_note,
+                            torch_notes.get(COMPACT_ROW))))
     return rows
 
 

@@ -153,8 +153,10 @@ class HostRenderer:
     # How the renderer itself accesses the vertex buffers: (stage, access).
     vertex_buffer_access = (vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT,
                             vk.VK_ACCESS_VERTEX_ATTRIBUTE_READ_BIT)
+    # The index buffer (``create_vertex_buffers(indexed=True)``): the draw order.
     index_buffer_access = (vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT, vk.VK_ACCESS_INDEX_READ_BIT)
-    INDEX_BUFFER_USAGE = (VERTEX_BUFFER_USAGE & ~vk.VK_BUFFER_USAGE_VERTEX_BUFFER_BIT) | vk.VK_BUFFER_USAGE_INDEX_BUFFER_BIT
+    INDEX_BUFFER_USAGE = ((VERTEX_BUFFER_USAGE & ~vk.VK_BUFFER_USAGE_VERTEX_BUFFER_BIT)
+                          | vk.VK_BUFFER_USAGE_INDEX_BUFFER_BIT)
 
     # State of the target image around record_after_pass: (stage, access, layout).
     color_attachment_access = (vk.VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
