@@ -339,7 +339,11 @@ def gpu_rows(ctx, quick: bool) -> list:
             copy_bw = 2 * N * 4 / compute_copy_seconds(ctx, timer, N)
         except Exception as e:
             missing += f"; no shader copy either ({type(e).__name__}: {e})"
-    return rows_from(N, SMALL_PAIRS, ours, cub, missing, copy_bw, notes)
+    rows = rows_from(N, SMALL_PAIRS, ours, cub, missing, copy_bw, notes)
+    if cub is not None:
+        for r in rows:
+            r.extra = dict(r.extra or {}, cub_device=cub.device)
+    return rows
 
 
 def cpu_rows(ctx, quick: bool) -> list:

@@ -14,6 +14,7 @@ import argparse
 import os
 import statistics
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from .host import HostRenderer
 # fewer so that the window stays interactive.
 GPU_PARTICLES = 1_000_000
 CPU_PARTICLES = 150_000
+SCOPE_FRAMES_KEPT = 4096
 
 
 def parser(module: str, doc: str, default_frames_headless: int = 60,
@@ -128,7 +130,9 @@ class GuestApp:
             r.close()
             raise
         self.stats = FrameStats()
-        self.scope_ms: list[dict] = []   # per retired frame: {rec.timing scope: GPU ms}
+        # Per retired frame that had timing scopes: {rec.timing scope: GPU ms};
+        # the latest frames only, so that a window left open does not grow it forever.
+        self.scope_ms: deque = deque(maxlen=SCOPE_FRAMES_KEPT)
         self._record_s = 0.0
         self._slot_epochs: dict[int, int] = {}
 
@@ -177,7 +181,9 @@ class GuestApp:
             slot = renderer.current_frame_slot
             if slot in self._slot_epochs:
                 ctx.retire(self._slot_epochs[slot])
-                self.scope_ms.append(ctx.timings(self._slot_epochs[slot]))
+                scopes = ctx.timings(self._slot_epochs[slot])
+                if scopes:
+                    self.scope_ms.append(scopes)
             before_pass(cmd, renderer.frame_count)
 
         def after(cmd):

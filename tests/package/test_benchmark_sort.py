@@ -152,6 +152,7 @@ def test_the_gpu_path_gives_all_five_rows_at_a_small_size(ctx, monkeypatch, with
         assert rows[name].value > 0, rows[name]
         assert (rows[name].met is not None) == with_cub, rows[name]
     assert rows[COUNT_ROW].value > 0 and rows[COUNT_ROW].met is not None
+    assert rows[KEYS_ROW].extra.get("cub_device") == ("NVIDIA H200" if with_cub else None)
     compact = rows[COMPACT_ROW]
     if sort.has_op("compact"):
         assert compact.value > 0 and compact.met is not None, compact
