@@ -1,9 +1,10 @@
 """CUB on the same GPU, as the baseline of the ``sort`` section.
 
 ``baselines/cub_sort.cu`` is built with ``nvcc -O3 -arch=native`` into the
-cache folder (``<guestcompute cache>/bench``, keyed by the source and the
-compiler's version, so it is built once per machine) and run in a child
-process; it prints one JSON object, which :func:`parse` checks.
+cache folder (``<guestcompute cache>/bench``, keyed by the source, the
+compiler's version and the GPUs it is built for, so it is built once per
+machine) and run in a child process; it prints one JSON object, which
+:func:`parse` checks.
 
 Nothing here makes up a number: without ``nvcc`` on PATH, or when the build
 or the run fails, :func:`measure` returns no baseline and says why, and the
@@ -86,11 +87,24 @@ def cache_dir() -> Path:
     return cache_root() / "bench"
 
 
+def _gpu_models() -> str:
+    """Name and compute capability of each GPU (``-arch=native`` builds for
+    those), or "" where nvidia-smi cannot say."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ""
+    try:
+        return subprocess.run([exe, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def build(nvcc: str, folder: Path | None = None) -> Path:
     """The built program, compiled now unless this source was already built
-    by this compiler (the binary's name holds a hash of both)."""
+    by this compiler for these GPUs (the binary's name holds a hash of all three)."""
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode() + _gpu_models().encode()).hexdigest()[:16]
     folder = folder or cache_dir()
     exe = folder / f"cub_sort-{digest}"
     if exe.is_file() and os.access(exe, os.X_OK):

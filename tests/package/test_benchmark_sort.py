@@ -158,3 +158,25 @@ def test_the_gpu_path_gives_all_five_rows_at_a_small_size(ctx, monkeypatch, with
         assert compact.value > 0 and compact.met is not None, compact
     else:
         assert compact.skipped.startswith("not available")
+
+
+def test_the_program_is_built_once_and_its_output_parsed(tmp_path, monkeypatch):
+    # A stand-in nvcc whose "program" prints a canned run; it counts its builds.
+    canned = tmp_path / "canned.json"
+    canned.write_text(program_output())
+    builds = tmp_path / "builds"
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text(f"""#!/bin/sh
+if [ "$1" = "--version" ]; then echo "nvcc stand-in 1.0"; exit 0; fi
+while [ "$1" != "-o" ]; do shift; done
+printf '#!/bin/sh\\ncat {canned}\\n' > "$2" && chmod +x "$2" && echo built >> {builds}
+""")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{nvcc.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("GUESTCOMPUTE_CACHE_DIR", str(tmp_path / "cache"))
+    for _ in range(2):
+        base, why = cub_baseline.measure(N, SMALL, reps=3)
+        assert why == "" and base.ms == TIMES
+    assert builds.read_text().split() == ["built"]
+    assert [p.name.startswith("cub_sort-") for p in (tmp_path / "cache" / "bench").iterdir()] == [True]
