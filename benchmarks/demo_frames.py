@@ -17,6 +17,9 @@ reported:
   against the buffer path too, without a goal.
 - ``none``: no post-process, in ``extra`` of each row — the frame's fixed
   cost (simulation, draw, the headless readback copy).
+- ``sorted``: the ``hdr`` frame with translucent particles sorted back to
+  front on the GPU every frame (``--sorted``), against the ``hdr`` frame;
+  the sort's own GPU time (its timing scope) in the note. No goal.
 
 Run: ``python -m benchmarks.demo_frames`` (or ``--only demo`` in the suite).
 """
@@ -42,16 +45,35 @@ def _particles():
     return particles
 
 
-def frame_ms(particles, route: str, size, count: int, frames: int, device) -> float:
+def frame_result(particles, route: str, size, count: int, frames: int, device):
+    """The demo's result for ``route`` ("sorted": the hdr route with ``--sorted``)."""
     argv = ["--headless", "--frames", str(frames), "--size", *map(str, size), "--particles", str(count)]
-    argv += ["--no-bloom"] if route == "none" else ["--bloom-route", route]
+    argv += ["--no-bloom"] if route == "none" else ["--sorted"] if route == "sorted" else ["--bloom-route", route]
     if isinstance(device, str):
         argv += ["--device", device]
     with contextlib.redirect_stdout(io.StringIO()):
         result = particles.run(particles.parse_args(argv))
     if result.gpu_frame_ms is None:
         raise RuntimeError("the device has no timestamps on the renderer's queue")
-    return result.gpu_frame_ms
+    return result
+
+
+def frame_ms(particles, route: str, size, count: int, frames: int, device) -> float:
+    return frame_result(particles, route, size, count, frames, device).gpu_frame_ms
+
+
+def sorted_row(particles, size, count: int, frames: int, device, hdr_ms: float, extra: dict) -> Result:
+    name = f"frame with the particles sorted back to front ({size[0]}x{size[1]}, {count:,} particles)"
+    try:
+        result = frame_result(particles, "sorted", size, count, frames, device)
+    except Exception as e:              # one row failing must not lose the others
+        return skipped(SECTION, name, f"{type(e).__name__}: {e}")
+    sort_ms = result.scopes_ms.get("depth sort")
+    note = "translucent sprites, over blending; " + (
+        f"the depth sort (rec.argsort into the index buffer): {sort_ms:.3f} ms GPU" if sort_ms is not None
+        else "the sort itself untimed")
+    return Result(SECTION, name, result.gpu_frame_ms, "ms GPU", "the hdr frame, additive and unsorted", hdr_ms,
+                  note=note, extra=dict(extra, sort_ms=sort_ms))
 
 
 def run(env) -> list:
@@ -80,6 +102,7 @@ def run(env) -> list:
         Result(SECTION, f"frame with HDR bloom + auto-exposure + tonemap into the output ({where})", ms["hdr"],
                "ms GPU", "the copy path: image -> buffer, bloom, buffer -> image", ms["buffer"],
                note="more work than the 8-bit routes: rgba16f scene, 5-level bloom, luminance", extra=extra),
+        sorted_row(particles, size, count, frames, env.device, ms["hdr"], extra),
     ]
 
 

@@ -105,6 +105,9 @@ def page_table(meta: dict, results: list) -> str:
     for r in results:
         if not r.goal:
             continue
+        if r.skipped:
+            lines.append(f"| {r.section}: {r.name} | {_goal(r)} | skipped: {r.skipped} | {r.baseline} | |")
+            continue
         if r.goal.startswith("ratio") and r.ratio is not None:
             got = f"{_num(r.ratio)}× ({_num(r.value)} vs {_num(r.baseline_value)} {r.unit})"
         else:

@@ -33,6 +33,7 @@ SECTIONS = (
     ("pipeline-cache", integrations.pipeline_cache),
     ("handoff", integrations.handoff),
     ("gpu-ops", "benchmarks.gpu_ops"),
+    ("sort", "benchmarks.sort"),
     ("images", "benchmarks.images"),
     ("demo", "benchmarks.demo_frames"),
     ("torch", "benchmarks.torch_interop"),

@@ -14,6 +14,7 @@ import argparse
 import os
 import statistics
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from .host import HostRenderer
 # fewer so that the window stays interactive.
 GPU_PARTICLES = 1_000_000
 CPU_PARTICLES = 150_000
+SCOPE_FRAMES_KEPT = 4096
 
 
 def parser(module: str, doc: str, default_frames_headless: int = 60,
@@ -97,6 +99,7 @@ class Result:
     validation_messages: list
     last_frame: np.ndarray | None     # (H, W, 4) uint8, headless only
     gpu_frame_ms: float | None = None  # median GPU time of a frame's command buffer
+    scopes_ms: dict = field(default_factory=dict)  # median GPU ms of each rec.timing scope per frame
 
 
 class GuestApp:
@@ -106,11 +109,11 @@ class GuestApp:
     frame loop in :meth:`run` retires guest epochs as frames complete.
     """
 
-    def __init__(self, args, title: str, hdr: bool = False):
+    def __init__(self, args, title: str, hdr: bool = False, blend: str = "additive"):
         self.title = title
         self.renderer = HostRenderer(
             *args.size, title=title, headless=args.headless, device_name=args.device,
-            validation=args.validation, configure_device=guest_requirements, hdr=hdr,
+            validation=args.validation, configure_device=guest_requirements, hdr=hdr, blend=blend,
             # The post-process reads and writes the rendered images themselves.
             extra_image_usage=vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT)
         r = self.renderer
@@ -127,6 +130,9 @@ class GuestApp:
             r.close()
             raise
         self.stats = FrameStats()
+        # Per retired frame that had timing scopes: {rec.timing scope: GPU ms};
+        # the latest frames only, so that a window left open does not grow it forever.
+        self.scope_ms: deque = deque(maxlen=SCOPE_FRAMES_KEPT)
         self._record_s = 0.0
         self._slot_epochs: dict[int, int] = {}
 
@@ -142,14 +148,15 @@ class GuestApp:
             return args.particles
         return args.cpu_particles if self.on_cpu else GPU_PARTICLES
 
-    def particle_buffers(self, args):
+    def particle_buffers(self, args, indexed: bool = False):
         """Announce the device and particle count, and make the renderer's
-        position and colour vertex buffers for that many particles."""
+        position and colour vertex buffers for that many particles (and an
+        index buffer for the draw order with ``indexed``)."""
         renderer = self.renderer
         count = self.default_particles(args)
         print(f"device: {renderer.device_name}; particles: {count:,}; "
               f"{'offscreen' if renderer.headless else 'window'} {renderer.extent[0]}x{renderer.extent[1]}")
-        return count, renderer.create_vertex_buffers(count)
+        return count, renderer.create_vertex_buffers(count, indexed=indexed)
 
     def record(self, cmd, fn):
         """Record ``fn(rec)`` into the host's ``cmd``, timing the CPU cost."""
@@ -174,6 +181,9 @@ class GuestApp:
             slot = renderer.current_frame_slot
             if slot in self._slot_epochs:
                 ctx.retire(self._slot_epochs[slot])
+                scopes = ctx.timings(self._slot_epochs[slot])
+                if scopes:
+                    self.scope_ms.append(scopes)
             before_pass(cmd, renderer.frame_count)
 
         def after(cmd):
@@ -206,6 +216,13 @@ class GuestApp:
                 renderer.set_title(f"{self.title} — {text}")
         return renderer.frame_count
 
+    def scope_median_ms(self, name: str, skip: int = 1) -> float | None:
+        """Median GPU ms of the ``rec.timing(name)`` scope over the retired
+        frames, leaving out the first ``skip`` (pipelines and caches filling)."""
+        values = [scopes[name] for scopes in self.scope_ms if name in scopes]
+        values = values[skip:] if len(values) > skip else values
+        return statistics.median(values) if values else None
+
     def status_line(self, status=None) -> str:
         recent = FrameStats(self.stats.frame_s[-30:], self.stats.record_s[-30:], warmup=0)
         parts = [status()] if status else []
@@ -225,8 +242,9 @@ class GuestApp:
             renderer.wait_idle()
         finally:
             self.close()
+        scopes = {name: self.scope_median_ms(name) for frame in self.scope_ms for name in frame}
         return Result(renderer.frame_count, self.stats.fps, self.stats.record_us,
-                      list(renderer.validation_messages), last, renderer.frame_timer.median_ms())
+                      list(renderer.validation_messages), last, renderer.frame_timer.median_ms(), scopes)
 
     def close(self):
         self.renderer.wait_idle()

@@ -7,7 +7,8 @@ one dispatch of ``demos/kernels/lorenz.comp``
    substeps,
 2. projects the particles into the host's position buffer (an orbiting
    orthographic camera; the angle is a push constant, so nothing is
-   uploaded per frame),
+   uploaded per frame), with each particle's nearness to the viewer in z
+   for a depth sort,
 3. colours them by speed into the host's colour buffer (unless the caller
    colours them itself, as the neural demo does).
 
@@ -113,6 +114,6 @@ class LorenzParticles:
         out = np.empty((self.count, 4), np.float32)
         out[:, 0] = (c * p[:, 0] + s * p[:, 1]) * sx
         out[:, 1] = (p[:, 2] - CENTER_Z) * sy
-        out[:, 2] = 0.0
+        out[:, 2] = s * p[:, 0] - c * p[:, 1]       # nearness to the viewer
         out[:, 3] = self.point_size
         return out

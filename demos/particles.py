@@ -15,6 +15,12 @@ Per frame, one command buffer and one submit:
 ``--bloom-route image`` / ``buffer`` run the older 8-bit routes instead
 (bloom of the rendered image itself, or of a copy of it in a buffer).
 
+``--sorted`` draws the particles as translucent sprites with "over" blending
+instead of additive light, which needs them back to front: between the
+simulation and the pass the guest argsorts their view depths into the
+host's index buffer every frame (demos/depth_sort.py), and the summary
+shows the GPU time that sort costs.
+
 Run ``python -m demos.particles`` or ``python demos/particles.py`` (a window; headless
 without a display) or
 ``python -m demos.particles --headless --frames 60 --screenshot out/particles.png``.
@@ -33,6 +39,8 @@ if not __package__:
 from .app import GuestApp, parser, report, resolve_mode
 from .attractor import LorenzParticles
 from .bloom import make_bloom
+from .depth_sort import SCOPE as SORT_SCOPE
+from .depth_sort import DepthSort
 from .hdr import HdrPostProcess
 from .ripples import Ripples
 
@@ -50,13 +58,15 @@ def make_post_process(app, args):
 
 def run(args):
     resolve_mode(args)
-    app = GuestApp(args, "guestcompute particles", hdr=not args.no_bloom and args.bloom_route in ("auto", "hdr"))
+    app = GuestApp(args, "guestcompute particles", hdr=not args.no_bloom and args.bloom_route in ("auto", "hdr"),
+                   blend="over" if args.sorted else "additive")
     try:
         renderer = app.renderer
         if renderer.hdr and not HdrPostProcess.supported(renderer):
             raise SystemExit("the renderer's HDR scene images allow no compute use")
-        count, buffers = app.particle_buffers(args)
+        count, buffers = app.particle_buffers(args, indexed=args.sorted)
         sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent)
+        sort = DepthSort(app.ctx, sim.positions, buffers.indices, count) if args.sorted else None
         ripples = None if args.no_ripples else Ripples(app.ctx, renderer)
 
         def before_pass(cmd, frame):
@@ -64,6 +74,8 @@ def run(args):
 
             def guest(rec):
                 sim.record(rec, frame)
+                if sort is not None:
+                    sort.record(rec)            # reads the depths the simulation just wrote
                 if ripples is not None:
                     ripples.record(rec, frame)
             app.record(cmd, guest)
@@ -110,10 +122,22 @@ def run(args):
                 print(f"max |ripple heights - numpy| over {ripples.size[0]}x{ripples.size[1]} cells: {error:.2e}")
                 if error > 1e-4:
                     raise SystemExit("ripple heights differ from numpy")
+            if sort is not None:
+                report_depth_sort(sort, app.scope_median_ms(SORT_SCOPE))
     except BaseException:
         app.close()
         raise
     return app.finish(args.screenshot)
+
+
+def report_depth_sort(sort: DepthSort, ms: float | None) -> None:
+    """Print the sort's GPU time (median ms) and check the last frame's draw order."""
+    cost = f"GPU {ms:.3f} ms/frame (median)" if ms is not None else "GPU time not measured (no timestamps)"
+    print(f"depth sort: {sort.count:,} particles back to front every frame, {cost}")
+    wrong = sort.check()
+    if wrong:
+        raise SystemExit(f"draw order is not back to front: {wrong}")
+    print(f"draw order of the last frame: back to front, equal to numpy's stable argsort of {sort.count:,} depths")
 
 
 def parse_args(argv=None):
@@ -125,6 +149,8 @@ def parse_args(argv=None):
                         "buffer: of a copy of it in a buffer (default: hdr)")
     p.add_argument("--no-ripples", action="store_true",
                    help="no guest-simulated water surface as the renderer's backdrop texture")
+    p.add_argument("--sorted", action="store_true",
+                   help="translucent particles with 'over' blending, sorted back to front on the GPU every frame")
     p.add_argument("--direct", action="store_true",
                    help="record the post-process op by op every frame instead of replaying a program")
     return p.parse_args(argv)

@@ -59,13 +59,17 @@ ALL_COMPONENTS = (vk.VK_COLOR_COMPONENT_R_BIT | vk.VK_COLOR_COMPONENT_G_BIT
 
 
 def create_graphics_pipeline(device, render_pass, layout, shader: str, topology: int,
-                             blend, vertex_input=None):
-    """A graphics pipeline from ``<shader>.vert`` / ``<shader>.frag`` for
-    subpass 0 of ``render_pass``: one colour attachment blended by ``blend``
-    (a VkPipelineColorBlendAttachmentState), no culling, dynamic viewport and
-    scissor (so it survives resizes)."""
+                             blend, vertex_input=None, fragment: str | None = None):
+    """A graphics pipeline from ``<shader>.vert`` / ``<shader>.frag`` (or
+    ``<fragment>.frag``) for subpass 0 of ``render_pass``: one colour
+    attachment blended by ``blend`` (a VkPipelineColorBlendAttachmentState),
+    no culling, dynamic viewport and scissor (so it survives resizes)."""
     vert = _shader_module(device, f"{shader}.vert")
-    frag = _shader_module(device, f"{shader}.frag")
+    try:
+        frag = _shader_module(device, f"{fragment or shader}.frag")
+    except BaseException:
+        vk.vkDestroyShaderModule(device, vert, None)
+        raise
     try:
         # Every struct the create info points to is held in a local: the
         # cffi wrappers do not keep nested temporaries alive.
@@ -101,12 +105,36 @@ def set_viewport(cmd, extent):
         offset=vk.VkOffset2D(x=0, y=0), extent=vk.VkExtent2D(width=width, height=height))])
 
 
-class PointsPipeline:
-    """Draws POINT_LIST from two vertex buffers (positions, colours) with
-    additive blending."""
+BLENDS = ("additive", "over")
 
-    def __init__(self, device, render_pass):
+
+def _blend_state(blend: str):
+    """``"additive"``: light adds up (ONE, ONE); ``"over"``: premultiplied
+    alpha (ONE, ONE_MINUS_SRC_ALPHA), right when drawn back to front. Both
+    keep the cleared alpha (1.0), so the image stays opaque."""
+    if blend not in BLENDS:
+        raise ValueError(f"blend must be one of {BLENDS}, got {blend!r}")
+    return vk.VkPipelineColorBlendAttachmentState(
+        blendEnable=vk.VK_TRUE,
+        srcColorBlendFactor=vk.VK_BLEND_FACTOR_ONE,
+        dstColorBlendFactor=vk.VK_BLEND_FACTOR_ONE if blend == "additive"
+        else vk.VK_BLEND_FACTOR_ONE_MINUS_SRC_ALPHA,
+        colorBlendOp=vk.VK_BLEND_OP_ADD,
+        srcAlphaBlendFactor=vk.VK_BLEND_FACTOR_ZERO,
+        dstAlphaBlendFactor=vk.VK_BLEND_FACTOR_ONE,
+        alphaBlendOp=vk.VK_BLEND_OP_ADD,
+        colorWriteMask=ALL_COMPONENTS)
+
+
+class PointsPipeline:
+    """Draws POINT_LIST from two vertex buffers (positions, colours),
+    blended additively or "over" (see ``_blend_state``), in vertex order or
+    in the order of an index buffer."""
+
+    def __init__(self, device, render_pass, blend: str = "additive"):
         self.device = device
+        self.blend = blend
+        state = _blend_state(blend)
         self.layout = vk.vkCreatePipelineLayout(device, vk.VkPipelineLayoutCreateInfo(
             pPushConstantRanges=[vk.VkPushConstantRange(
                 stageFlags=vk.VK_SHADER_STAGE_VERTEX_BIT, offset=0, size=PUSH_CONSTANT_BYTES)]), None)
@@ -119,32 +147,28 @@ class PointsPipeline:
                 vk.VkVertexInputAttributeDescription(
                     location=b, binding=b, format=vk.VK_FORMAT_R32G32B32A32_SFLOAT, offset=0)
                 for b in VERTEX_BINDINGS])
-        additive = vk.VkPipelineColorBlendAttachmentState(
-            blendEnable=vk.VK_TRUE,
-            srcColorBlendFactor=vk.VK_BLEND_FACTOR_ONE,
-            dstColorBlendFactor=vk.VK_BLEND_FACTOR_ONE,
-            colorBlendOp=vk.VK_BLEND_OP_ADD,
-            # Keep the cleared alpha (1.0): the image stays opaque.
-            srcAlphaBlendFactor=vk.VK_BLEND_FACTOR_ZERO,
-            dstAlphaBlendFactor=vk.VK_BLEND_FACTOR_ONE,
-            alphaBlendOp=vk.VK_BLEND_OP_ADD,
-            colorWriteMask=ALL_COMPONENTS)
         try:
             self.handle = create_graphics_pipeline(device, render_pass, self.layout, "points",
-                                                   vk.VK_PRIMITIVE_TOPOLOGY_POINT_LIST, additive, vertex_input)
+                                                   vk.VK_PRIMITIVE_TOPOLOGY_POINT_LIST, state, vertex_input,
+                                                   fragment="points" if blend == "additive" else "points_over")
         except BaseException:
             vk.vkDestroyPipelineLayout(device, self.layout, None)
             raise
 
-    def record_draw(self, cmd, extent, positions, colors, count: int, point_scale: float):
-        """Bind and draw ``count`` points (inside a render pass)."""
+    def record_draw(self, cmd, extent, positions, colors, count: int, point_scale: float, indices=None):
+        """Bind and draw ``count`` points (inside a render pass), in the
+        order of ``indices`` (a VkBuffer of uint32 point indices) if given."""
         vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_GRAPHICS, self.handle)
         set_viewport(cmd, extent)
         push = struct.pack("<f", point_scale)
         vk.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_VERTEX_BIT, 0, len(push),
                               vk.ffi.from_buffer(push))
         vk.vkCmdBindVertexBuffers(cmd, 0, 2, [positions, colors], [0, 0])
-        vk.vkCmdDraw(cmd, count, 1, 0, 0)
+        if indices is None:
+            vk.vkCmdDraw(cmd, count, 1, 0, 0)
+        else:
+            vk.vkCmdBindIndexBuffer(cmd, indices, 0, vk.VK_INDEX_TYPE_UINT32)
+            vk.vkCmdDrawIndexed(cmd, count, 1, 0, 0, 0)
 
     def destroy(self):
         vk.vkDestroyPipeline(self.device, self.handle, None)

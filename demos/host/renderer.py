@@ -8,7 +8,8 @@ Frame anatomy (one command buffer, one submit per frame)::
                                     that writes the vertex buffers
     begin render pass (clear)
       draw the backdrop texture, if there is one
-      draw points from the vertex buffers
+      draw points from the vertex buffers (in the index buffer's order,
+      if the buffers were created ``indexed``)
     end render pass
     record_after_pass(cmd)       <- e.g. post-processing (copy_image_to_buffer,
                                     work on the buffer, copy_buffer_to_image)
@@ -24,7 +25,8 @@ goes past 1.0; the resolve step writes the output (``current_image``).
 Synchronisation contract for code recording into the frame:
 
 * The renderer reads the vertex buffers at ``vertex_buffer_access``
-  (VERTEX_INPUT stage, VERTEX_ATTRIBUTE_READ access) during the render pass.
+  (VERTEX_INPUT stage, VERTEX_ATTRIBUTE_READ access) during the render pass,
+  and the index buffer, if any, at ``index_buffer_access`` (INDEX_READ).
   Work recorded in ``record_before_pass`` that writes them must put a barrier
   *before* its writes with that pair as source (the previous frame, still
   possibly in flight on the same queue, reads them), and one *after* its
@@ -91,6 +93,7 @@ class VertexBuffers(NamedTuple):
     positions_size: int     # bytes
     colors_size: int        # bytes
     count: int              # points
+    indices: object = None  # VkBuffer of ``count`` uint32: the draw order (``indexed=True``)
 
 
 def _key(handle) -> int:
@@ -117,6 +120,8 @@ class HostRenderer:
             validation; warnings and errors go to ``validation_messages``.
         hdr: draw into an rgba16f scene image per frame slot, resolved into
             the output after the pass (see the module notes).
+        blend: ``"additive"`` (light adds up, any order) or ``"over"``
+            (premultiplied alpha, for points drawn back to front).
         extra_image_usage: VkImageUsageFlags the output images (where the
             surface allows them) and the scene images get besides what the
             renderer needs (e.g. SAMPLED | STORAGE for compute on them).
@@ -148,6 +153,10 @@ class HostRenderer:
     # How the renderer itself accesses the vertex buffers: (stage, access).
     vertex_buffer_access = (vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT,
                             vk.VK_ACCESS_VERTEX_ATTRIBUTE_READ_BIT)
+    # The index buffer (``create_vertex_buffers(indexed=True)``): the draw order.
+    index_buffer_access = (vk.VK_PIPELINE_STAGE_VERTEX_INPUT_BIT, vk.VK_ACCESS_INDEX_READ_BIT)
+    INDEX_BUFFER_USAGE = ((VERTEX_BUFFER_USAGE & ~vk.VK_BUFFER_USAGE_VERTEX_BUFFER_BIT)
+                          | vk.VK_BUFFER_USAGE_INDEX_BUFFER_BIT)
 
     # State of the target image around record_after_pass: (stage, access, layout).
     color_attachment_access = (vk.VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
@@ -158,8 +167,9 @@ class HostRenderer:
                  headless: bool = False, device_name: str | None = None,
                  device_extensions=(), features_chain=None, validation: bool = False,
                  configure_device: DeviceConfigurator | None = None, extra_image_usage: int = 0,
-                 hdr: bool = False):
+                 hdr: bool = False, blend: str = "additive"):
         self.headless = headless
+        self.blend = blend
         self.hdr = hdr
         self.validation = validation
         # Usage the application wants its target images to have besides
@@ -279,7 +289,7 @@ class HostRenderer:
                                       self.FRAMES_IN_FLIGHT, self.render_pass, self.extra_image_usage)
             self._teardown.append(self._scene.destroy)
 
-        self.pipeline = PointsPipeline(self.device, self.render_pass)
+        self.pipeline = PointsPipeline(self.device, self.render_pass, self.blend)
         self._teardown.append(self.pipeline.destroy)
         self.frame_timer = FrameTimer(self.physical_device, self.device, self.queue_family_index,
                                       self.FRAMES_IN_FLIGHT)
@@ -341,8 +351,10 @@ class HostRenderer:
 
     # -- vertex buffers --------------------------------------------------------
 
-    def create_vertex_buffers(self, count: int) -> VertexBuffers:
-        """(Re)create the position and colour buffers for ``count`` points.
+    def create_vertex_buffers(self, count: int, indexed: bool = False) -> VertexBuffers:
+        """(Re)create the position and colour buffers for ``count`` points,
+        and with ``indexed`` an index buffer that gives the draw order (the
+        identity until someone writes it).
 
         Device-local memory where available (any memory type otherwise),
         zero-filled (zero intensity: invisible until written). Sets
@@ -362,7 +374,14 @@ class HostRenderer:
             for buffer in (positions, colors):
                 vk.vkCmdFillBuffer(cmd, buffer.handle, 0, size, 0)
             self._barrier_after_transfer(cmd, positions, colors)
-        self.vertex_buffers = VertexBuffers(positions.handle, colors.handle, size, size, count)
+        indices = None
+        if indexed:
+            index = Buffer(self.device, self.memory_properties, count * 4, self.INDEX_BUFFER_USAGE,
+                           preferred=DEVICE_LOCAL)
+            self._buffers[_key(index.handle)] = index
+            self.upload(index.handle, np.arange(count, dtype=np.uint32))
+            indices = index.handle
+        self.vertex_buffers = VertexBuffers(positions.handle, colors.handle, size, size, count, indices)
         self.draw_count = count
         return self.vertex_buffers
 
@@ -621,7 +640,8 @@ class HostRenderer:
         if self.vertex_buffers is not None and self.draw_count > 0:
             count = min(self.draw_count, self.vertex_buffers.count)
             self.pipeline.record_draw(cmd, (width, height), self.vertex_buffers.positions,
-                                      self.vertex_buffers.colors, count, self.point_scale)
+                                      self.vertex_buffers.colors, count, self.point_scale,
+                                      self.vertex_buffers.indices)
         vk.vkCmdEndRenderPass(cmd)
 
     # -- readback --------------------------------------------------------------

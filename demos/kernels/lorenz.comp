@@ -1,8 +1,9 @@
 #version 450
 // Particles on the Lorenz attractor: advance each particle with RK4
 // substeps, then write the host's vertex buffers — position (projected by an
-// orbiting orthographic camera, w = point size) and colour (by speed,
-// a = intensity). One invocation per particle.
+// orbiting orthographic camera; z = how near the particle is to the viewer,
+// which the renderer ignores and a depth sort reads; w = point size) and
+// colour (by speed, a = intensity). One invocation per particle.
 
 layout(local_size_x_id = 0) in;
 
@@ -46,7 +47,8 @@ void main() {
     state[i] = vec4(p, 1.0);
 
     float across = pc.view.x * p.x + pc.view.y * p.y;   // turned about the z axis
-    positions[i] = vec4(across * pc.view.z, (p.z - pc.look.w) * pc.view.w, 0.0, pc.look.x);
+    float nearness = pc.view.y * p.x - pc.view.x * p.y;  // along right x up: towards the viewer
+    positions[i] = vec4(across * pc.view.z, (p.z - pc.look.w) * pc.view.w, nearness, pc.look.x);
 
     if (pc.write_colours != 0u) {
         float q = dot(v, v) * pc.look.z;                 // 1 at the reference speed

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 SHADER_DIR = Path(__file__).resolve().parent
-SOURCES = ("points.vert", "points.frag", "backdrop.vert", "backdrop.frag")
+SOURCES = ("points.vert", "points.frag", "points_over.frag", "backdrop.vert", "backdrop.frag")
 
 # SPIR-V for Vulkan 1.0 so the same binaries load on any device we accept.
 GLSLC_ARGS = ("--target-env=vulkan1.0", "-O")

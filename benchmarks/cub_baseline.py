@@ -1,0 +1,138 @@
+"""CUB on the same GPU, as the baseline of the ``sort`` section.
+
+``baselines/cub_sort.cu`` is built with ``nvcc -O3 -arch=native`` into the
+cache folder (``<guestcompute cache>/bench``, keyed by the source, the
+compiler's version and the GPUs it is built for, so it is built once per
+machine) and run in a child process; it prints one JSON object, which
+:func:`parse` checks.
+
+Nothing here makes up a number: without ``nvcc`` on PATH, or when the build
+or the run fails, :func:`measure` returns no baseline and says why, and the
+section reports the rows that need it as skipped.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parent / "baselines" / "cub_sort.cu"
+TIMINGS = ("sort_keys", "sort_pairs", "sort_pairs_small", "inclusive_sum", "select_flagged", "memcpy")
+BUILD_TIMEOUT_S = 600
+RUN_TIMEOUT_S = 600
+
+
+class BaselineError(Exception):
+    """The CUB program could not be built or run, or printed something that
+    is not a valid measurement. ``str(e)`` says which."""
+
+
+@dataclass(frozen=True)
+class CubBaseline:
+    """One run of the CUB program: medians in milliseconds (``ms``, keyed
+    by :data:`TIMINGS`) for ``n`` keys (``small_pairs`` for the small
+    key-value sort) and a ``copy_bytes`` memcpy."""
+    device: str
+    n: int
+    small_pairs: int
+    copy_bytes: int
+    selected: int
+    ms: dict
+    cub_version: int
+    cuda_runtime: int
+
+    @property
+    def label(self) -> str:
+        """"CUB 3.0.0, CUDA 13.0" from the packed version numbers."""
+        v, r = self.cub_version, self.cuda_runtime
+        return f"CUB {v // 100000}.{v // 100 % 1000}.{v % 100}, CUDA {r // 1000}.{r % 1000 // 10}"
+
+    @property
+    def copy_bandwidth(self) -> float:
+        """Bytes read + written per second by the device-to-device memcpy."""
+        return 2 * self.copy_bytes / (self.ms["memcpy"] / 1e3)
+
+
+def parse(text: str) -> CubBaseline:
+    """The program's JSON (the last line of ``text`` that holds an object),
+    checked: every timing present and positive, and the program's own checks
+    of its outputs passed."""
+    lines = [line for line in text.strip().splitlines() if line.lstrip().startswith("{")]
+    if not lines:
+        raise BaselineError(f"no JSON object in the CUB program's output: {text[-300:]!r}")
+    try:
+        doc = json.loads(lines[-1])
+    except json.JSONDecodeError as e:
+        raise BaselineError(f"the CUB program printed invalid JSON: {e}") from None
+    if not doc.get("ok", False):
+        raise BaselineError(f"the CUB program's outputs were wrong: {doc.get('errors')}")
+    ms = doc.get("ms") or {}
+    missing = [k for k in TIMINGS if not isinstance(ms.get(k), (int, float)) or not ms[k] > 0]
+    if missing:
+        raise BaselineError(f"the CUB program gave no valid time for {missing}")
+    try:
+        return CubBaseline(str(doc["device"]), int(doc["n"]), int(doc["small_pairs"]), int(doc["copy_bytes"]),
+                           int(doc["selected"]), {k: float(ms[k]) for k in TIMINGS},
+                           int(doc.get("cub_version", 0)), int(doc.get("cuda_runtime", 0)))
+    except (KeyError, TypeError, ValueError) as e:
+        raise BaselineError(f"the CUB program's JSON lacks a field: {e!r}") from None
+
+
+def cache_dir() -> Path:
+    from guestcompute.paths import cache_root
+    return cache_root() / "bench"
+
+
+def _gpu_models() -> str:
+    """Name and compute capability of each GPU (``-arch=native`` builds for
+    those), or "" where nvidia-smi cannot say."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ""
+    try:
+        return subprocess.run([exe, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def build(nvcc: str, folder: Path | None = None) -> Path:
+    """The built program, compiled now unless this source was already built
+    by this compiler for these GPUs (the binary's name holds a hash of all three)."""
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode() + _gpu_models().encode()).hexdigest()[:16]
+    folder = folder or cache_dir()
+    exe = folder / f"cub_sort-{digest}"
+    if exe.is_file() and os.access(exe, os.X_OK):
+        return exe
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f"{exe.name}.{os.getpid()}.tmp"
+    proc = subprocess.run([nvcc, "-O3", "-arch=native", "-std=c++17", "-o", str(partial), str(SOURCE)],
+                          capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    if proc.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise BaselineError(f"nvcc failed: {(proc.stderr or proc.stdout)[-600:]}")
+    partial.replace(exe)        # another run building at once ends with the same file
+    return exe
+
+
+def measure(n: int, small_pairs: int, reps: int, copy_bytes: int = 1 << 30) -> tuple:
+    """``(CubBaseline, "")``, or ``(None, why)`` when there is none."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None, "CUB baseline missing: nvcc not on PATH"
+    try:
+        exe = build(nvcc)
+        proc = subprocess.run([str(exe), str(n), str(small_pairs), str(reps), str(copy_bytes)],
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        if proc.returncode != 0:
+            raise BaselineError(f"the CUB program exited with {proc.returncode}: {proc.stderr[-400:]}")
+        return parse(proc.stdout), ""
+    except BaselineError as e:
+        return None, f"CUB baseline missing: {e}"
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"CUB baseline missing: {type(e).__name__}: {e}"
