@@ -44,7 +44,9 @@ class Binding:
     ``type`` (``image2D``/``uimage2D``) with format ``qualifier`` ("" for a
     write-only image without one). ``kind`` "sampled": a combined image
     sampler of ``type`` ``sampler2D``/``usampler2D``. A buffer's ``qualifier``
-    is added to its declaration (e.g. ``coherent volatile``)."""
+    is added to its declaration (e.g. ``volatile`` for words other
+    workgroups poll: glslang decorates it Coherent too, so naming both
+    would decorate Coherent twice, which SPIR-V validation rejects)."""
     name: str
     type: str
     access: str = READ
@@ -163,7 +165,7 @@ class KernelSpec:
                 fmt = f", {b.qualifier}" if b.qualifier else ""
                 lines.append(f"layout(set = 0, binding = {i}{fmt}) uniform {qual}{b.type} {b.name};")
             else:
-                # qualifier: e.g. "coherent volatile" for words other workgroups poll
+                # qualifier: e.g. "volatile" for words other workgroups poll
                 extra = f"{b.qualifier} " if b.qualifier else ""
                 lines.append(f"layout(std430, set = 0, binding = {i}) {extra}{qual}buffer B{i} "
                              f"{{ {b.type} {b.name}[]; }};")

@@ -197,7 +197,7 @@ def compact_spec(mode: str, mask: str, value: str, subgroup: bool, count: str = 
             dtypes.append(as_dtype(_STORAGE[value]))
         bindings.append(Binding("dst", _glsl(value) if value else "uint", WRITE))
         bindings.append(Binding("incl", "uint", READ) if mode == "scatter"
-                        else Binding("state", "uint", READWRITE, qualifier="coherent volatile"))
+                        else Binding("state", "uint", READWRITE, qualifier="volatile"))
         bindings.append(Binding("total", "uint", WRITE))
     if count:
         bindings.append(Binding("cnt", "uint" if count == "uint32" else "int", READ))

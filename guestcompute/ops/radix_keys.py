@@ -72,5 +72,5 @@ def plan_clear(ctx, state, size: int, n_at: int, cap: int, count=None, qualifier
 @variants("radix_clear")
 def _clear_variants():
     for count in ("", "uint32", "int32"):
-        for qualifier in ("", "coherent volatile"):
+        for qualifier in ("", "volatile"):
             yield clear_spec(count, qualifier)

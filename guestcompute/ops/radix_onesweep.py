@@ -283,7 +283,7 @@ void main() {{
 }}"""
 
 
-_STATE = Binding("state", "uint", READWRITE, qualifier="coherent volatile")
+_STATE = Binding("state", "uint", READWRITE, qualifier="volatile")
 
 
 def hist_spec(key: str) -> KernelSpec:

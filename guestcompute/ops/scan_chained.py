@@ -206,7 +206,7 @@ def chained_spec(dtype: str, exclusive: bool, subgroup: bool, count: str = None,
     ``dst`` (rows contiguous and starting on 16-byte boundaries)."""
     T = as_dtype(dtype).glsl
     bindings = (Binding("src", T, READ), Binding("dst", T, WRITE),
-                Binding("state", "uint", READWRITE, qualifier="coherent volatile"))
+                Binding("state", "uint", READWRITE, qualifier="volatile"))
     if vector:
         T4 = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}[T]
         bindings += (Binding("src4", T4, READ), Binding("dst4", T4, WRITE))

@@ -198,7 +198,7 @@ def segscan_spec(dtype: str, starts: str, exclusive: bool, mode: str, totals: bo
     sb, exts, feats = _starts_binding(starts)
     bindings = (Binding("src", T, READ), sb, Binding("dst", T, WRITE))
     if mode == "chained":
-        bindings += (Binding("state", "uint", READWRITE, qualifier="coherent volatile"),)
+        bindings += (Binding("state", "uint", READWRITE, qualifier="volatile"),)
     elif totals:
         bindings += (Binding("sums", T, WRITE), Binding("flags", "uint", WRITE))
     wg = CHAINED_WG if mode == "chained" else PORTABLE_WG
