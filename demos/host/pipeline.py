@@ -155,9 +155,12 @@ class PointsPipeline:
             vk.vkDestroyPipelineLayout(device, self.layout, None)
             raise
 
-    def record_draw(self, cmd, extent, positions, colors, count: int, point_scale: float, indices=None):
+    def record_draw(self, cmd, extent, positions, colors, count: int, point_scale: float, indices=None,
+                    indirect=None):
         """Bind and draw ``count`` points (inside a render pass), in the
-        order of ``indices`` (a VkBuffer of uint32 point indices) if given."""
+        order of ``indices`` (a VkBuffer of uint32 point indices) if given;
+        with ``indirect`` (a VkBuffer holding one VkDrawIndexedIndirectCommand)
+        the number of indices is read from it on the GPU."""
         vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_GRAPHICS, self.handle)
         set_viewport(cmd, extent)
         push = struct.pack("<f", point_scale)
@@ -168,7 +171,10 @@ class PointsPipeline:
             vk.vkCmdDraw(cmd, count, 1, 0, 0)
         else:
             vk.vkCmdBindIndexBuffer(cmd, indices, 0, vk.VK_INDEX_TYPE_UINT32)
-            vk.vkCmdDrawIndexed(cmd, count, 1, 0, 0, 0)
+            if indirect is None:
+                vk.vkCmdDrawIndexed(cmd, count, 1, 0, 0, 0)
+            else:
+                vk.vkCmdDrawIndexedIndirect(cmd, indirect, 0, 1, 20)
 
     def destroy(self):
         vk.vkDestroyPipeline(self.device, self.handle, None)

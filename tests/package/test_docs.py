@@ -65,6 +65,13 @@ class PointsHost:
         self.velocities = np.zeros((count, 4), np.float32)
         self.velocities[:, :2] = rng.integers(-1, 2, (count, 2)) * pixel
         self.vertex_buffer = host.create_buffer(count * 16)
+        # For the sorted example: an index buffer and one indexed indirect draw
+        # (indexCount, instanceCount 1, firstIndex, vertexOffset, firstInstance).
+        draw_usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                      | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        self.index_buffer = host.create_buffer(count * 4, draw_usage | vk.VK_BUFFER_USAGE_INDEX_BUFFER_BIT)
+        self.draw_args = host.create_buffer(20, draw_usage | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
+        host.write_buffer(self.draw_args, np.array([0, 1, 0, 0, 0], np.uint32))
         self.colour_buffer = host.create_buffer(count * 16)
         host.write_buffer(self.vertex_buffer, self.start)
         host.write_buffer(self.colour_buffer, np.ones((count, 4), np.float32))
@@ -81,7 +88,8 @@ class PointsHost:
                     initial_velocities=self.velocities, command_buffers=self.command_buffers,
                     begin=self.begin, record_draw=self.record_draw, end=self.end,
                     target_images=[i.handle for i in self.target.images], width=self.SIZE,
-                    height=self.SIZE, record_finish=self.record_finish)
+                    height=self.SIZE, record_finish=self.record_finish, index_buffer=self.index_buffer,
+                    draw_args=self.draw_args, record_sorted_draw=self.record_sorted_draw)
 
     # -- the host's own recording --------------------------------------------------
     def begin(self, cmd):
@@ -95,7 +103,13 @@ class PointsHost:
         self.record_pass(cmd)
         self.record_finish(cmd)
 
-    def record_pass(self, cmd):
+    def record_sorted_draw(self, cmd):
+        """The render pass drawing the points of the index buffer, as many as
+        the indirect draw's indexCount, then the copy into the readback buffer."""
+        self.record_pass(cmd, indexed_indirect=True)
+        self.record_finish(cmd)
+
+    def record_pass(self, cmd, indexed_indirect: bool = False):
         slot = self.slot[int(ffi.cast("uintptr_t", cmd))]
         clear = vk.VkClearValue(color=vk.VkClearColorValue(float32=[0.0, 0.0, 0.0, 1.0]))
         vk.vkCmdBeginRenderPass(cmd, vk.VkRenderPassBeginInfo(
@@ -103,8 +117,9 @@ class PointsHost:
             renderArea=vk.VkRect2D(offset=vk.VkOffset2D(x=0, y=0),
                                    extent=vk.VkExtent2D(width=self.SIZE, height=self.SIZE)),
             pClearValues=[clear]), vk.VK_SUBPASS_CONTENTS_INLINE)
+        extra = dict(indices=self.index_buffer, indirect=self.draw_args) if indexed_indirect else {}
         self.pipeline.record_draw(cmd, (self.SIZE, self.SIZE), self.vertex_buffer, self.colour_buffer,
-                                  self.count, 1.0)
+                                  self.count, 1.0, **extra)
         vk.vkCmdEndRenderPass(cmd)
 
     def record_finish(self, cmd):
@@ -240,3 +255,36 @@ def test_the_readmes_op_table_names_every_registered_op():
     table = table[:table.index("\n\n", table.index("| group |"))]
     named = set(re.findall(r"[a-z_0-9]+", table))
     assert not sorted(set(registered_ops()) - named), "ops missing from README.md's table"
+
+
+def sorted_draw_block():
+    blocks = [b for b in python_test_blocks() if "record_sorted_draw" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one culling, compaction and sort example"
+    return blocks[0]
+
+
+def test_cull_compact_sort_draw_example(points_host):
+    """The guide's GPU-driven example: the points left of centre are kept
+    (compaction, count on the GPU), sorted by their y (count= from the
+    compaction) into the host's index buffer, and drawn by an indexed
+    indirect draw whose indexCount the guest wrote."""
+    ns = points_host.namespace()
+    exec(compile(sorted_draw_block(), str(GUIDE), "exec"), ns)
+    ctx = ns["ctx"]
+    try:
+        for slot in (0, 1, 0):
+            points_host.submit_and_wait(points_host.command_buffers[slot])
+        start = points_host.start
+        visible = np.flatnonzero(start[:, 0] < 0)
+        order = visible[np.argsort(start[visible, 1], kind="stable")]
+        host = points_host.host
+        args = host.read_buffer(points_host.draw_args, np.uint32, 5)
+        np.testing.assert_array_equal(args, [len(order), 1, 0, 0, 0])
+        np.testing.assert_array_equal(host.read_buffer(points_host.index_buffer, np.uint32, len(order)), order)
+        image = points_host.target.read(0)[..., :3].max(axis=2)
+        px = ((start[visible, :2] + 1) * 0.5 * points_host.SIZE).astype(int)
+        drawn = np.zeros_like(image, bool)
+        drawn[px[:, 1], px[:, 0]] = True
+        np.testing.assert_array_equal(image > 0, drawn)
+    finally:
+        ctx.close()
