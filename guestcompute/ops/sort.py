@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import as_dtype, int32, uint32
-from ..errors import DTypeError, InvalidArgumentError, ShapeError
+from ..dtypes import as_dtype, float32, int32, uint32
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
@@ -35,6 +35,9 @@ from .elementwise import map_variants, plan_map
 from .indirect import check_count
 from .radix_keys import KEY_DTYPES, VALUE_DTYPES, plan_clear
 from . import radix_onesweep as onesweep, radix_portable as portable
+from .shape import index_select
+
+HALF = ("float16",)     # keys ranked through a float32 copy (see _plan_half_sort)
 
 
 def plan_sort(ctx, keys, values, out_keys, out_values, payload: str, key_bits: int, count=None) -> list:
@@ -99,7 +102,7 @@ def _key_bits(keys, key_bits) -> int:
 
 @op("sort", windows=None)
 def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: int = 32, count=None):
-    """Stable sort of 1-D ``keys`` (uint32, int32 or float32), carrying the
+    """Stable sort of 1-D ``keys`` (uint32, int32, float32 or float16), carrying the
     optional 1-D payload ``values`` (any 4-byte dtype) along.
 
     Returns ``sorted_keys``, or ``(sorted_keys, permuted_values)`` with a
@@ -115,8 +118,11 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
     ``count[0]`` keys (clamped to 0..size) are sorted, with no read-back;
     the outputs past them are left as they were.
     """
-    keys = _vector(ctx, keys, "sort keys", KEY_DTYPES)
+    keys = _vector(ctx, keys, "sort keys", KEY_DTYPES + HALF)
     count = check_count(ctx, count) if count is not None else None
+    if count is not None and keys.dtype.name in HALF:
+        raise UnsupportedError("sort: count= with float16 keys is not supported; sort the indices "
+                               "(rec.argsort(keys, count=n)) and gather with them")
     key_bits = _key_bits(keys, key_bits)
     n = keys.size
     if values is not None:
@@ -136,13 +142,15 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
     result = (out_keys, out_values) if values is not None else out_keys
     if n == 0:
         return OpResult(result, [])
+    if keys.dtype.name in HALF:
+        return OpResult(result, _plan_half_sort(ctx, keys, values, out_keys, out_values))
     payload = "values" if values is not None else "none"
     return OpResult(result, plan_sort(ctx, keys, values, out_keys, out_values, payload, key_bits, count))
 
 
 @op("argsort", windows=None)
 def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32, count=None):
-    """Indices that stably sort ``keys`` (uint32, int32 or float32) along
+    """Indices that stably sort ``keys`` (uint32, int32, float32 or float16) along
     ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32
     (``out`` may be uint32 or int32). Over a tensor of two or more
     dimensions each line along ``axis`` is sorted on its own (one sort of all
@@ -150,6 +158,11 @@ def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32, count=No
     only): as for ``sort``, the indices of the first ``count[0]`` keys."""
     checked = check_tensor(ctx, keys, "argsort keys")
     count = check_count(ctx, count) if count is not None else None
+    if checked.dtype.name in HALF:
+        wide = ctx.empty(checked.shape, float32)
+        widen = plan_map(ctx, "x0", [checked], wide, float32)
+        result = argsort(ctx, wide, out, axis=axis, key_bits=key_bits, count=count)
+        return OpResult(result.value, [widen] + list(result.dispatches))
     if checked.ndim >= 2 and count is not None:
         raise ShapeError("argsort: count= sorts 1-D keys only")
     if checked.ndim >= 2:
@@ -169,6 +182,27 @@ def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32, count=No
         return OpResult(out, [])
     sorted_keys = ctx.empty((n,), keys.dtype)   # ping-pong end point, not returned
     return OpResult(out, plan_sort(ctx, keys, None, sorted_keys, out, "iota", key_bits, count))
+
+
+def _plan_half_sort(ctx, keys, values, out_keys, out_values) -> list:
+    """float16 keys: the indices sorted by a float32 copy of the keys (exact:
+    every half is a float32, NaN stays NaN, -0.0 stays -0.0, so the order is
+    numpy's), then the keys and the payload gathered in that order, through
+    scratch where an output is its input (in place)."""
+    n = keys.size
+    wide, order = ctx.empty((n,), float32), ctx.empty((n,), uint32)
+    steps = [plan_map(ctx, "x0", [keys], wide, float32)]
+    steps += plan_sort(ctx, wide, None, ctx.empty((n,), float32), order, "iota", 32)
+    for src, dst in ((keys, out_keys), (values, out_values)):
+        if src is None:
+            continue
+        target = ctx.empty((n,), src.dtype) if overlaps(dst, src) else dst
+        steps += index_select(ctx, src, order, out=target).dispatches
+        if target is not dst and dst.dtype.size == 4:
+            steps.append(plan_map(ctx, "x0", [_bits(target)], _bits(dst), uint32))
+        elif target is not dst:
+            steps.append(plan_map(ctx, "x0", [target], dst, dst.dtype))
+    return steps
 
 
 def _argsort_lines(ctx, keys, out, axis, key_bits) -> OpResult:

@@ -38,7 +38,7 @@ class OpMethods:
 
     def argsort(self, keys, out=..., *, axis=..., key_bits=..., count=...) -> Any:
         """
-        Indices that stably sort ``keys`` (uint32, int32 or float32) along
+        Indices that stably sort ``keys`` (uint32, int32, float32 or float16) along
         ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32
         (``out`` may be uint32 or int32). Over a tensor of two or more
         dimensions each line along ``axis`` is sorted on its own (one sort of all
@@ -560,7 +560,7 @@ class OpMethods:
 
     def sort(self, keys, values=..., out_keys=..., out_values=..., *, key_bits=..., count=...) -> Any:
         """
-        Stable sort of 1-D ``keys`` (uint32, int32 or float32), carrying the
+        Stable sort of 1-D ``keys`` (uint32, int32, float32 or float16), carrying the
         optional 1-D payload ``values`` (any 4-byte dtype) along.
 
         Returns ``sorted_keys``, or ``(sorted_keys, permuted_values)`` with a

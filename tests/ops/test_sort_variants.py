@@ -151,3 +151,45 @@ def test_variant_follows_device_facts(ctx):
     if not facts:
         assert not onesweep.usable(ctx, 1000, "none")
     assert not onesweep.usable(ctx, onesweep.MAX_N, "none")
+
+
+def half_keys(rng, n):
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 65504.0, 6e-8], np.float16)
+    x = (rng.standard_normal(n) * 100).astype(np.float16)
+    pick = rng.random(n) < 0.3
+    x[pick] = specials[rng.integers(0, len(specials), int(pick.sum()))]
+    return x
+
+
+@pytest.mark.parametrize("n", [1, 2, 257, 4093])
+def test_float16_keys(modern_host, sort_ctx, n):
+    """Half keys sort in numpy's order, their bits (NaN payloads, signed
+    zeros) carried unchanged; in place too."""
+    rng = np.random.default_rng(n)
+    k_np = half_keys(rng, n)
+    v_np = rng.standard_normal(n).astype(np.float32)
+    k, v = sort_ctx.tensor(k_np), sort_ctx.tensor(v_np)
+    (sk, sv), idx = modern_host.run(sort_ctx, lambda rec: (rec.sort(k, v), rec.argsort(k)))
+    order = np.argsort(k_np, kind="stable")
+    np.testing.assert_array_equal(sk.numpy().view(np.uint16), k_np[order].view(np.uint16))
+    np.testing.assert_array_equal(sv.numpy().view(np.uint32), v_np[order].view(np.uint32))
+    np.testing.assert_array_equal(idx.numpy(), order)
+    modern_host.run(sort_ctx, lambda rec: rec.sort(k, v, out_keys=k, out_values=v))
+    np.testing.assert_array_equal(k.numpy().view(np.uint16), k_np[order].view(np.uint16))
+    np.testing.assert_array_equal(v.numpy().view(np.uint32), v_np[order].view(np.uint32))
+
+
+def test_float16_argsort_lines_and_count(modern_host, sort_ctx):
+    rng = np.random.default_rng(4)
+    k_np = half_keys(rng, 600).reshape(20, 30)
+    k = sort_ctx.tensor(k_np)
+    idx = modern_host.run(sort_ctx, lambda rec: rec.argsort(k, axis=0))
+    np.testing.assert_array_equal(idx.numpy(), np.argsort(k_np, axis=0, kind="stable"))
+    flat = sort_ctx.tensor(k_np.ravel())
+    out = sort_ctx.tensor(np.full(600, 9, np.uint32))
+    c = sort_ctx.tensor(np.array([250], np.uint32))
+    modern_host.run(sort_ctx, lambda rec: rec.argsort(flat, out=out, count=c))
+    np.testing.assert_array_equal(out.numpy()[:250], np.argsort(k_np.ravel()[:250], kind="stable"))
+    assert np.all(out.numpy()[250:] == 9)
+    with pytest.raises(gc.UnsupportedError):
+        sort_ctx.run(lambda rec: rec.sort(flat, count=c))
