@@ -10,9 +10,13 @@ zeros and NaNs keep their input order among themselves, exactly as
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..dtypes import uint32
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import LINEAR_INDEX
-from ..kernels.spec import READ, READWRITE, Binding, KernelSpec, Push, family, groups_for
+from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
+from ..tensor import Tensor
 from .base import Dispatch
 
 KEY_DTYPES = ("uint32", "int32", "float32")
@@ -20,6 +24,63 @@ VALUE_DTYPES = ("uint32", "int32", "float32")
 # What a pass moves along with the keys: nothing, a payload, or (argsort's
 # first pass) each key's own index.
 PAYLOADS = ("none", "values", "iota")
+
+def key_mask(key_bits: int) -> int:
+    """The bits of the sortable key that take part (``key_bits`` < 32: the
+    caller promises the rest are zero; they are ignored)."""
+    return 0xFFFFFFFF if key_bits == 32 else (1 << key_bits) - 1
+
+
+def payload_io(payload: str) -> tuple:
+    """(bindings, push fields) a pass kernel adds, after its own, for what it
+    moves along with the keys."""
+    bindings, push = (), ()
+    if payload == "values":
+        bindings += (Binding("vals_in", "uint", READ),)
+        push += (Push("vsrc_off", "uint"), Push("vsrc_step", "int"))
+    if payload != "none":
+        bindings += (Binding("vals_out", "uint", WRITE),)
+        push += (Push("vdst_off", "uint"), Push("vdst_step", "int"))
+    return bindings, push
+
+
+@dataclass
+class RadixPass:
+    """One pass of an LSD radix sort: what it reads and writes."""
+    index: int
+    payload: str           # what this pass moves besides the keys
+    src: Tensor            # keys read
+    dst: Tensor            # keys written
+    payload_buffers: tuple  # payload_io's buffers, in its order
+    push: dict             # src/dst offsets and steps, and the payload's
+
+
+def radix_passes(ctx, keys, values, out_keys, out_values, payload: str, passes: int):
+    """The passes of a sort, ping-ponging between two scratch tensors (of
+    keys, and of payload): the first reads the caller's views, the last
+    writes the caller's outputs; after argsort's first pass ("iota") the
+    indices move as a payload."""
+    n = keys.size
+    scratch_k = [ctx.empty((n,), keys.dtype) for _ in range(min(passes - 1, 2))]
+    scratch_v = [ctx.empty((n,), uint32) for _ in scratch_k] if payload != "none" else []
+    src_k, src_v = keys, values
+    for p in range(passes):
+        last = p == passes - 1
+        dst_k = out_keys if last else scratch_k[p % 2]
+        dst_v = (out_values if last else scratch_v[p % 2]) if payload != "none" else None
+        push = {"src_off": src_k.offset, "src_step": src_k.strides[0],
+                "dst_off": dst_k.offset, "dst_step": dst_k.strides[0]}
+        buffers = ()
+        if payload == "values":
+            buffers += (src_v.buffer,)
+            push.update(vsrc_off=src_v.offset, vsrc_step=src_v.strides[0])
+        if payload != "none":
+            buffers += (dst_v.buffer,)
+            push.update(vdst_off=dst_v.offset, vdst_step=dst_v.strides[0])
+        yield RadixPass(p, payload, src_k, dst_k, buffers, push)
+        src_k, src_v = dst_k, dst_v
+        payload = "values" if payload == "iota" else payload
+
 
 # GLSL ``uint sortable(uint k)`` per key dtype.
 SORTABLE = {

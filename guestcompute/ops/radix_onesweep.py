@@ -38,7 +38,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch
 from .indirect import plan_groups
-from .radix_keys import KEY_DTYPES, PAYLOADS, SORTABLE, plan_clear
+from .radix_keys import KEY_DTYPES, PAYLOADS, SORTABLE, key_mask, payload_io, plan_clear, radix_passes
 from .scan import WG_INDEX
 
 BITS = 8
@@ -299,12 +299,8 @@ def pass_spec(key: str, payload: str, sg: int, fallback: bool, match: str = "bal
     push = (Push("shift", "uint"), Push("mask", "uint"), Push("ticket", "uint"), Push("look_off", "uint"),
             Push("hist_off", "uint"), Push("src_off", "uint"), Push("src_step", "int"),
             Push("dst_off", "uint"), Push("dst_step", "int"))
-    if payload == "values":
-        bindings += (Binding("vals_in", "uint", READ),)
-        push += (Push("vsrc_off", "uint"), Push("vsrc_step", "int"))
-    if payload != "none":
-        bindings += (Binding("vals_out", "uint", WRITE),)
-        push += (Push("vdst_off", "uint"), Push("vdst_step", "int"))
+    moved = payload_io(payload)
+    bindings, push = bindings + moved[0], push + moved[1]
     return KernelSpec("onesweep_pass", bindings, push,
                       (("key", key), ("payload", payload), ("sg", sg), ("fallback", fallback), ("match", match)),
                       (workgroup(sg), 1, 1),
@@ -323,7 +319,7 @@ def plan_onesweep(ctx, keys, values, out_keys, out_values, payload: str, key_bit
     tile = tile_size(sg, payload)
     passes = -(-key_bits // BITS)
     tiles = -(-n // tile)
-    mask = 0xFFFFFFFF if key_bits == 32 else (1 << key_bits) - 1
+    mask = key_mask(key_bits)
     look = STATE_N + 1
     size = look + passes * tiles * RADIX
     state = ctx.empty((size,), uint32)
@@ -340,27 +336,13 @@ def plan_onesweep(ctx, keys, values, out_keys, out_values, payload: str, key_bit
         grid, indirect = (1, 1, 1), (groups.buffer, groups.offset * 4)
     else:
         grid, indirect = groups_for(tiles * workgroup(sg), workgroup(sg), ctx.limits.max_workgroup_count), None
-    scratch_k = [ctx.empty((n,), keys.dtype) for _ in range(min(passes - 1, 2))]
-    scratch_v = [ctx.empty((n,), uint32) for _ in scratch_k] if payload != "none" else []
-    src_k, src_v = keys, values
-    for p in range(passes):
-        last = p == passes - 1
-        dst_k = out_keys if last else scratch_k[p % len(scratch_k)]
-        dst_v = (out_values if last else scratch_v[p % len(scratch_v)]) if payload != "none" else None
-        spec = pass_spec(key, payload, sg, fallback, match)
-        values_ = {"shift": p * BITS, "mask": mask, "ticket": 4 * RADIX + p, "look_off": look + p * tiles * RADIX,
-                   "hist_off": p * RADIX, "src_off": src_k.offset, "src_step": src_k.strides[0],
-                   "dst_off": dst_k.offset, "dst_step": dst_k.strides[0]}
-        buffers = [src_k.buffer, dst_k.buffer, state.buffer]
-        if payload == "values":
-            buffers.append(src_v.buffer)
-            values_.update(vsrc_off=src_v.offset, vsrc_step=src_v.strides[0])
-        if payload != "none":
-            buffers.append(dst_v.buffer)
-            values_.update(vdst_off=dst_v.offset, vdst_step=dst_v.strides[0])
-        steps.append(Dispatch(spec, tuple(buffers), spec.pack(values_), grid, indirect=indirect))
-        src_k, src_v = dst_k, dst_v
-        payload = "values" if payload == "iota" else payload   # later passes move the indices
+    for step in radix_passes(ctx, keys, values, out_keys, out_values, payload, passes):
+        p = step.index
+        spec = pass_spec(key, step.payload, sg, fallback, match)
+        push = dict(step.push, shift=p * BITS, mask=mask, ticket=4 * RADIX + p,
+                    look_off=look + p * tiles * RADIX, hist_off=p * RADIX)
+        buffers = (step.src.buffer, step.dst.buffer, state.buffer) + step.payload_buffers
+        steps.append(Dispatch(spec, buffers, spec.pack(push), grid, indirect=indirect))
     return steps
 
 

@@ -27,7 +27,7 @@ from ..dtypes import uint32
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch
-from .radix_keys import KEY_DTYPES, PAYLOADS, SORTABLE
+from .radix_keys import KEY_DTYPES, PAYLOADS, SORTABLE, key_mask, payload_io, radix_passes
 from .scan import ROW_RANK, WG_INDEX, Operand, blelloch, plan_scan
 
 WG = 128
@@ -167,13 +167,9 @@ def hist_spec(key: str, counted: bool = False) -> KernelSpec:
 def scatter_spec(key: str, payload: str, counted: bool = False) -> KernelSpec:
     bindings = (Binding("keys_in", "uint", READ), Binding("scanned", "uint", READ),
                 Binding("keys_out", "uint", WRITE))
-    push = _PASS_PUSH + (Push("dst_off", "uint"), Push("dst_step", "int"))
-    if payload == "values":
-        bindings += (Binding("vals_in", "uint", READ),)
-        push += (Push("vsrc_off", "uint"), Push("vsrc_step", "int"))
-    if payload != "none":
-        bindings += (Binding("vals_out", "uint", WRITE),)
-        push += (Push("vdst_off", "uint"), Push("vdst_step", "int"))
+    moved = payload_io(payload)
+    bindings += moved[0]
+    push = _PASS_PUSH + (Push("dst_off", "uint"), Push("dst_step", "int")) + moved[1]
     if counted:
         bindings += (_NWORD,)
     return KernelSpec("radix_scatter", bindings, push,
@@ -191,7 +187,6 @@ def plan_portable(ctx, keys, values, out_keys, out_values, payload: str, key_bit
     key = keys.dtype.name
     passes = -(-key_bits // BITS)
     tiles = -(-n // TILE)
-    mask = 0xFFFFFFFF if key_bits == 32 else (1 << key_bits) - 1
     groups = groups_for(tiles * WG, WG, ctx.limits.max_workgroup_count)
     # The counts of every pass live in the same two tensors, so the scan's
     # dispatches (and its scratch) are planned once and reused each pass.
@@ -199,33 +194,19 @@ def plan_portable(ctx, keys, values, out_keys, out_values, payload: str, key_bit
     scanned = ctx.empty((RADIX * tiles,), uint32)
     scan = plan_scan(ctx, Operand.rows_of(hist, 1, hist.size), Operand.rows_of(scanned, 1, hist.size),
                      1, hist.size, (1,) * ROW_RANK, "uint32", True)
-    scratch_k = [ctx.empty((n,), keys.dtype) for _ in range(min(passes - 1, 2))]
-    scratch_v = [ctx.empty((n,), uint32) for _ in scratch_k] if payload != "none" else []
     counted = nword is not None
     extra = (nword[0].buffer,) if counted else ()
+    fields = {"n": n, "tiles": tiles, "mask": key_mask(key_bits),
+              "n_at": nword[0].offset + nword[1] if counted else 0}
     out = []
-    src_k, src_v = keys, values
     hspec = hist_spec(key, counted)
-    for p in range(passes):
-        last = p == passes - 1
-        dst_k = out_keys if last else scratch_k[p % 2]
-        dst_v = (out_values if last else scratch_v[p % 2]) if payload != "none" else None
-        values_ = {"n": n, "tiles": tiles, "shift": p * BITS, "mask": mask,
-                   "n_at": nword[0].offset + nword[1] if counted else 0, "src_off": src_k.offset,
-                   "src_step": src_k.strides[0], "dst_off": dst_k.offset, "dst_step": dst_k.strides[0]}
-        out.append(Dispatch(hspec, (src_k.buffer, hist.buffer) + extra, hspec.pack(values_), groups))
+    for step in radix_passes(ctx, keys, values, out_keys, out_values, payload, passes):
+        push = dict(step.push, shift=step.index * BITS, **fields)
+        out.append(Dispatch(hspec, (step.src.buffer, hist.buffer) + extra, hspec.pack(push), groups))
         out += scan
-        buffers = [src_k.buffer, scanned.buffer, dst_k.buffer]
-        if payload == "values":
-            buffers.append(src_v.buffer)
-            values_.update(vsrc_off=src_v.offset, vsrc_step=src_v.strides[0])
-        if payload != "none":
-            buffers.append(dst_v.buffer)
-            values_.update(vdst_off=dst_v.offset, vdst_step=dst_v.strides[0])
-        sspec = scatter_spec(key, payload, counted)
-        out.append(Dispatch(sspec, tuple(buffers) + extra, sspec.pack(values_), groups))
-        src_k, src_v = dst_k, dst_v
-        payload = "values" if payload == "iota" else payload   # later passes move the indices
+        sspec = scatter_spec(key, step.payload, counted)
+        buffers = (step.src.buffer, scanned.buffer, step.dst.buffer) + step.payload_buffers + extra
+        out.append(Dispatch(sspec, buffers, sspec.pack(push), groups))
     return out
 
 

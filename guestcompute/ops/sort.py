@@ -28,7 +28,6 @@ import numpy as np
 from ..dtypes import as_dtype, float32, int32, uint32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.catalogue import variants
-from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
 from .base import OpResult, check_out, check_tensor, op, overlaps
 from .elementwise import map_variants, plan_map
