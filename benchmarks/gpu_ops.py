@@ -56,6 +56,7 @@ class Timer:
                         body(rec)
                 box.append(rec)
             self.ctx.run(fn)
+            self.ctx.retire()                   # as a host does once its frame is done: scratch is freed
             times.append(box[0].timings["work"] / 1e3 / self.reps)
         return statistics.median(times)
 
@@ -307,6 +308,7 @@ def warm_up(ctx, seconds: float = 1.0) -> None:
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         ctx.run(lambda rec: [rec.copy(a, out=b) for _ in range(50)])
+        ctx.retire()
 
 
 def gpu_clock_note() -> str:

@@ -17,7 +17,9 @@ Where :func:`usable` holds, a sort of 32-bit keys is five dispatches:
    look-back), and writes every key straight to its place: the digit's
    start (the scanned global histogram) + the digit's count in earlier
    tiles + its rank in the tile. Keys are staged in digit order in shared
-   memory first, so each digit's run is written contiguously.
+   memory first, so each digit's run is written contiguously; a payload
+   is staged after them in the same place and follows them out. The stage
+   reuses the region that held the per-subgroup counts while ranking.
 
 Tickets, not ``gl_WorkGroupID``, order the tiles: a workgroup only ever
 waits on tiles whose workgroups have already started. Devices whose started
@@ -45,9 +47,13 @@ BITS = 8
 RADIX = 1 << BITS
 SUBGROUPS = 8                  # subgroups per workgroup of a pass
 SUBGROUP_SIZES = (8, 16, 32)   # the variants built in
-# Keys per thread. Larger tiles of keys alone measured faster on their own
-# but left the GPU clocked down for the work after them, so one size serves.
-ITEMS = {"none": 15, "values": 15, "iota": 15}
+# Keys per thread. Shared memory decides how many workgroups an SM holds,
+# and a GPU may give compute shaders far less of it per SM than its
+# hardware has (the H200's Vulkan driver measured ~48 KB: two workgroups
+# of 20 KB, one of 28 KB). At 8 keys the tile and the histograms share
+# 8 KB, four workgroups fit, and keys and pairs both sorted faster than
+# with 15 keys (two workgroups) or with 16 or 32 subgroups per workgroup.
+ITEMS = {"none": 8, "values": 8, "iota": 8}
 HIST_WG = 256
 HIST_ITEMS = 16
 MAX_N = 1 << 30
@@ -80,9 +86,12 @@ def usable(ctx, n: int, payload: str) -> bool:
             and not (ctx.caps.feature("vulkanMemoryModel") and not ctx.caps.feature("vulkanMemoryModelDeviceScope")))
 
 
+def _region_words(sg: int, items: int) -> int:
+    return max(workgroup(sg) * items, SUBGROUPS * RADIX)
+
+
 def _shared_bytes(sg: int, payload: str) -> int:
-    staged = 2 if payload != "none" else 1
-    return 4 * (staged * tile_size(sg, payload) + SUBGROUPS * RADIX + 2 * RADIX + SUBGROUPS + 1)
+    return 4 * (_region_words(sg, ITEMS[payload]) + 2 * RADIX + SUBGROUPS + 1)
 
 
 def _digit_fn(key: str) -> str:
@@ -209,23 +218,18 @@ def _rank(items: int, match: str) -> str:
 
 @family("onesweep_pass")
 def _render_pass(spec: KernelSpec) -> str:
-    sg = spec.param("sg")
-    wg, items, tile = workgroup(sg), ITEMS[spec.param("payload")], tile_size(sg, spec.param("payload"))
+    sg, payload, items = spec.param("sg"), spec.param("payload"), spec.param("items")
+    wg = workgroup(sg)
+    tile = wg * items
     dpt = RADIX // wg if wg < RADIX else 1
-    payload = spec.param("payload")
     src = "int(pc.src_off) + int(i) * pc.src_step"
-    if payload == "values":
-        load_value = f"vals_in[int(pc.vsrc_off) + int(i) * pc.vsrc_step]"
-    else:
-        load_value = "i"
-    stage_value = "" if payload == "none" else f"\n      vstage[slot[j]] = {load_value};"
-    write_value = "" if payload == "none" else \
-        "\n      vals_out[int(pc.vdst_off) + int(dest) * pc.vdst_step] = vstage[s];"
-    vstage = "" if payload == "none" else f"shared uint vstage[{tile}];            // their payload, alike\n"
     owned = f"for (uint k = 0u; k < {dpt}u; ++k) if (t * {dpt}u + k < {RADIX}u)"
     return f"""{_digit_fn(spec.param("key"))}
-shared uint stage[{tile}];             // the tile's keys in digit order
-{vstage}shared uint sg_hist[{SUBGROUPS * RADIX}];   // per subgroup and digit: count, then first rank
+// One region serves as the per-subgroup digit counts while ranking and then
+// as the staged tile: shared memory bounds how many workgroups an SM holds.
+shared uint region[{_region_words(sg, items)}];
+#define sg_hist region                 // per subgroup and digit: count, then first rank
+#define stage region                   // the tile in digit order (keys, then their payload)
 shared uint dig_off[{RADIX}];          // first tile slot of each digit
 shared uint dig_dest[{RADIX}];         // output index of a digit's tile slot 0
 shared uint part[{SUBGROUPS}];
@@ -257,13 +261,11 @@ void main() {{
   {owned} dig_off[t * {dpt}u + k] = off[k];
   barrier();
   for (uint j = 0u; j < {items}u; ++j) {{
-    uint i = base + j * gl_SubgroupSize + lane;
-    if (i < n) {{
-      uint d = digit(keys[j]);
-      slot[j] += dig_off[d] + sg_hist[sgi * {RADIX}u + d];
-      stage[slot[j]] = keys[j];{stage_value}
-    }}
+    uint d = digit(keys[j]);
+    slot[j] += dig_off[d] + sg_hist[sgi * {RADIX}u + d];
   }}
+  barrier();                                   // the counts are read: the region becomes the stage
+  for (uint j = 0u; j < {items}u; ++j) if (base + j * gl_SubgroupSize + lane < n) stage[slot[j]] = keys[j];
   {owned} {{
     uint d = t * {dpt}u + k, prefix = 0u;
     if (tile > 0u) {{{_look_back(spec.param("fallback"), tile)}
@@ -272,15 +274,35 @@ void main() {{
     dig_dest[d] = glob[k] + prefix - off[k];
   }}
   barrier();
+  uint dest[{items}];
   for (uint q = 0u; q < {items}u; ++q) {{
     uint s = t + q * {wg}u;
     if (s < m) {{
       uint key = stage[s];
-      uint dest = dig_dest[digit(key)] + s;
-      keys_out[int(pc.dst_off) + int(dest) * pc.dst_step] = key;{write_value}
+      dest[q] = dig_dest[digit(key)] + s;
+      keys_out[int(pc.dst_off) + int(dest[q]) * pc.dst_step] = key;
     }}
-  }}
+  }}{_move_payload(payload, items, wg)}
 }}"""
+
+
+def _move_payload(payload: str, items: int, wg: int) -> str:
+    """GLSL: stage the payload where its keys were staged and write it to
+    the same places (``slot`` and ``dest`` from the keys)."""
+    if payload == "none":
+        return ""
+    value = "vals_in[int(pc.vsrc_off) + int(i) * pc.vsrc_step]" if payload == "values" else "i"
+    return f"""
+  barrier();                                   // the keys are read: stage their payload
+  for (uint j = 0u; j < {items}u; ++j) {{
+    uint i = base + j * gl_SubgroupSize + lane;
+    if (i < n) stage[slot[j]] = {value};
+  }}
+  barrier();
+  for (uint q = 0u; q < {items}u; ++q) {{
+    uint s = t + q * {wg}u;
+    if (s < m) vals_out[int(pc.vdst_off) + int(dest[q]) * pc.vdst_step] = stage[s];
+  }}"""
 
 
 _STATE = Binding("state", "uint", READWRITE, qualifier="volatile")
@@ -302,7 +324,8 @@ def pass_spec(key: str, payload: str, sg: int, fallback: bool, match: str = "bal
     moved = payload_io(payload)
     bindings, push = bindings + moved[0], push + moved[1]
     return KernelSpec("onesweep_pass", bindings, push,
-                      (("key", key), ("payload", payload), ("sg", sg), ("fallback", fallback), ("match", match)),
+                      (("key", key), ("payload", payload), ("sg", sg), ("fallback", fallback), ("match", match),
+                       ("items", ITEMS[payload]), ("subgroups", SUBGROUPS)),
                       (workgroup(sg), 1, 1),
                       BALLOT_EXTENSIONS + (("GL_NV_shader_subgroup_partitioned",) if match == "partition" else ()),
                       ("subgroup",))
