@@ -40,7 +40,16 @@ int32 = DType("int32", np.dtype(np.int32), "int", 4, "int")
 uint32 = DType("uint32", np.dtype(np.uint32), "uint", 4, "uint")
 uint8 = DType("uint8", np.dtype(np.uint8), "uint8_t", 1, "uint", "int8")
 
-ALL = {d.name: d for d in (float32, float16, int32, uint32, uint8)}
+# 64-bit unsigned integers are stored, not computed with: a uint64 tensor is
+# made, written, viewed and read back like any other, bound to user kernels,
+# and sorted (its keys ranked through their two 32-bit halves, so no shader
+# does 64-bit arithmetic and the host need not enable shaderInt64); every
+# other op refuses it before recording (see ``check_storage_only``).
+uint64 = DType("uint64", np.dtype(np.uint64), "uint64_t", 8, "uint")
+
+ALL = {d.name: d for d in (float32, float16, int32, uint32, uint8)}   # the dtypes ops compute in
+STORAGE_ONLY = {"uint64": ("sort", "argsort", "run_kernel")}          # dtype -> the ops that take it
+KNOWN = {**ALL, "uint64": uint64}
 
 
 def as_dtype(value) -> DType:
@@ -58,12 +67,12 @@ def as_dtype(value) -> DType:
     try:
         name = np.dtype(value).name
     except TypeError:
-        raise DTypeError(f"unknown dtype {value!r}; use one of {sorted(ALL)}") from None
-    if name not in ALL:
-        raise DTypeError(f"dtype {name} is not supported; use one of {sorted(ALL)}")
+        raise DTypeError(f"unknown dtype {value!r}; use one of {sorted(KNOWN)}") from None
+    if name not in KNOWN:
+        raise DTypeError(f"dtype {name} is not supported; use one of {sorted(KNOWN)}")
     if isinstance(value, (str, np.dtype, type)) and len(_KNOWN) < 256:
-        _KNOWN[value] = ALL[name]
-    return ALL[name]
+        _KNOWN[value] = KNOWN[name]
+    return KNOWN[name]
 
 
 _KNOWN: dict = {}      # str / numpy dtype / scalar type -> DType, once numpy parsed it
@@ -88,8 +97,10 @@ _KNOWN: dict = {}      # str / numpy dtype / scalar type -> DType, once numpy pa
 
 def default_dtype(source: np.dtype, what: str = "data") -> DType:
     """The dtype data of numpy dtype ``source`` gets when none is named: the
-    same kind at the width guestcompute has (float64 -> float32, int64 ->
-    int32, uint16/uint64 -> uint32); bool has no number kind of its own."""
+    same kind at the width guestcompute computes in (float64 -> float32,
+    int64 -> int32, uint16/uint64 -> uint32: a uint64 tensor, which only
+    sorts, is made by naming ``dtype="uint64"``); bool has no number kind
+    of its own."""
     kind = source.kind
     if kind == "f":
         return float16 if source == np.float16 else float32
@@ -247,3 +258,17 @@ def _show(value) -> str:
         value = int(value)
     text = str(value)
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+
+
+def check_storage_only(op: str, args, kwargs) -> None:
+    """DTypeError unless every tensor among an op's arguments (also inside a
+    list or tuple) has a dtype ops compute in, or ``op`` is one of the few
+    that take its storage-only dtype (``STORAGE_ONLY``)."""
+    for arg in (*args, *kwargs.values()):
+        for item in arg if isinstance(arg, (list, tuple)) else (arg,):
+            d = getattr(item, "dtype", None)           # a Tensor's DType; host arrays have numpy's
+            name = d.name if isinstance(d, DType) else None
+            if name in STORAGE_ONLY and op not in STORAGE_ONLY[name]:
+                takers = ", ".join(f"rec.{o}" for o in STORAGE_ONLY[name])
+                raise DTypeError(f"{op}: {name} tensors are stored, not computed with; only {takers} "
+                                 f"take them (see \"Host data and dtypes\" in docs/integration.md)")

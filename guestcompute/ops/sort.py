@@ -20,6 +20,10 @@ writes the caller's output, so any strided 1-D views work, in place too.
 A GPU ``count`` sorts only a prefix, with no read-back: the single-pass
 kernels size their grid from it (indirect dispatch), the portable ones read
 it and skip the tiles past it.
+
+float16 keys are ranked through a float32 copy, uint64 keys through their
+two 32-bit words (:func:`_plan_wide_order`); both then gather the keys and
+the payload in the order found.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from . import radix_onesweep as onesweep, radix_portable as portable
 from .shape import index_select
 
 HALF = ("float16",)     # keys ranked through a float32 copy (see _plan_half_sort)
+WIDE = ("uint64",)      # keys ranked through their 32-bit words (see _plan_wide_order)
 
 
 def plan_sort(ctx, keys, values, out_keys, out_values, payload: str, key_bits: int, count=None) -> list:
@@ -92,22 +97,28 @@ def _bits(t: Tensor) -> Tensor:
 
 
 def _key_bits(keys, key_bits) -> int:
-    if isinstance(key_bits, bool) or not isinstance(key_bits, (int, np.integer)) or not 1 <= key_bits <= 32:
-        raise InvalidArgumentError(f"key_bits must be an int in 1..32, got {key_bits!r}")
-    if key_bits != 32 and keys.dtype.name != "uint32":
-        raise InvalidArgumentError(f"key_bits < 32 needs uint32 keys (got {keys.dtype})")
+    """``key_bits`` checked against the keys' width (None: all of it);
+    fewer bits only for unsigned integer keys."""
+    width = 8 * keys.dtype.size if keys.dtype.name in WIDE else 32
+    if key_bits is None:
+        return width
+    if isinstance(key_bits, bool) or not isinstance(key_bits, (int, np.integer)) or not 1 <= key_bits <= width:
+        raise InvalidArgumentError(f"key_bits must be an int in 1..{width}, got {key_bits!r}")
+    if key_bits != width and keys.dtype.name not in ("uint32",) + WIDE:
+        raise InvalidArgumentError(f"key_bits < {width} needs unsigned integer keys (got {keys.dtype})")
     return int(key_bits)
 
 
 @op("sort", windows=None)
-def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: int = 32, count=None):
-    """Stable sort of 1-D ``keys`` (uint32, int32, float32 or float16), carrying the
-    optional 1-D payload ``values`` (any 4-byte dtype) along.
+def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: int = None, count=None):
+    """Stable sort of 1-D ``keys`` (uint32, int32, float32, float16 or uint64),
+    carrying the optional 1-D payload ``values`` (any 4-byte dtype) along.
 
     Returns ``sorted_keys``, or ``(sorted_keys, permuted_values)`` with a
     payload; the payload order is numpy's ``values[np.argsort(keys,
-    kind="stable")]``. ``key_bits`` < 32 sorts uint32 keys known to be
-    below ``2**key_bits`` in fewer passes (higher bits are ignored).
+    kind="stable")]``. ``key_bits`` (default: the keys' width) below it
+    sorts uint32 or uint64 keys known to be below ``2**key_bits`` in fewer
+    passes (higher bits are ignored).
     Outputs may be the inputs themselves (in place). Float keys sort as in
     numpy: -0.0 and +0.0 compare equal (input order kept) and every NaN
     comes last (see the module notes).
@@ -117,11 +128,14 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
     ``count[0]`` keys (clamped to 0..size) are sorted, with no read-back;
     the outputs past them are left as they were.
     """
-    keys = _vector(ctx, keys, "sort keys", KEY_DTYPES + HALF)
+    keys = _vector(ctx, keys, "sort keys", KEY_DTYPES + HALF + WIDE)
     count = check_count(ctx, count) if count is not None else None
     if count is not None and keys.dtype.name in HALF:
         raise UnsupportedError("sort: count= with float16 keys is not supported; sort the indices "
                                "(rec.argsort(keys, count=n)) and gather with them")
+    if count is not None and keys.dtype.name in WIDE:
+        raise UnsupportedError("sort: count= with uint64 keys is not supported; sort a prefix view "
+                               "(keys[:n]) when n is known on the host")
     key_bits = _key_bits(keys, key_bits)
     n = keys.size
     if values is not None:
@@ -143,13 +157,17 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
         return OpResult(result, [])
     if keys.dtype.name in HALF:
         return OpResult(result, _plan_half_sort(ctx, keys, values, out_keys, out_values))
+    if keys.dtype.name in WIDE:
+        order = ctx.empty((n,), uint32)
+        moves = ((_words(keys), _words(out_keys)), (values, out_values))
+        return OpResult(result, _plan_wide_order(ctx, keys, order, key_bits) + _gather_in_order(ctx, order, moves))
     payload = "values" if values is not None else "none"
     return OpResult(result, plan_sort(ctx, keys, values, out_keys, out_values, payload, key_bits, count))
 
 
 @op("argsort", windows=None)
-def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32, count=None):
-    """Indices that stably sort ``keys`` (uint32, int32, float32 or float16) along
+def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = None, count=None):
+    """Indices that stably sort ``keys`` (uint32, int32, float32, float16; uint64 1-D) along
     ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32
     (``out`` may be uint32 or int32). Over a tensor of two or more
     dimensions each line along ``axis`` is sorted on its own (one sort of all
@@ -164,11 +182,13 @@ def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32, count=No
         return OpResult(result.value, [widen] + list(result.dispatches))
     if checked.ndim >= 2 and count is not None:
         raise ShapeError("argsort: count= sorts 1-D keys only")
+    if checked.dtype.name in WIDE and (checked.ndim >= 2 or count is not None):
+        raise UnsupportedError("argsort: uint64 keys sort as one 1-D tensor, without count=")
     if checked.ndim >= 2:
         return _argsort_lines(ctx, checked, out, axis, key_bits)
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or axis not in (0, -1):
         raise ShapeError(f"argsort: axis {axis!r} does not fit a 1-D tensor; use 0 or -1")
-    keys = _vector(ctx, keys, "argsort keys", KEY_DTYPES)
+    keys = _vector(ctx, keys, "argsort keys", KEY_DTYPES + WIDE)
     key_bits = _key_bits(keys, key_bits)
     n = keys.size
     if n >= 2 ** 31:
@@ -179,6 +199,8 @@ def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32, count=No
         out = ctx.empty((n,), uint32)
     if n == 0:
         return OpResult(out, [])
+    if keys.dtype.name in WIDE:
+        return OpResult(out, _plan_wide_order(ctx, keys, out, key_bits))
     sorted_keys = ctx.empty((n,), keys.dtype)   # ping-pong end point, not returned
     return OpResult(out, plan_sort(ctx, keys, None, sorted_keys, out, "iota", key_bits, count))
 
@@ -186,22 +208,53 @@ def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = 32, count=No
 def _plan_half_sort(ctx, keys, values, out_keys, out_values) -> list:
     """float16 keys: the indices sorted by a float32 copy of the keys (exact:
     every half is a float32, NaN stays NaN, -0.0 stays -0.0, so the order is
-    numpy's), then the keys and the payload gathered in that order, through
-    scratch where an output is its input (in place)."""
+    numpy's), then the keys and the payload gathered in that order."""
     n = keys.size
     wide, order = ctx.empty((n,), float32), ctx.empty((n,), uint32)
     steps = [plan_map(ctx, "x0", [keys], wide, float32)]
     steps += plan_sort(ctx, wide, None, ctx.empty((n,), float32), order, "iota", 32)
-    for src, dst in ((keys, out_keys), (values, out_values)):
+    return steps + _gather_in_order(ctx, order, ((keys, out_keys), (values, out_values)))
+
+
+def _plan_wide_order(ctx, keys, order, key_bits: int) -> list:
+    """uint64 keys: into ``order`` (uint32 or int32), the indices that
+    stably sort them. An LSD sort of the whole key is a stable sort by its
+    low word, then one by its high word carrying the first sort's order as
+    payload; both are the 32-bit sorts, so no shader does 64-bit
+    arithmetic. Up to 32 ``key_bits`` rank by the low word alone."""
+    n = keys.size
+    words = _words(keys)
+    low, high = words[:, 0], words[:, 1]
+    if key_bits <= 32:
+        return plan_sort(ctx, low, None, ctx.empty((n,), uint32), order, "iota", key_bits)
+    first, high_first = ctx.empty((n,), uint32), ctx.empty((n,), uint32)
+    steps = plan_sort(ctx, low, None, ctx.empty((n,), uint32), first, "iota", 32)
+    steps += index_select(ctx, high, first, out=high_first).dispatches
+    return steps + plan_sort(ctx, high_first, first, ctx.empty((n,), uint32), order, "values", key_bits - 32)
+
+
+def _gather_in_order(ctx, order, moves) -> list:
+    """Dispatches writing ``src[order]`` (along axis 0) into ``dst`` for
+    each ``(src, dst)`` of ``moves`` (``src`` None: skipped), through
+    scratch where ``dst`` overlaps ``src`` (in place)."""
+    steps = []
+    for src, dst in moves:
         if src is None:
             continue
-        target = ctx.empty((n,), src.dtype) if overlaps(dst, src) else dst
+        target = ctx.empty(dst.shape, src.dtype) if overlaps(dst, src) else dst
         steps += index_select(ctx, src, order, out=target).dispatches
         if target is not dst and dst.dtype.size == 4:
             steps.append(plan_map(ctx, "x0", [_bits(target)], _bits(dst), uint32))
         elif target is not dst:
             steps.append(plan_map(ctx, "x0", [target], dst, dst.dtype))
     return steps
+
+
+def _words(t: Tensor) -> Tensor:
+    """A 1-D uint64 view as (n, 2) uint32 words, low word first (the
+    library assumes little-endian hosts throughout, as its push constants
+    do)."""
+    return Tensor(t.buffer, t.shape + (2,), uint32, tuple(2 * s for s in t.strides) + (1,), 2 * t.offset)
 
 
 def _argsort_lines(ctx, keys, out, axis, key_bits) -> OpResult:

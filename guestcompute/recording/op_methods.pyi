@@ -38,7 +38,7 @@ class OpMethods:
 
     def argsort(self, keys, out=..., *, axis=..., key_bits=..., count=...) -> Any:
         """
-        Indices that stably sort ``keys`` (uint32, int32, float32 or float16) along
+        Indices that stably sort ``keys`` (uint32, int32, float32, float16; uint64 1-D) along
         ``axis``: numpy's ``np.argsort(keys, axis, kind="stable")`` as uint32
         (``out`` may be uint32 or int32). Over a tensor of two or more
         dimensions each line along ``axis`` is sorted on its own (one sort of all
@@ -560,13 +560,14 @@ class OpMethods:
 
     def sort(self, keys, values=..., out_keys=..., out_values=..., *, key_bits=..., count=...) -> Any:
         """
-        Stable sort of 1-D ``keys`` (uint32, int32, float32 or float16), carrying the
-        optional 1-D payload ``values`` (any 4-byte dtype) along.
+        Stable sort of 1-D ``keys`` (uint32, int32, float32, float16 or uint64),
+        carrying the optional 1-D payload ``values`` (any 4-byte dtype) along.
 
         Returns ``sorted_keys``, or ``(sorted_keys, permuted_values)`` with a
         payload; the payload order is numpy's ``values[np.argsort(keys,
-        kind="stable")]``. ``key_bits`` < 32 sorts uint32 keys known to be
-        below ``2**key_bits`` in fewer passes (higher bits are ignored).
+        kind="stable")]``. ``key_bits`` (default: the keys' width) below it
+        sorts uint32 or uint64 keys known to be below ``2**key_bits`` in fewer
+        passes (higher bits are ignored).
         Outputs may be the inputs themselves (in place). Float keys sort as in
         numpy: -0.0 and +0.0 compare equal (input order kept) and every NaN
         comes last (see the module notes).

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from vulkan import ffi
 
+from ..dtypes import check_storage_only
 from ..errors import (ContextClosedError, InvalidArgumentError, PastBindingRangeError, RecordingError,
                       UnknownOperationError, UnsupportedError)
 from ..host.declarations import as_host_access
@@ -202,6 +203,7 @@ class Recorder(OpMethods):
         memory = self._memory
         past_range = memory.past_range_count
         swaps = self.ctx.swaps
+        check_storage_only(name, args, kwargs)
         try:
             result = planner(self.ctx, *args, **kwargs)
         except TypeError:

@@ -191,3 +191,78 @@ def test_float16_argsort_lines_and_count(modern_host, sort_ctx):
     assert np.all(out.numpy()[250:] == 9)
     with pytest.raises(gc.UnsupportedError):
         sort_ctx.run(lambda rec: rec.sort(flat, count=c))
+
+
+def wide_keys(rng, n):
+    """uint64 keys whose words tie in every way: equal keys, equal high
+    words with different low words and the reverse, and both extremes."""
+    k = rng.integers(0, 2**64, n, dtype=np.uint64)
+    if n > 8:
+        k[::5] = k[1]
+        k[::7] = (k[::7] & np.uint64(0xFFFFFFFF)) | (k[2] & np.uint64(0xFFFFFFFF00000000))
+        k[::11] = (k[::11] & np.uint64(0xFFFFFFFF00000000)) | (k[3] & np.uint64(0xFFFFFFFF))
+        k[4], k[5] = 0, 2**64 - 1
+    return k
+
+
+@pytest.mark.parametrize("n", [1, 2, 257, 4093])
+def test_uint64_keys(modern_host, sort_ctx, n):
+    """uint64 keys sort as numpy sorts them, carrying a payload; argsort into
+    both index dtypes; in place and through a strided view."""
+    rng = np.random.default_rng(n)
+    k_np = wide_keys(rng, 2 * n)
+    v_np = rng.integers(0, 2**32, 2 * n, dtype=np.uint64).astype(np.uint32)
+    k, v = sort_ctx.tensor(k_np, "uint64"), sort_ctx.tensor(v_np)
+    signed = sort_ctx.empty((2 * n,), "int32")
+    (sk, sv), idx = modern_host.run(sort_ctx, lambda rec: (rec.sort(k, v), rec.argsort(k),
+                                                           rec.argsort(k, out=signed))[:2])
+    order = np.argsort(k_np, kind="stable")
+    assert sk.dtype.name == "uint64"
+    np.testing.assert_array_equal(sk.numpy(), k_np[order])
+    np.testing.assert_array_equal(sv.numpy(), v_np[order])
+    np.testing.assert_array_equal(idx.numpy(), order)
+    np.testing.assert_array_equal(signed.numpy(), order)
+    every_other = modern_host.run(sort_ctx, lambda rec: rec.sort(k[::2]))
+    np.testing.assert_array_equal(every_other.numpy(), np.sort(k_np[::2], kind="stable"))
+    modern_host.run(sort_ctx, lambda rec: rec.sort(k, v, out_keys=k, out_values=v))
+    np.testing.assert_array_equal(k.numpy(), k_np[order])
+    np.testing.assert_array_equal(v.numpy(), v_np[order])
+
+
+def test_uint64_key_bits(modern_host, sort_ctx):
+    """Fewer key bits rank by fewer words: up to 32 by the low word alone."""
+    rng = np.random.default_rng(7)
+    for bits in (20, 32, 44, 64):
+        k_np = wide_keys(rng, 3000) >> np.uint64(64 - bits)
+        k = sort_ctx.tensor(k_np, "uint64")
+        idx = modern_host.run(sort_ctx, lambda rec: rec.argsort(k, key_bits=bits))
+        np.testing.assert_array_equal(idx.numpy(), np.argsort(k_np, kind="stable"))
+    for bad in (0, 65):
+        with pytest.raises(gc.InvalidArgumentError):
+            sort_ctx.run(lambda rec: rec.sort(k, key_bits=bad))
+
+
+def test_uint64_tensors_are_stored_not_computed_with(modern_host, sort_ctx):
+    """uint64 tensors round-trip, bind to user kernels and sort; every other
+    op, count= and N-D argsort refuse them with typed errors."""
+    k_np = np.array([2**64 - 1, 0, 2**40 + 5, 7], np.uint64)
+    k = sort_ctx.tensor(k_np, "uint64")
+    np.testing.assert_array_equal(k.numpy(), k_np)
+    assert sort_ctx.tensor(np.arange(3, dtype=np.uint64)).dtype.name == "uint32"   # named, never guessed
+    with pytest.raises(gc.DTypeError, match="rec.sort, rec.argsort, rec.run_kernel"):
+        sort_ctx.run(lambda rec: rec.add(k, k))
+    with pytest.raises(gc.DTypeError):
+        sort_ctx.run(lambda rec: rec.concat([k, k]))
+    c = sort_ctx.tensor(np.array([2], np.uint32))
+    with pytest.raises(gc.UnsupportedError):
+        sort_ctx.run(lambda rec: rec.sort(k, count=c))
+    with pytest.raises(gc.UnsupportedError):
+        sort_ctx.run(lambda rec: rec.argsort(k, count=c))
+    with pytest.raises(gc.UnsupportedError):
+        sort_ctx.run(lambda rec: rec.argsort(sort_ctx.empty((2, 2), "uint64")))
+    swap = sort_ctx.kernel("""#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) buffer K { uvec2 words[]; };
+void main() { uint i = gl_GlobalInvocationID.x; if (i < 4u) words[i] = words[i].yx; }""")
+    modern_host.run(sort_ctx, lambda rec: rec.run_kernel(swap, [k], groups=(1, 1, 1)))
+    np.testing.assert_array_equal(k.numpy(), (k_np << np.uint64(32)) | (k_np >> np.uint64(32)))
