@@ -134,8 +134,8 @@ def sort(ctx, keys, values=None, out_keys=None, out_values=None, *, key_bits: in
         raise UnsupportedError("sort: count= with float16 keys is not supported; sort the indices "
                                "(rec.argsort(keys, count=n)) and gather with them")
     if count is not None and keys.dtype.name in WIDE:
-        raise UnsupportedError("sort: count= with uint64 keys is not supported; sort a prefix view "
-                               "(keys[:n]) when n is known on the host")
+        raise UnsupportedError("sort: count= with uint64 keys is not supported; sort the indices "
+                               "(rec.argsort(keys, count=n)) and gather with them")
     key_bits = _key_bits(keys, key_bits)
     n = keys.size
     if values is not None:
@@ -182,8 +182,8 @@ def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = None, count=
         return OpResult(result.value, [widen] + list(result.dispatches))
     if checked.ndim >= 2 and count is not None:
         raise ShapeError("argsort: count= sorts 1-D keys only")
-    if checked.dtype.name in WIDE and (checked.ndim >= 2 or count is not None):
-        raise UnsupportedError("argsort: uint64 keys sort as one 1-D tensor, without count=")
+    if checked.dtype.name in WIDE and checked.ndim >= 2:
+        raise UnsupportedError("argsort: uint64 keys sort as one 1-D tensor")
     if checked.ndim >= 2:
         return _argsort_lines(ctx, checked, out, axis, key_bits)
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or axis not in (0, -1):
@@ -200,7 +200,7 @@ def argsort(ctx, keys, out=None, *, axis: int = -1, key_bits: int = None, count=
     if n == 0:
         return OpResult(out, [])
     if keys.dtype.name in WIDE:
-        return OpResult(out, _plan_wide_order(ctx, keys, out, key_bits))
+        return OpResult(out, _plan_wide_order(ctx, keys, out, key_bits, count))
     sorted_keys = ctx.empty((n,), keys.dtype)   # ping-pong end point, not returned
     return OpResult(out, plan_sort(ctx, keys, None, sorted_keys, out, "iota", key_bits, count))
 
@@ -216,21 +216,26 @@ def _plan_half_sort(ctx, keys, values, out_keys, out_values) -> list:
     return steps + _gather_in_order(ctx, order, ((keys, out_keys), (values, out_values)))
 
 
-def _plan_wide_order(ctx, keys, order, key_bits: int) -> list:
+def _plan_wide_order(ctx, keys, order, key_bits: int, count=None) -> list:
     """uint64 keys: into ``order`` (uint32 or int32), the indices that
     stably sort them. An LSD sort of the whole key is a stable sort by its
     low word, then one by its high word carrying the first sort's order as
     payload; both are the 32-bit sorts, so no shader does 64-bit
-    arithmetic. Up to 32 ``key_bits`` rank by the low word alone."""
+    arithmetic. Up to 32 ``key_bits`` rank by the low word alone. With a
+    GPU ``count`` both sorts take only the first ``count[0]``; the gather
+    between them reads every index (those past the count, never written,
+    read 0 where they point outside the keys) and only the counted
+    ones matter."""
     n = keys.size
     words = _words(keys)
     low, high = words[:, 0], words[:, 1]
     if key_bits <= 32:
-        return plan_sort(ctx, low, None, ctx.empty((n,), uint32), order, "iota", key_bits)
+        return plan_sort(ctx, low, None, ctx.empty((n,), uint32), order, "iota", key_bits, count)
     first, high_first = ctx.empty((n,), uint32), ctx.empty((n,), uint32)
-    steps = plan_sort(ctx, low, None, ctx.empty((n,), uint32), first, "iota", 32)
+    steps = plan_sort(ctx, low, None, ctx.empty((n,), uint32), first, "iota", 32, count)
     steps += index_select(ctx, high, first, out=high_first).dispatches
-    return steps + plan_sort(ctx, high_first, first, ctx.empty((n,), uint32), order, "values", key_bits - 32)
+    return steps + plan_sort(ctx, high_first, first, ctx.empty((n,), uint32), order, "values", key_bits - 32,
+                             count)
 
 
 def _gather_in_order(ctx, order, moves) -> list:

@@ -257,8 +257,6 @@ def test_uint64_tensors_are_stored_not_computed_with(modern_host, sort_ctx):
     with pytest.raises(gc.UnsupportedError):
         sort_ctx.run(lambda rec: rec.sort(k, count=c))
     with pytest.raises(gc.UnsupportedError):
-        sort_ctx.run(lambda rec: rec.argsort(k, count=c))
-    with pytest.raises(gc.UnsupportedError):
         sort_ctx.run(lambda rec: rec.argsort(sort_ctx.empty((2, 2), "uint64")))
     swap = sort_ctx.kernel("""#version 450
 layout(local_size_x = 64) in;
@@ -266,3 +264,18 @@ layout(std430, binding = 0) buffer K { uvec2 words[]; };
 void main() { uint i = gl_GlobalInvocationID.x; if (i < 4u) words[i] = words[i].yx; }""")
     modern_host.run(sort_ctx, lambda rec: rec.run_kernel(swap, [k], groups=(1, 1, 1)))
     np.testing.assert_array_equal(k.numpy(), (k_np << np.uint64(32)) | (k_np >> np.uint64(32)))
+
+
+@pytest.mark.parametrize("counted", [0, 1, 700, 2999, 5000])
+def test_uint64_argsort_of_a_gpu_count(modern_host, sort_ctx, counted):
+    """argsort(keys, count=n) of uint64 keys: the indices of the first n
+    keys (n clamped to the size), the rest of the output untouched."""
+    rng = np.random.default_rng(counted)
+    k_np = wide_keys(rng, 3000)
+    k = sort_ctx.tensor(k_np, "uint64")
+    out = sort_ctx.tensor(np.full(3000, 12345, np.uint32))
+    c = sort_ctx.tensor(np.array([counted], np.int32))
+    modern_host.run(sort_ctx, lambda rec: rec.argsort(k, out=out, count=c))
+    m = min(counted, 3000)
+    np.testing.assert_array_equal(out.numpy()[:m], np.argsort(k_np[:m], kind="stable"))
+    assert np.all(out.numpy()[m:] == 12345)
