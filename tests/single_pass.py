@@ -2,6 +2,8 @@
 claims forward progress, and tiles that never publish."""
 import dataclasses
 
+import numpy as np
+
 from guestcompute.ops.base import registered_ops
 
 
@@ -27,3 +29,13 @@ def skip_first_tickets(monkeypatch, module, skipped: int):
         return state, grid, dispatches + registered_ops()["fill"](ctx, state[0:1], skipped).dispatches
     monkeypatch.setattr(module, "plan_setup", late_setup)
     monkeypatch.setattr(module, "spin_budget", lambda ctx, in_place: 2)
+
+
+def full_range(rng, shape, dtype: str):
+    """Random values of a scan dtype over its whole range (integers wrap
+    when summed), standard normal floats."""
+    if dtype == "float32":
+        return rng.standard_normal(shape).astype(np.float32)
+    if dtype == "int32":
+        return rng.integers(-2 ** 31, 2 ** 31, shape, dtype=np.int64).astype(np.int32)
+    return rng.integers(0, 2 ** 32, shape, dtype=np.uint64).astype(np.uint32)

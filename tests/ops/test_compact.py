@@ -15,14 +15,6 @@ from single_pass import forced_single_pass, skip_first_tickets
 TILE = CHAINED_WG * ITEMS
 
 
-@pytest.fixture(params=["device", "single_pass"])
-def cctx(host, request):
-    """A fresh context as the device is, or one claiming forward progress."""
-    c = forced_single_pass(host) if request.param == "single_pass" else host.adopt()
-    yield c
-    c.close()
-
-
 def mask_of(rng, shape, dtype, density=0.5):
     keep = rng.random(shape) < density
     if dtype == "float32":
@@ -62,70 +54,70 @@ def check_compact(got, n, x_np, mask_np, limit=None):
 
 
 @pytest.mark.parametrize("size", [1, 2, 7, 1023, 1024, 1025, 2047, 2048, 2049, 8191, 65537, 99991])
-def test_compact_sizes(host, cctx, size):
+def test_compact_sizes(host, either_ctx, size):
     rng = np.random.default_rng(size)
     x_np = values_of(rng, size, "float32")
     m_np = mask_of(rng, size, "uint32")
-    x, m = cctx.tensor(x_np), cctx.tensor(m_np)
-    got, n = host.run(cctx, lambda rec: rec.compact(x, m))
+    x, m = either_ctx.tensor(x_np), either_ctx.tensor(m_np)
+    got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
     check_compact(got, n, x_np, m_np)
 
 
 @pytest.mark.parametrize("mask_dtype", ["uint8", "uint32", "int32", "float32"])
 @pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "uint8", "float16"])
-def test_compact_dtypes(host, cctx, dtype, mask_dtype):
-    if not usable(cctx, dtype, mask_dtype):
+def test_compact_dtypes(host, either_ctx, dtype, mask_dtype):
+    if not usable(either_ctx, dtype, mask_dtype):
         pytest.skip("the host did not enable this storage type")
     rng = np.random.default_rng(3)
     x_np, m_np = values_of(rng, 5 * TILE + 3, dtype), mask_of(rng, 5 * TILE + 3, mask_dtype, 0.3)
-    x, m = cctx.tensor(x_np), cctx.tensor(m_np)
-    got, n = host.run(cctx, lambda rec: rec.compact(x, m))
+    x, m = either_ctx.tensor(x_np), either_ctx.tensor(m_np)
+    got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
     check_compact(got, n, x_np, m_np)
 
 
 @pytest.mark.parametrize("density", [0.0, 1.0])
-def test_compact_none_and_all_kept(host, cctx, density):
+def test_compact_none_and_all_kept(host, either_ctx, density):
     rng = np.random.default_rng(4)
     x_np = np.full(3 * TILE + 1, 7, np.int32)         # all equal too
     m_np = mask_of(rng, x_np.size, "uint32", density)
-    x, m = cctx.tensor(x_np), cctx.tensor(m_np)
-    got, n = host.run(cctx, lambda rec: rec.compact(x, m))
+    x, m = either_ctx.tensor(x_np), either_ctx.tensor(m_np)
+    got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
     check_compact(got, n, x_np, m_np)
 
 
-def test_nonzero(host, cctx):
+def test_nonzero(host, either_ctx):
     rng = np.random.default_rng(5)
     for size in (1, 9, 3 * TILE + 17):
         m_np = mask_of(rng, size, "float32", 0.4)
-        m = cctx.tensor(m_np)
-        idx, n = host.run(cctx, lambda rec: rec.nonzero(m))
+        m = either_ctx.tensor(m_np)
+        idx, n = host.run(either_ctx, lambda rec: rec.nonzero(m))
         ref = np.flatnonzero(m_np)
         assert idx.dtype == gc.uint32 and idx.shape == (size,)
         assert n.numpy().tolist() == [ref.size]
         np.testing.assert_array_equal(idx.numpy()[:ref.size], ref)
 
 
-def test_n_dimensional_and_strided_inputs(host, cctx):
+def test_n_dimensional_and_strided_inputs(host, either_ctx):
     rng = np.random.default_rng(6)
     base_np = values_of(rng, (7, 900), "int32")
     mbase_np = mask_of(rng, (7, 900), "uint32")
     x_np, m_np = base_np[1::2, ::-3], mbase_np[1::2, ::-3]
-    x, m = cctx.tensor(base_np)[1::2, ::-3], cctx.tensor(mbase_np)[1::2, ::-3]
-    got, n = host.run(cctx, lambda rec: rec.compact(x, m))
+    x, m = either_ctx.tensor(base_np)[1::2, ::-3], either_ctx.tensor(mbase_np)[1::2, ::-3]
+    got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
     check_compact(got, n, x_np, m_np)
-    full = cctx.tensor(mbase_np)
-    idx, n2 = host.run(cctx, lambda rec: rec.nonzero(full))
+    full = either_ctx.tensor(mbase_np)
+    idx, n2 = host.run(either_ctx, lambda rec: rec.nonzero(full))
     ref = np.flatnonzero(mbase_np)
     np.testing.assert_array_equal(idx.numpy()[:ref.size], ref)
 
 
-def test_outputs_given_and_int32_indices(host, cctx):
+def test_outputs_given_and_int32_indices(host, either_ctx):
     rng = np.random.default_rng(7)
-    m_np = mask_of(rng, 2 * TILE + 5, "uint8" if cctx.caps.uint8_storage else "uint32")
-    m = cctx.tensor(m_np)
-    base = cctx.tensor(np.full(2 * m_np.size, -1, np.int32))
-    counts = cctx.tensor(np.array([99, 99], np.uint32))
-    idx, n = host.run(cctx, lambda rec: rec.nonzero(m, out=base[::2], out_count=counts[1:]))
+    m_np = mask_of(rng, 2 * TILE + 5, "uint8" if either_ctx.caps.uint8_storage else "uint32")
+    m = either_ctx.tensor(m_np)
+    base = either_ctx.tensor(np.full(2 * m_np.size, -1, np.int32))
+    counts = either_ctx.tensor(np.array([99, 99], np.uint32))
+    idx, n = host.run(either_ctx, lambda rec: rec.nonzero(m, out=base[::2], out_count=counts[1:]))
     ref = np.flatnonzero(m_np)
     got = base.numpy()
     np.testing.assert_array_equal(got[::2][:ref.size], ref)
@@ -135,71 +127,71 @@ def test_outputs_given_and_int32_indices(host, cctx):
 
 @pytest.mark.parametrize("count", [0, 1, 1000, "size", "beyond"])
 @pytest.mark.parametrize("count_dtype", ["uint32", "int32"])
-def test_gpu_side_count(host, cctx, count, count_dtype):
+def test_gpu_side_count(host, either_ctx, count, count_dtype):
     rng = np.random.default_rng(8)
     size = 3 * TILE + 11
     limit = {"size": size, "beyond": size + 5000}.get(count, count)
     x_np, m_np = values_of(rng, size, "uint32"), mask_of(rng, size, "int32")
-    x, m = cctx.tensor(x_np), cctx.tensor(m_np)
-    c = cctx.tensor(np.array([limit], count_dtype))
-    out = cctx.tensor(np.full(size, 12345, np.uint32))
+    x, m = either_ctx.tensor(x_np), either_ctx.tensor(m_np)
+    c = either_ctx.tensor(np.array([limit], count_dtype))
+    out = either_ctx.tensor(np.full(size, 12345, np.uint32))
 
     def record(rec):
         rec.add(c, 0, out=c)               # the count is written on the GPU first
         return rec.compact(x, m, count=c, out=out)
-    got, n = host.run(cctx, record)
+    got, n = host.run(either_ctx, record)
     check_compact(got, n, x_np, m_np, limit)
     kept = int(n.numpy()[0])
     assert (got.numpy()[kept:] == 12345).all()
 
 
-def test_negative_int32_count_is_zero(host, cctx):
-    m = cctx.tensor(np.ones(100, np.uint32))
-    c = cctx.tensor(np.array([-5], np.int32))
-    _, n = host.run(cctx, lambda rec: rec.nonzero(m, count=c))
+def test_negative_int32_count_is_zero(host, either_ctx):
+    m = either_ctx.tensor(np.ones(100, np.uint32))
+    c = either_ctx.tensor(np.array([-5], np.int32))
+    _, n = host.run(either_ctx, lambda rec: rec.nonzero(m, count=c))
     assert n.numpy().tolist() == [0]
 
 
-def test_count_feeds_a_later_dispatch(host, cctx):
+def test_count_feeds_a_later_dispatch(host, either_ctx):
     m_np = (np.arange(5000) % 3 == 0).astype(np.uint32)
-    m = cctx.tensor(m_np)
-    out = cctx.tensor(np.zeros(5000, np.float32))
+    m = either_ctx.tensor(m_np)
+    out = either_ctx.tensor(np.zeros(5000, np.float32))
 
     def record(rec):
         idx, n = rec.nonzero(m)
         rec.dispatch_count(n, "fill", out, 1.0)
         return n
-    n = host.run(cctx, record)
+    n = host.run(either_ctx, record)
     kept = int(m_np.sum())
     assert n.numpy().tolist() == [kept]
     assert (out.numpy()[:kept] == 1.0).all()
 
 
-def test_empty_input(host, cctx):
-    e = cctx.empty((0, 4), "float32")
-    got, n = host.run(cctx, lambda rec: rec.compact(e, cctx.empty((0, 4), "uint32")))
+def test_empty_input(host, either_ctx):
+    e = either_ctx.empty((0, 4), "float32")
+    got, n = host.run(either_ctx, lambda rec: rec.compact(e, either_ctx.empty((0, 4), "uint32")))
     assert got.shape == (0,) and n.numpy().tolist() == [0]
 
 
-def test_variant_follows_the_device(host, cctx):
-    m = cctx.tensor(np.ones(5000, np.uint32))
-    modes = {d.spec.param("mode") for d in registered_ops()["nonzero"](cctx, m).dispatches
+def test_variant_follows_the_device(host, either_ctx):
+    m = either_ctx.tensor(np.ones(5000, np.uint32))
+    modes = {d.spec.param("mode") for d in registered_ops()["nonzero"](either_ctx, m).dispatches
              if d.spec.family == "compact"}
-    assert modes == ({"chained"} if use_chained(cctx, False) else {"count", "scatter"})
+    assert modes == ({"chained"} if use_chained(either_ctx, False) else {"count", "scatter"})
 
 
-def test_planned_kernels_are_in_the_bake_catalogue(host, cctx):
+def test_planned_kernels_are_in_the_bake_catalogue(host, either_ctx):
     from guestcompute.ops import all_specs
     catalogue = set(all_specs())
     ops = registered_ops()
-    c = cctx.tensor(np.array([3], np.int32))
+    c = either_ctx.tensor(np.array([3], np.int32))
     planned = []
-    for dtype in ("float32", "int32", "uint32") + tuple(d for d in ("uint8", "float16") if usable(cctx, d)):
-        x = cctx.empty((3000,), dtype)
-        for mask_dtype in ("uint32", "int32", "float32") + (("uint8",) if usable(cctx, "uint8") else ()):
-            m = cctx.empty((3000,), mask_dtype)
-            planned += ops["compact"](cctx, x, m).dispatches + ops["compact"](cctx, x, m, count=c).dispatches
-            planned += ops["nonzero"](cctx, m).dispatches
+    for dtype in ("float32", "int32", "uint32") + tuple(d for d in ("uint8", "float16") if usable(either_ctx, d)):
+        x = either_ctx.empty((3000,), dtype)
+        for mask_dtype in ("uint32", "int32", "float32") + (("uint8",) if usable(either_ctx, "uint8") else ()):
+            m = either_ctx.empty((3000,), mask_dtype)
+            planned += ops["compact"](either_ctx, x, m).dispatches + ops["compact"](either_ctx, x, m, count=c).dispatches
+            planned += ops["nonzero"](either_ctx, m).dispatches
     assert all(d.spec in catalogue for d in planned)
 
 

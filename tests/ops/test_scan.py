@@ -8,7 +8,7 @@ import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan import BLOCK, use_subgroups
 from guestcompute.ops.scan_chained import TILE, use_chained
-from single_pass import forced_single_pass, skip_first_tickets
+from single_pass import forced_single_pass, full_range as data, skip_first_tickets
 
 HYP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -32,14 +32,6 @@ def check(got: np.ndarray, x: np.ndarray, axis: int, exclusive: bool):
         assert np.all(err <= bound), f"max error {err.max()} (bound {bound[err > bound][:3]})"
     else:
         np.testing.assert_array_equal(got, ref.astype(x.dtype))
-
-
-def data(rng, shape, dtype):
-    if dtype == "float32":
-        return rng.standard_normal(shape).astype(np.float32)
-    if dtype == "int32":
-        return rng.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
-    return rng.integers(0, 2**32, shape, dtype=np.uint64).astype(np.uint32)
 
 
 @pytest.mark.parametrize("n", [1, 7, 255, 256, 257, 1023, 1024, 1025, 2048, 5000, 65537])
@@ -260,14 +252,6 @@ def test_single_pass_kernels_are_in_the_bake_catalogue(host, chained_ctx):
 
 
 # -- GPU-side counts -----------------------------------------------------------------
-
-@pytest.fixture(params=["device", "single_pass"])
-def either_ctx(host, request):
-    """A fresh context as the device is, or one claiming forward progress."""
-    c = forced_single_pass(host) if request.param == "single_pass" else host.adopt()
-    yield c
-    c.close()
-
 
 @pytest.mark.parametrize("size", [5, BLOCK + 3, 3 * TILE + 7])
 @pytest.mark.parametrize("count", [0, 1, "half", "size", "beyond"])

@@ -8,16 +8,9 @@ import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan_chained import use_chained
 from guestcompute.ops.segmented import ITEMS, PORTABLE_WG
-from single_pass import forced_single_pass, skip_first_tickets
+from single_pass import forced_single_pass, full_range as data, skip_first_tickets
 
 BLOCK = PORTABLE_WG * ITEMS
-
-
-@pytest.fixture(params=["device", "single_pass"])
-def sctx(host, request):
-    c = forced_single_pass(host) if request.param == "single_pass" else host.adopt()
-    yield c
-    c.close()
 
 
 def reference(x, starts, exclusive):
@@ -43,14 +36,6 @@ def check(got, x, starts, exclusive):
         np.testing.assert_array_equal(got, ref.astype(x.dtype))
 
 
-def data(rng, n, dtype):
-    if dtype == "float32":
-        return rng.standard_normal(n).astype(np.float32)
-    if dtype == "int32":
-        return rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
-    return rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
-
-
 def starts_of(rng, n, density, dtype="uint32"):
     flags = rng.random(n) < density
     return np.where(flags, rng.integers(1, 200, n), 0).astype(dtype)
@@ -58,73 +43,73 @@ def starts_of(rng, n, density, dtype="uint32"):
 
 @pytest.mark.parametrize("n", [1, 2, 7, BLOCK - 1, BLOCK, BLOCK + 1, 4097, 65537, 99991])
 @pytest.mark.parametrize("density", [0.0, 0.001, 0.05, 1.0])
-def test_sizes_and_segment_densities(host, sctx, n, density):
+def test_sizes_and_segment_densities(host, either_ctx, n, density):
     rng = np.random.default_rng(n)
     x_np, s_np = data(rng, n, "int32"), starts_of(rng, n, density)
-    x, s = sctx.tensor(x_np), sctx.tensor(s_np)
+    x, s = either_ctx.tensor(x_np), either_ctx.tensor(s_np)
     for exclusive in (False, True):
-        y = host.run(sctx, lambda rec: rec.segmented_cumsum(x, s, exclusive=exclusive))
+        y = host.run(either_ctx, lambda rec: rec.segmented_cumsum(x, s, exclusive=exclusive))
         check(y.numpy(), x_np, s_np, exclusive)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "uint32"])
 @pytest.mark.parametrize("starts_dtype", ["uint8", "uint32", "int32"])
-def test_dtypes(host, sctx, dtype, starts_dtype):
-    if starts_dtype == "uint8" and not sctx.caps.uint8_storage:
+def test_dtypes(host, either_ctx, dtype, starts_dtype):
+    if starts_dtype == "uint8" and not either_ctx.caps.uint8_storage:
         pytest.skip("the host did not enable 8-bit storage")
     rng = np.random.default_rng(2)
     n = 3 * 2048 + 77
     x_np, s_np = data(rng, n, dtype), starts_of(rng, n, 0.002, starts_dtype)
-    x, s = sctx.tensor(x_np), sctx.tensor(s_np)
-    y = host.run(sctx, lambda rec: rec.segmented_cumsum(x, s))
+    x, s = either_ctx.tensor(x_np), either_ctx.tensor(s_np)
+    y = host.run(either_ctx, lambda rec: rec.segmented_cumsum(x, s))
     assert y.dtype.name == dtype
     check(y.numpy(), x_np, s_np, False)
 
 
-def test_long_segments_spanning_many_tiles_and_all_equal(host, sctx):
+def test_long_segments_spanning_many_tiles_and_all_equal(host, either_ctx):
     n = 40 * 2048 + 5
     x_np = np.full(n, 3, np.uint32)
     s_np = np.zeros(n, np.uint32)
     s_np[[5, 2048 * 7 + 1, 2048 * 30]] = 1
-    x, s = sctx.tensor(x_np), sctx.tensor(s_np)
-    y = host.run(sctx, lambda rec: rec.segmented_cumsum(x, s))
+    x, s = either_ctx.tensor(x_np), either_ctx.tensor(s_np)
+    y = host.run(either_ctx, lambda rec: rec.segmented_cumsum(x, s))
     check(y.numpy(), x_np, s_np, False)
 
 
-def test_strided_views_and_in_place(host, sctx):
+def test_strided_views_and_in_place(host, either_ctx):
     rng = np.random.default_rng(4)
     base_np = data(rng, 3 * 9000, "float32")
     s_np = starts_of(rng, 9000, 0.01)
-    base = sctx.tensor(base_np)
-    s = sctx.tensor(s_np)
-    out_base = sctx.tensor(np.full(2 * 9000, 5, np.float32))
-    host.run(sctx, lambda rec: rec.segmented_cumsum(base[::-3], s, out=out_base[::2]))
+    base = either_ctx.tensor(base_np)
+    s = either_ctx.tensor(s_np)
+    out_base = either_ctx.tensor(np.full(2 * 9000, 5, np.float32))
+    host.run(either_ctx, lambda rec: rec.segmented_cumsum(base[::-3], s, out=out_base[::2]))
     check(out_base.numpy()[::2], base_np[::-3], s_np, False)
     assert (out_base.numpy()[1::2] == 5).all()
     x_np = data(rng, 9000, "int32")
-    x = sctx.tensor(x_np)
-    host.run(sctx, lambda rec: rec.segmented_cumsum(x, s, exclusive=True, out=x))
+    x = either_ctx.tensor(x_np)
+    host.run(either_ctx, lambda rec: rec.segmented_cumsum(x, s, exclusive=True, out=x))
     check(x.numpy(), x_np, s_np, True)
 
 
-def test_variant_follows_the_device(host, sctx):
-    x = sctx.tensor(np.ones(5000, np.float32))
-    s = sctx.tensor(np.zeros(5000, np.uint32))
-    modes = {d.spec.param("mode") for d in registered_ops()["segmented_cumsum"](sctx, x, s).dispatches
+def test_variant_follows_the_device(host, either_ctx):
+    x = either_ctx.tensor(np.ones(5000, np.float32))
+    s = either_ctx.tensor(np.zeros(5000, np.uint32))
+    modes = {d.spec.param("mode") for d in registered_ops()["segmented_cumsum"](either_ctx, x, s).dispatches
              if d.spec.family == "segscan"}
-    assert modes == ({"chained"} if use_chained(sctx, False) else {"block"})
+    assert modes == ({"chained"} if use_chained(either_ctx, False) else {"block"})
 
 
-def test_planned_kernels_are_in_the_bake_catalogue(host, sctx):
+def test_planned_kernels_are_in_the_bake_catalogue(host, either_ctx):
     from guestcompute.ops import all_specs
     catalogue = set(all_specs())
     planned = []
     for dtype in ("float32", "int32", "uint32"):
-        for sdt in ("uint32", "int32") + (("uint8",) if sctx.caps.uint8_storage else ()):
+        for sdt in ("uint32", "int32") + (("uint8",) if either_ctx.caps.uint8_storage else ()):
             for n in (100, 5000, BLOCK * BLOCK + 1):
                 for exclusive in (False, True):
                     planned += registered_ops()["segmented_cumsum"](
-                        sctx, sctx.empty((n,), dtype), sctx.empty((n,), sdt), exclusive=exclusive).dispatches
+                        either_ctx, either_ctx.empty((n,), dtype), either_ctx.empty((n,), sdt), exclusive=exclusive).dispatches
     assert all(d.spec in catalogue for d in planned)
 
 
