@@ -18,6 +18,8 @@ def random_keys(rng, n, dtype, distinct=None):
         return pool[rng.integers(0, distinct, n)]
     if dtype == "uint32":
         return rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    if dtype == "uint64":
+        return rng.integers(0, 2**64, n, dtype=np.uint64)
     if dtype == "int32":
         return rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
     x = (rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20, n)).astype(np.float32)
@@ -109,12 +111,12 @@ def test_in_place_and_strided_views(host, ctx, key_bits):
 
 @HYP
 @given(n=st.one_of(st.sampled_from([1, 255, 256, 257, 1024, 1025, 2049]), st.integers(1, 6000)),
-       dtype=st.sampled_from(["uint32", "int32", "float32"]), distinct=st.sampled_from([None, 1, 3, 40]),
+       dtype=st.sampled_from(["uint32", "int32", "float32", "uint64"]), distinct=st.sampled_from([None, 1, 3, 40]),
        payload=st.booleans(), seed=st.integers(0, 2**16))
 def test_hypothesis_sizes_duplicates_payloads(host, ctx, n, dtype, distinct, payload, seed):
     rng = np.random.default_rng(seed)
     k_np = random_keys(rng, n, dtype, distinct)
-    k = ctx.tensor(k_np)
+    k = ctx.tensor(k_np, dtype)
     order = np.argsort(k_np, kind="stable")
     if payload:
         v_np = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
