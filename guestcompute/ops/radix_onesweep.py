@@ -86,12 +86,14 @@ def usable(ctx, n: int, payload: str) -> bool:
             and not (ctx.caps.feature("vulkanMemoryModel") and not ctx.caps.feature("vulkanMemoryModelDeviceScope")))
 
 
-def _region_words(sg: int, items: int) -> int:
-    return max(workgroup(sg) * items, SUBGROUPS * RADIX)
+def _region_words(wg: int, items: int, subgroups: int) -> int:
+    """Shared words holding the staged tile, then (or before) the
+    per-subgroup digit counts."""
+    return max(wg * items, subgroups * RADIX)
 
 
 def _shared_bytes(sg: int, payload: str) -> int:
-    return 4 * (_region_words(sg, ITEMS[payload]) + 2 * RADIX + SUBGROUPS + 1)
+    return 4 * (_region_words(workgroup(sg), ITEMS[payload], SUBGROUPS) + 2 * RADIX + SUBGROUPS + 1)
 
 
 def _digit_fn(key: str) -> str:
@@ -219,25 +221,25 @@ def _rank(items: int, match: str) -> str:
 @family("onesweep_pass")
 def _render_pass(spec: KernelSpec) -> str:
     sg, payload, items = spec.param("sg"), spec.param("payload"), spec.param("items")
-    wg = workgroup(sg)
-    tile = wg * items
+    wg = spec.workgroup[0]
+    subgroups, tile = wg // sg, wg * items
     dpt = RADIX // wg if wg < RADIX else 1
     src = "int(pc.src_off) + int(i) * pc.src_step"
     owned = f"for (uint k = 0u; k < {dpt}u; ++k) if (t * {dpt}u + k < {RADIX}u)"
     return f"""{_digit_fn(spec.param("key"))}
 // One region serves as the per-subgroup digit counts while ranking and then
 // as the staged tile: shared memory bounds how many workgroups an SM holds.
-shared uint region[{_region_words(sg, items)}];
+shared uint region[{_region_words(wg, items, subgroups)}];
 #define sg_hist region                 // per subgroup and digit: count, then first rank
 #define stage region                   // the tile in digit order (keys, then their payload)
 shared uint dig_off[{RADIX}];          // first tile slot of each digit
 shared uint dig_dest[{RADIX}];         // output index of a digit's tile slot 0
-shared uint part[{SUBGROUPS}];
+shared uint part[{subgroups}];
 shared uint ticket;
 void main() {{
   uint t = gl_LocalInvocationID.x, sgi = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   if (t == 0u) ticket = atomicAdd(state[pc.ticket], 1u);
-  for (uint i = t; i < {SUBGROUPS * RADIX}u; i += {wg}u) sg_hist[i] = 0u;
+  for (uint i = t; i < {subgroups * RADIX}u; i += {wg}u) sg_hist[i] = 0u;
   barrier();
   uint tile = ticket, n = state[{STATE_N}u];
   uint start = tile * {tile}u;
@@ -251,7 +253,7 @@ void main() {{
   uint cnt[{dpt}], off[{dpt}], glob[{dpt}], total[{dpt}];
   {owned} {{
     uint d = t * {dpt}u + k, acc = 0u;
-    for (uint s = 0u; s < {SUBGROUPS}u; ++s) {{ uint c = sg_hist[s * {RADIX}u + d]; sg_hist[s * {RADIX}u + d] = acc; acc += c; }}
+    for (uint s = 0u; s < {subgroups}u; ++s) {{ uint c = sg_hist[s * {RADIX}u + d]; sg_hist[s * {RADIX}u + d] = acc; acc += c; }}
     cnt[k] = acc;
     state[pc.look_off + tile * {RADIX}u + d] = (tile == 0u ? {INCLUSIVE} : {AGGREGATE}) | acc;
     total[k] = state[pc.hist_off + d];
@@ -325,7 +327,7 @@ def pass_spec(key: str, payload: str, sg: int, fallback: bool, match: str = "bal
     bindings, push = bindings + moved[0], push + moved[1]
     return KernelSpec("onesweep_pass", bindings, push,
                       (("key", key), ("payload", payload), ("sg", sg), ("fallback", fallback), ("match", match),
-                       ("items", ITEMS[payload]), ("subgroups", SUBGROUPS)),
+                       ("items", ITEMS[payload])),
                       (workgroup(sg), 1, 1),
                       BALLOT_EXTENSIONS + (("GL_NV_shader_subgroup_partitioned",) if match == "partition" else ()),
                       ("subgroup",))
