@@ -44,6 +44,7 @@ from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, Operand, blell
                          operand_push, row_base, tile_scan, tile_store, use_subgroups)
 from .indirect import check_count
 from .scan_chained import plan_chained, use_chained
+from .scan_vector import plan_vector_scan, use_vector_scan
 from .windows import rowwise
 
 WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minimum
@@ -218,8 +219,15 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None, *, count=N
     row_shape = (1,) * pad + tuple(row_shape)
     src = Operand(x, x.offset, x.strides[axis], (0,) * pad + tuple(xs))
     dst = Operand(out, out.offset, out.strides[axis], (0,) * pad + tuple(os))
-    plan = plan_chained if n > BLOCK and use_chained(ctx, overlaps(x, out)) else plan_scan
-    # Past one block, the chained scan takes one pass instead of block scans, totals and adds.
+    # Past one block: contiguous rows take the reduce-then-scan over vectors
+    # (no waiting, memory speed), others the chained scan's one pass where
+    # the device allows it, instead of block scans, totals and adds.
+    if n <= BLOCK:
+        plan = plan_scan
+    elif count is None and use_vector_scan(ctx, src, dst):
+        plan = plan_vector_scan
+    else:
+        plan = plan_chained if use_chained(ctx, overlaps(x, out)) else plan_scan
     return OpResult(out, plan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive), count))
 
 

@@ -8,6 +8,7 @@ import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan import BLOCK, use_subgroups
 from guestcompute.ops.scan_chained import TILE, use_chained
+from guestcompute.ops.scan_vector import TILE as VECTOR_TILE
 from single_pass import forced_single_pass, full_range as data, skip_first_tickets
 
 HYP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -56,17 +57,25 @@ def test_integers_wrap_like_numpy(host, ctx, dtype, exclusive):
     check(y.numpy(), x_np, -1, exclusive)
 
 
+def spaced(ctx, x_np: np.ndarray):
+    """``x_np`` as a view with a stride of 2 along its last axis: the scans
+    for strided rows (the vector scan needs contiguous ones)."""
+    return ctx.tensor(np.repeat(x_np, 2, axis=-1))[..., ::2]
+
+
 def test_three_levels(host, ctx):
     # > BLOCK**2 elements: block totals of block totals still span two blocks.
     n = BLOCK * BLOCK + 5
     x_np = (np.arange(n) % 7 - 3).astype(np.int32)
-    x = ctx.tensor(x_np)
-    rec_out = host.run(ctx, lambda rec: (rec.cumsum(x), rec))
-    y, rec = rec_out
+    y, rec = host.run(ctx, lambda rec: (rec.cumsum(spaced(ctx, x_np)), rec))
     if use_chained(ctx, False):
         assert rec.dispatches == 2      # setup, one single-pass scan
     else:
         assert rec.dispatches == 5      # 3 block scans + 2 add-backs
+    check(y.numpy(), x_np, -1, False)
+    y, rec = host.run(ctx, lambda rec: (rec.cumsum(ctx.tensor(x_np)), rec))
+    if use_subgroups(ctx):
+        assert rec.dispatches == 3      # tile sums, their scan (one block), tile scans
     check(y.numpy(), x_np, -1, False)
 
 
@@ -134,7 +143,8 @@ def test_kernel_choice_follows_host_caps(host, ctx):
     if host.profile == "bare":
         assert not subgroup
     assert {s.param("subgroup") for s in specs if s.family in ("scan_block", "scan_chained")} == {subgroup}
-    assert all(s.target_env == ("vulkan1.1" if s.param("subgroup") else "vulkan1.0") for s in specs)
+    assert any(s.family == "scan_vector_tiles" for s in specs) == subgroup
+    assert all(s.target_env == ("vulkan1.1" if "subgroup" in s.features else "vulkan1.0") for s in specs)
     # a second identical scan creates no pipeline
     host.run(ctx, lambda rec: rec.cumsum(x))
     before = ctx.cache_stats()["pipelines_created"]
@@ -194,10 +204,10 @@ def families(ctx, x, **kw) -> list:
 
 
 def test_single_pass_only_where_the_device_promises_forward_progress(host, ctx, chained_ctx):
-    x = ctx.tensor(np.ones(3 * BLOCK, np.float32))
+    x = spaced(ctx, np.ones(3 * BLOCK, np.float32))
     chained = "scan_chained" in families(ctx, x)
     assert chained == (ctx.limits.forward_progress and use_chained(ctx, False))
-    y = chained_ctx.tensor(np.ones(3 * BLOCK, np.float32))
+    y = spaced(chained_ctx, np.ones(3 * BLOCK, np.float32))
     assert "scan_chained" in families(chained_ctx, y)
     assert "scan_chained" not in families(chained_ctx, y[:BLOCK])     # one block: one dispatch already
 
@@ -208,7 +218,7 @@ def test_single_pass_sizes(host, chained_ctx, n, exclusive):
     rng = np.random.default_rng(n)
     for dtype in ("float32", "int32", "uint32"):
         x_np = data(rng, n, dtype)
-        x = chained_ctx.tensor(x_np)
+        x = spaced(chained_ctx, x_np)
         y, rec = host.run(chained_ctx, lambda rec: (rec.cumsum(x, exclusive=exclusive), rec))
         assert rec.dispatches == 2                      # clear + one pass
         check(y.numpy(), x_np, -1, exclusive)
@@ -223,14 +233,14 @@ def test_single_pass_rows_views_and_all_equal(host, chained_ctx):
     host.run(chained_ctx, lambda rec: rec.cumsum(base[::2], exclusive=True, out=out[::2]))
     check(out_base.numpy()[::2, ::2], base_np[::2], -1, True)
     assert not out_base.numpy()[1::2].any() and not out_base.numpy()[:, 1::2].any()
-    same = chained_ctx.tensor(np.full((3, 5 * TILE), 3, np.uint32))
+    same = spaced(chained_ctx, np.full((3, 5 * TILE), 3, np.uint32))
     y = host.run(chained_ctx, lambda rec: rec.cumsum(same, axis=1))
     check(y.numpy(), np.full((3, 5 * TILE), 3, np.uint32), 1, False)
 
 
 def test_single_pass_in_place(host, chained_ctx):
     x_np = np.arange(4 * TILE + 3, dtype=np.uint32)
-    x = chained_ctx.tensor(x_np)
+    x = spaced(chained_ctx, x_np)
     chained = use_chained(chained_ctx, True)
     assert ("scan_chained" in families(chained_ctx, x, out=x)) == chained
     host.run(chained_ctx, lambda rec: rec.cumsum(x, out=x))
@@ -249,6 +259,49 @@ def test_single_pass_kernels_are_in_the_bake_catalogue(host, chained_ctx):
             planned += cumsum(chained_ctx, x, 1, exclusive).dispatches
     assert {d.spec.family for d in planned} >= {"scan_chained"}
     assert all(d.spec in catalogue for d in planned)
+
+
+# -- the reduce-then-scan over vectors (contiguous rows) ---------------------------
+
+def vector_scan(ctx) -> bool:
+    return use_subgroups(ctx)
+
+
+@pytest.mark.parametrize("n", [BLOCK + 1, VECTOR_TILE - 1, VECTOR_TILE, VECTOR_TILE + 1, VECTOR_TILE + 4,
+                               3 * VECTOR_TILE + 2, 40 * VECTOR_TILE + 13, 99991])
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_vector_scan_sizes(host, ctx, n, exclusive):
+    rng = np.random.default_rng(n + 3)
+    for dtype in ("float32", "int32", "uint32"):
+        x_np = data(rng, n, dtype)
+        x = ctx.tensor(x_np)
+        assert ("scan_vector_tiles" in families(ctx, x)) == vector_scan(ctx)
+        y = host.run(ctx, lambda rec: rec.cumsum(x, exclusive=exclusive))
+        check(y.numpy(), x_np, -1, exclusive)
+
+
+def test_vector_scan_rows_offsets_and_in_place(host, ctx):
+    rng = np.random.default_rng(11)
+    # Rows of 4k + 8 elements start on 16-byte boundaries: each row is scanned on its own.
+    base_np = data(rng, (3, 2 * VECTOR_TILE + 8), "uint32")
+    base = ctx.tensor(base_np)
+    assert ("scan_vector_tiles" in families(ctx, base, axis=1)) == vector_scan(ctx)
+    check(host.run(ctx, lambda rec: rec.cumsum(base, axis=1)).numpy(), base_np, 1, False)
+    # A view starting 4 elements in stays vectorised; one starting 1 element in does not.
+    for start in (4, 1):
+        view = base[1, start:]
+        assert ("scan_vector_tiles" in families(ctx, view)) == (vector_scan(ctx) and start % 4 == 0)
+        out = ctx.tensor(np.full(base_np.shape[1] + 4, 9, np.uint32))
+        host.run(ctx, lambda rec: rec.cumsum(view, exclusive=True, out=out[4:4 + view.shape[0]]))
+        check(out.numpy()[4:4 + view.shape[0]], base_np[1, start:], -1, True)
+        assert (out.numpy()[:4] == 9).all()
+    x_np = data(rng, 5 * VECTOR_TILE + 3, "float32")
+    x = ctx.tensor(x_np)
+    host.run(ctx, lambda rec: rec.cumsum(x, out=x))
+    check(x.numpy(), x_np, -1, False)
+    same = ctx.tensor(np.full((2, 3 * VECTOR_TILE), 3, np.int32))
+    check(host.run(ctx, lambda rec: rec.cumsum(same, axis=1)).numpy(), np.full((2, 3 * VECTOR_TILE), 3, np.int32),
+          1, False)
 
 
 # -- GPU-side counts -----------------------------------------------------------------
@@ -315,10 +368,12 @@ def test_single_pass_vector_access_where_aligned(host, chained_ctx, first):
     x_np = data(np.random.default_rng(first), n, "int32")
     base = ctx.tensor(x_np)
     x = base[first:]
-    specs = [d.spec for d in registered_ops()["cumsum"](ctx, x).dispatches if d.spec.family == "scan_chained"]
-    wide = 5 <= ctx.limits.max_storage_buffers and first % 4 == 0
+    c = ctx.tensor(np.array([n], np.uint32))      # a GPU count: contiguous rows take the chained scan too
+    specs = [d.spec for d in registered_ops()["cumsum"](ctx, x, count=c).dispatches
+             if d.spec.family == "scan_chained"]
+    wide = 6 <= ctx.limits.max_storage_buffers and first % 4 == 0
     assert [s.param("vector") for s in specs] == [wide]
-    y = host.run(ctx, lambda rec: rec.cumsum(x))
+    y = host.run(ctx, lambda rec: rec.cumsum(x, count=c))
     check(y.numpy(), x_np[first:], -1, False)
 
 
@@ -328,7 +383,7 @@ def test_single_pass_fallback_reduces_tiles_that_never_publish(host, chained_ctx
     skip_first_tickets(monkeypatch, scan_chained, 3)
     n = 7 * TILE + 5
     x_np = data(np.random.default_rng(11), n, dtype)
-    x = chained_ctx.tensor(x_np)
+    x = spaced(chained_ctx, x_np)
     out = chained_ctx.tensor(np.zeros(n, dtype))
     host.run(chained_ctx, lambda rec: rec.cumsum(x, out=out))
     ref_from = 3 * TILE
