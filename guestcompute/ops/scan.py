@@ -18,11 +18,12 @@ supports subgroup arithmetic in compute shaders, a variant replaces it with
 workgroup is made of full subgroups and otherwise takes the shared-memory
 path, so a device free to split workgroups oddly still gets right answers.
 
-Where the device keeps started workgroups running
-(``limits.forward_progress``), rows longer than one block take the
-single-pass chained scan of ops/scan_chained.py instead (in place only
-where no loop cap forces its fallback); this multi-level scan is the
-portable variant. ``count=`` (1-D): the kernels read the length from a
+Rows longer than one block that are contiguous and 16-byte aligned take
+the reduce-then-scan over vectors of ops/scan_vector.py where the device
+has subgroup arithmetic. Other long rows, where the device keeps started
+workgroups running (``limits.forward_progress``), take the single-pass
+chained scan of ops/scan_chained.py (in place only where no loop cap
+forces its fallback); this multi-level scan is the portable variant. ``count=`` (1-D): the kernels read the length from a
 GPU tensor.
 
 Rows are addressed through push constants (offset, axis stride, up to four
@@ -31,6 +32,8 @@ shapes never create pipelines. Integer sums wrap like C (numpy's
 ``np.cumsum(x, dtype=x.dtype)``).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -225,7 +228,7 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None, *, count=N
     if n <= BLOCK:
         plan = plan_scan
     elif count is None and use_vector_scan(ctx, src, dst):
-        plan = plan_vector_scan
+        plan = functools.partial(plan_vector_scan, scan_sums=plan_scan)
     else:
         plan = plan_chained if use_chained(ctx, overlaps(x, out)) else plan_scan
     return OpResult(out, plan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive), count))

@@ -195,10 +195,11 @@ def use_vector_scan(ctx, src: Operand, dst: Operand) -> bool:
 
 
 def plan_vector_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tuple, dtype: str,
-                     exclusive: bool, count=None) -> list:
+                     exclusive: bool, count=None, *, scan_sums) -> list:
     """Dispatches scanning ``rows`` contiguous rows of ``n`` elements (see
-    :func:`use_vector_scan`; ``count`` must be None)."""
-    from .scan import plan_scan         # the tile sums are scanned by the portable planner
+    :func:`use_vector_scan`; ``count`` must be None). ``scan_sums``: the
+    planner of the tile sums' exclusive scan (ops/scan.py's ``plan_scan``,
+    passed in because that module chooses this one)."""
     assert count is None, "GPU-side counts take the other scans"
     nblocks = -(-n // TILE)
     tiles = rows * nblocks
@@ -213,7 +214,7 @@ def plan_vector_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_sha
     reduce = sums_spec(dtype)
     out = [Dispatch(reduce, (src.tensor.buffer, src.tensor.buffer, sums.buffer),
                     reduce.pack(dict(common, **src.push("src"))), groups)]
-    out += plan_scan(ctx, Operand.rows_of(sums, rows, nblocks), Operand.rows_of(offsets, rows, nblocks),
+    out += scan_sums(ctx, Operand.rows_of(sums, rows, nblocks), Operand.rows_of(offsets, rows, nblocks),
                      rows, nblocks, (1,) * (ROW_RANK - 1) + (rows,), dtype, True)
     return out + [Dispatch(scan, io + (offsets.buffer,), values, groups)]
 
