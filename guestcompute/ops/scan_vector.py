@@ -11,7 +11,7 @@ That reads the input twice and writes it once (3n words, against the 2n
 of a single-pass chained scan), but no workgroup ever waits for another:
 measured on an H200, the tile pass alone ran at the speed of a copy, while
 a chained scan of the same tiles waiting on its predecessors' published
-sums ran at a third of it. Nothing here needs ``forward_progress``.
+sums ran at a quarter to a third of it. Nothing here needs ``forward_progress``.
 
 Tile layout: each subgroup owns ``4 * V * subgroup size`` consecutive
 elements, in ``V`` chunks of one 16-byte vector per lane, so every load
