@@ -45,7 +45,7 @@ from ..dtypes import as_dtype
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch, overlaps
-from .scan_tiles import ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, row_base, tile_scan, tile_store, use_subgroups
+from .scan_tiles import ROW_RANK, SUBGROUP_EXTENSIONS, VEC4, WG_INDEX, row_base, tile_scan, tile_store, use_subgroups
 
 DTYPES = ("float32", "int32", "uint32")
 
@@ -208,7 +208,7 @@ def chained_spec(dtype: str, exclusive: bool, subgroup: bool, count: str = None,
     bindings = (Binding("src", T, READ), Binding("dst", T, WRITE),
                 Binding("state", "uint", READWRITE, qualifier="volatile"))
     if vector:
-        T4 = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}[T]
+        T4 = VEC4[T]
         bindings += (Binding("src4", T4, READ), Binding("dst4", T4, WRITE))
     if count:
         bindings += (Binding("cnt", "uint" if count == "uint32" else "int", READ),)

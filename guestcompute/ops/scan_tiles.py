@@ -13,6 +13,9 @@ WG_INDEX = ("(gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + "
 
 SUBGROUP_EXTENSIONS = ("GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic")
 
+# The 16-byte vector of each scanned GLSL element type.
+VEC4 = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}
+
 
 def blelloch(arr: str, n: int, T: str, t: str = "t") -> str:
     """GLSL statements: exclusive scan of shared ``arr[0..n)`` (element type
@@ -92,7 +95,7 @@ def _vector_load(T: str, wg: int, items: int) -> str:
     vec4 view of ``src``; the planner checked that the row starts on a
     16-byte boundary and is contiguous) and scalar ones for a partial last
     group of four."""
-    T4 = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}[T]
+    T4 = VEC4[T]
     return f"""  for (uint j = 0u; j < {items // 4}u; ++j) {{
     uint i = t + j * {wg}u, k = start + 4u * i;
     {T4} v = {T4}(0);
@@ -105,7 +108,7 @@ def _vector_load(T: str, wg: int, items: int) -> str:
 def _vector_store(T: str, wg: int, items: int) -> str:
     """GLSL: ``data`` to ``dst`` with 16-byte stores through ``dst4`` (see
     :func:`_vector_load`)."""
-    T4 = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}[T]
+    T4 = VEC4[T]
     return f"""  for (uint j = 0u; j < {items // 4}u; ++j) {{
     uint i = t + j * {wg}u, k = start + 4u * i;
     {T4} v = {T4}(data[P(4u * i)], data[P(4u * i + 1u)], data[P(4u * i + 2u)], data[P(4u * i + 3u)]);

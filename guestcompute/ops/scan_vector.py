@@ -31,21 +31,20 @@ from ..dtypes import as_dtype
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch
-from .scan_tiles import ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, Operand, blelloch, operand_push, row_base, \
-    use_subgroups
+from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, VEC4, WG_INDEX, Operand, blelloch, operand_push,
+                         row_base, use_subgroups)
 
 DTYPES = ("float32", "int32", "uint32")
 WG = 256                  # threads per workgroup
 V = 4                     # 16-byte vectors per thread
 TILE = WG * V * 4         # elements per workgroup and per tile sum
-_VEC = {"float": "vec4", "int": "ivec4", "uint": "uvec4"}
 
 
 def _load(T: str) -> str:
     """GLSL ``load4``: four elements from element ``k`` of a row at base
     ``b`` (a multiple of 4), through the vec4 view where all four lie
     before ``n``, one by one at the row's end (zeros past it)."""
-    T4 = _VEC[T]
+    T4 = VEC4[T]
     return f"""{T4} load4(int b, uint k, uint n) {{
   if (k + 4u <= n) return src4[(uint(b) + k) >> 2];
   {T4} v = {T4}(0);
@@ -57,7 +56,7 @@ def _load(T: str) -> str:
 def _store(T: str) -> str:
     """GLSL ``store4``: the counterpart of :func:`_load`, writing only
     elements before ``n``."""
-    return f"""void store4(int b, uint k, uint n, {_VEC[T]} v) {{
+    return f"""void store4(int b, uint k, uint n, {VEC4[T]} v) {{
   if (k + 4u <= n) dst4[(uint(b) + k) >> 2] = v;
   else for (uint c = 0u; c < 4u; ++c) if (k + c < n) dst[b + int(k + c)] = v[c];
 }}"""
@@ -81,7 +80,7 @@ void main() {{
 {row_base(("src",))}
   {T} acc = {T}(0);
   for (uint j = 0u; j < {V}u; ++j) {{
-    {_VEC[T]} v = load4(srcb, block * {TILE}u + 4u * (j * {WG}u + t), n);
+    {VEC4[T]} v = load4(srcb, block * {TILE}u + 4u * (j * {WG}u + t), n);
     acc += (v.x + v.y) + (v.z + v.w);
   }}
   if (full) {{
@@ -122,7 +121,7 @@ def _chunk_scan(T: str) -> str:
 @family("scan_vector_tiles")
 def _render_tiles(spec: KernelSpec) -> str:
     T = as_dtype(spec.param("dtype")).glsl
-    T4 = _VEC[T]
+    T4 = VEC4[T]
     keep = f"{T4}(0, i.x, i.y, i.z)" if spec.param("exclusive") else "i"
     offset = "offsets[wg]" if spec.param("offsets") else f"{T}(0)"
     return f"""shared {T} s_seg[{WG}];
@@ -163,7 +162,7 @@ _PUSH = (Push("n", "uint"), Push("nblocks", "uint"), Push("rows", "uint"), Push(
 def _vec_bindings(T: str, names) -> tuple:
     access = {"src": READ, "dst": WRITE}
     return (tuple(Binding(name, T, access[name]) for name in names)
-            + tuple(Binding(f"{name}4", _VEC[T], access[name]) for name in names))
+            + tuple(Binding(f"{name}4", VEC4[T], access[name]) for name in names))
 
 
 def sums_spec(dtype: str) -> KernelSpec:
