@@ -27,6 +27,7 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch, OpResult, check_out, check_tensor, op, overlaps, registered_ops
+from .compact_vector import plan_vector_compact, use_vector_compact
 from .elementwise import storage_extensions, storage_features
 from .indirect import check_count
 from .scan import plan_scan
@@ -233,6 +234,8 @@ def _plan(ctx, mask, x, dst, total, count) -> list:
               "count_off": count.offset if count is not None else 0, "spin_budget": spin_budget(ctx, False)}
     operands = (mask.buffer,) + ((x.buffer,) if x is not None else ()) + (dst.buffer,)
     counted = (count.buffer,) if count is not None else ()
+    if use_vector_compact(ctx, mask, x, mkind, count):
+        return plan_vector_compact(ctx, mask, x, dst, total, count, mkind)
     if use_chained(ctx, False):
         tile = CHAINED_WG * ITEMS
         state, grid, out = plan_setup(ctx, max(1, -(-n // tile)), n, tile, count)

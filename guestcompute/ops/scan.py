@@ -33,8 +33,6 @@ shapes never create pipelines. Integer sums wrap like C (numpy's
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from ..dtypes import as_dtype
@@ -228,7 +226,7 @@ def cumsum(ctx, x, axis: int = -1, exclusive: bool = False, out=None, *, count=N
     if n <= BLOCK:
         plan = plan_scan
     elif count is None and use_vector_scan(ctx, src, dst):
-        plan = functools.partial(plan_vector_scan, scan_sums=plan_scan)
+        plan = plan_vector_scan
     else:
         plan = plan_chained if use_chained(ctx, overlaps(x, out)) else plan_scan
     return OpResult(out, plan(ctx, src, dst, rows, n, row_shape, x.dtype.name, bool(exclusive), count))

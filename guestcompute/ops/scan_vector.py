@@ -3,7 +3,10 @@
 1. ``scan_vector_sums``: each workgroup adds up one tile of ``TILE``
    elements of one row (16-byte loads) into a ``(rows, tiles)`` scratch
    tensor;
-2. the tile sums are scanned exclusively (ops/scan.py's ``plan_scan``);
+2. ``scan_vector_offsets``: one workgroup a row scans the row's tile sums
+   exclusively, a tile of them at a time (the register scan of step 3,
+   carrying each tile's total): one small dispatch, where a multi-level
+   scan of them took three (on an H200, 17 µs of a 126 µs scan of 2^25);
 3. ``scan_vector_tiles``: each workgroup scans its tile in registers and
    adds the tile's offset.
 
@@ -93,12 +96,24 @@ void main() {{
   if (t == 0u) {{
     {T} s = {T}(0);
     for (uint i = 0u; i < (full ? gl_NumSubgroups : {WG}u); ++i) s += s_part[i];
-    sums[wg] = s;
+    sums[row * pc.tile_rs + block] = s;
   }}
 }}"""
 
 
-def _chunk_scan(T: str) -> str:
+def segments(tile: str) -> str:
+    """GLSL: where this thread's chunks lie in tile ``tile``: a segment is a
+    subgroup's consecutive run of ``V`` chunks (the whole workgroup where
+    subgroups are not full); chunk ``j`` of the thread is the 16-byte
+    vector at element ``first + 4 * (j * seg + lane)``."""
+    return f"""  // A segment: a subgroup's consecutive run of chunks (the whole workgroup
+  // where subgroups are not full).
+  uint seg = full ? gl_SubgroupSize : {WG}u, sid = full ? gl_SubgroupID : 0u;
+  uint lane = full ? gl_SubgroupInvocationID : t;
+  uint first = {tile} * {TILE}u + sid * {4 * V}u * seg;"""
+
+
+def chunk_scan(T: str) -> str:
     """GLSL: ``ex`` (the exclusive sum of ``w`` over the segment's lanes
     before this one) and ``tot`` (the segment's sum): subgroup arithmetic
     where subgroups are full, else the whole workgroup through shared
@@ -118,45 +133,94 @@ def _chunk_scan(T: str) -> str:
     }}"""
 
 
-@family("scan_vector_tiles")
-def _render_tiles(spec: KernelSpec) -> str:
-    T = as_dtype(spec.param("dtype")).glsl
+def segment_sums(T: str, reuse: bool) -> str:
+    """GLSL: ``before``, the sum of ``run`` (each segment's sum) over the
+    tile's segments before this thread's, and ``total``, over all of them.
+    ``reuse``: ``s_seg`` may still be read by :func:`chunk_scan`'s
+    shared-memory path or an earlier tile, so wait first."""
+    wait = "    barrier();\n" if reuse else ""
+    return f"""  {T} before = {T}(0), total = run;
+  if (full) {{
+{wait}    if (gl_SubgroupInvocationID == 0u) s_seg[gl_SubgroupID] = run;
+    barrier();
+    total = {T}(0);
+    for (uint s = 0u; s < gl_NumSubgroups; ++s) {{
+      if (s == gl_SubgroupID) before = total;
+      total += s_seg[s];
+    }}
+  }}"""
+
+
+def _scan_chunks(T: str, exclusive: bool) -> str:
+    """GLSL: ``out4[j]``, chunk ``j`` of the thread scanned within its
+    segment (see :func:`segments`; loads through ``load4`` from ``srcb``),
+    and ``run``, the segment's sum."""
     T4 = VEC4[T]
-    keep = f"{T4}(0, i.x, i.y, i.z)" if spec.param("exclusive") else "i"
-    offset = "offsets[wg]" if spec.param("offsets") else f"{T}(0)"
-    return f"""shared {T} s_seg[{WG}];
-shared {T} s_tot;
-{_load(T)}
-{_store(T)}
-void main() {{
-{_tile_head()}
-{row_base(("src", "dst"))}
-  // A segment: a subgroup's consecutive run of chunks (the whole workgroup
-  // where subgroups are not full).
-  uint seg = full ? gl_SubgroupSize : {WG}u, sid = full ? gl_SubgroupID : 0u;
-  uint lane = full ? gl_SubgroupInvocationID : t;
-  uint first = block * {TILE}u + sid * {4 * V}u * seg;
-  {T4} out4[{V}];
+    keep = f"{T4}(0, i.x, i.y, i.z)" if exclusive else "i"
+    return f"""  {T4} out4[{V}];
   {T} run = {T}(0);                   // the segment's sum before chunk j
   for (uint j = 0u; j < {V}u; ++j) {{
     {T4} x = load4(srcb, first + 4u * (j * seg + lane), n);
     {T4} i = {T4}(x.x, x.x + x.y, x.x + x.y + x.z, x.x + x.y + x.z + x.w);
     {T} w = i.w;
-{_chunk_scan(T)}
+{chunk_scan(T)}
     out4[j] = {keep} + (run + ex);
     run += tot;
-  }}
-  {T} base = {offset};
-  if (full) {{
-    if (gl_SubgroupInvocationID == 0u) s_seg[gl_SubgroupID] = run;
-    barrier();
-    for (uint s = 0u; s < gl_SubgroupID; ++s) base += s_seg[s];
-  }}
+  }}"""
+
+
+def _vector_decls(T: str) -> str:
+    return f"""shared {T} s_seg[{WG}];
+shared {T} s_tot;
+{_load(T)}
+{_store(T)}"""
+
+
+@family("scan_vector_tiles")
+def _render_tiles(spec: KernelSpec) -> str:
+    T = as_dtype(spec.param("dtype")).glsl
+    offset = "offsets[row * pc.tile_rs + block]" if spec.param("offsets") else f"{T}(0)"
+    return f"""{_vector_decls(T)}
+void main() {{
+{_tile_head()}
+{row_base(("src", "dst"))}
+{segments("block")}
+{_scan_chunks(T, spec.param("exclusive"))}
+{segment_sums(T, False)}
+  {T} base = {offset} + before;
   for (uint j = 0u; j < {V}u; ++j) store4(dstb, first + 4u * (j * seg + lane), n, out4[j] + base);
 }}"""
 
 
-_PUSH = (Push("n", "uint"), Push("nblocks", "uint"), Push("rows", "uint"), Push("row_shape", "uint", ROW_RANK))
+@family("scan_vector_offsets")
+def _render_offsets(spec: KernelSpec) -> str:
+    """One workgroup a row: the exclusive scan of the row's tile sums, a
+    tile of them at a time, carrying each tile's total to the next."""
+    T = as_dtype(spec.param("dtype")).glsl
+    return f"""{_vector_decls(T)}
+void main() {{
+  uint row = {WG_INDEX};
+  if (row >= pc.rows) return;
+  uint t = gl_LocalInvocationID.x, n = pc.n;
+  bool full = gl_NumSubgroups * gl_SubgroupSize == {WG}u;
+  int srcb = int(pc.src_off + row * pc.stride), dstb = int(pc.dst_off + row * pc.stride);
+  {T} carry = {T}(0);
+  for (uint block = 0u; block * {TILE}u < n; ++block) {{
+{segments("block")}
+{_scan_chunks(T, True)}
+{segment_sums(T, True)}
+    for (uint j = 0u; j < {V}u; ++j) store4(dstb, first + 4u * (j * seg + lane), n, out4[j] + (carry + before));
+    carry += total;
+  }}
+}}"""
+
+
+# tile_rs: the row stride of the (rows, tiles) tile sums and offsets,
+# rounded up to four elements so that every row starts on 16 bytes.
+_PUSH = (Push("n", "uint"), Push("nblocks", "uint"), Push("rows", "uint"), Push("row_shape", "uint", ROW_RANK),
+         Push("tile_rs", "uint"))
+_OFFSETS_PUSH = (Push("n", "uint"), Push("rows", "uint"), Push("src_off", "uint"), Push("dst_off", "uint"),
+                 Push("stride", "uint"))
 
 
 def _vec_bindings(T: str, names) -> tuple:
@@ -172,6 +236,12 @@ def sums_spec(dtype: str) -> KernelSpec:
                       SUBGROUP_EXTENSIONS, ("subgroup",))
 
 
+def offsets_spec(dtype: str) -> KernelSpec:
+    T = as_dtype(dtype).glsl
+    return KernelSpec("scan_vector_offsets", _vec_bindings(T, ("src", "dst")), _OFFSETS_PUSH, (("dtype", dtype),),
+                      (WG, 1, 1), SUBGROUP_EXTENSIONS, ("subgroup",))
+
+
 def tiles_spec(dtype: str, exclusive: bool, offsets: bool) -> KernelSpec:
     """``offsets``: add each tile's exclusive offset from a scanned tile-sum
     tensor (rows longer than one tile)."""
@@ -180,6 +250,22 @@ def tiles_spec(dtype: str, exclusive: bool, offsets: bool) -> KernelSpec:
     return KernelSpec("scan_vector_tiles", bindings, _PUSH + operand_push("src") + operand_push("dst"),
                       (("dtype", dtype), ("exclusive", exclusive), ("offsets", offsets)), (WG, 1, 1),
                       SUBGROUP_EXTENSIONS, ("subgroup",))
+
+
+def tile_sums(ctx, rows: int, nblocks: int, dtype: str):
+    """Scratch for ``rows`` rows of ``nblocks`` tile sums: (tensor, row
+    stride), rows starting on 16 bytes."""
+    stride = -(-nblocks // 4) * 4
+    return ctx.empty((rows, stride), dtype), stride
+
+
+def plan_offsets(ctx, sums, offsets, rows: int, nblocks: int, stride: int, dtype: str) -> list:
+    """One dispatch: each row's exclusive scan of its ``nblocks`` tile sums
+    (tensors from :func:`tile_sums`), one workgroup a row."""
+    spec = offsets_spec(dtype)
+    values = {"n": nblocks, "rows": rows, "src_off": sums.offset, "dst_off": offsets.offset, "stride": stride}
+    return [Dispatch(spec, (sums.buffer, offsets.buffer) * 2, spec.pack(values),
+                     groups_for(rows * WG, WG, ctx.limits.max_workgroup_count))]
 
 
 def use_vector_scan(ctx, src: Operand, dst: Operand) -> bool:
@@ -194,27 +280,25 @@ def use_vector_scan(ctx, src: Operand, dst: Operand) -> bool:
 
 
 def plan_vector_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_shape: tuple, dtype: str,
-                     exclusive: bool, count=None, *, scan_sums) -> list:
+                     exclusive: bool, count=None) -> list:
     """Dispatches scanning ``rows`` contiguous rows of ``n`` elements (see
-    :func:`use_vector_scan`; ``count`` must be None). ``scan_sums``: the
-    planner of the tile sums' exclusive scan (ops/scan.py's ``plan_scan``,
-    passed in because that module chooses this one)."""
+    :func:`use_vector_scan`; ``count`` must be None)."""
     assert count is None, "GPU-side counts take the other scans"
     nblocks = -(-n // TILE)
     tiles = rows * nblocks
     groups = groups_for(tiles * WG, WG, ctx.limits.max_workgroup_count)
-    common = {"n": n, "nblocks": nblocks, "rows": rows, "row_shape": row_shape}
+    sums, stride = tile_sums(ctx, rows, nblocks, dtype) if nblocks > 1 else (None, 0)
+    common = {"n": n, "nblocks": nblocks, "rows": rows, "row_shape": row_shape, "tile_rs": stride}
     scan = tiles_spec(dtype, exclusive, nblocks > 1)
     io = (src.tensor.buffer, dst.tensor.buffer, src.tensor.buffer, dst.tensor.buffer)
     values = scan.pack(dict(common, **src.push("src"), **dst.push("dst")))
     if nblocks == 1:
         return [Dispatch(scan, io, values, groups)]
-    sums, offsets = ctx.empty((rows, nblocks), dtype), ctx.empty((rows, nblocks), dtype)
+    offsets = ctx.empty(sums.shape, dtype)
     reduce = sums_spec(dtype)
     out = [Dispatch(reduce, (src.tensor.buffer, src.tensor.buffer, sums.buffer),
                     reduce.pack(dict(common, **src.push("src"))), groups)]
-    out += scan_sums(ctx, Operand.rows_of(sums, rows, nblocks), Operand.rows_of(offsets, rows, nblocks),
-                     rows, nblocks, (1,) * (ROW_RANK - 1) + (rows,), dtype, True)
+    out += plan_offsets(ctx, sums, offsets, rows, nblocks, stride, dtype)
     return out + [Dispatch(scan, io + (offsets.buffer,), values, groups)]
 
 
@@ -222,6 +306,12 @@ def plan_vector_scan(ctx, src: Operand, dst: Operand, rows: int, n: int, row_sha
 def _sums_variants():
     for dtype in DTYPES:
         yield sums_spec(dtype)
+
+
+@variants("scan_vector_offsets")
+def _offsets_variants():
+    for dtype in DTYPES:
+        yield offsets_spec(dtype)
 
 
 @variants("scan_vector_tiles")

@@ -1,18 +1,33 @@
 """Compaction (rec.compact, rec.nonzero) against numpy's boolean indexing
-and flatnonzero, on both host profiles and both variants: the multi-pass
-one wherever the device does not promise forward progress, and the
-single-pass one forced on a fresh context that claims it."""
+and flatnonzero, on both host profiles and every variant: the vector one
+for inputs on 16-byte boundaries where the device has subgroups (layout
+"aligned"), and for inputs one element later (layout "offset") the
+multi-pass one wherever the device does not promise forward progress and
+the single-pass one forced on a fresh context that claims it."""
 import numpy as np
 import pytest
 
 import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.compact import ITEMS
+from guestcompute.ops.compact_vector import use_vector_compact
+from guestcompute.ops.scan_vector import TILE as VECTOR_TILE
 from guestcompute.ops.scan_chained import WG as CHAINED_WG
 from guestcompute.ops.scan_chained import use_chained
 from single_pass import forced_single_pass, skip_first_tickets
 
 TILE = CHAINED_WG * ITEMS
+LAYOUTS = pytest.mark.parametrize("layout", ["aligned", "offset"])
+
+
+def put(ctx, arr, layout="aligned"):
+    """``arr`` as a tensor: "aligned" where a new tensor starts (the vector
+    kernels run where the device has subgroups), "offset" as a view one
+    element into a larger tensor (the tile kernels run)."""
+    if layout == "aligned":
+        return ctx.tensor(arr)
+    flat = arr.reshape(-1)
+    return ctx.tensor(np.concatenate([flat[:1], flat]))[1:].reshape(arr.shape)
 
 
 def mask_of(rng, shape, dtype, density=0.5):
@@ -53,43 +68,48 @@ def check_compact(got, n, x_np, mask_np, limit=None):
                                   ref.view(f"u{x_np.dtype.itemsize}"))      # bit-exact, NaN included
 
 
-@pytest.mark.parametrize("size", [1, 2, 7, 1023, 1024, 1025, 2047, 2048, 2049, 8191, 65537, 99991])
-def test_compact_sizes(host, either_ctx, size):
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191,
+                                  3 * 4096 + 2, 65537, 99991])
+@LAYOUTS
+def test_compact_sizes(host, either_ctx, size, layout):
     rng = np.random.default_rng(size)
     x_np = values_of(rng, size, "float32")
     m_np = mask_of(rng, size, "uint32")
-    x, m = either_ctx.tensor(x_np), either_ctx.tensor(m_np)
+    x, m = put(either_ctx, x_np, layout), put(either_ctx, m_np, layout)
     got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
     check_compact(got, n, x_np, m_np)
 
 
 @pytest.mark.parametrize("mask_dtype", ["uint8", "uint32", "int32", "float32"])
 @pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "uint8", "float16"])
-def test_compact_dtypes(host, either_ctx, dtype, mask_dtype):
+@LAYOUTS
+def test_compact_dtypes(host, either_ctx, dtype, mask_dtype, layout):
     if not usable(either_ctx, dtype, mask_dtype):
         pytest.skip("the host did not enable this storage type")
     rng = np.random.default_rng(3)
     x_np, m_np = values_of(rng, 5 * TILE + 3, dtype), mask_of(rng, 5 * TILE + 3, mask_dtype, 0.3)
-    x, m = either_ctx.tensor(x_np), either_ctx.tensor(m_np)
+    x, m = put(either_ctx, x_np, layout), put(either_ctx, m_np, layout)
     got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
     check_compact(got, n, x_np, m_np)
 
 
 @pytest.mark.parametrize("density", [0.0, 1.0])
-def test_compact_none_and_all_kept(host, either_ctx, density):
+@LAYOUTS
+def test_compact_none_and_all_kept(host, either_ctx, density, layout):
     rng = np.random.default_rng(4)
     x_np = np.full(3 * TILE + 1, 7, np.int32)         # all equal too
     m_np = mask_of(rng, x_np.size, "uint32", density)
-    x, m = either_ctx.tensor(x_np), either_ctx.tensor(m_np)
+    x, m = put(either_ctx, x_np, layout), put(either_ctx, m_np, layout)
     got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
     check_compact(got, n, x_np, m_np)
 
 
-def test_nonzero(host, either_ctx):
+@LAYOUTS
+def test_nonzero(host, either_ctx, layout):
     rng = np.random.default_rng(5)
     for size in (1, 9, 3 * TILE + 17):
         m_np = mask_of(rng, size, "float32", 0.4)
-        m = either_ctx.tensor(m_np)
+        m = put(either_ctx, m_np, layout)
         idx, n = host.run(either_ctx, lambda rec: rec.nonzero(m))
         ref = np.flatnonzero(m_np)
         assert idx.dtype == gc.uint32 and idx.shape == (size,)
@@ -125,14 +145,15 @@ def test_outputs_given_and_int32_indices(host, either_ctx):
     assert counts.numpy().tolist() == [99, ref.size]
 
 
-@pytest.mark.parametrize("count", [0, 1, 1000, "size", "beyond"])
+@pytest.mark.parametrize("count", [0, 1, 1000, 5000, "size", "beyond"])
 @pytest.mark.parametrize("count_dtype", ["uint32", "int32"])
-def test_gpu_side_count(host, either_ctx, count, count_dtype):
+@LAYOUTS
+def test_gpu_side_count(host, either_ctx, count, count_dtype, layout):
     rng = np.random.default_rng(8)
     size = 3 * TILE + 11
     limit = {"size": size, "beyond": size + 5000}.get(count, count)
     x_np, m_np = values_of(rng, size, "uint32"), mask_of(rng, size, "int32")
-    x, m = either_ctx.tensor(x_np), either_ctx.tensor(m_np)
+    x, m = put(either_ctx, x_np, layout), put(either_ctx, m_np, layout)
     c = either_ctx.tensor(np.array([limit], count_dtype))
     out = either_ctx.tensor(np.full(size, 12345, np.uint32))
 
@@ -174,10 +195,36 @@ def test_empty_input(host, either_ctx):
 
 
 def test_variant_follows_the_device(host, either_ctx):
-    m = either_ctx.tensor(np.ones(5000, np.uint32))
-    modes = {d.spec.param("mode") for d in registered_ops()["nonzero"](either_ctx, m).dispatches
-             if d.spec.family == "compact"}
-    assert modes == ({"chained"} if use_chained(either_ctx, False) else {"count", "scatter"})
+    ops = registered_ops()
+    for layout in ("aligned", "offset"):
+        m = put(either_ctx, np.ones(5000, np.uint32), layout)
+        families = {d.spec.family for d in ops["nonzero"](either_ctx, m).dispatches}
+        modes = {d.spec.param("mode") for d in ops["nonzero"](either_ctx, m).dispatches if d.spec.family == "compact"}
+        if layout == "aligned" and either_ctx.limits.subgroup_arithmetic:
+            assert use_vector_compact(either_ctx, m, None, "word", None)
+            assert {"compact_vector_count", "compact_vector_scatter"} <= families and not modes
+        else:
+            assert modes == ({"chained"} if use_chained(either_ctx, False) else {"count", "scatter"})
+
+
+@LAYOUTS
+@pytest.mark.parametrize("pattern", ["sparse", "runs", "alternate"])
+def test_masks_of_every_pattern(host, either_ctx, pattern, layout):
+    """Sparse masks leave whole 16-byte chunks unread, runs cross chunk,
+    subgroup and tile borders, alternate keeps one of each pair."""
+    rng = np.random.default_rng(13)
+    size = 3 * VECTOR_TILE + 7
+    i = np.arange(size)
+    keep = {"sparse": rng.random(size) < 0.01, "runs": (i // 37) % 3 == 1, "alternate": i % 2 == 0}[pattern]
+    x_np = values_of(rng, size, "float32")
+    for m_np in (keep.astype(np.uint32), keep.astype(np.uint8) * rng.integers(1, 256, size).astype(np.uint8)):
+        if not usable(either_ctx, m_np.dtype.name):
+            continue
+        x, m = put(either_ctx, x_np, layout), put(either_ctx, m_np, layout)
+        got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
+        check_compact(got, n, x_np, m_np)
+        idx, n = host.run(either_ctx, lambda rec: rec.nonzero(m))
+        np.testing.assert_array_equal(idx.numpy()[:int(n.numpy()[0])], np.flatnonzero(m_np))
 
 
 def test_planned_kernels_are_in_the_bake_catalogue(host, either_ctx):
@@ -231,7 +278,7 @@ def test_single_pass_fallback_counts_tiles_that_never_publish(host, monkeypatch)
         rng = np.random.default_rng(12)
         size = 6 * TILE + 9
         x_np, m_np = values_of(rng, size, "int32"), mask_of(rng, size, "float32", 0.4)
-        x, m = ctx.tensor(x_np), ctx.tensor(m_np)
+        x, m = put(ctx, x_np, "offset"), put(ctx, m_np, "offset")
         out = ctx.tensor(np.zeros(size, np.int32))
         _, n = host.run(ctx, lambda rec: rec.compact(x, m, out=out))
         ref = x_np[m_np.astype(bool)]

@@ -9,6 +9,7 @@ from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan import BLOCK, use_subgroups
 from guestcompute.ops.scan_chained import TILE, use_chained
 from guestcompute.ops.scan_vector import TILE as VECTOR_TILE
+from guestcompute.ops.scan_vector import plan_offsets, tile_sums
 from single_pass import forced_single_pass, full_range as data, skip_first_tickets
 
 HYP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -75,7 +76,7 @@ def test_three_levels(host, ctx):
     check(y.numpy(), x_np, -1, False)
     y, rec = host.run(ctx, lambda rec: (rec.cumsum(ctx.tensor(x_np)), rec))
     if use_subgroups(ctx):
-        assert rec.dispatches == 3      # tile sums, their scan (one block), tile scans
+        assert rec.dispatches == 3      # tile sums, their scan (one workgroup), tile scans
     check(y.numpy(), x_np, -1, False)
 
 
@@ -142,8 +143,10 @@ def test_kernel_choice_follows_host_caps(host, ctx):
     subgroup = use_subgroups(ctx)
     if host.profile == "bare":
         assert not subgroup
-    assert {s.param("subgroup") for s in specs if s.family in ("scan_block", "scan_chained")} == {subgroup}
-    assert any(s.family == "scan_vector_tiles" for s in specs) == subgroup
+    if subgroup:      # a contiguous row: the reduce-then-scan over vectors, three dispatches
+        assert [s.family for s in specs] == ["scan_vector_sums", "scan_vector_offsets", "scan_vector_tiles"]
+    else:
+        assert {s.param("subgroup") for s in specs if s.family in ("scan_block", "scan_chained")} == {False}
     assert all(s.target_env == ("vulkan1.1" if "subgroup" in s.features else "vulkan1.0") for s in specs)
     # a second identical scan creates no pipeline
     host.run(ctx, lambda rec: rec.cumsum(x))
@@ -302,6 +305,26 @@ def test_vector_scan_rows_offsets_and_in_place(host, ctx):
     same = ctx.tensor(np.full((2, 3 * VECTOR_TILE), 3, np.int32))
     check(host.run(ctx, lambda rec: rec.cumsum(same, axis=1)).numpy(), np.full((2, 3 * VECTOR_TILE), 3, np.int32),
           1, False)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_vector_tile_offsets_walk_rows_of_several_tiles(host, ctx, dtype):
+    """The tile sums' scan (one workgroup a row, a tile of sums at a time)
+    on rows longer than one tile: what a 2^24-element row needs, without
+    scanning one."""
+    if not vector_scan(ctx):
+        pytest.skip("the vector scan needs subgroup arithmetic")
+    rows, n = 2, 2 * VECTOR_TILE + 5
+    sums, stride = tile_sums(ctx, rows, n, dtype)
+    sums_np = data(np.random.default_rng(17), (rows, stride), dtype)
+    if dtype == "float32":
+        sums_np = np.round(sums_np * 64)            # small integers: every order of adding is exact
+    ctx.run(lambda rec: rec.copy(ctx.tensor(sums_np), out=sums))
+    offsets = ctx.tensor(np.full(sums.shape, 7, dtype))
+    host.run(ctx, lambda rec: rec.dispatch(plan_offsets(ctx, sums, offsets, rows, n, stride, dtype)))
+    ref = np.cumsum(sums_np[:, :n], axis=1, dtype=dtype) - sums_np[:, :n]
+    np.testing.assert_array_equal(offsets.numpy()[:, :n], ref)
+    assert (offsets.numpy()[:, n:] == 7).all()              # the padding is left alone
 
 
 # -- GPU-side counts -----------------------------------------------------------------
