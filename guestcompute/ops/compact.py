@@ -2,6 +2,11 @@
 ``rec.nonzero(mask)`` (``np.flatnonzero(mask)``), each also writing the
 number of elements kept into a 1-element uint32 GPU tensor.
 
+Inputs on 16-byte boundaries with 4-byte values (or none: nonzero) take
+ops/compact_vector.py's count-scan-scatter where the device has subgroup
+arithmetic and ballots (measured faster on an H200 than the single pass
+below, whose tiles wait on each other). The rest take these kernels.
+
 Each workgroup owns a tile of ``wg * ITEMS`` elements; every thread tests
 ``ITEMS`` consecutive elements (bits of a uint), the workgroup scans the
 threads' counts, and each thread writes its kept elements at the tile's

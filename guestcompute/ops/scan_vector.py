@@ -183,11 +183,12 @@ def _render_tiles(spec: KernelSpec) -> str:
     return f"""{_vector_decls(T)}
 void main() {{
 {_tile_head()}
+  {T} base = {offset};                // read first: its latency hides behind the tile's loads
 {row_base(("src", "dst"))}
 {segments("block")}
 {_scan_chunks(T, spec.param("exclusive"))}
 {segment_sums(T, False)}
-  {T} base = {offset} + before;
+  base += before;
   for (uint j = 0u; j < {V}u; ++j) store4(dstb, first + 4u * (j * seg + lane), n, out4[j] + base);
 }}"""
 
