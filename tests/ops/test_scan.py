@@ -10,6 +10,7 @@ from guestcompute.ops.scan import BLOCK, use_subgroups
 from guestcompute.ops.scan_chained import TILE, use_chained
 from guestcompute.ops.scan_vector import TILE as VECTOR_TILE
 from guestcompute.ops.scan_vector import plan_offsets, tile_sums
+from partial_subgroups import as_if_subgroups_were_partial
 from single_pass import forced_single_pass, full_range as data, skip_first_tickets
 
 HYP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -307,8 +308,24 @@ def test_vector_scan_rows_offsets_and_in_place(host, ctx):
           1, False)
 
 
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_vector_scan_with_partial_subgroups(host, ctx, exclusive):
+    """The kernels' shared-memory path (workgroups of subgroups that are
+    not all full) gives numpy's answers too."""
+    if not vector_scan(ctx):
+        pytest.skip("the vector scan needs subgroup arithmetic")
+    rng = np.random.default_rng(23)
+    for dtype in ("int32", "float32"):
+        x_np = data(rng, (2, 3 * VECTOR_TILE + 12), dtype)      # rows on 16-byte boundaries
+        x, out = ctx.tensor(x_np), ctx.empty(x_np.shape, dtype)
+        plan = registered_ops()["cumsum"](ctx, x, 1, exclusive, out=out).dispatches
+        host.run(ctx, lambda rec: rec.dispatch(as_if_subgroups_were_partial(plan)))
+        check(out.numpy(), x_np, 1, exclusive)
+
+
+@pytest.mark.parametrize("partial", [False, True])
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
-def test_vector_tile_offsets_walk_rows_of_several_tiles(host, ctx, dtype):
+def test_vector_tile_offsets_walk_rows_of_several_tiles(host, ctx, dtype, partial):
     """The tile sums' scan (one workgroup a row, a tile of sums at a time)
     on rows longer than one tile: what a 2^24-element row needs, without
     scanning one."""
@@ -321,7 +338,8 @@ def test_vector_tile_offsets_walk_rows_of_several_tiles(host, ctx, dtype):
         sums_np = np.round(sums_np * 64)            # small integers: every order of adding is exact
     ctx.run(lambda rec: rec.copy(ctx.tensor(sums_np), out=sums))
     offsets = ctx.tensor(np.full(sums.shape, 7, dtype))
-    host.run(ctx, lambda rec: rec.dispatch(plan_offsets(ctx, sums, offsets, rows, n, stride, dtype)))
+    plan = plan_offsets(ctx, sums, offsets, rows, n, stride, dtype)
+    host.run(ctx, lambda rec: rec.dispatch(as_if_subgroups_were_partial(plan) if partial else plan))
     ref = np.cumsum(sums_np[:, :n], axis=1, dtype=dtype) - sums_np[:, :n]
     np.testing.assert_array_equal(offsets.numpy()[:, :n], ref)
     assert (offsets.numpy()[:, n:] == 7).all()              # the padding is left alone
