@@ -208,6 +208,25 @@ def test_variant_follows_the_device(host, either_ctx):
             assert modes == ({"chained"} if use_chained(either_ctx, False) else {"count", "scatter"})
 
 
+def test_uint8_masks_take_the_vector_kernels_on_16_byte_boundaries(host, either_ctx):
+    """A uint8 mask is read 16 bytes at a time: a view 16 elements in is
+    vectorised, one 4 elements in is not; both give numpy's answer."""
+    if not usable(either_ctx, "uint8"):
+        pytest.skip("the host did not enable 8-bit storage")
+    rng = np.random.default_rng(31)
+    size = 2 * VECTOR_TILE + 5
+    base_np = mask_of(rng, size + 16, "uint8")
+    x_np = values_of(rng, size, "int32")
+    base, x = either_ctx.tensor(base_np), either_ctx.tensor(x_np)
+    for start in (16, 4):
+        m_np = base_np[start:start + size]
+        m = base[start:start + size]
+        vector = either_ctx.limits.subgroup_arithmetic and either_ctx.limits.subgroup_ballot and start % 16 == 0
+        assert use_vector_compact(either_ctx, m, x, "uint8", None) == vector
+        got, n = host.run(either_ctx, lambda rec: rec.compact(x, m))
+        check_compact(got, n, x_np, m_np)
+
+
 @LAYOUTS
 @pytest.mark.parametrize("pattern", ["sparse", "runs", "alternate"])
 def test_masks_of_every_pattern(host, either_ctx, pattern, layout):
