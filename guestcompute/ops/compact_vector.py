@@ -246,8 +246,8 @@ def count_spec(mask: str, count: str = None) -> KernelSpec:
 def scatter_spec(mask: str, values: bool, count: str = None) -> KernelSpec:
     """``values``: compact 4-byte values (else write indices: nonzero)."""
     src = (Binding("src", "uint", READ),) if values else ()
-    bindings = ((Binding("mask", "uint", READ),) + src + (Binding("dst", "uint", WRITE), Binding("offsets", "uint", READ),
-                                              Binding("total_out", "uint", WRITE)) + _count_binding(count))
+    out = (Binding("dst", "uint", WRITE), Binding("offsets", "uint", READ), Binding("total_out", "uint", WRITE))
+    bindings = (Binding("mask", "uint", READ),) + src + out + _count_binding(count)
     return KernelSpec("compact_vector_scatter", bindings, _PUSH,
                       (("mask", mask), ("values", values), ("count", count or "")), (WG, 1, 1),
                       SUBGROUP_EXTENSIONS + ("GL_KHR_shader_subgroup_ballot",), ("subgroup",))
