@@ -36,7 +36,7 @@ from .compact_vector import plan_vector_compact, use_vector_compact
 from .elementwise import storage_extensions, storage_features
 from .indirect import check_count
 from .scan import plan_scan
-from .scan_chained import (WG as CHAINED_WG, chained_shared, count_read, look_back, plan_setup, publication,
+from .scan_chained import (WG as CHAINED_WG, chained_shared, counted_length, look_back, plan_setup, publication,
                            spin_budget, take_ticket, use_chained)
 from .scan_tiles import SUBGROUP_EXTENSIONS, WG_INDEX, Operand, group_scan, thread_rank, use_subgroups
 
@@ -151,7 +151,7 @@ def _offset(spec: KernelSpec, wg: int, items: int) -> str:
 def _render_compact(spec: KernelSpec) -> str:
     wg, items, mode = spec.workgroup[0], spec.param("items"), spec.param("mode")
     tile = items * wg
-    n = f"min(pc.n, {count_read(spec)})" if spec.param("count") else "pc.n"
+    n = counted_length(spec)
     head = ["#define P(i) ((i) + ((i) >> 5))", f"shared uint sdata[{tile + tile // 32}];",
             f"shared uint part[{wg}];"]
     if mode == "chained":
@@ -229,9 +229,11 @@ def _flat(ctx, t) -> tuple:
 def _plan(ctx, mask, x, dst, total, count) -> list:
     """Dispatches compacting the flat ``mask`` (and ``x``, or indices) into
     ``dst``, with the number kept written to ``total``."""
+    mkind = kind(mask.dtype.name)
+    if use_vector_compact(ctx, mask, x, mkind, count):
+        return plan_vector_compact(ctx, mask, x, dst, total, count, mkind)
     n = mask.size
     value = ("word" if kind(x.dtype.name) == "float32" else kind(x.dtype.name)) if x is not None else ""
-    mkind = kind(mask.dtype.name)
     subgroup = use_subgroups(ctx)
     cdt = count.dtype.name if count is not None else None
     values = {"n": n, "mask_off": mask.offset, "src_off": x.offset if x is not None else 0,
@@ -239,8 +241,6 @@ def _plan(ctx, mask, x, dst, total, count) -> list:
               "count_off": count.offset if count is not None else 0, "spin_budget": spin_budget(ctx, False)}
     operands = (mask.buffer,) + ((x.buffer,) if x is not None else ()) + (dst.buffer,)
     counted = (count.buffer,) if count is not None else ()
-    if use_vector_compact(ctx, mask, x, mkind, count):
-        return plan_vector_compact(ctx, mask, x, dst, total, count, mkind)
     if use_chained(ctx, False):
         tile = CHAINED_WG * ITEMS
         state, grid, out = plan_setup(ctx, max(1, -(-n // tile)), n, tile, count)

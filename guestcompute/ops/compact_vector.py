@@ -33,9 +33,9 @@ from __future__ import annotations
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch
-from .scan_chained import count_read
-from .scan_tiles import SUBGROUP_EXTENSIONS, WG_INDEX, blelloch, use_subgroups
-from .scan_vector import TILE, V, WG, plan_offsets, segment_sums, segments, tile_sums
+from .scan_chained import counted_length
+from .scan_tiles import SUBGROUP_EXTENSIONS, WG_INDEX, use_subgroups
+from .scan_vector import TILE, V, WG, plan_offsets, segment_sums, segments, tile_sums, workgroup_segment_scan
 
 MASKS = ("uint8", "word", "float32")      # ops/compact.py's kinds
 ROUNDS = 4 * V                            # elements a scatter thread takes, one per round
@@ -89,17 +89,13 @@ def _flags_of(read: str) -> str:
 }}"""
 
 
-def _length(spec: KernelSpec) -> str:
-    return f"min(pc.n, {count_read(spec)})" if spec.param("count") else "pc.n"
-
-
 def _head(spec: KernelSpec, tiles: str) -> str:
     """GLSL: the workgroup ``wg`` (the grid covers the capacity: tiles past
     the count keep nothing; ``tiles``: how many tiles it has), ``t``, ``n``
     and ``full``."""
     return f"""  uint wg = {WG_INDEX};
   if (wg >= {tiles}) return;
-  uint t = gl_LocalInvocationID.x, n = {_length(spec)};
+  uint t = gl_LocalInvocationID.x, n = {counted_length(spec)};
   bool full = gl_NumSubgroups * gl_SubgroupSize == {WG}u;"""
 
 
@@ -170,12 +166,7 @@ def _round_rank() -> str:
       ex = subgroupBallotExclusiveBitCount(b);
       tot = subgroupBallotBitCount(b);
     }} else {{
-      s_seg[t] = uint(keep);{blelloch("s_seg", WG, "uint")}
-      ex = s_seg[t];
-      if (t == {WG - 1}u) s_tot = ex + uint(keep);
-      barrier();
-      tot = s_tot;
-      barrier();
+{workgroup_segment_scan("uint", "uint(keep)")}
     }}"""
 
 

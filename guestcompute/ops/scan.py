@@ -44,7 +44,7 @@ from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normali
 from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, Operand, blelloch,  # noqa: F401 (sort)
                          operand_push, row_base, tile_scan, tile_store, use_subgroups)
 from .indirect import check_count
-from .scan_chained import plan_chained, use_chained
+from .scan_chained import counted_length, plan_chained, use_chained
 from .scan_vector import plan_vector_scan, use_vector_scan
 from .windows import rowwise
 
@@ -52,14 +52,6 @@ WG = 128                  # threads per workgroup: Vulkan 1.0's guaranteed minim
 ITEMS = 8                 # elements per thread
 BLOCK = WG * ITEMS        # elements per workgroup and per block total
 DTYPES = ("float32", "int32", "uint32")
-
-
-def _length(spec: KernelSpec) -> str:
-    """GLSL: the row length, bounded by the count tensor where there is one."""
-    if not spec.param("count"):
-        return "pc.n"
-    read = "cnt[pc.count_off]" if spec.param("count") == "uint32" else "uint(max(cnt[pc.count_off], 0))"
-    return f"min(pc.n, {read})"
 
 
 def _counted(bindings: tuple, push: tuple, count: str) -> tuple:
@@ -85,7 +77,7 @@ void main() {{
   if (wg >= pc.rows * pc.nblocks) return;
   uint row = wg / pc.nblocks, block = wg % pc.nblocks;
   uint t = gl_LocalInvocationID.x;
-  uint n = {_length(spec)};
+  uint n = {counted_length(spec)};
 {row_base(("src", "dst"))}
   uint start = block * {items * wg}u;
 {body}
@@ -104,7 +96,7 @@ def _render_scan_add(spec: KernelSpec) -> str:
   uint row = wg / pc.nblocks, block = wg % pc.nblocks;
   if (block == 0u) return;          // the first block's offset is zero
   uint t = gl_LocalInvocationID.x;
-  uint n = {_length(spec)};
+  uint n = {counted_length(spec)};
 {row_base(("dst",))}
   {as_dtype(spec.param("dtype")).glsl} add = offsets[wg];
   uint start = block * {items * wg}u;

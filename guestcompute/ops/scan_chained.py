@@ -149,6 +149,12 @@ def count_read(spec: KernelSpec) -> str:
     return "cnt[pc.count_off]" if spec.param("count") == "uint32" else "uint(max(cnt[pc.count_off], 0))"
 
 
+def counted_length(spec: KernelSpec) -> str:
+    """GLSL expression: ``pc.n``, bounded by the count tensor where the
+    spec has one (param ``count``)."""
+    return f"min(pc.n, {count_read(spec)})" if spec.param("count") else "pc.n"
+
+
 def _tile_sum(wg: int, items: int) -> str:
     return f"""      for (uint j = 0u; j < {items}u; ++j) {{
         uint k = fblock * {items * wg}u + t + j * {wg}u;
@@ -226,7 +232,7 @@ def _render_setup(spec: KernelSpec) -> str:
         # (compaction) writes it for a count of 0 too.
         grid = f"""
   if (i == 0u) {{
-    uint c = min(pc.n, {count_read(spec)});
+    uint c = {counted_length(spec)};
     uint g = max(c / pc.per_group + uint(c % pc.per_group != 0u), 1u);
     uint x = min(g, pc.max_x);
     grid[pc.grid_off] = x;

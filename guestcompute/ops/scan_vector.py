@@ -116,21 +116,27 @@ def segments(tile: str) -> str:
 def chunk_scan(T: str) -> str:
     """GLSL: ``ex`` (the exclusive sum of ``w`` over the segment's lanes
     before this one) and ``tot`` (the segment's sum): subgroup arithmetic
-    where subgroups are full, else the whole workgroup through shared
-    memory (``full`` is alike in every thread, so the barriers are
-    reached by all)."""
+    where subgroups are full, else :func:`workgroup_segment_scan`."""
     return f"""    {T} ex, tot;
     if (full) {{
       ex = subgroupExclusiveAdd(w);
       tot = subgroupAdd(w);
     }} else {{
-      s_seg[t] = w;{blelloch("s_seg", WG, T)}
+{workgroup_segment_scan(T, "w")}
+    }}"""
+
+
+def workgroup_segment_scan(T: str, w: str) -> str:
+    """GLSL statements: ``ex`` and ``tot`` of ``w`` where the whole
+    workgroup is one segment (subgroups not full), through ``s_seg`` and
+    ``s_tot`` (``full`` is alike in every thread, so every thread reaches
+    the barriers)."""
+    return f"""      s_seg[t] = {w};{blelloch("s_seg", WG, T)}
       ex = s_seg[t];
-      if (t == {WG - 1}u) s_tot = ex + w;
+      if (t == {WG - 1}u) s_tot = ex + {w};
       barrier();
       tot = s_tot;
-      barrier();
-    }}"""
+      barrier();"""
 
 
 def segment_sums(T: str, reuse: bool) -> str:
