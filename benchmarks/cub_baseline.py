@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent / "baselines" / "cub_sort.cu"
-TIMINGS = ("sort_keys", "sort_pairs", "sort_pairs_small", "inclusive_sum", "select_flagged", "memcpy")
+TIMINGS = ("sort_keys", "sort_pairs", "sort_pairs_small", "inclusive_sum", "select_flagged", "memcpy",
+           "skeleton_tile_scan", "skeleton_lookback_scan")
 BUILD_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 600
 

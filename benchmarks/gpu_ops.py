@@ -370,6 +370,24 @@ def torch_copy_bandwidth(n: int) -> float:
     return 2 * n * 4 / statistics.median(times)
 
 
+def hold_cuda_context():
+    """Create torch's CUDA context and return a tensor that keeps it for as
+    long as it lives, or None where torch has no CUDA.
+
+    Why: with driver 580.159.04 the H200 ran the Vulkan compute of a process
+    that held no CUDA context at 570-975 MHz SM clock, and at 1,980 MHz once
+    the same process held one (the same run: the look-back skeleton's tile
+    scan 237 vs 75 us, a 2^25 key sort 5.1-5.9 vs 1.99 ms). The CUDA
+    baselines (CUB, torch) always run with a context, so the suite holds one
+    for the whole run and every Vulkan number is taken at their clock."""
+    if not torch_available():
+        return None
+    import torch
+    keep = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    return keep
+
+
 def torch_available() -> bool:
     try:
         import torch

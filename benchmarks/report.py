@@ -42,7 +42,9 @@ def to_markdown(meta: dict, results: list, image: str = None) -> str:
     lines = [f"### {meta['device']} — {meta['date']}, commit {meta.get('commit', '?')}", ""]
     lines.append(f"Driver {meta.get('driver', '?')}, Vulkan {meta.get('api', '?')}, "
                  f"Python {meta.get('python', '?')}, {meta.get('cpu_count', '?')} CPUs"
-                 + (", quick mode" if meta.get("quick") else "") + ".")
+                 + (", quick mode" if meta.get("quick") else "")
+                 + (", a CUDA context held throughout (the GPU clocks as for the CUDA baselines)"
+                    if meta.get("cuda_context_held") else "") + ".")
     lines.append("")
     if image:
         lines += [f"![benchmarks on {meta['device']}]({image})", ""]

@@ -2,6 +2,10 @@
 
     python -m benchmarks.run [--quick] [--device NAME] [--out DIR] [--only SECTION,...] [--json]
 
+Where torch has CUDA, the run holds a CUDA context throughout so that the
+GPU clocks as it does for the CUDA baselines (see
+``gpu_ops.hold_cuda_context``); the report's meta says whether it did.
+
 Writes ``bench-<device>.json``, ``bench-<device>.md`` and ``bench-<device>.png``
 into ``--out`` (default ``bench-results``) and prints a summary. A section
 that fails is reported as skipped with its error; the others still run.
@@ -21,6 +25,7 @@ import traceback
 from pathlib import Path
 
 from . import integrations, report
+from .gpu_ops import hold_cuda_context
 from .plot import write_chart
 from .results import skipped
 
@@ -83,7 +88,9 @@ def main(argv=None) -> int:
     env = argparse.Namespace(quick=args.quick, device=device, out=args.out)
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())   # quiets loader warnings
 
+    cuda_context = hold_cuda_context()    # kept until the run ends
     meta = device_info(device)
+    meta["cuda_context_held"] = cuda_context is not None
     meta.update(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit=_commit(),
                 python=platform.python_version(), cpu_count=os.cpu_count(), quick=args.quick)
     results = []

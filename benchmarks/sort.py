@@ -18,6 +18,13 @@ Rows (the goals of the sort/scan work, judged on a GPU):
   device-to-device ``cudaMemcpy`` (the shader copy of this run where CUB is
   missing). ``cub::DeviceSelect::Flagged`` is shown in the note.
 
+And one row without a goal that explains the single-pass kernels' misses:
+"look-back scan skeleton 2^25, Vulkan vs CUDA": the library's decoupled
+look-back reduced to a scan (``benchmarks/lookback_skeleton.py``) against
+the same skeleton compiled by nvcc (in the CUB program), GB/s; the note
+gives both without their look-back, so the tile work and the waiting are
+seen apart.
+
 Timing: GPU timestamps around ``reps`` calls (benchmarks.gpu_ops.Timer),
 median over several command buffers. Every op runs out of place, so each
 repetition reads the same unsorted input — what a fresh copy per iteration
@@ -43,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import vulkan as vk
 
-from . import cub_baseline
+from . import cub_baseline, lookback_skeleton
 from .gpu_ops import Timer, compute_copy_seconds, numpy_seconds, torch_available, warm_up
 from .results import Result, skipped, standalone_main
 
@@ -55,6 +62,7 @@ PAIRS_ROW = "sort pairs uint32 2^25 vs CUB"
 COUNT_ROW = "sort 4M pairs, GPU count"
 CUMSUM_ROW = "cumsum uint32 2^25 vs CUB"
 COMPACT_ROW = "compact 2^25 float32"
+SKELETON_ROW = "look-back scan skeleton 2^25, Vulkan vs CUDA"
 # Every row carries its goal, skipped or not, so that goal tables list all five.
 GOALS = {KEYS_ROW: "ratio>=0.5", PAIRS_ROW: "ratio>=0.5", COUNT_ROW: "value<=0.4", CUMSUM_ROW: "ratio>=0.9",
          COMPACT_ROW: "ratio>=0.7"}
@@ -152,6 +160,23 @@ def rows_from(n: int, small: int, ours: dict, cub, missing: str, copy_bw_fallbac
                      _notes("bytes moved vs copy bandwidth (read + written)", cub_note,
                             torch_notes.get(COMPACT_ROW))))
     return rows
+
+
+def skeleton_row(ctx, timer: Timer, n: int, cub, missing: str) -> Result:
+    """The look-back skeleton in GLSL against its CUDA twin (no goal)."""
+    if cub is None:
+        return skipped(SECTION, SKELETON_ROW, missing)
+    try:
+        warm_up(ctx, 0.4)
+        ours = lookback_skeleton.measure(ctx, timer, n)
+    except Exception as e:
+        return skipped(SECTION, SKELETON_ROW, f"{type(e).__name__}: {e}")
+    gbs = {name: 8 * n / seconds / 1e9 for name, seconds in ours.items()}
+    cuda = {name: 8 * n / (cub.ms[f"skeleton_{name}"] / 1e3) / 1e9 for name in ours}
+    return Result(SECTION, SKELETON_ROW, gbs["lookback_scan"], "GB/s", f"the same skeleton compiled by nvcc ({cub.label})",
+                  cuda["lookback_scan"], note=_notes(
+                      f"without the look-back: Vulkan {gbs['tile_scan']:.0f}, CUDA {cuda['tile_scan']:.0f} GB/s",
+                      "bytes read + written; each time includes clearing the status words"))
 
 
 # -- guestcompute's measurements ------------------------------------------------------
@@ -343,6 +368,7 @@ def gpu_rows(ctx, quick: bool) -> list:
         except Exception as e:
             missing += f"; no shader copy either ({type(e).__name__}: {e})"
     rows = rows_from(N, SMALL_PAIRS, ours, cub, missing, copy_bw, notes)
+    rows.append(skeleton_row(ctx, timer, N, cub, missing))
     if cub is not None:
         for r in rows:
             r.extra = dict(r.extra or {}, cub_device=cub.device)

@@ -15,3 +15,10 @@ def test_the_page_table_names_its_run_and_lists_only_judged_rows():
             or line.startswith("| handoff")]
     assert body == ["| record: judged | ≤ 1.3× | 1.50× (3.00 vs 2.00 µs) | raw loop | **missed** |",
                     "| programs: by value | ≤ 20 | 16.0 µs | recording | met |"]
+
+
+def test_the_report_says_whether_a_cuda_context_held_the_clocks_up():
+    from benchmarks.report import to_markdown
+    meta = {"device": "Some GPU", "date": "2026-01-01 00:00 UTC", "commit": "abc1234"}
+    assert "CUDA context held" not in to_markdown(meta, [])
+    assert "a CUDA context held throughout" in to_markdown(dict(meta, cuda_context_held=True), [])

@@ -4,6 +4,7 @@ and a missing baseline skips the rows that need it instead of guessing."""
 import json
 import types
 
+import numpy as np
 import pytest
 
 from benchmarks import cub_baseline, sort
@@ -14,7 +15,7 @@ from benchmarks.sort import (COMPACT_ROW, COUNT_ROW, CUMSUM_ROW, KEYS_ROW, PAIRS
 
 N, SMALL = 1 << 25, 4_194_304
 TIMES = {"sort_keys": 0.845, "sort_pairs": 1.003, "sort_pairs_small": 0.207, "inclusive_sum": 0.0931,
-         "select_flagged": 0.1, "memcpy": 0.5}
+         "select_flagged": 0.1, "memcpy": 0.5, "skeleton_tile_scan": 0.072, "skeleton_lookback_scan": 0.127}
 
 
 def program_output(**changes) -> str:
@@ -135,7 +136,7 @@ def test_the_section_on_a_cpu_device_skips_the_gpu_goals_and_times_small_sorts(c
 
 
 @pytest.mark.parametrize("with_cub", [True, False])
-def test_the_gpu_path_gives_all_five_rows_at_a_small_size(ctx, monkeypatch, with_cub):
+def test_the_gpu_path_gives_all_rows_at_a_small_size(ctx, monkeypatch, with_cub):
     # The path the H200 runs, shrunk: the sizes small, CUB's numbers from a
     # canned run (or none: the compaction is then judged by this run's copy).
     n, small = 1 << 14, 1 << 12
@@ -147,7 +148,9 @@ def test_the_gpu_path_gives_all_five_rows_at_a_small_size(ctx, monkeypatch, with
         else (None, "CUB baseline missing: nvcc not on PATH")
     monkeypatch.setattr(cub_baseline, "measure", lambda *a, **kw: canned)
     rows = by_name(sort.gpu_rows(ctx, quick=True))
-    assert list(rows) == list(sort.ROWS)
+    assert list(rows) == list(sort.ROWS) + [sort.SKELETON_ROW]
+    skeleton = rows[sort.SKELETON_ROW]
+    assert skeleton.skipped or (with_cub and skeleton.value > 0), skeleton
     for name in (KEYS_ROW, PAIRS_ROW, CUMSUM_ROW):
         assert rows[name].value > 0, rows[name]
         assert (rows[name].met is not None) == with_cub, rows[name]
@@ -180,3 +183,37 @@ printf '#!/bin/sh\\ncat {canned}\\n' > "$2" && chmod +x "$2" && echo built >> {b
         assert why == "" and base.ms == TIMES
     assert builds.read_text().split() == ["built"]
     assert [p.name.startswith("cub_sort-") for p in (tmp_path / "cache" / "bench").iterdir()] == [True]
+
+
+@pytest.mark.parametrize("look_back", [False, True])
+def test_the_glsl_lookback_skeleton_scans_exactly(modern_ctx, look_back):
+    """The skeleton the benchmark times against its CUDA twin is a real scan:
+    each tile's own (no look-back) or the whole row's."""
+    from benchmarks import lookback_skeleton as skel
+    if not (modern_ctx.limits.subgroup_arithmetic and modern_ctx.limits.subgroup_ballot):
+        pytest.skip("the skeleton scans with subgroup operations")
+    n = 5 * skel.TILE
+    x = skel.values(n)
+    src, dst = modern_ctx.tensor(x), modern_ctx.empty((n,), "uint32")
+    state = modern_ctx.zeros((n // skel.TILE + 1,), "uint32")
+    k = skel.kernel(modern_ctx, look_back)
+    modern_ctx.run(lambda rec: rec.run_kernel(k, [src, dst, state], groups=(n // skel.TILE, 1, 1)))
+    np.testing.assert_array_equal(dst.numpy(), skel.expected(x, look_back))
+
+
+def test_the_skeleton_accepts_only_sizes_its_status_words_hold():
+    from benchmarks import lookback_skeleton as skel
+    for n in (0, skel.TILE + 1, skel.MAX_N):
+        with pytest.raises(ValueError, match="multiple of"):
+            skel.values(n)
+
+
+def test_the_skeleton_row_sets_vulkan_against_cuda(monkeypatch):
+    seconds = {"tile_scan": 0.08e-3, "lookback_scan": 0.25e-3}
+    monkeypatch.setattr(sort.lookback_skeleton, "measure", lambda ctx, timer, n: dict(seconds))
+    monkeypatch.setattr(sort, "warm_up", lambda ctx, s: None)
+    row = sort.skeleton_row(None, None, N, parse(program_output()), "")
+    assert row.value == pytest.approx(8 * N / 0.25e-3 / 1e9)
+    assert row.baseline_value == pytest.approx(8 * N / 0.127e-3 / 1e9)
+    assert not row.goal and "Vulkan 3355, CUDA 3728 GB/s" in row.note
+    assert sort.skeleton_row(None, None, N, None, "CUB baseline missing: x").skipped == "CUB baseline missing: x"
