@@ -32,6 +32,13 @@ at all (Smith, Levien and Owens' decoupled fallback).
 
 A look-back word holds a 2-bit status and a 30-bit count, so one 32-bit
 store publishes both; counts stay below 2**30 (``MAX_N``).
+
+Polling reads the words through a ``volatile`` buffer, and the value a poll
+returns is used after the loop. That matters: with NVIDIA's driver
+580.159.04 a bare spin whose result is unused (``while (w[0] != x) {}``)
+did not wait at all (two workgroups bouncing a counter through one word
+ended with the wrong count), while the same spin on atomic loads did. The
+loops here are checked exact on that GPU; a new waiting loop should be too.
 """
 from __future__ import annotations
 
