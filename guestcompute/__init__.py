@@ -15,7 +15,7 @@ if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
     from .context import Context, DeviceLimits
     from .device.shared_memory import ExportedMemory
     from .device.shared_timeline import SharedTimeline
-    from .dtypes import float16, float32, int32, uint8, uint32
+    from .dtypes import complex64, float16, float32, int32, uint8, uint32, uint64
     from .errors import (BufferRangeError, CompilerNotFoundError, ContextClosedError, DeviceLostError,
                          DTypeError, GuestComputeError, IndexOutOfRangeError, InvalidArgumentError,
                          KernelError, OutOfMemoryError, RecordingError, ShapeError,
@@ -41,7 +41,7 @@ _EXPORTS = {
     "KernelSpec": "kernels.spec", "WarmupReport": "warmup",
     "ExportedMemory": "device.shared_memory", "SharedTimeline": "device.shared_timeline",
     "CudaTimeline": "interop.cuda_timeline", "CudaView": "interop.cuda_memory",
-    **{name: "dtypes" for name in ("float16", "float32", "int32", "uint8", "uint32")},
+    **{name: "dtypes" for name in ("complex64", "float16", "float32", "int32", "uint8", "uint32", "uint64")},
     **{name: "errors" for name in (
         "BufferRangeError", "CompilerNotFoundError", "ContextClosedError", "DeviceLostError",
         "DTypeError", "GuestComputeError", "IndexOutOfRangeError", "InvalidArgumentError", "KernelError", "OutOfMemoryError",

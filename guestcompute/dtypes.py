@@ -16,7 +16,7 @@ class DType:
     numpy: np.dtype
     glsl: str          # GLSL scalar type in buffers
     size: int          # bytes
-    kind: str          # "float" | "int" | "uint"
+    kind: str          # "float" | "int" | "uint" | "complex"
     feature: str = ""  # capability the host must have enabled ("" = always)
 
     def vec(self, width: int) -> str:
@@ -47,9 +47,17 @@ uint8 = DType("uint8", np.dtype(np.uint8), "uint8_t", 1, "uint", "int8")
 # other op refuses it before recording (see ``check_storage_only``).
 uint64 = DType("uint64", np.dtype(np.uint64), "uint64_t", 8, "uint")
 
+# Complex numbers are numpy's complex64: interleaved float32 (real, imaginary)
+# pairs, a vec2 in shaders. The FFTs compute with them; ``Tensor.real`` and
+# ``Tensor.imag`` are float32 views of their parts, which every float32 op
+# takes; other ops refuse complex tensors before recording.
+complex64 = DType("complex64", np.dtype(np.complex64), "vec2", 8, "complex")
+FFT_OPS = ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn")
+
 ALL = {d.name: d for d in (float32, float16, int32, uint32, uint8)}   # the dtypes ops compute in
-STORAGE_ONLY = {"uint64": ("sort", "argsort", "run_kernel")}          # dtype -> the ops that take it
-KNOWN = {**ALL, "uint64": uint64}
+STORAGE_ONLY = {"uint64": ("sort", "argsort", "run_kernel"),          # dtype -> the ops that take it
+                "complex64": FFT_OPS + ("run_kernel",)}
+KNOWN = {**ALL, "uint64": uint64, "complex64": complex64}
 
 
 def as_dtype(value) -> DType:
@@ -108,6 +116,8 @@ def default_dtype(source: np.dtype, what: str = "data") -> DType:
         return int32
     if kind == "u":
         return uint8 if source.itemsize == 1 else uint32
+    if kind == "c":
+        return complex64
     if kind == "b":
         raise DTypeError(f"{what}: bool data has no guestcompute dtype of its own; name one, "
                          "e.g. dtype='uint8' or dtype='int32' (True becomes 1)")
@@ -125,7 +135,9 @@ def host_array(data, dtype=None, what: str = "data") -> np.ndarray:
         target = default_dtype(source.dtype, what)
     if source.dtype == target.numpy:             # nothing to convert: no copy, no checks
         return np.asarray(source, order="C")
-    if target.kind == "float":
+    if target.kind == "complex":
+        converted = _to_complex(source, target, what)
+    elif target.kind == "float":
         converted = _to_float(source, target, what)
     else:
         converted = _to_integer(source, target, what)
@@ -185,9 +197,10 @@ def _real_numbers(data, target, what: str) -> np.ndarray:
                                        "pass a numpy array or a rectangular nested list of numbers") from None
     if arr.dtype.kind == "O":
         arr = _from_objects(arr, target, what)
-    if arr.dtype.kind == "c":
-        raise DTypeError(f"{what}: complex data has no guestcompute dtype; pass its .real or .imag part")
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind == "c" and target is not None and target.kind != "complex":
+        raise DTypeError(f"{what}: complex data does not convert to {target}; pass its .real or .imag "
+                         "part, or make a complex64 tensor")
+    if arr.dtype.kind not in "biufc":
         raise DTypeError(f"{what}: {arr.dtype} data cannot be converted to numbers; convert it first "
                          "(pass numbers shaped like the tensor)")
     return arr
@@ -198,8 +211,11 @@ def _from_objects(arr: np.ndarray, target, what: str) -> np.ndarray:
     64 bits, or things that are not numbers at all."""
     items = arr.ravel().tolist()
     for item in items:
+        if isinstance(item, complex) and (target is None or target.kind == "complex"):
+            return np.array(items, np.complex128).reshape(arr.shape)
         if isinstance(item, complex):
-            raise DTypeError(f"{what}: complex data has no guestcompute dtype; pass its .real or .imag part")
+            raise DTypeError(f"{what}: complex data does not convert to {target}; pass its .real or .imag "
+                             "part, or make a complex64 tensor")
         if not isinstance(item, (int, float, np.integer, np.floating)):
             raise DTypeError(f"{what}: {type(item).__name__} values cannot be converted to numbers; convert "
                              "them first (pass numbers shaped like the tensor)")
@@ -226,6 +242,17 @@ def _to_float(source: np.ndarray, target: DType, what: str) -> np.ndarray:
         value = source[overflowed].flat[0].item()
         raise InvalidArgumentError(f"{what}: {_show(value)} is beyond the range of {target} "
                                    f"(±{float(np.finfo(target.numpy).max):.8g}); scale the data, or pass ±inf explicitly")
+    return out
+
+
+def _to_complex(source: np.ndarray, target: DType, what: str) -> np.ndarray:
+    """Real or complex data as complex64: each part rounds to float32, and a
+    finite part beyond float32's range is refused as in :func:`_to_float`."""
+    if source.dtype.kind != "c":
+        return _to_float(source, float32, what).astype(target.numpy)
+    rounded = _to_float(np.stack([source.real, source.imag]), float32, what)
+    out = np.empty(source.shape, target.numpy)
+    out.real, out.imag = rounded[0], rounded[1]
     return out
 
 
@@ -270,5 +297,7 @@ def check_storage_only(op: str, args, kwargs) -> None:
             name = d.name if isinstance(d, DType) else None
             if name in STORAGE_ONLY and op not in STORAGE_ONLY[name]:
                 takers = ", ".join(f"rec.{o}" for o in STORAGE_ONLY[name])
-                raise DTypeError(f"{op}: {name} tensors are stored, not computed with; only {takers} "
-                                 f"take them (see \"Host data and dtypes\" in docs/integration.md)")
+                hint = (" (their parts, t.real and t.imag, are float32 views every op takes)"
+                        if name == "complex64" else "")
+                raise DTypeError(f"{op}: {name} tensors are stored, not computed with, except by {takers}"
+                                 f"{hint}; see \"Host data and dtypes\" in docs/integration.md")

@@ -9,7 +9,7 @@ import numpy as np
 
 from .device.shared_memory import ExportedMemory
 from .dtypes import DType, as_dtype, host_array
-from .errors import GuestComputeError, InvalidArgumentError, ShapeError
+from .errors import DTypeError, GuestComputeError, InvalidArgumentError, ShapeError
 from .interop.cuda_memory import CudaView, cuda_memory_for
 from .vk.memory import next_uid
 from .vk.sync import buffer_hazard_key, handle_value
@@ -333,6 +333,25 @@ class Tensor:
     # -- views -----------------------------------------------------------------
     def _view(self, shape, strides, offset) -> "Tensor":
         return Tensor(self.buffer, shape, self.dtype, strides, offset, base=self._base if self._base is not None else self)
+
+    @property
+    def real(self) -> "Tensor":
+        """A complex64 tensor's real parts as a float32 view of the same
+        memory (writing it writes them); a real tensor itself."""
+        return self._part(0) if self.dtype.kind == "complex" else self
+
+    @property
+    def imag(self) -> "Tensor":
+        """A complex64 tensor's imaginary parts as a float32 view of the same
+        memory. Real tensors have none to view (DTypeError)."""
+        if self.dtype.kind != "complex":
+            raise DTypeError(f"imag: a {self.dtype} tensor has no imaginary parts to view")
+        return self._part(1)
+
+    def _part(self, which: int) -> "Tensor":
+        # A complex element is two float32 words: strides and offset double.
+        return Tensor(self.buffer, self.shape, "float32", tuple(2 * s for s in self.strides),
+                      2 * self.offset + which, base=self._base if self._base is not None else self)
 
     def reshape(self, *shape) -> "Tensor":
         """A view with another shape (contiguous tensors only); one

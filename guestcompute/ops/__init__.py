@@ -19,6 +19,7 @@ from . import copy  # noqa: F401  (rec.copy: tensors and images)
 from . import indirect  # noqa: F401
 from . import shape  # noqa: F401
 from . import user_kernel  # noqa: F401  (rec.run_kernel)
+from . import fft  # noqa: F401  (rec.fft, rec.rfft2, ...)
 from ..kernels.catalogue import registered_specs
 
 

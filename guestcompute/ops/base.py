@@ -58,6 +58,12 @@ class PlanContext(Protocol):
     def image(self, extent, format="rgba8_unorm", *, mips: int = 1, layers: int = 1, usage=None) -> Image:
         """A new guest image (an image op's output or scratch)."""
 
+    def tensor(self, data, dtype=None, *, exportable: bool = False) -> Tensor:
+        """A new tensor holding host data: a constant table an op builds once
+        per context (the FFT's roots of unity). During a recording its
+        upload waits and is recorded before the recording's next work, so
+        a planner makes its tables only once every check has passed."""
+
 
 @dataclass
 class Dispatch:

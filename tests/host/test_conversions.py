@@ -194,3 +194,51 @@ def test_scalar_fast_path_agrees_with_the_array_rule(value, dtype):
         return type(got), ("nan" if isinstance(got, float) and math.isnan(got) else got,
                            math.copysign(1, got) if isinstance(got, float) else None)
     assert outcome(host_scalar) == outcome(host_array)
+
+
+# -- complex64 ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data, expected", [
+    (np.array([1 + 2j, -0.5j]), np.array([1 + 2j, -0.5j], np.complex64)),
+    ([1, 2j], np.array([1, 2j], np.complex64)),
+    (np.array([1.5, 2.0], np.float32), np.array([1.5, 2], np.complex64)),
+])
+def test_complex_data_makes_complex64(data, expected):
+    dtype = None if np.asarray(data).dtype.kind == "c" else "complex64"
+    got = host_array(data, dtype)
+    assert got.dtype == np.complex64
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_complex_part_beyond_float32_raises():
+    with pytest.raises(gc.InvalidArgumentError, match="beyond the range of float32"):
+        host_array(np.array([1 + 1e300j]))
+
+
+def test_complex_tensors_round_trip_and_view_their_parts(host, ctx):
+    x = np.array([[1 + 2j, 3 - 4j, -5j], [6, 7 + 8j, -9 - 1j]], np.complex64)
+    t = ctx.tensor(x)
+    assert t.dtype == gc.complex64 and t.shape == (2, 3)
+    np.testing.assert_array_equal(t.numpy(), x)
+    np.testing.assert_array_equal(t[:, ::2].numpy(), x[:, ::2])
+    assert t.real.dtype == gc.float32 and t.real.shape == (2, 3)
+    np.testing.assert_array_equal(t[1].real.numpy(), x[1].real)
+    np.testing.assert_array_equal(t[:, 1:].imag.numpy(), x[:, 1:].imag)
+    # The parts are views of the same memory: every float32 op reads and writes them.
+    host.run(ctx, lambda rec: (rec.fill(t.imag, 0.5), rec.neg(t.real, out=t.real)))
+    np.testing.assert_array_equal(t.numpy(), -x.real + 0.5j)
+    real = ctx.tensor(np.ones(3, np.float32))
+    assert real.real is real
+    with pytest.raises(gc.DTypeError, match="no imaginary parts"):
+        real.imag
+
+
+def test_user_kernels_take_complex64_as_vec2(host, ctx):
+    k = ctx.kernel("""#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) buffer Z { vec2 z[]; };
+void main() { uint i = gl_GlobalInvocationID.x; if (i < 5u) z[i] = vec2(z[i].x, -z[i].y); }""")
+    x = np.array([1 + 1j, 2 - 2j, 3j, -4, 5 + 0.5j], np.complex64)
+    t = ctx.tensor(x)
+    host.run(ctx, lambda rec: rec.run_kernel(k, [t], groups=(1, 1, 1)))
+    np.testing.assert_array_equal(t.numpy(), np.conj(x))

@@ -1,0 +1,322 @@
+"""Discrete Fourier transforms with numpy.fft's signatures and results:
+``rec.fft ifft rfft irfft fft2 ifft2 rfft2 irfft2 fftn ifftn rfftn irfftn``.
+
+Each transform along one axis is one dispatch of ``fft_rows`` (see
+ops/fft_kernels.py): every row along the axis, over any strided view and
+batched over all the other axes, is read (cropped or zero-padded to ``n``),
+transformed in shared memory and written, scaled by the ``norm`` factor,
+into the output. An n-dimensional transform is one such pass per axis, in
+numpy's order; a pass that keeps its axis's length works in place on the
+output, one that changes it writes a new intermediate tensor.
+
+Inputs are float32 or complex64 tensors (complex64 for ``irfft``); outputs
+are complex64 (float32 for the ``irfft`` family), new tensors or ``out=``.
+Lengths whose prime factors are 2, 3, 5 and 7 are transformed directly up
+to the device's shared memory (4,096 points where it has 32 KB for a
+workgroup); others go through Bluestein's algorithm, whose power-of-two
+convolution (>= 2n - 1 points) must fit the same memory. Longer rows are
+refused (UnsupportedError) before anything is recorded.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..dtypes import complex64, float32
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
+from ..kernels.spec import groups_for
+from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op
+from . import fft_kernels as fk
+
+NORMS = ("backward", "ortho", "forward")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A transform along one axis: its length ``n``, how rows are read and
+    written (fft_kernels.KINDS), its direction (-1 forward, +1 inverse)."""
+    axis: int
+    n: int
+    load: str             # "auto" (real or complex, from the tensor), or "hermitian"
+    store: str            # "complex" or "real"
+    sign: int
+    out_len: int
+
+
+def _norm(norm) -> str:
+    if norm is None:
+        return "backward"
+    if norm not in NORMS:
+        raise InvalidArgumentError(f"norm must be one of {NORMS} or None, got {norm!r}")
+    return norm
+
+
+def _scale(norm: str, n: int, sign: int) -> float:
+    """numpy.fft's factor for one axis: ``backward`` scales the inverse by
+    1/n, ``forward`` the forward, ``ortho`` both by 1/sqrt(n)."""
+    if norm == "ortho":
+        return 1.0 / math.sqrt(n)
+    scaled = (norm == "backward") == (sign > 0)
+    return 1.0 / n if scaled else 1.0
+
+
+def _length(n, what: str) -> int:
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise InvalidArgumentError(f"{what} must be an integer, got {n!r}")
+    n = int(n.__index__())
+    if n < 1:
+        raise InvalidArgumentError(f"{what}: invalid number of data points ({n}) specified")
+    return n
+
+
+def _input(ctx, x, what: str, allowed) -> object:
+    t = check_tensor(ctx, x, f"{what} input")
+    if t.dtype.name not in allowed:
+        raise DTypeError(f"{what} takes {' or '.join(allowed)} tensors, got {t.dtype}"
+                         + ("; make a float32 copy first (rec.cast)" if t.dtype.name == "float16" else ""))
+    if t.ndim == 0:
+        raise ShapeError(f"{what} needs at least one axis, got a 0-d tensor")
+    return t
+
+
+# -- planning one pass ----------------------------------------------------------------
+
+def _method(ctx, n: int, what: str):
+    """(points transformed in shared memory, plan, Bluestein?) for length ``n``."""
+    plan = fk.radix_plan(n)
+    if plan is not None and fk.size_class(ctx, n) is not None:
+        return n, plan, False
+    points = fk.bluestein_size(n)
+    if fk.size_class(ctx, points) is None:
+        longest = fk.largest_points(ctx)
+        raise UnsupportedError(
+            f"{what}: a length-{n} transform does not fit this device's shared memory "
+            f"({ctx.limits.max_shared_memory} bytes a workgroup): it transforms lengths with prime factors "
+            f"2, 3, 5 and 7 up to {longest}, and other lengths up to {(longest + 2) // 2}")
+    return points, fk.radix_plan(points), True
+
+
+def _batches(src, dst, axis: int):
+    """(shape, src strides, dst strides) of the batch axes (all but
+    ``axis``, merged where both views allow), each list as long as needed."""
+    others = [i for i in range(src.ndim) if i != axis]
+    shape = tuple(dst.shape[i] for i in others)
+    if shape != tuple(src.shape[i] for i in others):
+        raise AssertionError("a pass's input and output differ off its axis")
+    if not shape:
+        return (1,), [0], [0]
+    dims, (s_in, s_out) = coalesce(shape, [[src.strides[i] for i in others], [dst.strides[i] for i in others]])
+    return dims, s_in, s_out
+
+
+def plan_pass(ctx, src, dst, p: Pass, norm: str, what: str) -> list:
+    """The dispatches of one pass from ``src`` into ``dst`` (their shapes
+    equal off ``p.axis``)."""
+    if src.size == 0 or dst.size == 0:
+        return []
+    points, plan, bluestein = _method(ctx, p.n, what)
+    size, threads = fk.size_class(ctx, points)
+    load = p.load if p.load != "auto" else ("real" if src.dtype == float32 else "complex")
+    spec = fk.fft_spec(load, p.store, bluestein, size, threads)
+    bindings = (src.buffer, dst.buffer, fk.roots(ctx, points).buffer)
+    if bluestein:
+        bindings += (fk.chirp(ctx, p.n, p.sign).buffer, fk.chirp_spectrum(ctx, p.n, points, p.sign).buffer)
+    avail = src.shape[p.axis]
+    len_in = min(avail, p.n // 2 + 1) if load == "hermitian" else min(avail, p.n)
+    plan0, plan1 = fk.packed_plan(plan)
+    values = {"n": p.n, "points": points, "plan0": plan0, "plan1": plan1, "stages": len(plan),
+              "len_in": len_in, "out_len": p.out_len, "in_step": src.strides[p.axis],
+              "out_step": dst.strides[p.axis], "sign": float(p.sign), "scale": _scale(norm, p.n, p.sign)}
+    dims, s_in, s_out = _batches(src, dst, p.axis)
+    # The kernel walks the last BATCH_DIMS batch axes; any before them get a dispatch per index.
+    lead, walk = dims[:-fk.BATCH_DIMS], dims[-fk.BATCH_DIMS:]
+    pad = fk.BATCH_DIMS - len(walk)
+    walk = (1,) * pad + tuple(walk)
+    w_in = [0] * pad + list(s_in[len(lead):])
+    w_out = [0] * pad + list(s_out[len(lead):])
+    rows = math.prod(walk)
+    values.update(rows=rows, b1=walk[1], b2=walk[2], is0=w_in[0], is1=w_in[1], is2=w_in[2],
+                  os0=w_out[0], os1=w_out[1], os2=w_out[2])
+    groups = groups_for(rows * threads, threads, ctx.limits.max_workgroup_count)
+    out = []
+    for index in _indices(lead):
+        values["in_off"] = src.offset + sum(i * s for i, s in zip(index, s_in))
+        values["out_off"] = dst.offset + sum(i * s for i, s in zip(index, s_out))
+        out.append(Dispatch(spec, bindings, spec.pack(values), groups))
+    return out
+
+
+def _indices(shape):
+    """Every index of ``shape`` in C order (one empty index for ())."""
+    if not shape:
+        yield ()
+        return
+    for i in range(shape[0]):
+        for rest in _indices(shape[1:]):
+            yield (i,) + rest
+
+
+# -- running passes -----------------------------------------------------------------
+
+def _shape_after(shape: tuple, p: Pass) -> tuple:
+    return shape[:p.axis] + (p.out_len,) + shape[p.axis + 1:]
+
+
+def run_passes(ctx, x, passes: list, norm: str, out, what: str) -> OpResult:
+    """The passes in order from ``x``; the result in ``out`` (made when None).
+    Passes that keep the shape work in place; the last pass that changes
+    it (or the first) writes ``out``."""
+    shapes = [x.shape]
+    for p in passes:
+        shapes.append(_shape_after(shapes[-1], p))
+    for p in passes:                    # every length checked before any table is made
+        _method(ctx, p.n, what)
+    final_dtype = float32 if passes[-1].store == "real" else complex64
+    writes_out = max([0] + [i for i, p in enumerate(passes) if shapes[i + 1] != shapes[i]])
+    if out is None:
+        result = ctx.empty(shapes[-1], final_dtype)
+    else:
+        # The very input as out is fine: no pass writes a row before reading all of it.
+        result = check_out(ctx, out, shapes[-1], final_dtype, {"the input": x}, f"{what} out")
+    dispatches, cur = [], x
+    for i, p in enumerate(passes):
+        if i == writes_out:
+            dst = result
+        elif i < writes_out:
+            dst = ctx.empty(shapes[i + 1], float32 if p.store == "real" else complex64)
+        else:
+            dst = cur                                           # in place: every row is read before written
+        dispatches += plan_pass(ctx, cur, dst, p, norm, what)
+        cur = dst
+    return OpResult(result, dispatches)
+
+
+def _axes_and_lengths(x, s, axes, what: str):
+    """numpy.fft's rules for ``s`` and ``axes``: all axes by default, the
+    last len(s) axes when only ``s`` is given; lengths default to the
+    input's."""
+    if s is not None and not isinstance(s, (tuple, list)):
+        raise InvalidArgumentError(f"{what}: s must be a sequence of lengths, got {s!r}")
+    if axes is None:
+        axes = tuple(range(x.ndim)) if s is None else tuple(range(x.ndim - len(s), x.ndim))
+        if len(axes) and axes[0] < 0:
+            raise ShapeError(f"{what}: s has {len(s)} lengths, the input only {x.ndim} axes")
+    else:
+        # numpy transforms a repeated axis once per time it is named
+        axes = tuple(normalize_axis(a, x.ndim, what) for a in (axes if isinstance(axes, (tuple, list)) else (axes,)))
+    if s is not None and len(s) != len(axes):
+        raise ShapeError(f"{what}: s and axes must have the same length ({len(s)} vs {len(axes)})")
+    if not axes:
+        raise ShapeError(f"{what}: no axes to transform")
+    lengths = [None] * len(axes) if s is None else [_length(v, f"{what} s") for v in s]
+    return list(axes), lengths
+
+
+# -- the ops -------------------------------------------------------------------------
+
+def _one(ctx, x, n, axis, norm, out, what, sign, real_in=False, real_out=False):
+    allowed = ("float32",) if real_in else ("complex64",) if real_out else ("float32", "complex64")
+    t = _input(ctx, x, what, allowed)
+    ax = normalize_axis(axis, t.ndim, what)
+    m = t.shape[ax]
+    if real_out:
+        length = _length(n if n is not None else 2 * (m - 1), f"{what} n")
+        p = Pass(ax, length, "hermitian", "real", sign, length)
+    else:
+        length = _length(n if n is not None else m, f"{what} n")
+        p = Pass(ax, length, "auto", "complex", sign, length // 2 + 1 if real_in else length)
+    return run_passes(ctx, t, [p], _norm(norm), out, what)
+
+
+@op("fft", windows=None)
+def fft(ctx, x, n=None, axis=-1, norm=None, out=None):
+    """numpy.fft.fft: the forward DFT of float32 or complex64 ``x`` along ``axis``."""
+    return _one(ctx, x, n, axis, norm, out, "fft", -1)
+
+
+@op("ifft", windows=None)
+def ifft(ctx, x, n=None, axis=-1, norm=None, out=None):
+    """numpy.fft.ifft: the inverse DFT along ``axis``."""
+    return _one(ctx, x, n, axis, norm, out, "ifft", 1)
+
+
+@op("rfft", windows=None)
+def rfft(ctx, x, n=None, axis=-1, norm=None, out=None):
+    """numpy.fft.rfft: the DFT of float32 ``x``, its n // 2 + 1 non-negative frequencies."""
+    return _one(ctx, x, n, axis, norm, out, "rfft", -1, real_in=True)
+
+
+@op("irfft", windows=None)
+def irfft(ctx, x, n=None, axis=-1, norm=None, out=None):
+    """numpy.fft.irfft: the real length-``n`` (default 2 * (m - 1)) inverse of
+    rfft, from complex64 ``x``'s first n // 2 + 1 values along ``axis``."""
+    return _one(ctx, x, n, axis, norm, out, "irfft", 1, real_out=True)
+
+
+def _many(ctx, x, s, axes, norm, out, what: str, sign: int, kind: str = "c2c"):
+    allowed = {"c2c": ("float32", "complex64"), "r2c": ("float32",), "c2r": ("complex64",)}[kind]
+    t = _input(ctx, x, what, allowed)
+    axes, lengths = _axes_and_lengths(t, s, axes, what)
+    shape = list(t.shape)
+    passes = []
+    if kind == "r2c":       # the real axis first, then the others (numpy's order)
+        n = lengths[-1] or shape[axes[-1]]
+        passes.append(Pass(axes[-1], n, "auto", "complex", sign, n // 2 + 1))
+        shape[axes[-1]] = n // 2 + 1
+    todo = range(len(axes) - 1, -1, -1) if kind == "c2c" else range(len(axes) - 2, -1, -1)
+    for i in todo:
+        n = lengths[i] or shape[axes[i]]
+        passes.append(Pass(axes[i], n, "auto", "complex", sign, n))
+        shape[axes[i]] = n
+    if kind == "c2r":       # the others first, the real axis last
+        n = _length(lengths[-1] if lengths[-1] else 2 * (shape[axes[-1]] - 1), f"{what} s")
+        passes.append(Pass(axes[-1], n, "hermitian", "real", sign, n))
+    return run_passes(ctx, t, passes, _norm(norm), out, what)
+
+
+@op("fftn", windows=None)
+def fftn(ctx, x, s=None, axes=None, norm=None, out=None):
+    """numpy.fft.fftn over ``axes`` (default all; the last len(s) with ``s``)."""
+    return _many(ctx, x, s, axes, norm, out, "fftn", -1)
+
+
+@op("ifftn", windows=None)
+def ifftn(ctx, x, s=None, axes=None, norm=None, out=None):
+    """numpy.fft.ifftn."""
+    return _many(ctx, x, s, axes, norm, out, "ifftn", 1)
+
+
+@op("rfftn", windows=None)
+def rfftn(ctx, x, s=None, axes=None, norm=None, out=None):
+    """numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others."""
+    return _many(ctx, x, s, axes, norm, out, "rfftn", -1, "r2c")
+
+
+@op("irfftn", windows=None)
+def irfftn(ctx, x, s=None, axes=None, norm=None, out=None):
+    """numpy.fft.irfftn: ifft along all but the last of ``axes``, irfft along it."""
+    return _many(ctx, x, s, axes, norm, out, "irfftn", 1, "c2r")
+
+
+@op("fft2", windows=None)
+def fft2(ctx, x, s=None, axes=(-2, -1), norm=None, out=None):
+    """numpy.fft.fft2: fftn over the last two axes."""
+    return _many(ctx, x, s, axes, norm, out, "fft2", -1)
+
+
+@op("ifft2", windows=None)
+def ifft2(ctx, x, s=None, axes=(-2, -1), norm=None, out=None):
+    """numpy.fft.ifft2."""
+    return _many(ctx, x, s, axes, norm, out, "ifft2", 1)
+
+
+@op("rfft2", windows=None)
+def rfft2(ctx, x, s=None, axes=(-2, -1), norm=None, out=None):
+    """numpy.fft.rfft2."""
+    return _many(ctx, x, s, axes, norm, out, "rfft2", -1, "r2c")
+
+
+@op("irfft2", windows=None)
+def irfft2(ctx, x, s=None, axes=(-2, -1), norm=None, out=None):
+    """numpy.fft.irfft2."""
+    return _many(ctx, x, s, axes, norm, out, "irfft2", 1, "c2r")

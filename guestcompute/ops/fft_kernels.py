@@ -1,0 +1,265 @@
+"""The FFT kernel: one workgroup transforms one row (a 1-D sequence along
+the transform axis) wholly in shared memory, reading it from and writing it
+to any strided view.
+
+The transform is a Stockham autosort FFT: stages of radix 8, 4, 2, 3, 5
+and 7, each reading the whole row from shared memory into registers and
+writing it back reordered, so the result lands in natural order with no
+bit-reversal pass. The row's length and its stages are push constants (a
+4-bit radix per stage), so one pipeline serves every length of a size
+class and every batch, view and direction; only the size class (shared
+memory), the element kinds read and written, and Bluestein's variant are
+compiled in.
+
+Lengths with other prime factors take Bluestein's algorithm inside the
+same kernel: the row times a chirp, zero-padded to a power of two ``N >=
+2n - 1``, transformed, multiplied by the chirp's precomputed spectrum,
+transformed back, times the chirp again.
+
+Every twiddle factor comes from a table of the N-th roots of unity and
+every chirp value from a table, both computed on the host in float64 and
+rounded once to float32: no ``sin``/``cos`` on the GPU, whose accuracy
+Vulkan leaves to the driver.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+
+import numpy as np
+
+from ..dtypes import complex64, float32
+from ..kernels.catalogue import variants
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+from .scan_tiles import WG_INDEX
+
+RADICES = (8, 4, 2, 3, 5, 7)        # the stage radices, in the order a plan uses them
+MAX_STAGES = 16                     # two 32-bit words of 4-bit radix codes
+SIZES = ((256, 64), (4096, 256))    # (complex elements of shared memory, invocations) per size class
+LOADS = ("complex", "real", "hermitian")
+STORES = ("complex", "real")
+KINDS = (("complex", "complex"), ("real", "complex"), ("hermitian", "real"))   # (load, store) pairs built
+BATCH_DIMS = 3                      # batch axes a dispatch walks (more: one dispatch per leading index)
+
+
+def radix_plan(n: int):
+    """The stage radices of a length-``n`` Stockham FFT (``[]`` for n = 1),
+    or None when ``n`` has a prime factor above 7."""
+    plan = []
+    for r in RADICES:
+        while n % r == 0:
+            plan.append(r)
+            n //= r
+    return plan if n == 1 else None
+
+
+def packed_plan(plan) -> tuple:
+    """(word 0, word 1): 4 bits per stage, stage 0 lowest."""
+    words = [0, 0]
+    for i, r in enumerate(plan):
+        words[i // 8] |= r << (4 * (i % 8))
+    return tuple(words)
+
+
+def bluestein_size(n: int) -> int:
+    """The power of two Bluestein's convolution of a length-``n`` row takes."""
+    return 1 << (2 * n - 2).bit_length() if n > 1 else 1
+
+
+def size_class(ctx, points: int):
+    """(shared elements, invocations) of the smallest size class holding
+    ``points`` complex values that this device runs, or None."""
+    lim = ctx.limits
+    for size, threads in SIZES:
+        if points <= size and 8 * size <= lim.max_shared_memory and threads <= lim.max_workgroup_invocations:
+            return size, threads
+    return None
+
+
+def largest_points(ctx) -> int:
+    """The longest row this device transforms in shared memory."""
+    fitting = [size for size, threads in SIZES if 8 * size <= ctx.limits.max_shared_memory
+               and threads <= ctx.limits.max_workgroup_invocations]
+    return max(fitting, default=0)
+
+
+# -- GLSL --------------------------------------------------------------------------
+
+def _factor(u: str, s: int, t: int, radix: int) -> str:
+    """GLSL: ``u`` times W^(s*t) with W = exp(sg * 2*pi*i / radix); the
+    quarter turns exactly, the rest with float32-rounded constants."""
+    quarter = (4 * s * t) % (4 * radix)
+    if quarter % radix == 0:
+        turn = quarter // radix        # 0..3 quarter turns
+        return (u, f"vec2(-sg * {u}.y, sg * {u}.x)", f"-{u}", f"vec2(sg * {u}.y, -sg * {u}.x)")[turn]
+    angle = 2.0 * math.pi * s * t / radix
+    c, sn = float(np.float32(math.cos(angle))), float(np.float32(math.sin(angle)))
+    return f"cmul({u}, vec2({c!r}, sg * {sn!r}))"
+
+
+def _stage(radix: int, size: int, threads: int) -> str:
+    """GLSL: one Stockham stage of ``radix`` over ``buf`` (rows up to ``size``)."""
+    per = -(-size // (radix * threads))          # butterflies an invocation does at most
+    loads = "\n".join(f"      vec2 u{s} = cmul(buf[j + {s}u * m], twiddle({s}u * k * step, sg));" for s in range(1, radix))
+    outs = "\n".join(f"      o[q * {radix}u + {t}u] = " + " + ".join(_factor(f"u{s}", s, t, radix) for s in range(radix)) + ";"
+                     for t in range(radix))
+    writes = "\n".join(f"      buf[base + {t}u * ls] = o[q * {radix}u + {t}u];" for t in range(radix))
+    return f"""void stage{radix}(uint n, uint ls, float sg) {{
+  uint m = n / {radix}u, step = n / (ls * {radix}u);
+  vec2 o[{per * radix}];
+  for (uint q = 0u; q < {per}u; ++q) {{
+    uint j = gl_LocalInvocationID.x + q * {threads}u;
+    if (j < m) {{
+      uint k = j % ls;
+      vec2 u0 = buf[j];
+{loads}
+{outs}
+    }}
+  }}
+  barrier();
+  for (uint q = 0u; q < {per}u; ++q) {{
+    uint j = gl_LocalInvocationID.x + q * {threads}u;
+    if (j < m) {{
+      uint k = j % ls, base = (j - k) * {radix}u + k;
+{writes}
+    }}
+  }}
+  barrier();
+}}"""
+
+
+_LOADS = {
+    "complex": "i < pc.len_in ? src[ib + int(i) * pc.in_step] : vec2(0.0)",
+    "real": "vec2(i < pc.len_in ? src[ib + int(i) * pc.in_step] : 0.0, 0.0)",
+    # The first n/2 + 1 entries of a Hermitian row; the rest are their conjugates.
+    "hermitian": "hermitian(i, ib)",
+}
+_HERMITIAN = """vec2 hermitian(uint i, int ib) {
+  bool low = i <= pc.n / 2u;
+  uint j = low ? i : pc.n - i;
+  vec2 v = j < pc.len_in ? src[ib + int(j) * pc.in_step] : vec2(0.0);
+  return low ? v : vec2(v.x, -v.y);
+}"""
+
+
+@family("fft_rows")
+def _render(spec: KernelSpec) -> str:
+    size, threads = spec.param("size"), spec.param("threads")
+    load, store, bluestein = spec.param("load"), spec.param("store"), spec.param("bluestein")
+    stages = "\n".join(_stage(r, size, threads) for r in RADICES)
+    dispatch = "\n    ".join(f"{'if' if i == 0 else 'else if'} (r == {r}u) stage{r}(n, ls, sg);"
+                           for i, r in enumerate(RADICES))
+    value = _LOADS[load]
+    if bluestein:
+        fill = f"i < pc.n ? cmul({value}, chirp[i]) : vec2(0.0)"
+        middle = """run(pc.points, -1.0);
+  for (uint i = t; i < pc.points; i += gl_WorkGroupSize.x) buf[i] = cmul(buf[i], spectrum[i]);
+  barrier();
+  run(pc.points, 1.0);"""
+        result = "cmul(buf[k], chirp[k]) * pc.scale"
+    else:
+        fill, middle, result = value, "run(pc.points, pc.sign);", "buf[k] * pc.scale"
+    put = "dst[ob + int(k) * pc.out_step] = " + ("v;" if store == "complex" else "v.x;")
+    return f"""shared vec2 buf[{size}];
+vec2 cmul(vec2 a, vec2 b) {{ return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }}
+vec2 twiddle(uint i, float sg) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
+{_HERMITIAN if load == "hermitian" else ""}
+{stages}
+void run(uint n, float sg) {{
+  uint ls = 1u;
+  for (uint s = 0u; s < pc.stages; ++s) {{
+    uint r = ((s < 8u ? pc.plan0 >> (4u * s) : pc.plan1 >> (4u * (s - 8u))) & 15u);
+    {dispatch}
+    ls *= r;
+  }}
+}}
+void main() {{
+  uint row = {WG_INDEX};
+  if (row >= pc.rows) return;
+  uint t = gl_LocalInvocationID.x;
+  uint i2 = row % pc.b2, rest = row / pc.b2, i1 = rest % pc.b1, i0 = rest / pc.b1;
+  int ib = int(pc.in_off) + int(i0) * pc.is0 + int(i1) * pc.is1 + int(i2) * pc.is2;
+  int ob = int(pc.out_off) + int(i0) * pc.os0 + int(i1) * pc.os1 + int(i2) * pc.os2;
+  for (uint i = t; i < pc.points; i += gl_WorkGroupSize.x) buf[i] = {fill};
+  barrier();
+  {middle}
+  for (uint k = t; k < pc.out_len; k += gl_WorkGroupSize.x) {{
+    vec2 v = {result};
+    {put}
+  }}
+}}"""
+
+
+_PUSH = tuple(Push(name, "uint") for name in ("n", "points", "plan0", "plan1", "stages", "len_in", "out_len",
+                                              "in_off", "out_off", "rows", "b1", "b2")) + \
+    tuple(Push(name, "int") for name in ("in_step", "out_step", "is0", "is1", "is2", "os0", "os1", "os2")) + \
+    (Push("sign", "float"), Push("scale", "float"))
+
+
+def fft_spec(load: str, store: str, bluestein: bool, size: int, threads: int) -> KernelSpec:
+    """``load``: what a row holds ("complex", "real", or "hermitian": the
+    first n/2 + 1 values of a row whose rest are their conjugates);
+    ``store``: what is written ("complex", or "real": the real parts)."""
+    src = complex64.glsl if load != "real" else float32.glsl
+    dst = complex64.glsl if store == "complex" else float32.glsl
+    bindings = (Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ))
+    if bluestein:
+        bindings += (Binding("chirp", "vec2", READ), Binding("spectrum", "vec2", READ))
+    return KernelSpec("fft_rows", bindings, _PUSH,
+                      (("load", load), ("store", store), ("bluestein", bluestein), ("size", size),
+                       ("threads", threads)), (threads, 1, 1))
+
+
+@variants("fft_rows")
+def _variants():
+    for load, store in KINDS:
+        for bluestein in (False, True):
+            for size, threads in SIZES:
+                yield fft_spec(load, store, bluestein, size, threads)
+
+
+# -- host tables -------------------------------------------------------------------
+
+_tables = weakref.WeakKeyDictionary()     # context -> {key: Tensor}
+_tables_lock = threading.Lock()
+
+
+def _table(ctx, key, make):
+    """The context's table ``key``, uploaded once (``make()`` gives its
+    complex128 values)."""
+    with _tables_lock:
+        tables = _tables.setdefault(ctx, {})
+        t = tables.get(key)
+    if t is None:
+        t = ctx.tensor(np.asarray(make(), np.complex128).astype(np.complex64))
+        with _tables_lock:
+            t = tables.setdefault(key, t)
+    return t
+
+
+def roots(ctx, size: int):
+    """exp(2*pi*i*k/size), k < size (the kernel conjugates for forward transforms)."""
+    return _table(ctx, ("roots", size), lambda: np.exp(2j * np.pi * np.arange(size) / size))
+
+
+def chirp(ctx, n: int, sign: int):
+    """exp(sign * pi * i * k^2 / n), k < n, the exponent reduced exactly first."""
+    def make():
+        k = np.arange(n, dtype=np.int64)
+        return np.exp(sign * 1j * np.pi * ((k * k) % (2 * n)) / n)
+    return _table(ctx, ("chirp", n, sign), make)
+
+
+def chirp_spectrum(ctx, n: int, size: int, sign: int):
+    """The forward FFT of the conjugate chirp laid out for a circular
+    convolution of length ``size``, divided by ``size`` (the kernel's inverse
+    pass does not scale)."""
+    def make():
+        k = np.arange(n, dtype=np.int64)
+        w = np.exp(-sign * 1j * np.pi * ((k * k) % (2 * n)) / n)
+        b = np.zeros(size, np.complex128)
+        b[:n] = w
+        b[size - n + 1:] = w[1:][::-1]
+        return np.fft.fft(b) / size
+    return _table(ctx, ("spectrum", n, size, sign), make)

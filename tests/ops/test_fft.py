@@ -1,0 +1,230 @@
+"""rec.fft and its family against numpy.fft computed in float64: accuracy
+over lengths of every kind the kernels take (each radix, their products,
+primes through Bluestein's algorithm), numpy's semantics for n / s / axis /
+axes / norm and Hermitian shapes on strided views, and the typed errors
+raised before anything is recorded."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import guestcompute as gc
+from guestcompute.ops import fft_kernels
+
+# Rows up to 4,096 points are transformed in shared memory (32 KB, every
+# device here): the lengths below cover every radix, their products and
+# primes, direct and through Bluestein's algorithm (primes up to 2,039).
+LENGTHS = sorted(set(range(1, 65)) | {2 ** k for k in range(7, 13)} | {3 ** 5, 3 ** 7, 5 ** 4, 5 ** 5, 7 ** 3, 7 ** 4}
+                 | {6 * 7 * 9, 2 * 3 * 5 * 7, 1000, 1536, 2520, 4000} | {97, 101, 257, 509, 1009, 2039})
+
+
+def accuracy_bound(n: int) -> float:
+    """The relative RMS error allowed against float64: 1e-6 * log2(n)."""
+    return 1e-6 * max(1.0, np.log2(n))
+
+
+def errors(got: np.ndarray, ref: np.ndarray) -> tuple:
+    """(RMS error, largest error), both relative to the reference's RMS."""
+    scale = max(np.sqrt(np.mean(np.abs(ref) ** 2)), 1e-30)
+    diff = np.abs(got.astype(np.complex128) - ref)
+    return np.sqrt(np.mean(diff ** 2)) / scale, diff.max() / scale
+
+
+def random_complex(rng, shape) -> np.ndarray:
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
+def check_close(got, ref, n: int):
+    rms, worst = errors(np.asarray(got), np.asarray(ref))
+    assert rms <= accuracy_bound(n), (n, rms)
+    assert worst <= 10 * accuracy_bound(n), (n, worst)
+
+
+@pytest.mark.parametrize("direction", ["fft", "ifft"])
+def test_every_kind_of_length_is_accurate_to_numpy_in_float64(modern_host, modern_ctx, direction):
+    rng = np.random.default_rng(1)
+    rows = [random_complex(rng, (2, n)) for n in LENGTHS]
+    tensors = [modern_ctx.tensor(r) for r in rows]
+    outs = modern_host.run(modern_ctx, lambda rec: [getattr(rec, direction)(t) for t in tensors])
+    for n, x, out in zip(LENGTHS, rows, outs):
+        ref = getattr(np.fft, direction)(x.astype(np.complex128))
+        check_close(out.numpy(), ref, n)
+
+
+@pytest.mark.parametrize("n", [12, 97, 256])
+@pytest.mark.parametrize("norm", [None, "backward", "ortho", "forward"])
+def test_norm_scales_as_numpy_does(host, ctx, n, norm):
+    x = random_complex(np.random.default_rng(n), (3, n))
+    t = ctx.tensor(x)
+    f, i = host.run(ctx, lambda rec: (rec.fft(t, norm=norm), rec.ifft(t, norm=norm)))
+    check_close(f.numpy(), np.fft.fft(x.astype(np.complex128), norm=norm), n)
+    check_close(i.numpy(), np.fft.ifft(x.astype(np.complex128), norm=norm), n)
+
+
+@pytest.mark.parametrize("n", [1, 5, 8, 13, 16, 40])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_n_crops_or_zero_pads_along_any_axis_of_a_strided_view(modern_host, modern_ctx, n, axis):
+    rng = np.random.default_rng(n)
+    base = random_complex(rng, (9, 20, 3))
+    view_np = base[::2, 3:17:1, 1]                   # (5, 14), strided in both axes
+    view = modern_ctx.tensor(base)[::2, 3:17:1, 1]
+    real_np = base.real[1:8, 16:2:-1, 2]             # (7, 14), reversed along axis 1
+    real = modern_ctx.tensor(base.real.copy())[1:8, 16:2:-1, 2]
+    got, got_real = modern_host.run(modern_ctx, lambda rec: (rec.fft(view, n=n, axis=axis),
+                                                             rec.ifft(real, n=n, axis=axis)))
+    check_close(got.numpy(), np.fft.fft(view_np.astype(np.complex128), n=n, axis=axis), n)
+    check_close(got_real.numpy(), np.fft.ifft(real_np.astype(np.float64), n=n, axis=axis), n)
+
+
+@pytest.mark.parametrize("n", [None, 1, 2, 7, 8, 15, 16, 30, 97])
+def test_rfft_and_irfft_follow_numpys_hermitian_shapes(modern_host, modern_ctx, n):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    spec = random_complex(rng, (4, 9))
+    xt, st_ = modern_ctx.tensor(x), modern_ctx.tensor(spec)
+    r, ir = modern_host.run(modern_ctx, lambda rec: (rec.rfft(xt, n=n), rec.irfft(st_, n=n)))
+    ref_r = np.fft.rfft(x.astype(np.float64), n=n)
+    ref_ir = np.fft.irfft(spec.astype(np.complex128), n=n)
+    assert r.shape == ref_r.shape and r.dtype == gc.complex64
+    assert ir.shape == ref_ir.shape and ir.dtype == gc.float32
+    length = n or 16
+    check_close(r.numpy(), ref_r, length)
+    check_close(ir.numpy(), ref_ir, length)
+
+
+def test_irfft_ignores_the_imaginary_parts_numpy_ignores(modern_host, modern_ctx):
+    spec = random_complex(np.random.default_rng(3), (9,))     # DC and Nyquist carry imaginary parts
+    t = modern_ctx.tensor(spec)
+    out = modern_host.run(modern_ctx, lambda rec: rec.irfft(t))
+    check_close(out.numpy(), np.fft.irfft(spec.astype(np.complex128)), 16)
+
+
+NDIM_CASES = [
+    ("fft2", {}), ("ifft2", {}), ("fft2", {"s": (5, 12)}), ("ifft2", {"axes": (0, 2)}),
+    ("fftn", {}), ("ifftn", {"s": (3, 4, 9)}), ("fftn", {"axes": (1,)}), ("fftn", {"s": (7, 6), "axes": (2, 0)}),
+    ("fftn", {"axes": (1, 1)}), ("fftn", {"s": (8,)}),
+    ("rfft2", {}), ("rfftn", {}), ("rfftn", {"s": (4, 10)}), ("rfftn", {"axes": (0, 1), "norm": "ortho"}),
+    ("irfft2", {}), ("irfftn", {}), ("irfftn", {"s": (5, 6, 11)}), ("irfftn", {"axes": (2, 0), "norm": "forward"}),
+]
+
+
+@pytest.mark.parametrize("name,kwargs", NDIM_CASES)
+def test_n_dimensional_transforms_match_numpy(modern_host, modern_ctx, name, kwargs):
+    rng = np.random.default_rng(len(name) + len(kwargs))
+    x = random_complex(rng, (6, 5, 8))
+    if name.startswith("rfft"):
+        x = x.real.copy()
+    t = modern_ctx.tensor(x)
+    out = modern_host.run(modern_ctx, lambda rec: getattr(rec, name)(t, **kwargs))
+    ref_kwargs = dict(kwargs)
+    if "s" in kwargs and "axes" not in kwargs:     # ours takes the last len(s) axes, as numpy did before 2.0
+        ref_kwargs["axes"] = tuple(range(x.ndim - len(kwargs["s"]), x.ndim))
+    ref = getattr(np.fft, name)(x.astype(np.complex128 if x.dtype == np.complex64 else np.float64), **ref_kwargs)
+    assert out.shape == ref.shape
+    check_close(out.numpy(), ref, max(ref.shape))
+
+
+def test_batches_over_more_axes_than_one_dispatch_walks(modern_host, modern_ctx):
+    # Five batch axes that no two merge (every one strided): the leading ones
+    # become separate dispatches.
+    x = random_complex(np.random.default_rng(5), (4, 3, 4, 3, 4, 12))
+    view_np = x[::2, :, ::2, :, ::2, ::2]
+    view = modern_ctx.tensor(x)[::2, :, ::2, :, ::2, ::2]
+    out = modern_host.run(modern_ctx, lambda rec: rec.fft(view))
+    check_close(out.numpy(), np.fft.fft(view_np.astype(np.complex128)), 6)
+
+
+def test_out_and_in_place(modern_host, modern_ctx):
+    x = random_complex(np.random.default_rng(9), (3, 24))
+    t, out = modern_ctx.tensor(x), modern_ctx.empty((3, 24), "complex64")
+    r = modern_host.run(modern_ctx, lambda rec: rec.fft(t, out=out))
+    assert r is out
+    check_close(out.numpy(), np.fft.fft(x.astype(np.complex128)), 24)
+    modern_host.run(modern_ctx, lambda rec: rec.ifft(out, out=out))       # in place
+    check_close(out.numpy(), x.astype(np.complex128), 24)
+    real = modern_ctx.empty((3, 46), "float32")
+    spec = modern_ctx.tensor(np.fft.rfft(np.arange(46.0)).astype(np.complex64)[None].repeat(3, 0))
+    modern_host.run(modern_ctx, lambda rec: rec.irfft(spec, n=46, out=real))
+    check_close(real.numpy(), np.arange(46.0)[None].repeat(3, 0), 46)
+
+
+def test_empty_batches_record_nothing(modern_host, modern_ctx):
+    t = modern_ctx.empty((0, 8), "complex64")
+    cmd = modern_host.begin()
+    with modern_ctx.record(cmd) as rec:
+        out = rec.fft(t)
+        assert out.shape == (0, 8) and rec.dispatches == 0
+    modern_host.submit_and_wait(cmd)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), data=st.data())
+def test_any_shape_axis_length_and_norm(modern_host, modern_ctx, shape, data):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = data.draw(st.one_of(st.none(), st.integers(1, 24)))
+    norm = data.draw(st.sampled_from([None, "ortho", "forward"]))
+    real = data.draw(st.booleans())
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32) if real else random_complex(rng, tuple(shape))
+    t = modern_ctx.tensor(x)
+    out = modern_host.run(modern_ctx, lambda rec: rec.fft(t, n=n, axis=axis, norm=norm))
+    ref = np.fft.fft(x.astype(np.float64 if real else np.complex128), n=n, axis=axis, norm=norm)
+    assert out.shape == ref.shape
+    check_close(out.numpy(), ref, n or shape[axis])
+
+
+# -- errors -----------------------------------------------------------------------------
+
+def _raises_before_recording(host, ctx, error, fn, match=None):
+    cmd = host.begin()
+    with ctx.record(cmd) as rec:
+        with pytest.raises(error, match=match):
+            fn(rec)
+        assert rec.dispatches == rec.barriers == 0
+    host.submit_and_wait(cmd)
+
+
+@pytest.mark.parametrize("n", [0, -3, 2.5, True])
+def test_a_bad_length_is_refused(modern_host, modern_ctx, n):
+    t = modern_ctx.tensor(np.ones(8, np.complex64))
+    _raises_before_recording(modern_host, modern_ctx, gc.InvalidArgumentError, lambda rec: rec.fft(t, n=n))
+
+
+def test_typed_errors_before_anything_is_recorded(modern_host, modern_ctx):
+    c = modern_ctx.tensor(np.ones((4, 8), np.complex64))
+    f = modern_ctx.tensor(np.ones((4, 8), np.float32))
+    i = modern_ctx.tensor(np.ones((4, 8), np.int32))
+    cases = [
+        (gc.InvalidArgumentError, lambda rec: rec.fft(c, norm="unitary"), "norm"),
+        (gc.DTypeError, lambda rec: rec.fft(i), "float32 or complex64"),
+        (gc.DTypeError, lambda rec: rec.rfft(c), "float32"),
+        (gc.DTypeError, lambda rec: rec.irfft(f), "complex64"),
+        (gc.ShapeError, lambda rec: rec.fft(c, axis=2), "out of range"),
+        (gc.ShapeError, lambda rec: rec.fft2(c, s=(4,), axes=(0, 1)), "same length"),
+        (gc.ShapeError, lambda rec: rec.fftn(c, s=(2, 2, 2)), "axes"),
+        (gc.ShapeError, lambda rec: rec.fft(modern_ctx.tensor(np.complex64(1))), "0-d"),
+        (gc.DTypeError, lambda rec: rec.add(c, c), "t.real and t.imag"),
+    ]
+    for error, fn, match in cases:
+        _raises_before_recording(modern_host, modern_ctx, error, fn, match)
+
+
+def test_a_row_longer_than_shared_memory_holds_is_refused(modern_host, modern_ctx):
+    longest = fft_kernels.largest_points(modern_ctx)
+    t = modern_ctx.tensor(np.ones(8, np.complex64))
+    for n in (2 * longest, longest + 1):        # a power of two too long; a length whose Bluestein size is
+        _raises_before_recording(modern_host, modern_ctx, gc.UnsupportedError,
+                                 lambda rec, n=n: rec.fft(t, n=n), "shared memory")
+    # Refused before any pass makes its tables: the first axis fits, the second does not.
+    c = modern_ctx.tensor(np.ones((4, 4), np.complex64))
+    _raises_before_recording(modern_host, modern_ctx, gc.UnsupportedError,
+                             lambda rec: rec.fftn(c, s=(2 * longest, 4)), "shared memory")
+
+
+def test_every_length_the_kernels_take_has_a_plan():
+    for n in range(1, 4097):
+        plan = fft_kernels.radix_plan(n)
+        if plan is not None:
+            assert int(np.prod(plan)) == n and len(plan) <= fft_kernels.MAX_STAGES
+        assert fft_kernels.radix_plan(fft_kernels.bluestein_size(n)) is not None
+        assert fft_kernels.bluestein_size(n) >= 2 * n - 1
