@@ -135,9 +135,15 @@ def plan_pass(ctx, src, dst, p: Pass, norm: str, what: str) -> list:
     w_in = [0] * pad + list(s_in[len(lead):])
     w_out = [0] * pad + list(s_out[len(lead):])
     rows = math.prod(walk)
+    per_group, stride = fk.rows_per_group(size, points, rows)
+    # Neighbouring rows side by side in memory (columns of a row-major
+    # array): a workgroup reads and writes across its rows first, so each
+    # access instruction touches consecutive elements.
     values.update(rows=rows, b1=walk[1], b2=walk[2], is0=w_in[0], is1=w_in[1], is2=w_in[2],
-                  os0=w_out[0], os1=w_out[1], os2=w_out[2])
-    groups = groups_for(rows * threads, threads, ctx.limits.max_workgroup_count)
+                  os0=w_out[0], os1=w_out[1], os2=w_out[2], per_group=per_group, stride=stride,
+                  load_rows_fast=int(abs(w_in[2]) == 1 and src.strides[p.axis] != 1),
+                  store_rows_fast=int(abs(w_out[2]) == 1 and dst.strides[p.axis] != 1))
+    groups = groups_for(-(-rows // per_group) * threads, threads, ctx.limits.max_workgroup_count)
     out = []
     for index in _indices(lead):
         values["in_off"] = src.offset + sum(i * s for i, s in zip(index, s_in))

@@ -77,6 +77,16 @@ def size_class(ctx, points: int):
     return None
 
 
+def rows_per_group(size: int, points: int, rows: int) -> tuple:
+    """(rows a workgroup transforms, shared-memory stride between them):
+    as many as its size class holds, a padding element apart so that rows
+    read side by side do not fall into the same shared-memory bank."""
+    stride = points + 1
+    if size // stride < 2 or rows < 2:
+        return 1, points
+    return min(size // stride, rows), stride
+
+
 def largest_points(ctx) -> int:
     """The longest row this device transforms in shared memory."""
     fitting = [size for size, threads in SIZES if 8 * size <= ctx.limits.max_shared_memory
@@ -101,18 +111,19 @@ def _factor(u: str, s: int, t: int, radix: int) -> str:
 def _stage(radix: int, size: int, threads: int) -> str:
     """GLSL: one Stockham stage of ``radix`` over ``buf`` (rows up to ``size``)."""
     per = -(-size // (radix * threads))          # butterflies an invocation does at most
-    loads = "\n".join(f"      vec2 u{s} = cmul(buf[j + {s}u * m], twiddle({s}u * k * step, sg));" for s in range(1, radix))
+    loads = "\n".join(f"      vec2 u{s} = cmul(buf[b + {s}u * m], twiddle({s}u * k * step, sg));" for s in range(1, radix))
     outs = "\n".join(f"      o[q * {radix}u + {t}u] = " + " + ".join(_factor(f"u{s}", s, t, radix) for s in range(radix)) + ";"
                      for t in range(radix))
     writes = "\n".join(f"      buf[base + {t}u * ls] = o[q * {radix}u + {t}u];" for t in range(radix))
     return f"""void stage{radix}(uint n, uint ls, float sg) {{
-  uint m = n / {radix}u, step = n / (ls * {radix}u);
+  // Butterfly j of the workgroup's rows: row c = j / m, its butterfly jj.
+  uint m = n / {radix}u, step = n / (ls * {radix}u), total = pc.per_group * m;
   vec2 o[{per * radix}];
   for (uint q = 0u; q < {per}u; ++q) {{
     uint j = gl_LocalInvocationID.x + q * {threads}u;
-    if (j < m) {{
-      uint k = j % ls;
-      vec2 u0 = buf[j];
+    if (j < total) {{
+      uint c = j / m, jj = j - c * m, k = jj % ls, b = c * pc.stride + jj;
+      vec2 u0 = buf[b];
 {loads}
 {outs}
     }}
@@ -120,8 +131,8 @@ def _stage(radix: int, size: int, threads: int) -> str:
   barrier();
   for (uint q = 0u; q < {per}u; ++q) {{
     uint j = gl_LocalInvocationID.x + q * {threads}u;
-    if (j < m) {{
-      uint k = j % ls, base = (j - k) * {radix}u + k;
+    if (j < total) {{
+      uint c = j / m, jj = j - c * m, k = jj % ls, base = c * pc.stride + (jj - k) * {radix}u + k;
 {writes}
     }}
   }}
@@ -154,12 +165,15 @@ def _render(spec: KernelSpec) -> str:
     if bluestein:
         fill = f"i < pc.n ? cmul({value}, chirp[i]) : vec2(0.0)"
         middle = """run(pc.points, -1.0);
-  for (uint i = t; i < pc.points; i += gl_WorkGroupSize.x) buf[i] = cmul(buf[i], spectrum[i]);
+  for (uint idx = t; idx < pc.per_group * pc.points; idx += gl_WorkGroupSize.x) {
+    uint c = idx / pc.points, i = idx - c * pc.points;
+    buf[c * pc.stride + i] = cmul(buf[c * pc.stride + i], spectrum[i]);
+  }
   barrier();
   run(pc.points, 1.0);"""
-        result = "cmul(buf[k], chirp[k]) * pc.scale"
+        result = "cmul(buf[c * pc.stride + k], chirp[k]) * pc.scale"
     else:
-        fill, middle, result = value, "run(pc.points, pc.sign);", "buf[k] * pc.scale"
+        fill, middle, result = value, "run(pc.points, pc.sign);", "buf[c * pc.stride + k] * pc.scale"
     put = "dst[ob + int(k) * pc.out_step] = " + ("v;" if store == "complex" else "v.x;")
     return f"""shared vec2 buf[{size}];
 vec2 cmul(vec2 a, vec2 b) {{ return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }}
@@ -174,25 +188,40 @@ void run(uint n, float sg) {{
     ls *= r;
   }}
 }}
+// Element idx of the workgroup's rows as (row c, position i): rows fastest
+// where neighbouring rows are neighbours in memory (columns), else positions.
+uvec2 place(uint idx, uint len, uint rows_fast) {{
+  return rows_fast != 0u ? uvec2(idx % pc.per_group, idx / pc.per_group) : uvec2(idx / len, idx % len);
+}}
 void main() {{
-  uint row = {WG_INDEX};
-  if (row >= pc.rows) return;
-  uint t = gl_LocalInvocationID.x;
-  uint i2 = row % pc.b2, rest = row / pc.b2, i1 = rest % pc.b1, i0 = rest / pc.b1;
-  int ib = int(pc.in_off) + int(i0) * pc.is0 + int(i1) * pc.is1 + int(i2) * pc.is2;
-  int ob = int(pc.out_off) + int(i0) * pc.os0 + int(i1) * pc.os1 + int(i2) * pc.os2;
-  for (uint i = t; i < pc.points; i += gl_WorkGroupSize.x) buf[i] = {fill};
+  uint first = {WG_INDEX} * pc.per_group;
+  if (first >= pc.rows) return;
+  uint t = gl_LocalInvocationID.x, count = min(pc.per_group, pc.rows - first);
+  for (uint idx = t; idx < pc.per_group * pc.points; idx += gl_WorkGroupSize.x) {{
+    uvec2 ci = place(idx, pc.points, pc.load_rows_fast);
+    uint c = ci.x, i = ci.y, row = first + c;
+    uint i2 = row % pc.b2, rest = row / pc.b2, i1 = rest % pc.b1, i0 = rest / pc.b1;
+    int ib = int(pc.in_off) + int(i0) * pc.is0 + int(i1) * pc.is1 + int(i2) * pc.is2;
+    buf[c * pc.stride + i] = c < count ? {fill} : vec2(0.0);
+  }}
   barrier();
   {middle}
-  for (uint k = t; k < pc.out_len; k += gl_WorkGroupSize.x) {{
-    vec2 v = {result};
-    {put}
+  for (uint idx = t; idx < pc.per_group * pc.out_len; idx += gl_WorkGroupSize.x) {{
+    uvec2 ck = place(idx, pc.out_len, pc.store_rows_fast);
+    uint c = ck.x, k = ck.y, row = first + c;
+    if (c < count) {{
+      uint i2 = row % pc.b2, rest = row / pc.b2, i1 = rest % pc.b1, i0 = rest / pc.b1;
+      int ob = int(pc.out_off) + int(i0) * pc.os0 + int(i1) * pc.os1 + int(i2) * pc.os2;
+      vec2 v = {result};
+      {put}
+    }}
   }}
 }}"""
 
 
 _PUSH = tuple(Push(name, "uint") for name in ("n", "points", "plan0", "plan1", "stages", "len_in", "out_len",
-                                              "in_off", "out_off", "rows", "b1", "b2")) + \
+                                              "in_off", "out_off", "rows", "b1", "b2", "per_group", "stride",
+                                              "load_rows_fast", "store_rows_fast")) + \
     tuple(Push(name, "int") for name in ("in_step", "out_step", "is0", "is1", "is2", "os0", "os1", "os2")) + \
     (Push("sign", "float"), Push("scale", "float"))
 

@@ -228,3 +228,27 @@ def test_every_length_the_kernels_take_has_a_plan():
             assert int(np.prod(plan)) == n and len(plan) <= fft_kernels.MAX_STAGES
         assert fft_kernels.radix_plan(fft_kernels.bluestein_size(n)) is not None
         assert fft_kernels.bluestein_size(n) >= 2 * n - 1
+
+
+@pytest.mark.parametrize("name,shape,axis,n", [
+    ("fft", (37, 12), 1, None),       # rows, several a workgroup, the last workgroup partly filled
+    ("fft", (40, 37), 0, None),       # columns: workgroups read across neighbouring columns
+    ("ifft", (23, 10), 0, None),      # columns through Bluestein's algorithm
+    ("rfft", (30, 7), 0, 30),
+    ("irfft", (9, 7), 0, 16),         # columns written as real values
+])
+def test_columns_and_workgroups_of_several_rows(modern_host, modern_ctx, name, shape, axis, n):
+    rng = np.random.default_rng(shape[0])
+    x = rng.standard_normal(shape).astype(np.float32) if name == "rfft" else random_complex(rng, shape)
+    t = modern_ctx.tensor(x)
+    out = modern_host.run(modern_ctx, lambda rec: getattr(rec, name)(t, n=n, axis=axis))
+    ref = getattr(np.fft, name)(x.astype(np.float64 if name == "rfft" else np.complex128), n=n, axis=axis)
+    check_close(out.numpy(), ref, n or shape[axis])
+
+
+def test_rows_per_workgroup_fill_the_size_class():
+    assert fft_kernels.rows_per_group(256, 16, 1000) == (15, 17)
+    assert fft_kernels.rows_per_group(256, 16, 4) == (4, 17)
+    assert fft_kernels.rows_per_group(256, 16, 1) == (1, 16)
+    assert fft_kernels.rows_per_group(4096, 4096, 9) == (1, 4096)
+    assert fft_kernels.rows_per_group(4096, 2048, 9) == (1, 2048)     # two rows and their padding do not fit
