@@ -39,6 +39,7 @@ SECTIONS = (
     ("handoff", integrations.handoff),
     ("gpu-ops", "benchmarks.gpu_ops"),
     ("sort", "benchmarks.sort"),
+    ("fft", "benchmarks.fft"),
     ("images", "benchmarks.images"),
     ("demo", "benchmarks.demo_frames"),
     ("torch", "benchmarks.torch_interop"),

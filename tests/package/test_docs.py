@@ -288,3 +288,23 @@ def test_cull_compact_sort_draw_example(points_host):
         np.testing.assert_array_equal(image > 0, drawn)
     finally:
         ctx.close()
+
+
+def convolution_block():
+    blocks = [b for b in python_test_blocks() if "kernel_spectrum" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one FFT convolution example"
+    return blocks[0]
+
+
+def test_fft_convolution_example(ctx):
+    """The guide's convolution through rfft2 / irfft2 is numpy's circular
+    convolution of the image with the kernel."""
+    rng = np.random.default_rng(16)
+    image_np = rng.uniform(0, 1, (24, 40)).astype(np.float32)
+    kernel_np = np.zeros((24, 40), np.float32)
+    kernel_np[:3, :3] = 1 / 9
+    ns = {"ctx": ctx, "image": ctx.tensor(image_np), "kernel": ctx.tensor(kernel_np)}
+    exec(compile(convolution_block(), str(GUIDE), "exec"), ns)
+    ref = np.fft.irfft2(np.fft.rfft2(image_np.astype(np.float64)) * np.fft.rfft2(kernel_np.astype(np.float64)),
+                        s=image_np.shape)
+    np.testing.assert_allclose(ns["blurred"].numpy(), ref, atol=1e-5)
