@@ -18,9 +18,10 @@ from ..errors import InvalidArgumentError, UnsupportedError
 from ..vk import external
 from .cuda_driver import driver
 
-_TYPESTR = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "uint32": "<u4", "uint8": "|u1"}
-# DLDataType (code, bits): kDLInt 0, kDLUInt 1, kDLFloat 2.
-_DL_DTYPE = {"float32": (2, 32), "float16": (2, 16), "int32": (0, 32), "uint32": (1, 32), "uint8": (1, 8)}
+_TYPESTR = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "uint32": "<u4", "uint8": "|u1", "complex64": "<c8"}
+# DLDataType (code, bits): kDLInt 0, kDLUInt 1, kDLFloat 2, kDLComplex 5.
+_DL_DTYPE = {"float32": (2, 32), "float16": (2, 16), "int32": (0, 32), "uint32": (1, 32), "uint8": (1, 8),
+             "complex64": (5, 64)}
 _DL_CUDA = 2
 
 

@@ -170,15 +170,16 @@ def _shape_after(shape: tuple, p: Pass) -> tuple:
 
 def run_passes(ctx, x, passes: list, norm: str, out, what: str) -> OpResult:
     """The passes in order from ``x``; the result in ``out`` (made when None).
-    Passes that keep the shape work in place; the last pass that changes
-    it (or the first) writes ``out``."""
+    Passes that keep the shape (and stay complex) work in place; the last
+    pass that does not (or the first) writes ``out``."""
     shapes = [x.shape]
     for p in passes:
         shapes.append(_shape_after(shapes[-1], p))
     for p in passes:                    # every length checked before any table is made
         _method(ctx, p.n, what)
     final_dtype = float32 if passes[-1].store == "real" else complex64
-    writes_out = max([0] + [i for i, p in enumerate(passes) if shapes[i + 1] != shapes[i]])
+    # A pass needs a new tensor where its output's shape or dtype is not its input's.
+    writes_out = max([0] + [i for i, p in enumerate(passes) if shapes[i + 1] != shapes[i] or p.store == "real"])
     if out is None:
         result = ctx.empty(shapes[-1], final_dtype)
     else:

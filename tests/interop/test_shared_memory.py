@@ -4,12 +4,14 @@ with guest ops on each side, under validation on both devices."""
 import copy
 import dataclasses
 import os
+import types
 
 import numpy as np
 import pytest
 
 import guestcompute as gc
 from guestcompute.host import supported_extensions
+from guestcompute.interop.cuda_memory import CudaView
 from guestcompute.vk import external
 
 def test_bytes_cross_between_devices_both_ways(pair):
@@ -69,7 +71,7 @@ def test_an_import_trusts_no_view_past_the_exported_buffer(pair, change, error, 
         np.testing.assert_array_equal(b.import_memory(ex).numpy(), np.arange(8, dtype=np.float32))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "float16", "uint8"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "float16", "uint8", "complex64"])
 def test_every_dtype_crosses_exactly(pair, dtype):
     _, a, _, b = pair
     try:
@@ -253,3 +255,10 @@ def test_resize_keeps_a_tensor_exportable(pair):
     plain = a.empty((4,))
     plain.resize((6,))
     assert not plain.exportable
+
+
+def test_complex64_views_describe_themselves_to_cuda_libraries():
+    memory = types.SimpleNamespace(ptr=0x10000, ordinal=0)
+    view = CudaView(memory, None, offset=16, shape=(3, 4), dtype="complex64", strides=(8, 2))
+    cai = view.__cuda_array_interface__
+    assert cai["typestr"] == "<c8" and cai["strides"] == (64, 16) and cai["data"] == (0x10010, False)

@@ -104,7 +104,7 @@ NDIM_CASES = [
     ("fftn", {}), ("ifftn", {"s": (3, 4, 9)}), ("fftn", {"axes": (1,)}), ("fftn", {"s": (7, 6), "axes": (2, 0)}),
     ("fftn", {"axes": (1, 1)}), ("fftn", {"s": (8,)}),
     ("rfft2", {}), ("rfftn", {}), ("rfftn", {"s": (4, 10)}), ("rfftn", {"axes": (0, 1), "norm": "ortho"}),
-    ("irfft2", {}), ("irfftn", {}), ("irfftn", {"s": (5, 6, 11)}), ("irfftn", {"axes": (2, 0), "norm": "forward"}),
+    ("irfft2", {}), ("irfft2", {"s": (6, 8)}), ("irfftn", {}), ("irfftn", {"s": (5, 6, 11)}), ("irfftn", {"axes": (2, 0), "norm": "forward"}),
 ]
 
 
