@@ -50,7 +50,7 @@ GOALS = {"fft2 c2c 1024x1024x32 vs cuFFT": "ratio>=0.9", "rfft2 1024x1024x32 vs 
 ROWS = tuple(GOALS)
 
 
-def _close(got: np.ndarray, ref: np.ndarray, what: str) -> None:
+def check_close(got: np.ndarray, ref: np.ndarray, what: str) -> None:
     scale = np.sqrt(np.mean(np.abs(ref) ** 2))
     err = np.sqrt(np.mean(np.abs(got - ref) ** 2)) / scale
     if not err <= 1e-5:
@@ -99,9 +99,9 @@ def _big_rows(ctx, timer: Timer, reps: int) -> list:
     spec = ctx.empty((b, h, w // 2 + 1), "complex64")
     out_c, out_r = ctx.empty((b, h, w), "complex64"), ctx.empty((b, h, w), "float32")
     ctx.run(lambda rec: (rec.fft2(x, out=out_c), rec.rfft2(r, out=spec), rec.irfft2(spec, out=out_r)))
-    _close(out_c.numpy()[0], np.fft.fft2(x_np[0].astype(np.complex128)), "fft2")
-    _close(spec.numpy()[0], np.fft.rfft2(r_np[0].astype(np.float64)), "rfft2")
-    _close(out_r.numpy()[0], r_np[0], "irfft2 of rfft2")
+    check_close(out_c.numpy()[0], np.fft.fft2(x_np[0].astype(np.complex128)), "fft2")
+    check_close(spec.numpy()[0], np.fft.rfft2(r_np[0].astype(np.float64)), "rfft2")
+    check_close(out_r.numpy()[0], r_np[0], "irfft2 of rfft2")
     tx, tr = torch.from_numpy(x_np).cuda(), torch.from_numpy(r_np).cuda()
     tspec = torch.fft.rfft2(tr)
     cases = (("fft2 c2c 1024x1024x32 vs cuFFT", lambda rec: rec.fft2(x, out=out_c), lambda: torch.fft.fft2(tx), 8),
@@ -129,7 +129,7 @@ def _batched_rows(ctx, timer: Timer) -> list:
         sample = (rng.standard_normal((64, n)) + 1j * rng.standard_normal((64, n))).astype(np.complex64)
         probe = ctx.tensor(sample)
         got = ctx.run(lambda rec: rec.fft(probe)).numpy()
-        _close(got, np.fft.fft(sample.astype(np.complex128)), f"fft {n}")
+        check_close(got, np.fft.fft(sample.astype(np.complex128)), f"fft {n}")
         mine = _ours(timer, ctx, lambda rec, n=n: rec.fft(x.reshape(-1, n), out=out.reshape(-1, n)))
         name = f"fft c2c 1-D {n} batched vs copy"
         nbytes = 2 * 8 * total
@@ -146,8 +146,8 @@ def _small_rows(ctx, timer: Timer, reps: int) -> list:
     p, o = ctx.tensor(plane), ctx.tensor(ocean)
     p_out, o_out = ctx.empty((512, 512), "complex64"), ctx.empty((6, 512, 512), "float32")
     ctx.run(lambda rec: (rec.fft2(p, out=p_out), rec.irfft2(o, out=o_out)))
-    _close(p_out.numpy(), np.fft.fft2(plane.astype(np.complex128)), "fft2 512")
-    _close(o_out.numpy(), np.fft.irfft2(ocean.astype(np.complex128)), "irfft2 6x512")
+    check_close(p_out.numpy(), np.fft.fft2(plane.astype(np.complex128)), "fft2 512")
+    check_close(o_out.numpy(), np.fft.irfft2(ocean.astype(np.complex128)), "irfft2 6x512")
     tp, to = torch.from_numpy(plane).cuda(), torch.from_numpy(ocean).cuda()
     rows = []
     for name, ours, theirs in (("fft 512x512 single", lambda rec: rec.fft2(p, out=p_out), lambda: torch.fft.fft2(tp)),
@@ -186,7 +186,7 @@ def _bloom_row(ctx, timer: Timer, reps: int) -> Result:
     got = ctx.run(lambda rec: convolve(rec, img, k_spec)).numpy()
     ref = np.fft.irfft2(np.fft.rfft2(img_np[0].astype(np.float64)) * np.fft.rfft2(k_np.astype(np.float64)),
                         s=(1024, 2048))
-    _close(got[0], ref, "fft bloom")
+    check_close(got[0], ref, "fft bloom")
     mine = _ours(timer, ctx, lambda rec: convolve(rec, img, k_spec))
     ti, tk = torch.from_numpy(img_np).cuda(), torch.fft.rfft2(torch.from_numpy(k_np).cuda())
     base = _torch_seconds(lambda: torch.fft.irfft2(torch.fft.rfft2(ti) * tk, s=(1024, 2048)), reps, graph=True)
@@ -225,7 +225,7 @@ def cpu_rows(ctx, quick: bool) -> list:
     rng = np.random.default_rng(32)
     x_np = (rng.standard_normal((8, 256, 256)) + 1j * rng.standard_normal((8, 256, 256))).astype(np.complex64)
     x = ctx.tensor(x_np)
-    _close(ctx.run(lambda rec: rec.fft2(x)).numpy(), np.fft.fft2(x_np.astype(np.complex128)), "fft2")
+    check_close(ctx.run(lambda rec: rec.fft2(x)).numpy(), np.fft.fft2(x_np.astype(np.complex128)), "fft2")
     t = timer.gpu_seconds(lambda rec: rec.fft2(x))
     out.append(Result(SECTION, "fft2 c2c 256x256x8 time vs numpy", t * 1e3, "ms", "numpy (same CPU)",
                       numpy_seconds(lambda: np.fft.fft2(x_np)) * 1e3, note="lavapipe runs on the CPU: lower ratio is better"))

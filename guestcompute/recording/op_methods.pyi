@@ -218,6 +218,27 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def fft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.fft: the forward DFT of float32 or complex64 ``x`` along ``axis``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def fft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.fft2: fftn over the last two axes.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def fftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.fftn over ``axes`` (default all; the last len(s) with ``s``).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def fill(self, out, value) -> Any:
         """
         Set every element of ``out`` (any view) to ``value``.
@@ -307,6 +328,27 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def ifft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.ifft: the inverse DFT along ``axis``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def ifft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.ifft2.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def ifftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.ifftn.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def index_select(self, x, indices, axis=..., *, out=..., mode=...) -> Any:
         """
         ``numpy.take(x, indices, axis)``: the result has shape
@@ -316,6 +358,28 @@ class OpMethods:
         outside ``[-n, n)`` gives 0 (``mode="zero"``; host data raises
         :class:`IndexOutOfRangeError` instead), or follows numpy's
         ``mode="wrap"`` / ``mode="clip"``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def irfft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.irfft: the real length-``n`` (default 2 * (m - 1)) inverse of
+        rfft, from complex64 ``x``'s first n // 2 + 1 values along ``axis``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def irfft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.irfft2.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def irfftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.irfftn: ifft along all but the last of ``axes``, irfft along it.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -470,6 +534,27 @@ class OpMethods:
         falls inside, as in upscaling, the texel under the pixel's centre, so
         box upscaling is nearest-neighbour). ``out`` may also be a float32
         tensor.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def rfft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.rfft: the DFT of float32 ``x``, its n // 2 + 1 non-negative frequencies.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def rfft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.rfft2.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def rfftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
+        """
+        numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

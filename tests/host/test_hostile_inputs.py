@@ -115,7 +115,7 @@ def add_float32_to_int32(env, rec):
 
 @case(gc.DTypeError, r"use one of", recording=False)
 def unknown_dtype_name(env, cmd):
-    env.ctx.empty((4,), "complex64")
+    env.ctx.empty((4,), "complex128")
 
 
 @case(gc.InvalidArgumentError, r"use a value in \[-2147483648, 2147483648\)", recording=False)

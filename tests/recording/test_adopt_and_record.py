@@ -156,7 +156,7 @@ def test_typed_errors(host, ctx):
     a = ctx.tensor(np.ones(8, np.float32))
     buf = host.create_buffer(64)
     with pytest.raises(gc.DTypeError):
-        ctx.empty((4,), "complex64")
+        ctx.empty((4,), "complex128")
     with pytest.raises(gc.BufferRangeError):
         ctx.import_buffer(buf, (32,), "float32", buffer_size=64)
     with pytest.raises(gc.BufferRangeError):

@@ -74,6 +74,7 @@ def _samples(ctx) -> types.SimpleNamespace:
     s.idx = ctx.tensor(np.array([3, 0, 2, 1], np.int32))
     s.idx2 = ctx.tensor(rng.integers(0, 4, (4, 8)).astype(np.int32))
     s.count = ctx.tensor(np.array([40], np.uint32))
+    s.spec = ctx.tensor((rng.standard_normal((4, 8)) + 1j * rng.standard_normal((4, 8))).astype(np.complex64))
     s.groups = ctx.tensor(np.array([1, 1, 1], np.uint32))
     s.lut = ctx.tensor(rng.uniform(0, 1, (4, 4, 4, 3)).astype(np.float32))
     s.pixels = ctx.tensor(rng.uniform(0, 1, (8, 8, 4)).astype(np.float32))
@@ -111,6 +112,9 @@ SAMPLES = {
     "dispatch_indirect": [lambda rec, s: rec.dispatch_indirect(s.groups, "add", s.x, 1.0)],
     "div": [lambda rec, s: rec.div(s.x, s.y)],
     "exp": [lambda rec, s: rec.exp(s.x)],
+    "fft": [lambda rec, s: rec.fft(s.x), lambda rec, s: rec.fft(s.spec, n=37)],    # 37: through Bluestein
+    "fft2": [lambda rec, s: rec.fft2(s.spec)],
+    "fftn": [lambda rec, s: rec.fftn(s.x, s=(5, 6))],
     "fill": [lambda rec, s: rec.fill(s.acc, 2.0)],
     "floordiv": [lambda rec, s: rec.floordiv(s.ints, 3)],
     "gather": [lambda rec, s: rec.gather(s.x, s.idx2, axis=1)],
@@ -120,6 +124,12 @@ SAMPLES = {
     "groups_from_count": [lambda rec, s: rec.groups_from_count(s.count, 64)],
     "histogram": [lambda rec, s: rec.histogram(s.x, 16, range=(0.0, 2.0)),
                   lambda rec, s: rec.histogram(s.ldr, 16)],
+    "ifft": [lambda rec, s: rec.ifft(s.spec, axis=0)],
+    "ifft2": [lambda rec, s: rec.ifft2(s.spec, norm="ortho")],
+    "ifftn": [lambda rec, s: rec.ifftn(s.spec)],
+    "irfft": [lambda rec, s: rec.irfft(s.spec)],
+    "irfft2": [lambda rec, s: rec.irfft2(s.spec)],
+    "irfftn": [lambda rec, s: rec.irfftn(s.spec, s=(4, 9))],
     "index_select": [lambda rec, s: rec.index_select(s.x, s.idx, axis=0)],
     "layer_norm": [lambda rec, s: rec.layer_norm(s.x, s.w, s.w)],
     "log": [lambda rec, s: rec.log(s.x)],
@@ -137,6 +147,9 @@ SAMPLES = {
     "pow": [lambda rec, s: rec.pow(s.x, s.y)],
     "relu": [lambda rec, s: rec.relu(s.x)],
     "resize": [lambda rec, s: rec.resize(s.hdr, size=(8, 8)), lambda rec, s: rec.resize(s.ldr, size=(24, 20))],
+    "rfft": [lambda rec, s: rec.rfft(s.x, n=12)],
+    "rfft2": [lambda rec, s: rec.rfft2(s.x)],
+    "rfftn": [lambda rec, s: rec.rfftn(s.x)],
     "rms_norm": [lambda rec, s: rec.rms_norm(s.x, s.w)],
     "nonzero": [lambda rec, s: rec.nonzero(s.keys)],
     "rsqrt": [lambda rec, s: rec.rsqrt(s.x)],
