@@ -30,13 +30,11 @@ Run alone: ``python -m benchmarks.fft [--quick] [--device NAME]``.
 """
 from __future__ import annotations
 
-import statistics
 import sys
 
 import numpy as np
-import vulkan as vk
 
-from .gpu_ops import Timer, compute_copy_seconds, numpy_seconds, torch_available, warm_up
+from .gpu_ops import Timer, compute_copy_seconds, numpy_seconds, run_on_device, torch_available, torch_seconds, warm_up
 from .results import Result, standalone_main
 
 SECTION = "fft"
@@ -55,33 +53,6 @@ def check_close(got: np.ndarray, ref: np.ndarray, what: str) -> None:
     err = np.sqrt(np.mean(np.abs(got - ref) ** 2)) / scale
     if not err <= 1e-5:
         raise AssertionError(f"{what}: relative RMS error {err:.2e} against numpy")
-
-
-def _torch_seconds(fn, reps: int, graph: bool) -> float:
-    """GPU seconds of ``fn()`` from CUDA events: eager repetitions, or
-    replays of a CUDA graph of 20 calls (per call)."""
-    import torch
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    calls = 1
-    if graph:
-        calls, g = 20, torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(calls):
-                fn()
-        step = g.replay
-    else:
-        step = fn
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / 1e3 / calls)
-    return statistics.median(times)
 
 
 def _ours(timer: Timer, ctx, body) -> float:
@@ -112,7 +83,7 @@ def _big_rows(ctx, timer: Timer, reps: int) -> list:
     for name, ours, theirs, itemsize in cases:
         nbytes = 2 * b * h * w * itemsize          # VkFFT's metric: twice the complex system
         mine = _ours(timer, ctx, ours)
-        base = _torch_seconds(theirs, reps, graph=False)
+        base = torch_seconds(theirs, reps, graph=False)
         rows.append(Result(SECTION, name, nbytes / mine / 1e9, "GB/s", "torch.fft (cuFFT), same GPU",
                            nbytes / base / 1e9, GOALS[name], note=f"ours {mine * 1e6:.0f} µs, cuFFT {base * 1e6:.0f} µs"))
     return rows
@@ -154,7 +125,7 @@ def _small_rows(ctx, timer: Timer, reps: int) -> list:
                                ("ocean cascade 6x512 c2r", lambda rec: rec.irfft2(o, out=o_out),
                                 lambda: torch.fft.irfft2(to))):
         mine = _ours(timer, ctx, ours)
-        base = _torch_seconds(theirs, reps, graph=True)
+        base = torch_seconds(theirs, reps, graph=True)
         rows.append(Result(SECTION, name, mine * 1e6, "µs", "torch.fft (cuFFT) in a CUDA graph, same GPU",
                            base * 1e6, GOALS[name]))
     rows.append(_bloom_row(ctx, timer, reps))
@@ -189,7 +160,7 @@ def _bloom_row(ctx, timer: Timer, reps: int) -> Result:
     check_close(got[0], ref, "fft bloom")
     mine = _ours(timer, ctx, lambda rec: convolve(rec, img, k_spec))
     ti, tk = torch.from_numpy(img_np).cuda(), torch.fft.rfft2(torch.from_numpy(k_np).cuda())
-    base = _torch_seconds(lambda: torch.fft.irfft2(torch.fft.rfft2(ti) * tk, s=(1024, 2048)), reps, graph=True)
+    base = torch_seconds(lambda: torch.fft.irfft2(torch.fft.rfft2(ti) * tk, s=(1024, 2048)), reps, graph=True)
     return Result(SECTION, name, mine * 1e6, "µs", "torch: rfft2, product, irfft2 in a CUDA graph, same GPU",
                   base * 1e6, GOALS[name], note="the product on the spectra's float32 parts (no fused convolution yet)")
 
@@ -233,14 +204,7 @@ def cpu_rows(ctx, quick: bool) -> list:
 
 
 def run(env) -> list:
-    from guestcompute.context import Context
-    ctx = Context.create(env.device)
-    try:
-        if ctx.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU:
-            return cpu_rows(ctx, env.quick)
-        return gpu_rows(ctx, env.quick)
-    finally:
-        ctx.close()
+    return run_on_device(env, gpu_rows, cpu_rows)
 
 
 if __name__ == "__main__":

@@ -370,6 +370,46 @@ def torch_copy_bandwidth(n: int) -> float:
     return 2 * n * 4 / statistics.median(times)
 
 
+def torch_seconds(fn, reps: int, graph: bool = False) -> float:
+    """GPU seconds of ``fn()`` from CUDA events: eager repetitions, or
+    replays of a CUDA graph of 20 calls (per call)."""
+    import torch
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    calls = 1
+    if graph:
+        calls, g = 20, torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+        step = g.replay
+    else:
+        step = fn
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 1e3 / calls)
+    return statistics.median(times)
+
+
+def run_on_device(env, gpu_rows, cpu_rows) -> list:
+    """A section's rows on the run's device: ``cpu_rows(ctx, quick)`` on a
+    CPU Vulkan device (lavapipe), else ``gpu_rows(ctx, quick)``."""
+    from guestcompute.context import Context
+    ctx = Context.create(env.device)
+    try:
+        if ctx.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU:
+            return cpu_rows(ctx, env.quick)
+        return gpu_rows(ctx, env.quick)
+    finally:
+        ctx.close()
+
+
 def hold_cuda_context():
     """Create torch's CUDA context and return a tensor that keeps it for as
     long as it lives, or None where torch has no CUDA.

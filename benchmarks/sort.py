@@ -43,15 +43,13 @@ Run alone: ``python -m benchmarks.sort [--quick] [--device NAME]``.
 from __future__ import annotations
 
 import inspect
-import statistics
 import sys
 from dataclasses import dataclass
 
 import numpy as np
-import vulkan as vk
 
 from . import cub_baseline, lookback_skeleton
-from .gpu_ops import Timer, compute_copy_seconds, numpy_seconds, torch_available, warm_up
+from .gpu_ops import Timer, compute_copy_seconds, numpy_seconds, run_on_device, torch_available, torch_seconds, warm_up
 from .results import Result, skipped, standalone_main
 
 SECTION = "sort"
@@ -307,9 +305,9 @@ def torch_notes(n: int, reps: int) -> dict:
         x = torch.randint(-2 ** 31, 2 ** 31 - 1, (n,), device="cuda", dtype=torch.int32, generator=g)
         mask = torch.rand(n, device="cuda", generator=g) < 0.5
         xf = torch.rand(n, device="cuda", generator=g)
-        sort_s = _torch_seconds(lambda: torch.sort(x, stable=True), reps)
-        sum_s = _torch_seconds(lambda: torch.cumsum(x, 0, dtype=torch.int32), reps)
-        compact_s = _torch_seconds(lambda: xf[mask], reps)
+        sort_s = torch_seconds(lambda: torch.sort(x, stable=True), reps)
+        sum_s = torch_seconds(lambda: torch.cumsum(x, 0, dtype=torch.int32), reps)
+        compact_s = torch_seconds(lambda: xf[mask], reps)
         kept = int(mask.sum())
         del x, mask, xf
         torch.cuda.empty_cache()
@@ -319,21 +317,6 @@ def torch_notes(n: int, reps: int) -> dict:
     return {KEYS_ROW: sort_note, PAIRS_ROW: sort_note,
             CUMSUM_ROW: f"torch.cumsum int32: {8 * n / sum_s / 1e9:.0f} GB/s",
             COMPACT_ROW: f"torch x[mask]: {compact_bytes(n, kept, 1) / compact_s / 1e9:.0f} GB/s"}
-
-
-def _torch_seconds(fn, reps: int) -> float:
-    import torch
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / 1e3)
-    return statistics.median(times)
 
 
 # -- the section --------------------------------------------------------------------
@@ -400,14 +383,7 @@ def cpu_rows(ctx, quick: bool) -> list:
 
 
 def run(env) -> list:
-    from guestcompute.context import Context
-    ctx = Context.create(env.device)
-    try:
-        if ctx.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU:
-            return cpu_rows(ctx, env.quick)
-        return gpu_rows(ctx, env.quick)
-    finally:
-        ctx.close()
+    return run_on_device(env, gpu_rows, cpu_rows)
 
 
 if __name__ == "__main__":

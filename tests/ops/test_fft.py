@@ -252,3 +252,17 @@ def test_rows_per_workgroup_fill_the_size_class():
     assert fft_kernels.rows_per_group(256, 16, 1) == (1, 16)
     assert fft_kernels.rows_per_group(4096, 4096, 9) == (1, 4096)
     assert fft_kernels.rows_per_group(4096, 2048, 9) == (1, 2048)     # two rows and their padding do not fit
+
+
+def test_new_lengths_batches_and_views_make_no_pipeline(modern_host, modern_ctx):
+    """The length, its stages, the batch and the views are push constants:
+    once the complex-to-complex kernels of both size classes exist (direct
+    and Bluestein), no other length, batch or view creates a pipeline."""
+    rng = np.random.default_rng(11)
+    x = modern_ctx.tensor(random_complex(rng, (6, 40, 64)))
+    modern_host.run(modern_ctx, lambda rec: [rec.fft(x, n=n) for n in (16, 1024, 17, 1009)])
+    before = modern_ctx.cache_stats()["pipelines_created"]
+    modern_host.run(modern_ctx, lambda rec: [rec.fft(x, n=9), rec.ifft(x[::2, 3:], n=250, axis=1),
+                                             rec.fft2(x[1]), rec.ifftn(x, axes=(0, 2)), rec.fft(x, n=61),
+                                             rec.fft(x[..., ::3], n=3000, axis=0)])
+    assert modern_ctx.cache_stats()["pipelines_created"] == before
