@@ -15,7 +15,7 @@ from pathlib import Path
 from ..host.shaders import compile_source
 
 KERNEL_DIR = Path(__file__).resolve().parent
-NAMES = ("lorenz", "bloom_composite", "ripples")
+NAMES = ("lorenz", "bloom_composite", "ripples", "ocean_spectrum", "ocean_points")
 
 
 def compile_glsl(name: str) -> bytes:

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the demos live next to the package, not in it
 
-from demos import depth_sort, hdr, kernels, neural, particles  # noqa: E402
+from demos import depth_sort, hdr, kernels, neural, ocean, particles  # noqa: E402
 from demos.host import __main__ as host_check  # noqa: E402
 
 SMALL = ["--headless", "--validation", "--size", "160", "120", "--particles", "6000"]
@@ -177,6 +177,36 @@ def test_neural_headless_under_validation(screenshot, capsys):
     assert "max |GPU colour - numpy|" in out
     assert "validation messages (incl. synchronization validation): 0" in out
     assert_shows_particles(read_png(screenshot))
+
+
+def test_ocean_headless_under_validation(screenshot, capsys):
+    # The spectrum kernel, one irfft2 of three half spectra and the vertex
+    # kernel each frame; the demo checks the last fields against numpy.fft
+    # (exit status 1 if they differ).
+    rc = ocean.main(["--headless", "--validation", "--size", "160", "120", "--grid", "32", "--frames", "3",
+                     "--screenshot", str(screenshot)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "max |GPU fields - numpy.fft.irfft2| / max |field| over 32x32" in out
+    assert "validation messages (incl. synchronization validation): 0" in out
+    rgba = read_png(screenshot)
+    lit = (rgba[..., :3].mean(axis=2) > 24).mean()
+    assert 0.02 < lit < 0.9, f"{lit:.1%} of the pixels show the ocean"
+
+
+def test_the_ocean_spectrum_is_hermitian_and_its_fields_real():
+    """numpy's reference for the demo's kernels: the half spectra describe
+    real fields (the full transform of the Hermitian extension is real),
+    and the amplitudes give the heights the RMS asked."""
+    h0 = ocean.initial_amplitudes(16)
+    fields = ocean.fields_at(h0, 0.7)
+    assert fields.shape == (3, 16, 16)
+    np.testing.assert_allclose(np.sqrt(np.mean(ocean.fields_at(h0, 0.0)[0] ** 2)), ocean.RMS_HEIGHT)
+    half = ocean.spectra_at(h0, 0.7)[0]
+    full = np.zeros((16, 16), complex)
+    full[:, :9] = half
+    full[:, 9:] = np.conj(half[(-np.arange(16)) % 16][:, 1:8][:, ::-1])
+    assert np.abs(np.fft.ifft2(full, norm="forward").imag).max() < 1e-9 * np.abs(full).max()
 
 
 @pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="needs xvfb-run")
