@@ -266,3 +266,22 @@ def test_new_lengths_batches_and_views_make_no_pipeline(modern_host, modern_ctx)
                                              rec.fft2(x[1]), rec.ifftn(x, axes=(0, 2)), rec.fft(x, n=61),
                                              rec.fft(x[..., ::3], n=3000, axis=0)])
     assert modern_ctx.cache_stats()["pipelines_created"] == before
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=4), data=st.data())
+def test_n_dimensional_shapes_axes_and_lengths_follow_numpy(modern_host, modern_ctx, shape, data):
+    kind = data.draw(st.sampled_from(["fftn", "ifftn", "rfftn", "irfftn"]))
+    ndim = len(shape)
+    axes = data.draw(st.lists(st.integers(-ndim, ndim - 1), min_size=1, max_size=ndim, unique_by=lambda a: a % ndim))
+    s = data.draw(st.one_of(st.none(), st.lists(st.integers(1, 12), min_size=len(axes), max_size=len(axes))))
+    norm = data.draw(st.sampled_from([None, "ortho", "forward"]))
+    rng = np.random.default_rng(sum(shape) + len(axes))
+    x = rng.standard_normal(shape).astype(np.float32) if kind == "rfftn" else random_complex(rng, tuple(shape))
+    if kind == "irfftn" and s is None and shape[axes[-1] % ndim] == 1:
+        s = [2] * len(axes)                          # numpy's default length there would be 0
+    t = modern_ctx.tensor(x)
+    out = modern_host.run(modern_ctx, lambda rec: getattr(rec, kind)(t, s=s, axes=axes, norm=norm))
+    ref = getattr(np.fft, kind)(x.astype(np.float64 if kind == "rfftn" else np.complex128), s=s, axes=axes, norm=norm)
+    assert out.shape == ref.shape and out.dtype == (gc.float32 if kind == "irfftn" else gc.complex64)
+    check_close(out.numpy(), ref, max(max(ref.shape), 2))
