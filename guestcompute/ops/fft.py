@@ -14,11 +14,14 @@ are complex64 (float32 for the ``irfft`` family), new tensors or ``out=``.
 Lengths whose prime factors are 2, 3, 5 and 7 are transformed directly up
 to the device's shared memory (4,096 points where it has 32 KB for a
 workgroup); others go through Bluestein's algorithm, whose power-of-two
-convolution (>= 2n - 1 points) must fit the same memory. Longer rows are
-refused (UnsupportedError) before anything is recorded.
+convolution (>= 2n - 1 points) must fit the same memory. Longer rows that
+are the product of two such lengths take the four-step FFT
+(ops/fft_long.py); the rest are refused (UnsupportedError) before anything
+is recorded.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -27,6 +30,7 @@ from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedEr
 from ..kernels.spec import groups_for
 from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op
 from . import fft_kernels as fk
+from . import fft_long
 
 NORMS = ("backward", "ortho", "forward")
 
@@ -81,19 +85,25 @@ def _input(ctx, x, what: str, allowed) -> object:
 
 # -- planning one pass ----------------------------------------------------------------
 
-def _method(ctx, n: int, what: str):
-    """(points transformed in shared memory, plan, Bluestein?) for length ``n``."""
+def _method(ctx, n: int, what: str) -> tuple:
+    """How a length-``n`` pass runs: ("direct", points, stages) or
+    ("bluestein", points, stages) in one workgroup per row, or
+    ("four-step", (n1, n2)) over rows too long for one (ops/fft_long.py)."""
     plan = fk.radix_plan(n)
     if plan is not None and fk.size_class(ctx, n) is not None:
-        return n, plan, False
+        return "direct", n, plan
     points = fk.bluestein_size(n)
-    if fk.size_class(ctx, points) is None:
-        longest = fk.largest_points(ctx)
-        raise UnsupportedError(
-            f"{what}: a length-{n} transform does not fit this device's shared memory "
-            f"({ctx.limits.max_shared_memory} bytes a workgroup): it transforms lengths with prime factors "
-            f"2, 3, 5 and 7 up to {longest}, and other lengths up to {(longest + 2) // 2}")
-    return points, fk.radix_plan(points), True
+    if fk.size_class(ctx, points) is not None:
+        return "bluestein", points, fk.radix_plan(points)
+    factors = fft_long.split(ctx, n)
+    if factors is not None:
+        return "four-step", factors
+    longest = fk.largest_points(ctx)
+    raise UnsupportedError(
+        f"{what}: a length-{n} transform does not fit this device's shared memory "
+        f"({ctx.limits.max_shared_memory} bytes a workgroup): it transforms lengths with prime factors "
+        f"2, 3, 5 and 7 up to {longest}, other lengths up to {longest // 2}, and longer ones that "
+        "are a product of two such lengths")
 
 
 def _batches(src, dst, axis: int):
@@ -109,25 +119,37 @@ def _batches(src, dst, axis: int):
     return dims, s_in, s_out
 
 
-def plan_pass(ctx, src, dst, p: Pass, norm: str, what: str) -> list:
+def plan_pass(ctx, src, dst, p: Pass, scale: float, what: str) -> list:
     """The dispatches of one pass from ``src`` into ``dst`` (their shapes
-    equal off ``p.axis``)."""
+    equal off ``p.axis``), its results multiplied by ``scale``."""
     if src.size == 0 or dst.size == 0:
         return []
-    points, plan, bluestein = _method(ctx, p.n, what)
-    size, threads = fk.size_class(ctx, points)
     load = p.load if p.load != "auto" else ("real" if src.dtype == float32 else "complex")
-    spec = fk.fft_spec(load, p.store, bluestein, size, threads)
-    bindings = (src.buffer, dst.buffer, fk.roots(ctx, points).buffer)
-    if bluestein:
-        bindings += (fk.chirp(ctx, p.n, p.sign).buffer, fk.chirp_spectrum(ctx, p.n, points, p.sign).buffer)
     avail = src.shape[p.axis]
     len_in = min(avail, p.n // 2 + 1) if load == "hermitian" else min(avail, p.n)
+    method = _method(ctx, p.n, what)
+    if method[0] == "four-step":
+        return fft_long.plan_long_pass(ctx, src, dst, p.axis, p.n, method[1], load, p.store, p.sign, p.out_len,
+                                       len_in, scale, functools.partial(_plan_rows, ctx, method=None))
+    return _plan_rows(ctx, src, dst, p.axis, p.n, load, p.store, p.sign, p.out_len, len_in, scale, method)
+
+
+def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method) -> list:
+    """One ``fft_rows`` pass along ``axis``: each workgroup transforms whole rows."""
+    if src.size == 0 or dst.size == 0:
+        return []
+    kind, points, plan = method or _method(ctx, n, "fft")
+    bluestein = kind == "bluestein"
+    size, threads = fk.size_class(ctx, points)
+    spec = fk.fft_spec(load, store, bluestein, size, threads)
+    bindings = (src.buffer, dst.buffer, fk.roots(ctx, points).buffer)
+    if bluestein:
+        bindings += (fk.chirp(ctx, n, sign).buffer, fk.chirp_spectrum(ctx, n, points, sign).buffer)
     plan0, plan1 = fk.packed_plan(plan)
-    values = {"n": p.n, "points": points, "plan0": plan0, "plan1": plan1, "stages": len(plan),
-              "len_in": len_in, "out_len": p.out_len, "in_step": src.strides[p.axis],
-              "out_step": dst.strides[p.axis], "sign": float(p.sign), "scale": _scale(norm, p.n, p.sign)}
-    dims, s_in, s_out = _batches(src, dst, p.axis)
+    values = {"n": n, "points": points, "plan0": plan0, "plan1": plan1, "stages": len(plan),
+              "len_in": len_in, "out_len": out_len, "in_step": src.strides[axis],
+              "out_step": dst.strides[axis], "sign": float(sign), "scale": scale}
+    dims, s_in, s_out = _batches(src, dst, axis)
     # The kernel walks the last BATCH_DIMS batch axes; any before them get a dispatch per index.
     lead, walk = dims[:-fk.BATCH_DIMS], dims[-fk.BATCH_DIMS:]
     pad = fk.BATCH_DIMS - len(walk)
@@ -141,8 +163,8 @@ def plan_pass(ctx, src, dst, p: Pass, norm: str, what: str) -> list:
     # access instruction touches consecutive elements.
     values.update(rows=rows, b1=walk[1], b2=walk[2], is0=w_in[0], is1=w_in[1], is2=w_in[2],
                   os0=w_out[0], os1=w_out[1], os2=w_out[2], per_group=per_group, stride=stride,
-                  load_rows_fast=int(abs(w_in[2]) == 1 and src.strides[p.axis] != 1),
-                  store_rows_fast=int(abs(w_out[2]) == 1 and dst.strides[p.axis] != 1))
+                  load_rows_fast=int(abs(w_in[2]) == 1 and src.strides[axis] != 1),
+                  store_rows_fast=int(abs(w_out[2]) == 1 and dst.strides[axis] != 1))
     groups = groups_for(-(-rows // per_group) * threads, threads, ctx.limits.max_workgroup_count)
     out = []
     for index in _indices(lead):
@@ -193,7 +215,7 @@ def run_passes(ctx, x, passes: list, norm: str, out, what: str) -> OpResult:
             dst = ctx.empty(shapes[i + 1], float32 if p.store == "real" else complex64)
         else:
             dst = cur                                           # in place: every row is read before written
-        dispatches += plan_pass(ctx, cur, dst, p, norm, what)
+        dispatches += plan_pass(ctx, cur, dst, p, _scale(norm, p.n, p.sign), what)
         cur = dst
     return OpResult(result, dispatches)
 

@@ -254,7 +254,7 @@ _tables = weakref.WeakKeyDictionary()     # context -> {key: Tensor}
 _tables_lock = threading.Lock()
 
 
-def _table(ctx, key, make):
+def table(ctx, key, make):
     """The context's table ``key``, uploaded once (``make()`` gives its
     complex128 values)."""
     with _tables_lock:
@@ -269,7 +269,7 @@ def _table(ctx, key, make):
 
 def roots(ctx, size: int):
     """exp(2*pi*i*k/size), k < size (the kernel conjugates for forward transforms)."""
-    return _table(ctx, ("roots", size), lambda: np.exp(2j * np.pi * np.arange(size) / size))
+    return table(ctx, ("roots", size), lambda: np.exp(2j * np.pi * np.arange(size) / size))
 
 
 def chirp(ctx, n: int, sign: int):
@@ -277,7 +277,7 @@ def chirp(ctx, n: int, sign: int):
     def make():
         k = np.arange(n, dtype=np.int64)
         return np.exp(sign * 1j * np.pi * ((k * k) % (2 * n)) / n)
-    return _table(ctx, ("chirp", n, sign), make)
+    return table(ctx, ("chirp", n, sign), make)
 
 
 def chirp_spectrum(ctx, n: int, size: int, sign: int):
@@ -291,4 +291,4 @@ def chirp_spectrum(ctx, n: int, size: int, sign: int):
         b[:n] = w
         b[size - n + 1:] = w[1:][::-1]
         return np.fft.fft(b) / size
-    return _table(ctx, ("spectrum", n, size, sign), make)
+    return table(ctx, ("spectrum", n, size, sign), make)

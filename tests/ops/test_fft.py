@@ -209,16 +209,42 @@ def test_typed_errors_before_anything_is_recorded(modern_host, modern_ctx):
         _raises_before_recording(modern_host, modern_ctx, error, fn, match)
 
 
-def test_a_row_longer_than_shared_memory_holds_is_refused(modern_host, modern_ctx):
-    longest = fft_kernels.largest_points(modern_ctx)
+def _prime_above(n: int) -> int:
+    p = n + 1
+    while any(p % d == 0 for d in range(2, int(p ** 0.5) + 1)):
+        p += 1
+    return p
+
+
+def test_a_length_that_neither_fits_nor_splits_is_refused(modern_host, modern_ctx):
+    # A prime past Bluestein's reach (its convolution would not fit), and
+    # twice it (no split into two lengths a workgroup takes), read from the device.
+    prime = _prime_above(fft_kernels.largest_points(modern_ctx) // 2)
     t = modern_ctx.tensor(np.ones(8, np.complex64))
-    for n in (2 * longest, longest + 1):        # a power of two too long; a length whose Bluestein size is
+    for n in (prime, 2 * prime):
         _raises_before_recording(modern_host, modern_ctx, gc.UnsupportedError,
                                  lambda rec, n=n: rec.fft(t, n=n), "shared memory")
     # Refused before any pass makes its tables: the first axis fits, the second does not.
     c = modern_ctx.tensor(np.ones((4, 4), np.complex64))
     _raises_before_recording(modern_host, modern_ctx, gc.UnsupportedError,
-                             lambda rec: rec.fftn(c, s=(2 * longest, 4)), "shared memory")
+                             lambda rec: rec.fftn(c, s=(prime, 4)), "shared memory")
+
+
+@pytest.mark.parametrize("n", [8192, 5000, 3 * 2039, 1 << 16, 1 << 20])
+def test_rows_longer_than_shared_memory_take_the_four_step_fft(modern_host, modern_ctx, n):
+    if fft_kernels.largest_points(modern_ctx) >= n:
+        pytest.skip("this device transforms the row in one workgroup")
+    rng = np.random.default_rng(n)
+    x = random_complex(rng, (2, n))
+    r = rng.standard_normal((2, n + 3)).astype(np.float32)
+    t, rt = modern_ctx.tensor(x), modern_ctx.tensor(r)
+    spec = modern_ctx.tensor(random_complex(rng, (2, n // 2 + 1)))
+    f, i, rf, ir = modern_host.run(modern_ctx, lambda rec: (
+        rec.fft(t), rec.ifft(t.T, axis=0, norm="ortho"), rec.rfft(rt, n=n), rec.irfft(spec, n=n)))
+    check_close(f.numpy(), np.fft.fft(x.astype(np.complex128)), n)
+    check_close(i.numpy(), np.fft.ifft(x.T.astype(np.complex128), axis=0, norm="ortho"), n)
+    check_close(rf.numpy(), np.fft.rfft(r.astype(np.float64), n=n), n)
+    check_close(ir.numpy(), np.fft.irfft(spec.numpy().astype(np.complex128), n=n), n)
 
 
 def test_every_length_the_kernels_take_has_a_plan():

@@ -1,0 +1,144 @@
+"""Rows longer than a workgroup's shared memory holds: the four-step FFT.
+
+A row of n = n1 * n2 points is read as an (n1, n2) matrix (element a * n2 + b
+at [a][b]):
+
+1. every column is transformed (length n1, one ``fft_rows`` pass over a
+   view of the row: no copy);
+2. element [k1][b] is multiplied by the twiddle factor W_n^(k1 * b) (a table
+   made once per length, the product written with float32 ops on the
+   ``.real`` / ``.imag`` parts);
+3. every row is transformed (length n2), written through a transposed view
+   of the output row, so that [k1][k2] lands at k1 + n1 * k2 — numpy's order.
+
+Inputs that the first pass cannot view as the matrix (cropped or padded
+rows, real rows, the Hermitian half rows of ``irfft``) are first laid out
+as full complex rows in a scratch tensor; outputs shorter than n (``rfft``)
+or real (``irfft``) go through one too. Both factors must be lengths a
+workgroup transforms (ops/fft_kernels.py).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..dtypes import complex64
+from ..tensor import Tensor
+from . import fft_kernels as fk
+from .base import registered_ops
+
+
+def in_shared(ctx, n: int) -> bool:
+    """Whether one workgroup transforms a length-``n`` row (directly or
+    through Bluestein's algorithm)."""
+    if fk.radix_plan(n) is not None and fk.size_class(ctx, n) is not None:
+        return True
+    return fk.size_class(ctx, fk.bluestein_size(n)) is not None
+
+
+def split(ctx, n: int):
+    """(n1, n2) with n1 * n2 = n, both transformed in shared memory, as
+    equal as possible and preferring factors the radix stages take
+    directly; None when there is no such pair."""
+    best = None
+    for n1 in range(2, math.isqrt(n) + 1):
+        if n % n1:
+            continue
+        for a, b in ((n1, n // n1), (n // n1, n1)):
+            if not (in_shared(ctx, a) and in_shared(ctx, b)):
+                continue
+            direct = fk.radix_plan(a) is not None and fk.radix_plan(b) is not None
+            score = (not direct, abs(math.log(a / b)))
+            if best is None or score < best[0]:
+                best = (score, (a, b))
+    return None if best is None else best[1]
+
+
+def _last(t: Tensor, axis: int) -> Tensor:
+    """``t`` with ``axis`` moved to the end (a view)."""
+    order = [i for i in range(t.ndim) if i != axis] + [axis]
+    return t.permute(*order)
+
+
+def _matrix(row: Tensor, n1: int, n2: int, transposed: bool = False) -> Tensor:
+    """A view of the last axis (n points, stride s) as (n1, n2): element
+    a * n2 + b at [a][b]; ``transposed``: element k1 + n1 * k2 at [k1][k2]."""
+    s = row.strides[-1]
+    inner = (s, n1 * s) if transposed else (n2 * s, s)
+    return Tensor(row.buffer, row.shape[:-1] + (n1, n2), row.dtype, row.strides[:-1] + inner, row.offset)
+
+
+def _twiddles(ctx, n: int, n1: int, n2: int, sign: int) -> Tensor:
+    """W_n^(k1 * b) for k1 < n1, b < n2, the exponent reduced exactly."""
+    def make():
+        e = (np.arange(n1, dtype=np.int64)[:, None] * np.arange(n2, dtype=np.int64)[None, :]) % n
+        return np.exp(sign * 2j * np.pi * e / n)
+    return fk.table(ctx, ("twiddles", n, n1, sign), make)
+
+
+def _complex_product(ctx, z: Tensor, w: Tensor) -> list:
+    """Dispatches writing z * w into z (w broadcast), on their float32 parts."""
+    ops = registered_ops()
+    a, b, c, d = z.real, z.imag, w.real, w.imag
+    steps = []
+
+    def run(name, *args, **kw):
+        result = ops[name](ctx, *args, **kw)
+        steps.extend(result.dispatches)
+        return result.value
+    re = run("sub", run("mul", a, c), run("mul", b, d))
+    im = run("add", run("mul", a, d), run("mul", b, c))
+    run("copy", re, out=a)
+    run("copy", im, out=b)
+    return steps
+
+
+def _full_rows(ctx, src: Tensor, n: int, load: str, len_in: int) -> tuple:
+    """(tensor, dispatches): the complex length-``n`` rows the transform
+    reads — ``src`` itself where it already is that, else a scratch tensor
+    filled from it (cropped or zero-padded; real rows with zero imaginary
+    parts; Hermitian half rows completed with their conjugates)."""
+    if load == "complex" and len_in == n == src.shape[-1]:
+        return src, []
+    ops = registered_ops()
+    full = ctx.empty(src.shape[:-1] + (n,), complex64)
+    steps = list(ops["fill"](ctx, full.real, 0.0).dispatches) + list(ops["fill"](ctx, full.imag, 0.0).dispatches)
+    if load == "real":
+        steps += ops["copy"](ctx, src[..., :len_in], out=full.real[..., :len_in]).dispatches
+        return full, steps
+    steps += ops["copy"](ctx, src.real[..., :len_in], out=full.real[..., :len_in]).dispatches
+    steps += ops["copy"](ctx, src.imag[..., :len_in], out=full.imag[..., :len_in]).dispatches
+    if load == "hermitian":
+        k = min(len_in - 1, (n - 1) // 2)          # the conjugates of values 1..k, at n - 1 down to n - k
+        if k > 0:
+            mirror = slice(n - 1, n - k - 1, -1)
+            steps += ops["copy"](ctx, src.real[..., 1:k + 1], out=full.real[..., mirror]).dispatches
+            steps += ops["neg"](ctx, src.imag[..., 1:k + 1], out=full.imag[..., mirror]).dispatches
+    return full, steps
+
+
+def plan_long_pass(ctx, src, dst, axis: int, n: int, factors: tuple, load: str, store: str, sign: int,
+                   out_len: int, len_in: int, scale: float, plan_rows) -> list:
+    """The dispatches of one pass along ``axis`` of length ``n`` (too long
+    for one workgroup) from ``src`` into ``dst``. ``plan_rows(src, dst,
+    axis, n, load, store, sign, out_len, len_in, scale)`` plans a pass a
+    workgroup does (ops/fft.py)."""
+    n1, n2 = factors
+    full, steps = _full_rows(ctx, _last(src, axis), n, load, len_in)
+    columns = ctx.empty(full.shape[:-1] + (n1, n2), complex64)
+    last = columns.ndim - 1
+    steps += plan_rows(_matrix(full, n1, n2), columns, last - 1, n1, "complex", "complex", sign, n1, n1, 1.0)
+    steps += _complex_product(ctx, columns, _twiddles(ctx, n, n1, n2, sign))
+    out_rows = _last(dst, axis)
+    if store == "complex" and out_len == n:
+        return steps + plan_rows(columns, _matrix(out_rows, n1, n2, transposed=True), last, n2,
+                                 "complex", "complex", sign, n2, n2, scale)
+    result = ctx.empty(full.shape, complex64)
+    steps += plan_rows(columns, _matrix(result, n1, n2, transposed=True), last, n2, "complex", "complex",
+                       sign, n2, n2, scale)
+    copy = registered_ops()["copy"]
+    if store == "real":
+        return steps + list(copy(ctx, result.real[..., :out_len], out=out_rows).dispatches)
+    return steps + list(copy(ctx, result.real[..., :out_len], out=out_rows.real).dispatches) + \
+        list(copy(ctx, result.imag[..., :out_len], out=out_rows.imag).dispatches)
