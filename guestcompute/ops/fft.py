@@ -15,9 +15,10 @@ Lengths whose prime factors are 2, 3, 5 and 7 are transformed directly up
 to the device's shared memory (4,096 points where it has 32 KB for a
 workgroup); others go through Bluestein's algorithm, whose power-of-two
 convolution (>= 2n - 1 points) must fit the same memory. Longer rows that
-are the product of two such lengths take the four-step FFT
-(ops/fft_long.py); the rest are refused (UnsupportedError) before anything
-is recorded.
+are the product of two such lengths take the four-step FFT, other long
+rows Bluestein's algorithm around it (ops/fft_long.py), up to half the
+square of the longest row a workgroup holds (2^23 points with 32 KB);
+longer ones are refused (UnsupportedError) before anything is recorded.
 """
 from __future__ import annotations
 
@@ -87,8 +88,9 @@ def _input(ctx, x, what: str, allowed) -> object:
 
 def _method(ctx, n: int, what: str) -> tuple:
     """How a length-``n`` pass runs: ("direct", points, stages) or
-    ("bluestein", points, stages) in one workgroup per row, or
-    ("four-step", (n1, n2)) over rows too long for one (ops/fft_long.py)."""
+    ("bluestein", points, stages) in one workgroup per row, or over rows
+    too long for one (ops/fft_long.py): ("four-step", (n1, n2)) or
+    ("bluestein four-step", (m, (m1, m2)))."""
     plan = fk.radix_plan(n)
     if plan is not None and fk.size_class(ctx, n) is not None:
         return "direct", n, plan
@@ -98,12 +100,15 @@ def _method(ctx, n: int, what: str) -> tuple:
     factors = fft_long.split(ctx, n)
     if factors is not None:
         return "four-step", factors
+    bluestein = fft_long.bluestein_split(ctx, n)
+    if bluestein is not None:
+        return "bluestein four-step", bluestein
     longest = fk.largest_points(ctx)
     raise UnsupportedError(
-        f"{what}: a length-{n} transform does not fit this device's shared memory "
-        f"({ctx.limits.max_shared_memory} bytes a workgroup): it transforms lengths with prime factors "
-        f"2, 3, 5 and 7 up to {longest}, other lengths up to {longest // 2}, and longer ones that "
-        "are a product of two such lengths")
+        f"{what}: a length-{n} transform is too long for this device's shared memory "
+        f"({ctx.limits.max_shared_memory} bytes a workgroup): it transforms every length up to "
+        f"{longest * longest // 2:,}, and longer ones up to {longest * longest:,} that are a product of two "
+        f"lengths up to {longest:,}")
 
 
 def _batches(src, dst, axis: int):
@@ -128,9 +133,10 @@ def plan_pass(ctx, src, dst, p: Pass, scale: float, what: str) -> list:
     avail = src.shape[p.axis]
     len_in = min(avail, p.n // 2 + 1) if load == "hermitian" else min(avail, p.n)
     method = _method(ctx, p.n, what)
-    if method[0] == "four-step":
-        return fft_long.plan_long_pass(ctx, src, dst, p.axis, p.n, method[1], load, p.store, p.sign, p.out_len,
-                                       len_in, scale, functools.partial(_plan_rows, ctx, method=None))
+    if method[0] in ("four-step", "bluestein four-step"):
+        plan = fft_long.plan_long_pass if method[0] == "four-step" else fft_long.plan_bluestein_pass
+        return plan(ctx, src, dst, p.axis, p.n, method[1], load, p.store, p.sign, p.out_len, len_in, scale,
+                    functools.partial(_plan_rows, ctx, method=None))
     return _plan_rows(ctx, src, dst, p.axis, p.n, load, p.store, p.sign, p.out_len, len_in, scale, method)
 
 

@@ -16,6 +16,12 @@ rows, real rows, the Hermitian half rows of ``irfft``) are first laid out
 as full complex rows in a scratch tensor; outputs shorter than n (``rfft``)
 or real (``irfft``) go through one too. Both factors must be lengths a
 workgroup transforms (ops/fft_kernels.py).
+
+A long length with no such factors (a large prime) takes Bluestein's
+algorithm around two four-step transforms of a power of two m >= 2n - 1:
+the row times the chirp, zero-padded to m, transformed, times the chirp's
+spectrum, transformed back, times the chirp again (the same tables as the
+kernel's own Bluestein variant).
 """
 from __future__ import annotations
 
@@ -53,6 +59,14 @@ def split(ctx, n: int):
             if best is None or score < best[0]:
                 best = (score, (a, b))
     return None if best is None else best[1]
+
+
+def bluestein_split(ctx, n: int):
+    """(m, (m1, m2)): the power of two Bluestein's convolution of a long
+    length-``n`` row takes, and its four-step factors; None if it has none."""
+    m = fk.bluestein_size(n)
+    factors = split(ctx, m)
+    return None if factors is None else (m, factors)
 
 
 def _last(t: Tensor, axis: int) -> Tensor:
@@ -118,6 +132,40 @@ def _full_rows(ctx, src: Tensor, n: int, load: str, len_in: int) -> tuple:
     return full, steps
 
 
+def _copy_out(ctx, result: Tensor, out_rows: Tensor, store: str, out_len: int) -> list:
+    """Dispatches copying the first ``out_len`` values of complex ``result``
+    rows into ``out_rows`` (their real parts for a real ``store``)."""
+    copy = registered_ops()["copy"]
+    if store == "real":
+        return list(copy(ctx, result.real[..., :out_len], out=out_rows).dispatches)
+    return list(copy(ctx, result.real[..., :out_len], out=out_rows.real).dispatches) + \
+        list(copy(ctx, result.imag[..., :out_len], out=out_rows.imag).dispatches)
+
+
+def plan_bluestein_pass(ctx, src, dst, axis: int, n: int, bluestein: tuple, load: str, store: str, sign: int,
+                        out_len: int, len_in: int, scale: float, plan_rows) -> list:
+    """A pass of length ``n`` by Bluestein's algorithm over two four-step
+    transforms of ``bluestein = (m, (m1, m2))`` points."""
+    m, factors = bluestein
+    full, steps = _full_rows(ctx, _last(src, axis), n, load, len_in)
+    ops = registered_ops()
+    padded = ctx.empty(full.shape[:-1] + (m,), complex64)
+    steps += list(ops["fill"](ctx, padded.real[..., n:], 0.0).dispatches)
+    steps += list(ops["fill"](ctx, padded.imag[..., n:], 0.0).dispatches)
+    steps += _copy_out(ctx, full, padded[..., :n], "complex", n)
+    chirp = fk.chirp(ctx, n, sign)
+    steps += _complex_product(ctx, padded[..., :n], chirp)
+    spectrum = ctx.empty(padded.shape, complex64)
+    last = padded.ndim - 1
+    steps += plan_long_pass(ctx, padded, spectrum, last, m, factors, "complex", "complex", -1, m, m, 1.0, plan_rows)
+    steps += _complex_product(ctx, spectrum, fk.chirp_spectrum(ctx, n, m, sign))
+    result = ctx.empty(padded.shape, complex64)
+    steps += plan_long_pass(ctx, spectrum, result, last, m, factors, "complex", "complex", 1, m, m, scale,
+                            plan_rows)
+    steps += _complex_product(ctx, result[..., :n], chirp)
+    return steps + _copy_out(ctx, result, _last(dst, axis), store, out_len)
+
+
 def plan_long_pass(ctx, src, dst, axis: int, n: int, factors: tuple, load: str, store: str, sign: int,
                    out_len: int, len_in: int, scale: float, plan_rows) -> list:
     """The dispatches of one pass along ``axis`` of length ``n`` (too long
@@ -137,8 +185,4 @@ def plan_long_pass(ctx, src, dst, axis: int, n: int, factors: tuple, load: str, 
     result = ctx.empty(full.shape, complex64)
     steps += plan_rows(columns, _matrix(result, n1, n2, transposed=True), last, n2, "complex", "complex",
                        sign, n2, n2, scale)
-    copy = registered_ops()["copy"]
-    if store == "real":
-        return steps + list(copy(ctx, result.real[..., :out_len], out=out_rows).dispatches)
-    return steps + list(copy(ctx, result.real[..., :out_len], out=out_rows.real).dispatches) + \
-        list(copy(ctx, result.imag[..., :out_len], out=out_rows.imag).dispatches)
+    return steps + _copy_out(ctx, result, out_rows, store, out_len)

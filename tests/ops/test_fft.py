@@ -216,10 +216,12 @@ def _prime_above(n: int) -> int:
     return p
 
 
-def test_a_length_that_neither_fits_nor_splits_is_refused(modern_host, modern_ctx):
-    # A prime past Bluestein's reach (its convolution would not fit), and
-    # twice it (no split into two lengths a workgroup takes), read from the device.
-    prime = _prime_above(fft_kernels.largest_points(modern_ctx) // 2)
+def test_a_length_too_long_for_every_method_is_refused(modern_host, modern_ctx):
+    # A prime whose Bluestein convolution is longer than the four-step FFT
+    # reaches (the square of the longest row a workgroup holds, read from the
+    # device), and twice it: neither splits into two lengths a workgroup takes.
+    longest = fft_kernels.largest_points(modern_ctx)
+    prime = _prime_above(longest * longest // 2)
     t = modern_ctx.tensor(np.ones(8, np.complex64))
     for n in (prime, 2 * prime):
         _raises_before_recording(modern_host, modern_ctx, gc.UnsupportedError,
@@ -230,9 +232,11 @@ def test_a_length_that_neither_fits_nor_splits_is_refused(modern_host, modern_ct
                              lambda rec: rec.fftn(c, s=(prime, 4)), "shared memory")
 
 
-@pytest.mark.parametrize("n", [8192, 5000, 3 * 2039, 1 << 16, 1 << 20])
+@pytest.mark.parametrize("n", [8192, 5000, 3 * 2039, 1 << 16, 1 << 20, 2053, 4099, 2 * 4099, 65537])
 def test_rows_longer_than_shared_memory_take_the_four_step_fft(modern_host, modern_ctx, n):
-    if fft_kernels.largest_points(modern_ctx) >= n:
+    # Primes and their multiples past Bluestein's reach in one workgroup go
+    # through Bluestein's algorithm around two four-step transforms.
+    if fft_kernels.largest_points(modern_ctx) >= n and fft_kernels.radix_plan(n) is not None:
         pytest.skip("this device transforms the row in one workgroup")
     rng = np.random.default_rng(n)
     x = random_complex(rng, (2, n))
