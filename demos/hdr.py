@@ -92,9 +92,13 @@ class HdrPostProcess:
         self.per_image.record(cmd, app, (scene_key, output_key), lambda rec: self._process(rec, scene, output))
 
     def _process(self, rec, scene, target) -> None:
-        rec.bloom(scene, out=self.glow, threshold=THRESHOLD, intensity=INTENSITY, levels=LEVELS)
+        self.record_glow(rec, scene)
         rec.luminance(self.glow, self.exposure, key=KEY, limits=EXPOSURE_LIMITS)
         # A UNORM target is displayed as sRGB: encode in the shader. An sRGB
         # output is reached through the scene and the host's blit, which encodes.
         srgb = self.fmt is None or self.fmt.kind != "srgb"
         rec.tonemap(self.glow, target, exposure=self.exposure, curve="aces", srgb=srgb)
+
+    def record_glow(self, rec, scene) -> None:
+        """The scene with its bloom added, into ``self.glow``."""
+        rec.bloom(scene, out=self.glow, threshold=THRESHOLD, intensity=INTENSITY, levels=LEVELS)

@@ -41,10 +41,11 @@ from .attractor import LorenzParticles
 from .bloom import make_bloom
 from .depth_sort import SCOPE as SORT_SCOPE
 from .depth_sort import DepthSort
+from .fft_bloom import FftBloomPostProcess
 from .hdr import HdrPostProcess
 from .ripples import Ripples
 
-ROUTES = ("auto", "hdr", "image", "buffer")
+ROUTES = ("auto", "hdr", "fft", "image", "buffer")
 
 
 def make_post_process(app, args):
@@ -52,13 +53,14 @@ def make_post_process(app, args):
     if args.no_bloom:
         return None
     if app.renderer.hdr:
-        return HdrPostProcess(app.ctx, app.renderer, direct=args.direct)
+        route = FftBloomPostProcess if args.bloom_route == "fft" else HdrPostProcess
+        return route(app.ctx, app.renderer, direct=args.direct)
     return make_bloom(app.ctx, app.renderer, direct=args.direct, route=args.bloom_route)
 
 
 def run(args):
     resolve_mode(args)
-    app = GuestApp(args, "guestcompute particles", hdr=not args.no_bloom and args.bloom_route in ("auto", "hdr"),
+    app = GuestApp(args, "guestcompute particles", hdr=not args.no_bloom and args.bloom_route in ("auto", "hdr", "fft"),
                    blend="over" if args.sorted else "additive")
     try:
         renderer = app.renderer
@@ -145,7 +147,8 @@ def parse_args(argv=None):
     p.add_argument("--no-bloom", action="store_true", help="skip the guest post-process pass")
     p.add_argument("--bloom-route", choices=ROUTES, default="auto",
                    help="hdr: the renderer draws into an rgba16f scene that the guest blooms, exposes and "
-                        "tone-maps into the output; image: bloom of the 8-bit rendered image itself; "
+                        "tone-maps into the output; fft: the same with the bloom a convolution through the "
+                        "FFT (rfft2, a cached kernel spectrum, irfft2); image: bloom of the 8-bit rendered image itself; "
                         "buffer: of a copy of it in a buffer (default: hdr)")
     p.add_argument("--no-ripples", action="store_true",
                    help="no guest-simulated water surface as the renderer's backdrop texture")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the demos live next to the package, not in it
 
-from demos import depth_sort, hdr, kernels, neural, ocean, particles  # noqa: E402
+from demos import depth_sort, fft_bloom, hdr, kernels, neural, ocean, particles  # noqa: E402
 from demos.host import __main__ as host_check  # noqa: E402
 
 SMALL = ["--headless", "--validation", "--size", "160", "120", "--particles", "6000"]
@@ -177,6 +177,24 @@ def test_neural_headless_under_validation(screenshot, capsys):
     assert "max |GPU colour - numpy|" in out
     assert "validation messages (incl. synchronization validation): 0" in out
     assert_shows_particles(read_png(screenshot))
+
+
+def test_particles_fft_bloom_route_under_validation(screenshot, capsys):
+    # The HDR route with its bloom a convolution through rfft2 / irfft2.
+    rc = particles.main(SMALL + ["--frames", "3", "--bloom-route", "fft", "--screenshot", str(screenshot)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "post-process: FftBloomPostProcess, into the output" in out
+    assert "validation messages (incl. synchronization validation): 0" in out
+    assert_shows_particles(read_png(screenshot))
+
+
+def test_the_fft_bloom_kernel_is_a_normalised_centred_glow():
+    k = fft_bloom.glow_kernel(30, 40)
+    assert k.shape == (30, 40) and abs(float(k.sum()) - 1) < 1e-5
+    assert k[0, 0] == k.max()                                   # the core at pixel (0, 0)
+    np.testing.assert_allclose(k[1:, :], k[1:, :][::-1, :], rtol=1e-6)   # symmetric across the wrap
+    np.testing.assert_allclose(k[:, 1:], k[:, 1:][:, ::-1], rtol=1e-6)
 
 
 def test_ocean_headless_under_validation(screenshot, capsys):
