@@ -315,3 +315,16 @@ def test_n_dimensional_shapes_axes_and_lengths_follow_numpy(modern_host, modern_
     ref = getattr(np.fft, kind)(x.astype(np.float64 if kind == "rfftn" else np.complex128), s=s, axes=axes, norm=norm)
     assert out.shape == ref.shape and out.dtype == (gc.float32 if kind == "irfftn" else gc.complex64)
     check_close(out.numpy(), ref, max(max(ref.shape), 2))
+
+
+def test_a_long_row_in_place_and_along_a_middle_axis(modern_host, modern_ctx):
+    n = 2 * fft_kernels.largest_points(modern_ctx)            # four-step on every device here
+    rng = np.random.default_rng(3)
+    x = random_complex(rng, (2, n))
+    t = modern_ctx.tensor(x)
+    modern_host.run(modern_ctx, lambda rec: rec.fft(t, out=t))
+    check_close(t.numpy(), np.fft.fft(x.astype(np.complex128)), n)
+    y = random_complex(rng, (3, n, 2))
+    u = modern_ctx.tensor(y)
+    out = modern_host.run(modern_ctx, lambda rec: rec.ifftn(u, axes=(1,), norm="forward"))
+    check_close(out.numpy(), np.fft.ifftn(y.astype(np.complex128), axes=(1,), norm="forward"), n)
