@@ -57,6 +57,8 @@ FFT_OPS = ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "
 ALL = {d.name: d for d in (float32, float16, int32, uint32, uint8)}   # the dtypes ops compute in
 STORAGE_ONLY = {"uint64": ("sort", "argsort", "run_kernel"),          # dtype -> the ops that take it
                 "complex64": FFT_OPS + ("run_kernel",)}
+# What the refusal adds, per storage-only dtype, about using it anyway.
+STORAGE_HINTS = {"complex64": " (their parts, t.real and t.imag, are float32 views every op takes)"}
 KNOWN = {**ALL, "uint64": uint64, "complex64": complex64}
 
 
@@ -297,7 +299,5 @@ def check_storage_only(op: str, args, kwargs) -> None:
             name = d.name if isinstance(d, DType) else None
             if name in STORAGE_ONLY and op not in STORAGE_ONLY[name]:
                 takers = ", ".join(f"rec.{o}" for o in STORAGE_ONLY[name])
-                hint = (" (their parts, t.real and t.imag, are float32 views every op takes)"
-                        if name == "complex64" else "")
                 raise DTypeError(f"{op}: {name} tensors are stored, not computed with, except by {takers}"
-                                 f"{hint}; see \"Host data and dtypes\" in docs/integration.md")
+                                 f"{STORAGE_HINTS.get(name, '')}; see \"Host data and dtypes\" in docs/integration.md")

@@ -23,6 +23,7 @@ longer ones are refused (UnsupportedError) before anything is recorded.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -91,12 +92,9 @@ def _method(ctx, n: int, what: str) -> tuple:
     ("bluestein", points, stages) in one workgroup per row, or over rows
     too long for one (ops/fft_long.py): ("four-step", (n1, n2)) or
     ("bluestein four-step", (m, (m1, m2)))."""
-    plan = fk.radix_plan(n)
-    if plan is not None and fk.size_class(ctx, n) is not None:
-        return "direct", n, plan
-    points = fk.bluestein_size(n)
-    if fk.size_class(ctx, points) is not None:
-        return "bluestein", points, fk.radix_plan(points)
+    method = fk.workgroup_method(ctx, n)
+    if method is not None:
+        return method
     factors = fft_long.split(ctx, n)
     if factors is not None:
         return "four-step", factors
@@ -124,15 +122,15 @@ def _batches(src, dst, axis: int):
     return dims, s_in, s_out
 
 
-def plan_pass(ctx, src, dst, p: Pass, scale: float, what: str) -> list:
+def plan_pass(ctx, src, dst, p: Pass, method: tuple, scale: float) -> list:
     """The dispatches of one pass from ``src`` into ``dst`` (their shapes
-    equal off ``p.axis``), its results multiplied by ``scale``."""
+    equal off ``p.axis``) by ``method`` (:func:`_method`), its results
+    multiplied by ``scale``."""
     if src.size == 0 or dst.size == 0:
         return []
     load = p.load if p.load != "auto" else ("real" if src.dtype == float32 else "complex")
     avail = src.shape[p.axis]
     len_in = min(avail, p.n // 2 + 1) if load == "hermitian" else min(avail, p.n)
-    method = _method(ctx, p.n, what)
     if method[0] in ("four-step", "bluestein four-step"):
         plan = fft_long.plan_long_pass if method[0] == "four-step" else fft_long.plan_bluestein_pass
         return plan(ctx, src, dst, p.axis, p.n, method[1], load, p.store, p.sign, p.out_len, len_in, scale,
@@ -141,10 +139,9 @@ def plan_pass(ctx, src, dst, p: Pass, scale: float, what: str) -> list:
 
 
 def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method) -> list:
-    """One ``fft_rows`` pass along ``axis``: each workgroup transforms whole rows."""
-    if src.size == 0 or dst.size == 0:
-        return []
-    kind, points, plan = method or _method(ctx, n, "fft")
+    """One ``fft_rows`` pass along ``axis``: each workgroup transforms whole
+    rows (``method``: fft_kernels.workgroup_method's, or None to find it)."""
+    kind, points, plan = method or fk.workgroup_method(ctx, n)
     bluestein = kind == "bluestein"
     size, threads = fk.size_class(ctx, points)
     spec = fk.fft_spec(load, store, bluestein, size, threads)
@@ -173,21 +170,11 @@ def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale
                   store_rows_fast=int(abs(w_out[2]) == 1 and dst.strides[axis] != 1))
     groups = groups_for(-(-rows // per_group) * threads, threads, ctx.limits.max_workgroup_count)
     out = []
-    for index in _indices(lead):
+    for index in itertools.product(*map(range, lead)):
         values["in_off"] = src.offset + sum(i * s for i, s in zip(index, s_in))
         values["out_off"] = dst.offset + sum(i * s for i, s in zip(index, s_out))
         out.append(Dispatch(spec, bindings, spec.pack(values), groups))
     return out
-
-
-def _indices(shape):
-    """Every index of ``shape`` in C order (one empty index for ())."""
-    if not shape:
-        yield ()
-        return
-    for i in range(shape[0]):
-        for rest in _indices(shape[1:]):
-            yield (i,) + rest
 
 
 # -- running passes -----------------------------------------------------------------
@@ -203,8 +190,7 @@ def run_passes(ctx, x, passes: list, norm: str, out, what: str) -> OpResult:
     shapes = [x.shape]
     for p in passes:
         shapes.append(_shape_after(shapes[-1], p))
-    for p in passes:                    # every length checked before any table is made
-        _method(ctx, p.n, what)
+    methods = [_method(ctx, p.n, what) for p in passes]     # every length checked before any table is made
     final_dtype = float32 if passes[-1].store == "real" else complex64
     # A pass needs a new tensor where its output's shape or dtype is not its input's.
     writes_out = max([0] + [i for i, p in enumerate(passes) if shapes[i + 1] != shapes[i] or p.store == "real"])
@@ -221,7 +207,7 @@ def run_passes(ctx, x, passes: list, norm: str, out, what: str) -> OpResult:
             dst = ctx.empty(shapes[i + 1], float32 if p.store == "real" else complex64)
         else:
             dst = cur                                           # in place: every row is read before written
-        dispatches += plan_pass(ctx, cur, dst, p, _scale(norm, p.n, p.sign), what)
+        dispatches += plan_pass(ctx, cur, dst, p, methods[i], _scale(norm, p.n, p.sign))
         cur = dst
     return OpResult(result, dispatches)
 

@@ -77,6 +77,19 @@ def size_class(ctx, points: int):
     return None
 
 
+def workgroup_method(ctx, n: int):
+    """How one workgroup transforms a length-``n`` row on this device:
+    ("direct", n, stages), ("bluestein", points, stages) for lengths with
+    other prime factors, or None when the row does not fit."""
+    plan = radix_plan(n)
+    if plan is not None and size_class(ctx, n) is not None:
+        return "direct", n, plan
+    points = bluestein_size(n)
+    if size_class(ctx, points) is not None:
+        return "bluestein", points, radix_plan(points)
+    return None
+
+
 def rows_per_group(size: int, points: int, rows: int) -> tuple:
     """(rows a workgroup transforms, shared-memory stride between them):
     as many as its size class holds, a padding element apart so that rows

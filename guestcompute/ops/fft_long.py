@@ -35,29 +35,20 @@ from . import fft_kernels as fk
 from .base import registered_ops
 
 
-def in_shared(ctx, n: int) -> bool:
-    """Whether one workgroup transforms a length-``n`` row (directly or
-    through Bluestein's algorithm)."""
-    if fk.radix_plan(n) is not None and fk.size_class(ctx, n) is not None:
-        return True
-    return fk.size_class(ctx, fk.bluestein_size(n)) is not None
-
-
 def split(ctx, n: int):
-    """(n1, n2) with n1 * n2 = n, both transformed in shared memory, as
-    equal as possible and preferring factors the radix stages take
-    directly; None when there is no such pair."""
+    """(n1, n2) with n1 * n2 = n and n1 <= n2, both transformed by one
+    workgroup, as equal as possible and preferring factors the radix
+    stages take directly; None when there is no such pair."""
     best = None
     for n1 in range(2, math.isqrt(n) + 1):
         if n % n1:
             continue
-        for a, b in ((n1, n // n1), (n // n1, n1)):
-            if not (in_shared(ctx, a) and in_shared(ctx, b)):
-                continue
-            direct = fk.radix_plan(a) is not None and fk.radix_plan(b) is not None
-            score = (not direct, abs(math.log(a / b)))
-            if best is None or score < best[0]:
-                best = (score, (a, b))
+        methods = (fk.workgroup_method(ctx, n1), fk.workgroup_method(ctx, n // n1))
+        if None in methods:
+            continue
+        score = (any(m[0] != "direct" for m in methods), abs(math.log(n1 / (n // n1))))
+        if best is None or score < best[0]:
+            best = (score, (n1, n // n1))
     return None if best is None else best[1]
 
 
@@ -108,27 +99,33 @@ def _complex_product(ctx, z: Tensor, w: Tensor) -> list:
     return steps
 
 
-def _full_rows(ctx, src: Tensor, n: int, load: str, len_in: int) -> tuple:
+def _full_rows(ctx, src: Tensor, n: int, load: str, len_in: int, out: Tensor = None) -> tuple:
     """(tensor, dispatches): the complex length-``n`` rows the transform
-    reads — ``src`` itself where it already is that, else a scratch tensor
-    filled from it (cropped or zero-padded; real rows with zero imaginary
-    parts; Hermitian half rows completed with their conjugates)."""
-    if load == "complex" and len_in == n == src.shape[-1]:
+    reads — ``src`` itself where it already is that and no ``out`` is
+    given, else ``out`` (or a new scratch tensor) filled from it: cropped or
+    zero-padded, real rows with zero imaginary parts, Hermitian half rows
+    completed with their conjugates."""
+    if out is None and load == "complex" and len_in == n == src.shape[-1]:
         return src, []
     ops = registered_ops()
-    full = ctx.empty(src.shape[:-1] + (n,), complex64)
-    steps = list(ops["fill"](ctx, full.real, 0.0).dispatches) + list(ops["fill"](ctx, full.imag, 0.0).dispatches)
+    full = out if out is not None else ctx.empty(src.shape[:-1] + (n,), complex64)
+
+    def run(name, *args, **kw):
+        return list(ops[name](ctx, *args, **kw).dispatches)
+    # Each element written once: the input's values, zeros past them (the
+    # Hermitian mirror is written over its zeros).
+    steps = run("fill", full.real[..., len_in:], 0.0)
     if load == "real":
-        steps += ops["copy"](ctx, src[..., :len_in], out=full.real[..., :len_in]).dispatches
-        return full, steps
-    steps += ops["copy"](ctx, src.real[..., :len_in], out=full.real[..., :len_in]).dispatches
-    steps += ops["copy"](ctx, src.imag[..., :len_in], out=full.imag[..., :len_in]).dispatches
+        return full, steps + run("fill", full.imag, 0.0) + run("copy", src[..., :len_in], out=full.real[..., :len_in])
+    steps += run("fill", full.imag[..., len_in:], 0.0)
+    steps += run("copy", src.real[..., :len_in], out=full.real[..., :len_in])
+    steps += run("copy", src.imag[..., :len_in], out=full.imag[..., :len_in])
     if load == "hermitian":
         k = min(len_in - 1, (n - 1) // 2)          # the conjugates of values 1..k, at n - 1 down to n - k
         if k > 0:
             mirror = slice(n - 1, n - k - 1, -1)
-            steps += ops["copy"](ctx, src.real[..., 1:k + 1], out=full.real[..., mirror]).dispatches
-            steps += ops["neg"](ctx, src.imag[..., 1:k + 1], out=full.imag[..., mirror]).dispatches
+            steps += run("copy", src.real[..., 1:k + 1], out=full.real[..., mirror])
+            steps += run("neg", src.imag[..., 1:k + 1], out=full.imag[..., mirror])
     return full, steps
 
 
@@ -147,12 +144,12 @@ def plan_bluestein_pass(ctx, src, dst, axis: int, n: int, bluestein: tuple, load
     """A pass of length ``n`` by Bluestein's algorithm over two four-step
     transforms of ``bluestein = (m, (m1, m2))`` points."""
     m, factors = bluestein
-    full, steps = _full_rows(ctx, _last(src, axis), n, load, len_in)
+    rows = _last(src, axis)
     ops = registered_ops()
-    padded = ctx.empty(full.shape[:-1] + (m,), complex64)
-    steps += list(ops["fill"](ctx, padded.real[..., n:], 0.0).dispatches)
+    padded = ctx.empty(rows.shape[:-1] + (m,), complex64)
+    steps = list(ops["fill"](ctx, padded.real[..., n:], 0.0).dispatches)
     steps += list(ops["fill"](ctx, padded.imag[..., n:], 0.0).dispatches)
-    steps += _copy_out(ctx, full, padded[..., :n], "complex", n)
+    steps += _full_rows(ctx, rows, n, load, len_in, out=padded[..., :n])[1]
     chirp = fk.chirp(ctx, n, sign)
     steps += _complex_product(ctx, padded[..., :n], chirp)
     spectrum = ctx.empty(padded.shape, complex64)
