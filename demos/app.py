@@ -266,6 +266,17 @@ def report(name: str, result: Result, validation: bool, screenshot: Path | None)
     return 1 if result.validation_messages else 0
 
 
+def report_checked(name: str, result: Result, args, error: float | None, what: str, limit: float = 1e-4) -> int:
+    """:func:`report`, then the demo's own check against numpy: the exit
+    status is 1 also when ``error`` (None: nothing was rendered) is above
+    ``limit``."""
+    rc = report(name, result, args.validation, args.screenshot)
+    if error is not None and error > limit:
+        print(f"{what} differ from numpy")
+        rc = 1
+    return rc
+
+
 def resolve_mode(args) -> None:
     """Headless when asked, or when there is no display to open a window on."""
     if not args.headless and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):

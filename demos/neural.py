@@ -34,7 +34,7 @@ if not __package__:
 
 import numpy as np
 
-from .app import GuestApp, parser, report, resolve_mode
+from .app import GuestApp, parser, report_checked, resolve_mode
 from .attractor import LorenzParticles, initial_state
 from .colour_field import HIDDEN, normalised_inputs, train
 
@@ -126,11 +126,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     result, error = run(args)
-    rc = report("neural", result, args.validation, args.screenshot)
-    if error is not None and error > 1e-4:
-        print("colours differ from numpy")
-        rc = 1
-    return rc
+    return report_checked("neural", result, args, error, "colours")
 
 
 if __name__ == "__main__":
