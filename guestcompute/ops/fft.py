@@ -31,7 +31,7 @@ from ..dtypes import complex64, float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.spec import groups_for
 from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op
-from . import fft_kernels as fk
+from . import fft_fixed, fft_kernels as fk
 from . import fft_long
 
 NORMS = ("backward", "ortho", "forward")
@@ -139,9 +139,17 @@ def plan_pass(ctx, src, dst, p: Pass, method: tuple, scale: float) -> list:
 
 
 def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method) -> list:
-    """One ``fft_rows`` pass along ``axis``: each workgroup transforms whole
-    rows (``method``: fft_kernels.workgroup_method's, or None to find it)."""
+    """One pass along ``axis`` in which each workgroup transforms whole rows
+    (``method``: fft_kernels.workgroup_method's, or None to find it): the
+    fixed-length kernel where there is one for ``n``, else ``fft_rows``."""
     kind, points, plan = method or fk.workgroup_method(ctx, n)
+    values = {"len_in": len_in, "out_len": out_len, "in_step": src.strides[axis],
+              "out_step": dst.strides[axis], "sign": float(sign), "scale": scale}
+    if kind == "direct" and fft_fixed.fits(ctx, n):
+        spec = fft_fixed.fixed_spec(n, load, store)
+        bindings = (src.buffer, dst.buffer, fk.roots(ctx, n).buffer)
+        per_group = spec.workgroup[0] // (n // fft_fixed.layout(n)[0])
+        return _walk_rows(ctx, src, dst, axis, spec, bindings, values, per_group)
     bluestein = kind == "bluestein"
     size, threads = fk.size_class(ctx, points)
     spec = fk.fft_spec(load, store, bluestein, size, threads)
@@ -149,9 +157,14 @@ def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale
     if bluestein:
         bindings += (fk.chirp(ctx, n, sign).buffer, fk.chirp_spectrum(ctx, n, points, sign).buffer)
     plan0, plan1 = fk.packed_plan(plan)
-    values = {"n": n, "points": points, "plan0": plan0, "plan1": plan1, "stages": len(plan),
-              "len_in": len_in, "out_len": out_len, "in_step": src.strides[axis],
-              "out_step": dst.strides[axis], "sign": float(sign), "scale": scale}
+    values.update(n=n, points=points, plan0=plan0, plan1=plan1, stages=len(plan))
+    return _walk_rows(ctx, src, dst, axis, spec, bindings, values, None, size)
+
+
+def _walk_rows(ctx, src, dst, axis, spec, bindings, values, per_group, size=None) -> list:
+    """The dispatches of a row kernel over every row along ``axis``:
+    ``per_group`` rows a workgroup (None: as many as ``size`` shared
+    elements hold, for ``fft_rows``)."""
     dims, s_in, s_out = _batches(src, dst, axis)
     # The kernel walks the last BATCH_DIMS batch axes; any before them get a dispatch per index.
     lead, walk = dims[:-fk.BATCH_DIMS], dims[-fk.BATCH_DIMS:]
@@ -160,14 +173,19 @@ def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale
     w_in = [0] * pad + list(s_in[len(lead):])
     w_out = [0] * pad + list(s_out[len(lead):])
     rows = math.prod(walk)
-    per_group, stride = fk.rows_per_group(size, points, rows)
+    values.update(rows=rows, b1=walk[1], b2=walk[2], is0=w_in[0], is1=w_in[1], is2=w_in[2],
+                  os0=w_out[0], os1=w_out[1], os2=w_out[2])
     # Neighbouring rows side by side in memory (columns of a row-major
     # array): a workgroup reads and writes across its rows first, so each
     # access instruction touches consecutive elements.
-    values.update(rows=rows, b1=walk[1], b2=walk[2], is0=w_in[0], is1=w_in[1], is2=w_in[2],
-                  os0=w_out[0], os1=w_out[1], os2=w_out[2], per_group=per_group, stride=stride,
-                  load_rows_fast=int(abs(w_in[2]) == 1 and src.strides[axis] != 1),
-                  store_rows_fast=int(abs(w_out[2]) == 1 and dst.strides[axis] != 1))
+    load_fast = int(abs(w_in[2]) == 1 and src.strides[axis] != 1)
+    store_fast = int(abs(w_out[2]) == 1 and dst.strides[axis] != 1)
+    if per_group is None:
+        per_group, stride = fk.rows_per_group(size, values["points"], rows)
+        values.update(per_group=per_group, stride=stride, load_rows_fast=load_fast, store_rows_fast=store_fast)
+    else:
+        values.update(rows_fast=load_fast or store_fast)
+    threads = spec.workgroup[0]
     groups = groups_for(-(-rows // per_group) * threads, threads, ctx.limits.max_workgroup_count)
     out = []
     for index in itertools.product(*map(range, lead)):

@@ -1,0 +1,235 @@
+"""The fixed-length FFT kernel: one compiled pipeline per power-of-two
+length, its whole plan unrolled at compile time, the row held in registers.
+
+The generic ``fft_rows`` kernel (ops/fft_kernels.py) reads its plan from
+push constants, so every stage walks shared memory with run-time indices
+and divisions. For the lengths renderers use most (powers of two up to
+4,096) this kernel is generated per length instead:
+
+* each invocation holds ``E`` elements of its row in registers, positions
+  ``j + T*e`` (``T = n / E`` invocations a row): the first stage reads them
+  straight from memory and the last stage's Stockham outputs land on the
+  same positions, so they are written straight back; both accesses are
+  consecutive across invocations;
+* between stages the row goes once through shared memory (padded so that
+  the butterflies' strided writes spread over the banks);
+* each butterfly is a small DFT split into radix-2 steps with exact
+  quarter turns; the twiddle factors between stages come from the table of
+  n-th roots computed on the host in float64, as in ``fft_rows``;
+* a workgroup transforms ``R`` rows; where neighbouring rows are
+  neighbours in memory (the columns of a row-major array) the invocations
+  run across the rows first, so each access covers whole memory sectors.
+
+The row's length, stages and thread layout are compiled in; the views,
+batch, crop / zero-padding, direction and scale are push constants, so
+any batch or view still reuses the pipeline.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..dtypes import complex64, float32
+from ..kernels.catalogue import variants
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+from .fft_kernels import KINDS
+from .scan_tiles import WG_INDEX
+
+LENGTHS = tuple(1 << k for k in range(1, 13))      # 2 .. 4096
+SHARED_BUDGET = 32 * 1024                           # bytes a workgroup's exchange buffer may take
+TARGET_THREADS = 256
+
+
+def layout(n: int) -> tuple:
+    """(elements an invocation holds, rows a workgroup transforms, stage
+    radices) for a power-of-two length ``n``."""
+    per = min(n, 16 if n >= 1024 else 8)
+    radices = []
+    rest = n
+    while rest % per == 0 and rest > 1:
+        radices.append(per)
+        rest //= per
+    if rest > 1:
+        radices.append(rest)
+    threads = n // per
+    rows = max(1, TARGET_THREADS // threads)
+    return per, rows, radices
+
+
+def padded(p: str, shift: int) -> str:
+    return p if shift == 0 else f"({p} + ({p} >> {shift}u))"
+
+
+def pad_shift(n: int, rows: int) -> int:
+    """One padding element every 16 (0: none where it would pass the budget)."""
+    return 4 if rows * n * 8 * 17 // 16 <= SHARED_BUDGET else 0
+
+
+def fits(ctx, n: int) -> bool:
+    """Whether this device runs the fixed kernel of length ``n``."""
+    if n not in LENGTHS:
+        return False
+    per, rows, _ = layout(n)
+    shift = pad_shift(n, rows)
+    words = rows * n + (rows * n >> shift if shift else 0)
+    lim = ctx.limits
+    return 8 * words <= lim.max_shared_memory and rows * (n // per) <= lim.max_workgroup_invocations
+
+
+# -- small DFTs in registers ---------------------------------------------------------
+
+class _Code:
+    """GLSL statements and fresh temporaries."""
+    def __init__(self):
+        self.lines, self.count = [], 0
+
+    def let(self, expr: str) -> str:
+        name = f"t{self.count}"
+        self.count += 1
+        self.lines.append(f"vec2 {name} = {expr};")
+        return name
+
+
+def _rotate(u: str, num: int, den: int) -> str:
+    """``u`` times exp(sg * 2*pi*i * num / den): quarter turns exactly,
+    others by float32-rounded constants."""
+    num %= den
+    if (4 * num) % den == 0:
+        return (u, f"vec2(-sg * {u}.y, sg * {u}.x)", f"-{u}", f"vec2(sg * {u}.y, -sg * {u}.x)")[4 * num // den]
+    angle = 2.0 * math.pi * num / den
+    c, s = float(np.float32(math.cos(angle))), float(np.float32(math.sin(angle)))
+    return f"cmul({u}, vec2({c!r}, sg * {s!r}))"
+
+
+def _dft(code: _Code, xs: list) -> list:
+    """Names holding sum_s xs[s] * exp(sg * 2*pi*i * s*t / r), t < r: a
+    decimation-in-time split on the smallest prime factor."""
+    r = len(xs)
+    if r == 1:
+        return list(xs)
+    p = next(q for q in range(2, r + 1) if r % q == 0)
+    if p == r:
+        return [code.let(" + ".join(_rotate(xs[s], s * t, r) for s in range(r))) for t in range(r)]
+    m = r // p
+    subs = [_dft(code, xs[q::p]) for q in range(p)]
+    out = [None] * r
+    for k in range(m):
+        turned = [subs[q][k] if (q * k) % r == 0 else code.let(_rotate(subs[q][k], q * k, r)) for q in range(p)]
+        for t, name in enumerate(_dft(code, turned)):
+            out[k + m * t] = name
+    return out
+
+
+# -- GLSL ----------------------------------------------------------------------------
+
+_LOAD = {
+    "complex": "p < pc.len_in ? src[ib + int(p) * pc.in_step] : vec2(0.0)",
+    "real": "vec2(p < pc.len_in ? src[ib + int(p) * pc.in_step] : 0.0, 0.0)",
+    "hermitian": "hermitian(p, ib)",
+}
+_HERMITIAN = """vec2 hermitian(uint p, int ib) {
+  bool low = p <= N / 2u;
+  uint q = low ? p : N - p;
+  vec2 v = q < pc.len_in ? src[ib + int(q) * pc.in_step] : vec2(0.0);
+  return low ? v : vec2(v.x, -v.y);
+}"""
+
+
+def _stage(code: _Code, regs: list, radix: int, ls: int, n: int, threads: int, shift: int, last: bool) -> list:
+    """One Stockham stage on the invocation's registers; returns the names
+    holding positions ``j + T*e`` of the next stage's input."""
+    per = len(regs)
+    group = per // radix                       # butterflies an invocation does
+    out = [None] * per
+    for q in range(group):
+        ins = [regs[q + s * group] for s in range(radix)]
+        if ls > 1:
+            code.lines.append(f"{{ uint b = j + {q * threads}u; k{q} = b % {ls}u; base{q} = (b - k{q}) * {radix}u + k{q}; }}")
+            step = n // (radix * ls)
+            ins = [ins[0]] + [code.let(f"cmul({ins[s]}, twiddle(k{q} * {s * step}u))") for s in range(1, radix)]
+        else:
+            code.lines.append(f"base{q} = (j + {q * threads}u) * {radix}u;")
+        outs = _dft(code, ins)
+        for t in range(radix):
+            if last:
+                out[q + t * group] = outs[t]
+            else:
+                where = padded(f"(rowbase + base{q} + {t * ls}u)", shift)
+                code.lines.append(f"sh[{where}] = {outs[t]};")
+    if last:
+        return out
+    code.lines.append("barrier();")
+    fresh = [code.let(f"sh[{padded(f'(rowbase + j + {e * threads}u)', shift)}]") for e in range(per)]
+    code.lines.append("barrier();")
+    return fresh
+
+
+@family("fft_fixed")
+def _render(spec: KernelSpec) -> str:
+    n, load, store = spec.param("n"), spec.param("load"), spec.param("store")
+    per, rows, radices = layout(n)
+    threads, shift = n // per, pad_shift(n, rows)
+    words = rows * n + ((rows * n) >> shift if shift else 0)
+    code = _Code()
+    regs = [code.let(f"live ? load(j + {e * threads}u, ib) : vec2(0.0)") for e in range(per)]
+    code.lines.append("uint " + ", ".join(f"k{q} = 0u, base{q} = 0u" for q in range(per)) + ";")
+    if len(radices) == 1 and load == "hermitian":
+        code.lines.append("barrier();")      # a row read across invocations before any writes it in place
+    ls = 1
+    for i, radix in enumerate(radices):
+        regs = _stage(code, regs, radix, ls, n, threads, shift, i == len(radices) - 1)
+        ls *= radix
+    value = "v" if store == "complex" else "v.x"
+    stores = "\n    ".join(
+        f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {regs[e]} * pc.scale; "
+        f"dst[ob + int(p) * pc.out_step] = {value}; }} }}" for e in range(per))
+    body = "\n  ".join(code.lines)
+    return f"""const uint N = {n}u, T = {threads}u, R = {rows}u;
+shared vec2 sh[{words}];
+vec2 cmul(vec2 a, vec2 b) {{ return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }}
+float sg;
+vec2 twiddle(uint i) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
+{_HERMITIAN if load == "hermitian" else ""}
+vec2 load(uint p, int ib) {{ return {_LOAD[load]}; }}
+void main() {{
+  sg = pc.sign;
+  uint tid = gl_LocalInvocationID.x;
+  // Rows side by side in memory: invocations run across rows first.
+  uint c = pc.rows_fast != 0u ? tid % R : tid / T;
+  uint j = pc.rows_fast != 0u ? tid / R : tid % T;
+  uint row = {WG_INDEX} * R + c;
+  bool live = row < pc.rows;
+  uint i2 = row % pc.b2, rest = row / pc.b2, i1 = rest % pc.b1, i0 = rest / pc.b1;
+  int ib = int(pc.in_off) + int(i0) * pc.is0 + int(i1) * pc.is1 + int(i2) * pc.is2;
+  int ob = int(pc.out_off) + int(i0) * pc.os0 + int(i1) * pc.os1 + int(i2) * pc.os2;
+  uint rowbase = c * N;
+  {body}
+  if (live) {{
+    {stores}
+  }}
+}}"""
+
+
+_PUSH = tuple(Push(name, "uint") for name in ("len_in", "out_len", "in_off", "out_off", "rows", "b1", "b2",
+                                              "rows_fast")) + \
+    tuple(Push(name, "int") for name in ("in_step", "out_step", "is0", "is1", "is2", "os0", "os1", "os2")) + \
+    (Push("sign", "float"), Push("scale", "float"))
+
+
+def fixed_spec(n: int, load: str, store: str) -> KernelSpec:
+    """The length-``n`` kernel reading ``load`` rows ("complex", "real" or
+    "hermitian") and writing ``store`` ones ("complex" or "real")."""
+    per, rows, _ = layout(n)
+    src = complex64.glsl if load != "real" else float32.glsl
+    dst = complex64.glsl if store == "complex" else float32.glsl
+    bindings = (Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ))
+    return KernelSpec("fft_fixed", bindings, _PUSH, (("n", n), ("load", load), ("store", store)),
+                      (rows * (n // per), 1, 1))
+
+
+@variants("fft_fixed")
+def _variants():
+    for n in LENGTHS:
+        for load, store in KINDS:
+            yield fixed_spec(n, load, store)
