@@ -145,46 +145,28 @@ def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale
     kind, points, plan = method or fk.workgroup_method(ctx, n)
     values = {"len_in": len_in, "out_len": out_len, "in_step": src.strides[axis],
               "out_step": dst.strides[axis], "sign": float(sign), "scale": scale}
-    if kind == "direct" and fft_fixed.fits(ctx, n):
-        spec = fft_fixed.fixed_spec(n, load, store)
-        bindings = (src.buffer, dst.buffer, fk.roots(ctx, n).buffer)
-        per_group = spec.workgroup[0] // (n // fft_fixed.layout(n)[0])
-        return _walk_rows(ctx, src, dst, axis, spec, bindings, values, per_group)
-    bluestein = kind == "bluestein"
-    size, threads = fk.size_class(ctx, points)
-    spec = fk.fft_spec(load, store, bluestein, size, threads)
-    bindings = (src.buffer, dst.buffer, fk.roots(ctx, points).buffer)
-    if bluestein:
-        bindings += (fk.chirp(ctx, n, sign).buffer, fk.chirp_spectrum(ctx, n, points, sign).buffer)
-    plan0, plan1 = fk.packed_plan(plan)
-    values.update(n=n, points=points, plan0=plan0, plan1=plan1, stages=len(plan))
-    return _walk_rows(ctx, src, dst, axis, spec, bindings, values, None, size)
-
-
-def _walk_rows(ctx, src, dst, axis, spec, bindings, values, per_group, size=None) -> list:
-    """The dispatches of a row kernel over every row along ``axis``:
-    ``per_group`` rows a workgroup (None: as many as ``size`` shared
-    elements hold, for ``fft_rows``)."""
-    dims, s_in, s_out = _batches(src, dst, axis)
-    # The kernel walks the last BATCH_DIMS batch axes; any before them get a dispatch per index.
-    lead, walk = dims[:-fk.BATCH_DIMS], dims[-fk.BATCH_DIMS:]
-    pad = fk.BATCH_DIMS - len(walk)
-    walk = (1,) * pad + tuple(walk)
-    w_in = [0] * pad + list(s_in[len(lead):])
-    w_out = [0] * pad + list(s_out[len(lead):])
-    rows = math.prod(walk)
-    values.update(rows=rows, b1=walk[1], b2=walk[2], is0=w_in[0], is1=w_in[1], is2=w_in[2],
-                  os0=w_out[0], os1=w_out[1], os2=w_out[2])
+    rows, lead, s_in, s_out = _walk_rows(src, dst, axis, values)
     # Neighbouring rows side by side in memory (columns of a row-major
     # array): a workgroup reads and writes across its rows first, so each
     # access instruction touches consecutive elements.
-    load_fast = int(abs(w_in[2]) == 1 and src.strides[axis] != 1)
-    store_fast = int(abs(w_out[2]) == 1 and dst.strides[axis] != 1)
-    if per_group is None:
-        per_group, stride = fk.rows_per_group(size, values["points"], rows)
-        values.update(per_group=per_group, stride=stride, load_rows_fast=load_fast, store_rows_fast=store_fast)
+    load_fast = int(abs(values["is2"]) == 1 and src.strides[axis] != 1)
+    store_fast = int(abs(values["os2"]) == 1 and dst.strides[axis] != 1)
+    columns = bool(load_fast or store_fast)
+    if kind == "direct" and fft_fixed.fits(ctx, n, columns):
+        spec = fft_fixed.fixed_spec(n, load, store, columns)
+        bindings = (src.buffer, dst.buffer, fk.roots(ctx, n).buffer)
+        per_group = fft_fixed.layout(n, columns)[1]
     else:
-        values.update(rows_fast=load_fast or store_fast)
+        bluestein = kind == "bluestein"
+        size, threads = fk.size_class(ctx, points)
+        spec = fk.fft_spec(load, store, bluestein, size, threads)
+        bindings = (src.buffer, dst.buffer, fk.roots(ctx, points).buffer)
+        if bluestein:
+            bindings += (fk.chirp(ctx, n, sign).buffer, fk.chirp_spectrum(ctx, n, points, sign).buffer)
+        plan0, plan1 = fk.packed_plan(plan)
+        per_group, stride = fk.rows_per_group(size, points, rows)
+        values.update(n=n, points=points, plan0=plan0, plan1=plan1, stages=len(plan), per_group=per_group,
+                      stride=stride, load_rows_fast=load_fast, store_rows_fast=store_fast)
     threads = spec.workgroup[0]
     groups = groups_for(-(-rows // per_group) * threads, threads, ctx.limits.max_workgroup_count)
     out = []
@@ -193,6 +175,22 @@ def _walk_rows(ctx, src, dst, axis, spec, bindings, values, per_group, size=None
         values["out_off"] = dst.offset + sum(i * s for i, s in zip(index, s_out))
         out.append(Dispatch(spec, bindings, spec.pack(values), groups))
     return out
+
+
+def _walk_rows(src, dst, axis, values) -> tuple:
+    """The batch a row kernel walks: sets its sizes and strides in
+    ``values``; returns (rows it walks, the leading batch axes' sizes that
+    take a dispatch per index, and their src and dst strides)."""
+    dims, s_in, s_out = _batches(src, dst, axis)
+    # The kernel walks the last BATCH_DIMS batch axes; any before them get a dispatch per index.
+    lead, walk = dims[:-fk.BATCH_DIMS], dims[-fk.BATCH_DIMS:]
+    pad = fk.BATCH_DIMS - len(walk)
+    walk = (1,) * pad + tuple(walk)
+    w_in = [0] * pad + list(s_in[len(lead):])
+    w_out = [0] * pad + list(s_out[len(lead):])
+    values.update(rows=math.prod(walk), b1=walk[1], b2=walk[2], is0=w_in[0], is1=w_in[1], is2=w_in[2],
+                  os0=w_out[0], os1=w_out[1], os2=w_out[2])
+    return values["rows"], lead, s_in, s_out
 
 
 # -- running passes -----------------------------------------------------------------

@@ -41,19 +41,26 @@ SHARED_BUDGET = 32 * 1024                           # bytes a workgroup's exchan
 TARGET_THREADS = 256
 
 
-def layout(n: int) -> tuple:
+def layout(n: int, columns: bool) -> tuple:
     """(elements an invocation holds, rows a workgroup transforms, stage
-    radices) for a power-of-two length ``n``."""
-    per = min(n, 16 if n >= 1024 else 8)
-    radices = []
-    rest = n
+    radices) for a power-of-two length ``n``. Rows laid along memory take
+    few rows a workgroup (the less shared memory a workgroup holds, the
+    more run at once); columns take at least four where they fit, so that
+    each access of neighbouring rows covers a whole 32-byte sector."""
+    if columns:
+        per = min(n, 16 if n >= 256 else 8)
+        threads = n // per
+        rows = min(max(8, 128 // threads), max(1, 4096 // n))
+    else:
+        per = min(n, 8 if n <= 512 else 32 if n == 1024 else 16)
+        threads = n // per
+        rows = max(1, min(128 // threads, 1024 // n))
+    radices, rest = [], n
     while rest % per == 0 and rest > 1:
         radices.append(per)
         rest //= per
     if rest > 1:
         radices.append(rest)
-    threads = n // per
-    rows = max(1, TARGET_THREADS // threads)
     return per, rows, radices
 
 
@@ -66,11 +73,11 @@ def pad_shift(n: int, rows: int) -> int:
     return 4 if rows * n * 8 * 17 // 16 <= SHARED_BUDGET else 0
 
 
-def fits(ctx, n: int) -> bool:
+def fits(ctx, n: int, columns: bool) -> bool:
     """Whether this device runs the fixed kernel of length ``n``."""
     if n not in LENGTHS:
         return False
-    per, rows, _ = layout(n)
+    per, rows, _ = layout(n, columns)
     shift = pad_shift(n, rows)
     words = rows * n + (rows * n >> shift if shift else 0)
     lim = ctx.limits
@@ -168,7 +175,8 @@ def _stage(code: _Code, regs: list, radix: int, ls: int, n: int, threads: int, s
 @family("fft_fixed")
 def _render(spec: KernelSpec) -> str:
     n, load, store = spec.param("n"), spec.param("load"), spec.param("store")
-    per, rows, radices = layout(n)
+    columns = spec.param("columns")
+    per, rows, radices = layout(n, columns)
     threads, shift = n // per, pad_shift(n, rows)
     words = rows * n + ((rows * n) >> shift if shift else 0)
     code = _Code()
@@ -195,9 +203,7 @@ vec2 load(uint p, int ib) {{ return {_LOAD[load]}; }}
 void main() {{
   sg = pc.sign;
   uint tid = gl_LocalInvocationID.x;
-  // Rows side by side in memory: invocations run across rows first.
-  uint c = pc.rows_fast != 0u ? tid % R : tid / T;
-  uint j = pc.rows_fast != 0u ? tid / R : tid % T;
+  uint c = {"tid % R" if columns else "tid / T"}, j = {"tid / R" if columns else "tid % T"};
   uint row = {WG_INDEX} * R + c;
   bool live = row < pc.rows;
   uint i2 = row % pc.b2, rest = row / pc.b2, i1 = rest % pc.b1, i0 = rest / pc.b1;
@@ -211,20 +217,21 @@ void main() {{
 }}"""
 
 
-_PUSH = tuple(Push(name, "uint") for name in ("len_in", "out_len", "in_off", "out_off", "rows", "b1", "b2",
-                                              "rows_fast")) + \
+_PUSH = tuple(Push(name, "uint") for name in ("len_in", "out_len", "in_off", "out_off", "rows", "b1", "b2")) + \
     tuple(Push(name, "int") for name in ("in_step", "out_step", "is0", "is1", "is2", "os0", "os1", "os2")) + \
     (Push("sign", "float"), Push("scale", "float"))
 
 
-def fixed_spec(n: int, load: str, store: str) -> KernelSpec:
+def fixed_spec(n: int, load: str, store: str, columns: bool) -> KernelSpec:
     """The length-``n`` kernel reading ``load`` rows ("complex", "real" or
-    "hermitian") and writing ``store`` ones ("complex" or "real")."""
-    per, rows, _ = layout(n)
+    "hermitian") and writing ``store`` ones ("complex" or "real"), laid
+    out for rows along memory or for ``columns`` (neighbouring rows
+    neighbours in memory)."""
+    per, rows, _ = layout(n, columns)
     src = complex64.glsl if load != "real" else float32.glsl
     dst = complex64.glsl if store == "complex" else float32.glsl
     bindings = (Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ))
-    return KernelSpec("fft_fixed", bindings, _PUSH, (("n", n), ("load", load), ("store", store)),
+    return KernelSpec("fft_fixed", bindings, _PUSH, (("n", n), ("load", load), ("store", store), ("columns", columns)),
                       (rows * (n // per), 1, 1))
 
 
@@ -232,4 +239,5 @@ def fixed_spec(n: int, load: str, store: str) -> KernelSpec:
 def _variants():
     for n in LENGTHS:
         for load, store in KINDS:
-            yield fixed_spec(n, load, store)
+            for columns in (False, True):
+                yield fixed_spec(n, load, store, columns)

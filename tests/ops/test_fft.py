@@ -287,12 +287,13 @@ def test_rows_per_workgroup_fill_the_size_class():
 def test_new_lengths_batches_and_views_make_no_pipeline(modern_host, modern_ctx):
     """The views, the batch and (for the generic kernel) the length and its
     stages are push constants: once the complex-to-complex kernels exist
-    (fixed-length ones for the powers of two used, generic direct and
-    Bluestein ones of both size classes), no other batch, view or
-    non-power-of-two length creates a pipeline."""
+    (fixed-length ones for the powers of two used, for rows and for
+    columns, and generic direct and Bluestein ones of both size classes),
+    no other batch, view or non-power-of-two length creates a pipeline."""
     rng = np.random.default_rng(11)
     x = modern_ctx.tensor(random_complex(rng, (6, 40, 64)))
-    modern_host.run(modern_ctx, lambda rec: [rec.fft(x, n=n) for n in (16, 64, 40, 1024, 17, 1009, 3000)])
+    modern_host.run(modern_ctx, lambda rec: [rec.fft(x, n=n) for n in (16, 64, 40, 1024, 17, 1009, 3000)]
+                    + [rec.fft(x, n=64, axis=1)])
     before = modern_ctx.cache_stats()["pipelines_created"]
     modern_host.run(modern_ctx, lambda rec: [rec.fft(x, n=9), rec.ifft(x[::2, 3:], n=250, axis=1),
                                              rec.fft2(x[1], s=(40, 64)), rec.ifftn(x, axes=(0, 2)),
