@@ -4,11 +4,11 @@ convolution bloom is done in engines that cache the kernel's spectrum.
 
 Per frame, recorded once per (scene, output) pair as a program like the
 other HDR route (demos/hdr.py): the scene image copied into a float32 pixel
-tensor, its light above ``THRESHOLD`` made a field of its own, ``rec.rfft2``
-of that field's three colour planes (over the image axes of the
-(H, W, 3) view: no copy), a product with the kernel's spectrum (made once,
-when the frame size is set) on the spectra's float32 parts, ``rec.irfft2``
-back, the glow added to the scene; exposure and tone curve as in hdr.py.
+tensor, its light above ``THRESHOLD`` made a field of its own and
+convolved by ``rec.fft_convolve`` over the image axes of its (H, W, 3)
+view (no copy) with the kernel's spectrum (made once, when the frame size
+is set, and broadcast over the colour channels), the glow added to the
+scene; exposure and tone curve as in hdr.py.
 The convolution is circular: light near an edge glows across it.
 """
 from __future__ import annotations
@@ -45,21 +45,13 @@ class FftBloomPostProcess(HdrPostProcess):
         # The kernel's spectrum once; this also makes the transforms' tables
         # for this frame size before any program is recorded.
         self.kernel_spectrum = ctx.run(lambda rec: rec.rfft2(kernel)).reshape(height, width // 2 + 1, 1)
-        probe = ctx.run(lambda rec: rec.rfft2(self.pixels[..., :3], axes=(0, 1)))
-        ctx.run(lambda rec: rec.irfft2(probe, s=(height, width), axes=(0, 1)))
+        ctx.run(lambda rec: rec.fft_convolve(self.pixels[..., :3], self.kernel_spectrum, axes=(0, 1)))
 
     def record_glow(self, rec, scene) -> None:
         width, height = self.extent
         rec.copy(scene, out=self.pixels)
         rgb = self.pixels[..., :3]
         bright = rec.relu(rec.sub(rgb, THRESHOLD))
-        spectrum = rec.rfft2(bright, axes=(0, 1))               # (H, W // 2 + 1, 3) complex64
-        a, b = spectrum.real, spectrum.imag
-        c, d = self.kernel_spectrum.real, self.kernel_spectrum.imag
-        re = rec.sub(rec.mul(a, c), rec.mul(b, d))               # (a + ib)(c + id), the kernel broadcast
-        im = rec.add(rec.mul(a, d), rec.mul(b, c))
-        rec.copy(re, out=a)
-        rec.copy(im, out=b)
-        glow = rec.irfft2(spectrum, s=(height, width), axes=(0, 1))
+        glow = rec.fft_convolve(bright, self.kernel_spectrum, axes=(0, 1))
         rec.add(rgb, rec.scale(glow, INTENSITY), out=rgb)
         rec.copy(self.pixels, out=self.glow)

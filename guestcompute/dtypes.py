@@ -52,7 +52,8 @@ uint64 = DType("uint64", np.dtype(np.uint64), "uint64_t", 8, "uint")
 # ``Tensor.imag`` are float32 views of their parts, which every float32 op
 # takes; other ops refuse complex tensors before recording.
 complex64 = DType("complex64", np.dtype(np.complex64), "vec2", 8, "complex")
-FFT_OPS = ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn")
+FFT_OPS = ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn",
+           "fft_convolve")
 
 ALL = {d.name: d for d in (float32, float16, int32, uint32, uint8)}   # the dtypes ops compute in
 STORAGE_ONLY = {"uint64": ("sort", "argsort", "run_kernel"),          # dtype -> the ops that take it

@@ -20,6 +20,7 @@ from . import indirect  # noqa: F401
 from . import shape  # noqa: F401
 from . import user_kernel  # noqa: F401  (rec.run_kernel)
 from . import fft  # noqa: F401  (rec.fft, rec.rfft2, ...)
+from . import fft_convolve  # noqa: F401  (rec.fft_convolve)
 from ..kernels.catalogue import registered_specs
 
 

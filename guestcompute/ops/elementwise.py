@@ -32,7 +32,7 @@ from .memo import LIMIT, scalar_key, store_bounded
 from ..tensor import Tensor
 from .windows import POINTWISE
 
-COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint"}
+COMPUTE_TYPE = {"float": "float", "int": "int", "uint": "uint", "complex": "vec2"}
 WORKGROUP = 128
 
 
@@ -180,7 +180,9 @@ def _plan_layout(ctx, expr, inputs, out, out_dtype, scalar, scalar_type, helpers
     n = out.size
     contiguous = all(t.is_contiguous and t.shape == out.shape for t in inputs) and out.is_contiguous
     if contiguous:
-        w = _vec_width(n, [t.offset for t in inputs] + [out.offset])
+        # A complex element is a vec2 already: no wider loads.
+        complex_ = any(d.kind == "complex" for d in [t.dtype for t in inputs] + [out_dtype])
+        w = 1 if complex_ else _vec_width(n, [t.offset for t in inputs] + [out.offset])
         spec = map_spec(expr, [t.dtype for t in inputs], out_dtype, "contig", w, scalar=scalar_type,
                         helpers=helpers, nscalars=nscalars)
         values = {"n": n // w, "offo": out.offset // w}

@@ -109,17 +109,21 @@ def _method(ctx, n: int, what: str) -> tuple:
         f"lengths up to {longest:,}")
 
 
-def _batches(src, dst, axis: int):
-    """(shape, src strides, dst strides) of the batch axes (all but
-    ``axis``, merged where both views allow), each list as long as needed."""
+def _batches(src, dst, axis: int, extra=()):
+    """(shape, src strides, dst strides, strides of each ``extra`` view)
+    of the batch axes (all but ``axis``, merged where every view allows),
+    each list as long as needed. ``extra``: full-rank stride tuples of
+    further views walked alongside (a convolution's spectrum)."""
     others = [i for i in range(src.ndim) if i != axis]
     shape = tuple(dst.shape[i] for i in others)
     if shape != tuple(src.shape[i] for i in others):
         raise AssertionError("a pass's input and output differ off its axis")
     if not shape:
-        return (1,), [0], [0]
-    dims, (s_in, s_out) = coalesce(shape, [[src.strides[i] for i in others], [dst.strides[i] for i in others]])
-    return dims, s_in, s_out
+        return ((1,), [0], [0]) + tuple([0] for _ in extra)
+    lists = [[src.strides[i] for i in others], [dst.strides[i] for i in others]]
+    lists += [[strides[i] for i in others] for strides in extra]
+    dims, merged = coalesce(shape, lists)
+    return (dims, *merged)
 
 
 def plan_pass(ctx, src, dst, p: Pass, method: tuple, scale: float) -> list:
@@ -138,24 +142,30 @@ def plan_pass(ctx, src, dst, p: Pass, method: tuple, scale: float) -> list:
     return _plan_rows(ctx, src, dst, p.axis, p.n, load, p.store, p.sign, p.out_len, len_in, scale, method)
 
 
-def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method) -> list:
+def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method, spectrum=None) -> list:
     """One pass along ``axis`` in which each workgroup transforms whole rows
     (``method``: fft_kernels.workgroup_method's, or None to find it): the
-    fixed-length kernel where there is one for ``n``, else ``fft_rows``."""
+    fixed-length kernel where there is one for ``n``, else ``fft_rows``.
+    ``spectrum``: (complex64 tensor, its strides broadcast to ``src``'s
+    shape) to convolve with, fused (forward, product, inverse); only the
+    fixed-length kernel does (see :func:`fuses`)."""
     kind, points, plan = method or fk.workgroup_method(ctx, n)
     values = {"len_in": len_in, "out_len": out_len, "in_step": src.strides[axis],
               "out_step": dst.strides[axis], "sign": float(sign), "scale": scale}
-    rows, lead, s_in, s_out = _walk_rows(src, dst, axis, values)
+    rows, lead, strides = _walk_rows(src, dst, axis, values, () if spectrum is None else (spectrum[1],))
     # Neighbouring rows side by side in memory (columns of a row-major
     # array): a workgroup reads and writes across its rows first, so each
     # access instruction touches consecutive elements.
     load_fast = int(abs(values["is2"]) == 1 and src.strides[axis] != 1)
     store_fast = int(abs(values["os2"]) == 1 and dst.strides[axis] != 1)
     columns = bool(load_fast or store_fast)
-    if kind == "direct" and fft_fixed.fits(ctx, n, columns):
-        spec = fft_fixed.fixed_spec(n, load, store, columns)
+    if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns)):
+        spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None)
         bindings = (src.buffer, dst.buffer, fk.roots(ctx, n).buffer)
         per_group = fft_fixed.layout(n, columns)[1]
+        if spectrum is not None:
+            bindings += (spectrum[0].buffer,)
+            values.update(k_step=spectrum[1][axis])
     else:
         bluestein = kind == "bluestein"
         size, threads = fk.size_class(ctx, points)
@@ -169,28 +179,36 @@ def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale
                       stride=stride, load_rows_fast=load_fast, store_rows_fast=store_fast)
     threads = spec.workgroup[0]
     groups = groups_for(-(-rows // per_group) * threads, threads, ctx.limits.max_workgroup_count)
+    views = (src, dst) + ((spectrum[0],) if spectrum is not None else ())
     out = []
     for index in itertools.product(*map(range, lead)):
-        values["in_off"] = src.offset + sum(i * s for i, s in zip(index, s_in))
-        values["out_off"] = dst.offset + sum(i * s for i, s in zip(index, s_out))
+        offsets = [v.offset + sum(i * s for i, s in zip(index, st)) for v, st in zip(views, strides)]
+        values.update(zip(("in_off", "out_off", "k_off"), offsets))
         out.append(Dispatch(spec, bindings, spec.pack(values), groups))
     return out
 
 
-def _walk_rows(src, dst, axis, values) -> tuple:
+def fuses(ctx, src, axis: int, n: int) -> bool:
+    """Whether a convolution along ``axis`` of ``src`` (length ``n``) runs
+    fused in one fixed-length pass (else: transform, product, inverse)."""
+    return all(fft_fixed.fits(ctx, n, columns) for columns in (False, True)) and src.shape[axis] == n
+
+
+def _walk_rows(src, dst, axis, values, extra=()) -> tuple:
     """The batch a row kernel walks: sets its sizes and strides in
-    ``values``; returns (rows it walks, the leading batch axes' sizes that
-    take a dispatch per index, and their src and dst strides)."""
-    dims, s_in, s_out = _batches(src, dst, axis)
+    ``values`` (``extra`` views' as ks0..ks2); returns (rows it walks, the
+    leading batch axes' sizes that take a dispatch per index, and the
+    leading axes' strides of src, dst and each extra view)."""
+    dims, *strides = _batches(src, dst, axis, extra)
     # The kernel walks the last BATCH_DIMS batch axes; any before them get a dispatch per index.
     lead, walk = dims[:-fk.BATCH_DIMS], dims[-fk.BATCH_DIMS:]
     pad = fk.BATCH_DIMS - len(walk)
     walk = (1,) * pad + tuple(walk)
-    w_in = [0] * pad + list(s_in[len(lead):])
-    w_out = [0] * pad + list(s_out[len(lead):])
-    values.update(rows=math.prod(walk), b1=walk[1], b2=walk[2], is0=w_in[0], is1=w_in[1], is2=w_in[2],
-                  os0=w_out[0], os1=w_out[1], os2=w_out[2])
-    return values["rows"], lead, s_in, s_out
+    values.update(rows=math.prod(walk), b1=walk[1], b2=walk[2])
+    for prefix, st in zip(("is", "os", "ks"), strides):
+        w = [0] * pad + list(st[len(lead):])
+        values.update({f"{prefix}{i}": w[i] for i in range(3)})
+    return values["rows"], lead, [st[:len(lead)] for st in strides]
 
 
 # -- running passes -----------------------------------------------------------------

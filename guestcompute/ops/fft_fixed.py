@@ -172,6 +172,14 @@ def _stage(code: _Code, regs: list, radix: int, ls: int, n: int, threads: int, s
     return fresh
 
 
+def _stages(code: _Code, regs: list, radices: list, n: int, threads: int, shift: int) -> list:
+    ls = 1
+    for i, radix in enumerate(radices):
+        regs = _stage(code, regs, radix, ls, n, threads, shift, i == len(radices) - 1)
+        ls *= radix
+    return regs
+
+
 @family("fft_fixed")
 def _render(spec: KernelSpec) -> str:
     n, load, store = spec.param("n"), spec.param("load"), spec.param("store")
@@ -184,10 +192,13 @@ def _render(spec: KernelSpec) -> str:
     code.lines.append("uint " + ", ".join(f"k{q} = 0u, base{q} = 0u" for q in range(per)) + ";")
     if len(radices) == 1 and load == "hermitian":
         code.lines.append("barrier();")      # a row read across invocations before any writes it in place
-    ls = 1
-    for i, radix in enumerate(radices):
-        regs = _stage(code, regs, radix, ls, n, threads, shift, i == len(radices) - 1)
-        ls *= radix
+    regs = _stages(code, regs, radices, n, threads, shift)
+    if spec.param("convolve"):
+        # The row's spectrum times the kernel's, then the inverse transform.
+        regs = [code.let(f"live ? cmul({r}, spectrum[kb + int(j + {e * threads}u) * pc.k_step]) : vec2(0.0)")
+                for e, r in enumerate(regs)]
+        code.lines.append("sg = -sg;")
+        regs = _stages(code, regs, radices, n, threads, shift)
     value = "v" if store == "complex" else "v.x"
     stores = "\n    ".join(
         f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {regs[e]} * pc.scale; "
@@ -209,6 +220,7 @@ void main() {{
   uint i2 = row % pc.b2, rest = row / pc.b2, i1 = rest % pc.b1, i0 = rest / pc.b1;
   int ib = int(pc.in_off) + int(i0) * pc.is0 + int(i1) * pc.is1 + int(i2) * pc.is2;
   int ob = int(pc.out_off) + int(i0) * pc.os0 + int(i1) * pc.os1 + int(i2) * pc.os2;
+  {"int kb = int(pc.k_off) + int(i0) * pc.ks0 + int(i1) * pc.ks1 + int(i2) * pc.ks2;" if spec.param("convolve") else ""}
   uint rowbase = c * N;
   {body}
   if (live) {{
@@ -220,19 +232,25 @@ void main() {{
 _PUSH = tuple(Push(name, "uint") for name in ("len_in", "out_len", "in_off", "out_off", "rows", "b1", "b2")) + \
     tuple(Push(name, "int") for name in ("in_step", "out_step", "is0", "is1", "is2", "os0", "os1", "os2")) + \
     (Push("sign", "float"), Push("scale", "float"))
+_CONVOLVE_PUSH = (Push("k_off", "uint"),) + tuple(Push(name, "int") for name in ("k_step", "ks0", "ks1", "ks2"))
 
 
-def fixed_spec(n: int, load: str, store: str, columns: bool) -> KernelSpec:
+def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = False) -> KernelSpec:
     """The length-``n`` kernel reading ``load`` rows ("complex", "real" or
     "hermitian") and writing ``store`` ones ("complex" or "real"), laid
     out for rows along memory or for ``columns`` (neighbouring rows
-    neighbours in memory)."""
+    neighbours in memory); ``convolve``: forward transform, product with
+    the ``spectrum`` binding's row, inverse transform (complex rows)."""
     per, rows, _ = layout(n, columns)
     src = complex64.glsl if load != "real" else float32.glsl
     dst = complex64.glsl if store == "complex" else float32.glsl
     bindings = (Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ))
-    return KernelSpec("fft_fixed", bindings, _PUSH, (("n", n), ("load", load), ("store", store), ("columns", columns)),
-                      (rows * (n // per), 1, 1))
+    push = _PUSH
+    if convolve:
+        bindings += (Binding("spectrum", "vec2", READ),)
+        push += _CONVOLVE_PUSH
+    params = (("n", n), ("load", load), ("store", store), ("columns", columns), ("convolve", convolve))
+    return KernelSpec("fft_fixed", bindings, push, params, (rows * (n // per), 1, 1))
 
 
 @variants("fft_fixed")
@@ -241,3 +259,5 @@ def _variants():
         for load, store in KINDS:
             for columns in (False, True):
                 yield fixed_spec(n, load, store, columns)
+        for columns in (False, True):
+            yield fixed_spec(n, "complex", "complex", columns, convolve=True)

@@ -232,6 +232,17 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def fft_convolve(self, x, spectrum, axes=..., out=...) -> Any:
+        """
+        ``x`` (float32) circularly convolved over ``axes`` with the kernel
+        whose ``rec.rfft2`` (at ``x``'s size over the same axes) is
+        ``spectrum`` (complex64, broadcast over ``x``'s other axes): numpy's
+        ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``. The result is
+        float32 with ``x``'s shape, new or ``out=`` (``x`` itself works).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def fftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
         numpy.fft.fftn over ``axes`` (default all; the last len(s) with ``s``).

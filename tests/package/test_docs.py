@@ -297,11 +297,11 @@ def convolution_block():
 
 
 def test_fft_convolution_example(ctx):
-    """The guide's convolution through rfft2 / irfft2 is numpy's circular
-    convolution of the image with the kernel."""
+    """The guide's convolution (rfft2 of the kernel, rec.fft_convolve) is
+    numpy's circular convolution of the image with the kernel."""
     rng = np.random.default_rng(16)
-    image_np = rng.uniform(0, 1, (24, 40)).astype(np.float32)
-    kernel_np = np.zeros((24, 40), np.float32)
+    image_np = rng.uniform(0, 1, (32, 48)).astype(np.float32)
+    kernel_np = np.zeros((32, 48), np.float32)
     kernel_np[:3, :3] = 1 / 9
     ns = {"ctx": ctx, "image": ctx.tensor(image_np), "kernel": ctx.tensor(kernel_np)}
     exec(compile(convolution_block(), str(GUIDE), "exec"), ns)

@@ -114,6 +114,7 @@ SAMPLES = {
     "exp": [lambda rec, s: rec.exp(s.x)],
     "fft": [lambda rec, s: rec.fft(s.x), lambda rec, s: rec.fft(s.spec, n=37)],    # 37: through Bluestein
     "fft2": [lambda rec, s: rec.fft2(s.spec)],
+    "fft_convolve": [lambda rec, s: rec.fft_convolve(s.x, s.spec[:, :5])],
     "fftn": [lambda rec, s: rec.fftn(s.x, s=(5, 6))],
     "fill": [lambda rec, s: rec.fill(s.acc, 2.0)],
     "floordiv": [lambda rec, s: rec.floordiv(s.ints, 3)],

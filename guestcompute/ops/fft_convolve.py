@@ -1,0 +1,88 @@
+"""``rec.fft_convolve``: circular 2-D convolution through the FFT with a
+kernel spectrum the caller keeps, as convolution bloom caches its kernel's.
+
+``fft_convolve(x, spectrum, axes)`` is ``irfft2(rfft2(x, axes=axes) *
+spectrum, s=..., axes=axes)``: the real rows transformed along the last
+axis into a half-spectrum, then along the first axis each column is
+transformed, multiplied by the kernel spectrum and transformed back in one
+pass (the fixed-length kernel's convolution variant: the column never
+leaves the workgroup between the three steps), then the half-spectrum rows
+transformed back to real values. Three passes over memory instead of five.
+Where the column length has no fixed-length kernel the middle pass is
+three: transform, product, inverse.
+
+The spectrum is ``rec.rfft2`` of the kernel at the image's size (its origin
+at pixel (0, 0), wrapping around): computed once and reused every frame.
+"""
+from __future__ import annotations
+
+from ..dtypes import complex64, float32
+from ..errors import DTypeError, ShapeError
+from .base import OpResult, broadcast_shapes, broadcast_strides, check_out, check_tensor, normalize_axis, op
+from .elementwise import plan_map
+from . import fft
+
+
+def _cmul(width: int) -> str:
+    return "vec2 cmul(vec2 a, vec2 b) { return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }"
+
+
+def _checked(ctx, x, spectrum, axes, what: str):
+    """(image, spectrum, (column axis, row axis), half-spectrum shape),
+    every argument checked."""
+    t = fft._input(ctx, x, what, ("float32",))
+    k = check_tensor(ctx, spectrum, f"{what} spectrum")
+    if k.dtype != complex64:
+        raise DTypeError(f"{what}: the spectrum must be complex64 (rec.rfft2 of the kernel), got {k.dtype}")
+    if not isinstance(axes, (tuple, list)) or len(axes) != 2:
+        raise ShapeError(f"{what}: axes must name two axes, got {axes!r}")
+    a0, a1 = (normalize_axis(a, t.ndim, what) for a in axes)
+    if a0 == a1:
+        raise ShapeError(f"{what}: axes must be two different axes, got {axes!r}")
+    half = list(t.shape)
+    half[a1] = t.shape[a1] // 2 + 1
+    half = tuple(half)
+    if k.ndim > len(half) or _broadcast(k.shape, half) != half:
+        raise ShapeError(f"{what}: the spectrum's shape {k.shape} does not broadcast to the image's "
+                         f"half-spectrum shape {half} (rfft2 of the kernel at the image's size)")
+    return t, k, (a0, a1), half
+
+
+def _broadcast(shape: tuple, to: tuple):
+    try:
+        return broadcast_shapes(shape, to)
+    except ShapeError:
+        return None
+
+
+@op("fft_convolve", windows=None)
+def fft_convolve(ctx, x, spectrum, axes=(-2, -1), out=None):
+    """``x`` (float32) circularly convolved over ``axes`` with the kernel
+    whose ``rec.rfft2`` (at ``x``'s size over the same axes) is
+    ``spectrum`` (complex64, broadcast over ``x``'s other axes): numpy's
+    ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``. The result is
+    float32 with ``x``'s shape, new or ``out=`` (``x`` itself works)."""
+    what = "fft_convolve"
+    t, k, (a0, a1), half = _checked(ctx, x, spectrum, axes, what)
+    height, width = t.shape[a0], t.shape[a1]
+    row_method, column_method = fft._method(ctx, width, what), fft._method(ctx, height, what)
+    result = ctx.empty(t.shape, float32) if out is None else \
+        check_out(ctx, out, t.shape, float32, {"the input": t, "the spectrum": k}, f"{what} out")
+    if t.size == 0:
+        return OpResult(result, [])
+    spectra = ctx.empty(half, complex64)
+    scale = 1.0 / (height * width)
+    forward = fft.Pass(a1, width, "auto", "complex", -1, half[a1])
+    dispatches = fft.plan_pass(ctx, t, spectra, forward, row_method, 1.0)
+    if column_method[0] == "direct" and fft.fuses(ctx, spectra, a0, height):
+        dispatches += fft._plan_rows(ctx, spectra, spectra, a0, height, "complex", "complex", -1, height, height,
+                                     scale, column_method, spectrum=(k, broadcast_strides(k, half)))
+    else:
+        dispatches += fft.plan_pass(ctx, spectra, spectra, fft.Pass(a0, height, "auto", "complex", -1, height),
+                                    column_method, 1.0)
+        dispatches.append(plan_map(ctx, "cmul(x0, x1)", [spectra, k], spectra, complex64, helpers=_cmul))
+        dispatches += fft.plan_pass(ctx, spectra, spectra, fft.Pass(a0, height, "auto", "complex", 1, height),
+                                    column_method, scale)
+    inverse = fft.Pass(a1, width, "hermitian", "real", 1, width)
+    dispatches += fft.plan_pass(ctx, spectra, result, inverse, row_method, 1.0)
+    return OpResult(result, dispatches)

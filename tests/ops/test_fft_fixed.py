@@ -1,0 +1,41 @@
+"""The fixed-length FFT kernels (ops/fft_fixed.py): every power of two they
+are built for, in both layouts (rows along memory, and columns: neighbouring
+rows neighbours in memory), for each kind of row they read and write,
+against numpy.fft in float64."""
+import numpy as np
+import pytest
+
+from guestcompute.ops import fft_fixed
+from test_fft import check_close, random_complex
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_every_length_and_layout_matches_numpy(modern_host, modern_ctx, layout):
+    rng = np.random.default_rng(5)
+    cases = []
+    for n in fft_fixed.LENGTHS:
+        shape, axis = ((3, n), 1) if layout == "rows" else ((n, 5), 0)
+        x = random_complex(rng, shape)
+        cases.append((n, axis, x, x.real.copy(), modern_ctx.tensor(x), modern_ctx.tensor(x.real.copy())))
+
+    def record(rec):
+        return [(rec.fft(t, axis=axis), rec.ifft(t, axis=axis, norm="ortho"), rec.rfft(tr, axis=axis),
+                 rec.irfft(t, n=n, axis=axis)) for n, axis, _, _, t, tr in cases]
+
+    results = modern_host.run(modern_ctx, record)
+    for (n, axis, x, xr, _, _), (f, i, r, ir) in zip(cases, results):
+        x64 = x.astype(np.complex128)
+        check_close(f.numpy(), np.fft.fft(x64, axis=axis), n)
+        check_close(i.numpy(), np.fft.ifft(x64, axis=axis, norm="ortho"), n)
+        check_close(r.numpy(), np.fft.rfft(xr.astype(np.float64), axis=axis), n)
+        check_close(ir.numpy(), np.fft.irfft(x64, n=n, axis=axis), n)
+
+
+def test_layouts_stay_within_their_shared_memory_budget():
+    for n in fft_fixed.LENGTHS:
+        for columns in (False, True):
+            per, rows, radices = fft_fixed.layout(n, columns)
+            assert int(np.prod(radices)) == n and all(per % r == 0 for r in radices)
+            assert rows * n * 8 <= fft_fixed.SHARED_BUDGET
+            if columns and n <= 1024:
+                assert rows >= 4           # whole 32-byte sectors for each access across columns
