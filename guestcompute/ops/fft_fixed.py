@@ -38,7 +38,7 @@ from .scan_tiles import WG_INDEX
 
 LENGTHS = tuple(1 << k for k in range(1, 13))      # 2 .. 4096
 SHARED_BUDGET = 32 * 1024                           # bytes a workgroup's exchange buffer may take
-TARGET_THREADS = 256
+SPLIT_ABOVE = 16 * 1024                             # bytes of rows a workgroup exchanges whole
 
 
 def layout(n: int, columns: bool) -> tuple:
@@ -64,13 +64,30 @@ def layout(n: int, columns: bool) -> tuple:
     return per, rows, radices
 
 
-def padded(p: str, shift: int) -> str:
-    return p if shift == 0 else f"({p} + ({p} >> {shift}u))"
-
-
 def pad_shift(n: int, rows: int) -> int:
     """One padding element every 16 (0: none where it would pass the budget)."""
-    return 4 if rows * n * 8 * 17 // 16 <= SHARED_BUDGET else 0
+    return 4 if rows * (n + n // 16) * 8 <= SHARED_BUDGET else 0
+
+
+def split_exchange(n: int, rows: int) -> bool:
+    """Whether rows go through shared memory one part at a time (real, then
+    imaginary): where a workgroup's rows take more than SPLIT_ABOVE bytes,
+    halving its shared memory lets more workgroups run at once."""
+    return rows * n * 8 > SPLIT_ABOVE
+
+
+def shared_elements(n: int, rows: int) -> int:
+    shift = pad_shift(n, rows)
+    return rows * (n + (n >> shift if shift else 0))
+
+
+def slot(p: str, shift: int, columns: bool) -> str:
+    """GLSL: the shared-memory index of row position ``p`` of this
+    invocation's row ``c``. Rows lie one after another, positions padded;
+    for columns the rows interleave (position-major), so invocations of
+    neighbouring rows touch neighbouring words."""
+    q = p if shift == 0 else f"({p} + (({p}) >> {shift}u))"
+    return f"({q}) * R + c" if columns else f"c * NP + {q}"
 
 
 def fits(ctx, n: int, columns: bool) -> bool:
@@ -78,10 +95,10 @@ def fits(ctx, n: int, columns: bool) -> bool:
     if n not in LENGTHS:
         return False
     per, rows, _ = layout(n, columns)
-    shift = pad_shift(n, rows)
-    words = rows * n + (rows * n >> shift if shift else 0)
     lim = ctx.limits
-    return 8 * words <= lim.max_shared_memory and rows * (n // per) <= lim.max_workgroup_invocations
+    word = 4 if split_exchange(n, rows) else 8
+    return (word * shared_elements(n, rows) <= lim.max_shared_memory
+            and rows * (n // per) <= lim.max_workgroup_invocations)
 
 
 # -- small DFTs in registers ---------------------------------------------------------
@@ -143,12 +160,13 @@ _HERMITIAN = """vec2 hermitian(uint p, int ib) {
 }"""
 
 
-def _stage(code: _Code, regs: list, radix: int, ls: int, n: int, threads: int, shift: int, last: bool) -> list:
+def _stage(code: _Code, regs: list, radix: int, ls: int, n: int, threads: int, where, last: bool,
+           split: bool) -> list:
     """One Stockham stage on the invocation's registers; returns the names
     holding positions ``j + T*e`` of the next stage's input."""
     per = len(regs)
     group = per // radix                       # butterflies an invocation does
-    out = [None] * per
+    out, writes = [None] * per, []
     for q in range(group):
         ins = [regs[q + s * group] for s in range(radix)]
         if ls > 1:
@@ -162,20 +180,31 @@ def _stage(code: _Code, regs: list, radix: int, ls: int, n: int, threads: int, s
             if last:
                 out[q + t * group] = outs[t]
             else:
-                where = padded(f"(rowbase + base{q} + {t * ls}u)", shift)
-                code.lines.append(f"sh[{where}] = {outs[t]};")
+                writes.append((where(f"base{q} + {t * ls}u"), outs[t]))
     if last:
         return out
-    code.lines.append("barrier();")
-    fresh = [code.let(f"sh[{padded(f'(rowbase + j + {e * threads}u)', shift)}]") for e in range(per)]
-    code.lines.append("barrier();")
-    return fresh
+    reads = [where(f"j + {e * threads}u") for e in range(per)]
+    if not split:
+        code.lines += [f"sh[{at}] = {name};" for at, name in writes] + ["barrier();"]
+        fresh = [code.let(f"sh[{at}]") for at in reads]
+        code.lines.append("barrier();")
+        return fresh
+    # Real parts, then imaginary parts: half the shared memory, twice the barriers.
+    parts = []
+    for part in "xy":
+        code.lines += [f"sh[{at}] = {name}.{part};" for at, name in writes] + ["barrier();"]
+        parts.append([f"sh[{at}]" for at in reads])
+        names = [f"f{code.count}_{e}" for e in range(per)]
+        code.count += 1
+        code.lines += [f"float {nm} = {expr};" for nm, expr in zip(names, parts[-1])] + ["barrier();"]
+        parts[-1] = names
+    return [code.let(f"vec2({x}, {y})") for x, y in zip(*parts)]
 
 
-def _stages(code: _Code, regs: list, radices: list, n: int, threads: int, shift: int) -> list:
+def _stages(code: _Code, regs: list, radices: list, n: int, threads: int, where, split: bool) -> list:
     ls = 1
     for i, radix in enumerate(radices):
-        regs = _stage(code, regs, radix, ls, n, threads, shift, i == len(radices) - 1)
+        regs = _stage(code, regs, radix, ls, n, threads, where, i == len(radices) - 1, split)
         ls *= radix
     return regs
 
@@ -186,26 +215,27 @@ def _render(spec: KernelSpec) -> str:
     columns = spec.param("columns")
     per, rows, radices = layout(n, columns)
     threads, shift = n // per, pad_shift(n, rows)
-    words = rows * n + ((rows * n) >> shift if shift else 0)
+    words, split = shared_elements(n, rows), split_exchange(n, rows)
+    where = lambda p: slot(p, shift, columns)          # noqa: E731
     code = _Code()
     regs = [code.let(f"live ? load(j + {e * threads}u, ib) : vec2(0.0)") for e in range(per)]
     code.lines.append("uint " + ", ".join(f"k{q} = 0u, base{q} = 0u" for q in range(per)) + ";")
     if len(radices) == 1 and load == "hermitian":
         code.lines.append("barrier();")      # a row read across invocations before any writes it in place
-    regs = _stages(code, regs, radices, n, threads, shift)
+    regs = _stages(code, regs, radices, n, threads, where, split)
     if spec.param("convolve"):
         # The row's spectrum times the kernel's, then the inverse transform.
         regs = [code.let(f"live ? cmul({r}, spectrum[kb + int(j + {e * threads}u) * pc.k_step]) : vec2(0.0)")
                 for e, r in enumerate(regs)]
         code.lines.append("sg = -sg;")
-        regs = _stages(code, regs, radices, n, threads, shift)
+        regs = _stages(code, regs, radices, n, threads, where, split)
     value = "v" if store == "complex" else "v.x"
     stores = "\n    ".join(
         f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {regs[e]} * pc.scale; "
         f"dst[ob + int(p) * pc.out_step] = {value}; }} }}" for e in range(per))
     body = "\n  ".join(code.lines)
-    return f"""const uint N = {n}u, T = {threads}u, R = {rows}u;
-shared vec2 sh[{words}];
+    return f"""const uint N = {n}u, T = {threads}u, R = {rows}u, NP = {words // rows}u;
+shared {"float" if split else "vec2"} sh[{words}];
 vec2 cmul(vec2 a, vec2 b) {{ return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }}
 float sg;
 vec2 twiddle(uint i) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
@@ -221,7 +251,6 @@ void main() {{
   int ib = int(pc.in_off) + int(i0) * pc.is0 + int(i1) * pc.is1 + int(i2) * pc.is2;
   int ob = int(pc.out_off) + int(i0) * pc.os0 + int(i1) * pc.os1 + int(i2) * pc.os2;
   {"int kb = int(pc.k_off) + int(i0) * pc.ks0 + int(i1) * pc.ks1 + int(i2) * pc.ks2;" if spec.param("convolve") else ""}
-  uint rowbase = c * N;
   {body}
   if (live) {{
     {stores}
