@@ -36,6 +36,6 @@ def test_layouts_stay_within_their_shared_memory_budget():
         for columns in (False, True):
             per, rows, radices = fft_fixed.layout(n, columns)
             assert int(np.prod(radices)) == n and all(per % r == 0 for r in radices)
-            assert rows * n * 8 <= fft_fixed.SHARED_BUDGET
-            if columns and n <= 1024:
-                assert rows >= 4           # whole 32-byte sectors for each access across columns
+            assert rows * n * fft_fixed.word_bytes(n, rows) <= fft_fixed.SHARED_BUDGET
+            if columns:
+                assert rows >= (4 if n <= 1024 else 2)   # whole 32-byte sectors for accesses across columns
