@@ -75,7 +75,7 @@ def _length(n, what: str) -> int:
     return n
 
 
-def _input(ctx, x, what: str, allowed) -> object:
+def checked_input(ctx, x, what: str, allowed) -> object:
     t = check_tensor(ctx, x, f"{what} input")
     if t.dtype.name not in allowed:
         raise DTypeError(f"{what} takes {' or '.join(allowed)} tensors, got {t.dtype}"
@@ -87,7 +87,7 @@ def _input(ctx, x, what: str, allowed) -> object:
 
 # -- planning one pass ----------------------------------------------------------------
 
-def _method(ctx, n: int, what: str) -> tuple:
+def pass_method(ctx, n: int, what: str) -> tuple:
     """How a length-``n`` pass runs: ("direct", points, stages) or
     ("bluestein", points, stages) in one workgroup per row, or over rows
     too long for one (ops/fft_long.py): ("four-step", (n1, n2)) or
@@ -128,7 +128,7 @@ def _batches(src, dst, axis: int, extra=()):
 
 def plan_pass(ctx, src, dst, p: Pass, method: tuple, scale: float) -> list:
     """The dispatches of one pass from ``src`` into ``dst`` (their shapes
-    equal off ``p.axis``) by ``method`` (:func:`_method`), its results
+    equal off ``p.axis``) by ``method`` (:func:`pass_method`), its results
     multiplied by ``scale``."""
     if src.size == 0 or dst.size == 0:
         return []
@@ -138,11 +138,11 @@ def plan_pass(ctx, src, dst, p: Pass, method: tuple, scale: float) -> list:
     if method[0] in ("four-step", "bluestein four-step"):
         plan = fft_long.plan_long_pass if method[0] == "four-step" else fft_long.plan_bluestein_pass
         return plan(ctx, src, dst, p.axis, p.n, method[1], load, p.store, p.sign, p.out_len, len_in, scale,
-                    functools.partial(_plan_rows, ctx, method=None))
-    return _plan_rows(ctx, src, dst, p.axis, p.n, load, p.store, p.sign, p.out_len, len_in, scale, method)
+                    functools.partial(plan_rows, ctx, method=None))
+    return plan_rows(ctx, src, dst, p.axis, p.n, load, p.store, p.sign, p.out_len, len_in, scale, method)
 
 
-def _plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method, spectrum=None) -> list:
+def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method, spectrum=None) -> list:
     """One pass along ``axis`` in which each workgroup transforms whole rows
     (``method``: fft_kernels.workgroup_method's, or None to find it): the
     fixed-length kernel where there is one for ``n``, else ``fft_rows``.
@@ -224,7 +224,7 @@ def run_passes(ctx, x, passes: list, norm: str, out, what: str) -> OpResult:
     shapes = [x.shape]
     for p in passes:
         shapes.append(_shape_after(shapes[-1], p))
-    methods = [_method(ctx, p.n, what) for p in passes]     # every length checked before any table is made
+    methods = [pass_method(ctx, p.n, what) for p in passes]     # every length checked before any table is made
     final_dtype = float32 if passes[-1].store == "real" else complex64
     # A pass needs a new tensor where its output's shape or dtype is not its input's.
     writes_out = max([0] + [i for i, p in enumerate(passes) if shapes[i + 1] != shapes[i] or p.store == "real"])
@@ -271,7 +271,7 @@ def _axes_and_lengths(x, s, axes, what: str):
 
 def _one(ctx, x, n, axis, norm, out, what, sign, real_in=False, real_out=False):
     allowed = ("float32",) if real_in else ("complex64",) if real_out else ("float32", "complex64")
-    t = _input(ctx, x, what, allowed)
+    t = checked_input(ctx, x, what, allowed)
     ax = normalize_axis(axis, t.ndim, what)
     m = t.shape[ax]
     if real_out:
@@ -310,7 +310,7 @@ def irfft(ctx, x, n=None, axis=-1, norm=None, out=None):
 
 def _many(ctx, x, s, axes, norm, out, what: str, sign: int, kind: str = "c2c"):
     allowed = {"c2c": ("float32", "complex64"), "r2c": ("float32",), "c2r": ("complex64",)}[kind]
-    t = _input(ctx, x, what, allowed)
+    t = checked_input(ctx, x, what, allowed)
     axes, lengths = _axes_and_lengths(t, s, axes, what)
     shape = list(t.shape)
     passes = []

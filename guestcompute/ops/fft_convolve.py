@@ -30,7 +30,7 @@ def _cmul(width: int) -> str:
 def _checked(ctx, x, spectrum, axes, what: str):
     """(image, spectrum, (column axis, row axis), half-spectrum shape),
     every argument checked."""
-    t = fft._input(ctx, x, what, ("float32",))
+    t = fft.checked_input(ctx, x, what, ("float32",))
     k = check_tensor(ctx, spectrum, f"{what} spectrum")
     if k.dtype != complex64:
         raise DTypeError(f"{what}: the spectrum must be complex64 (rec.rfft2 of the kernel), got {k.dtype}")
@@ -65,7 +65,7 @@ def fft_convolve(ctx, x, spectrum, axes=(-2, -1), out=None):
     what = "fft_convolve"
     t, k, (a0, a1), half = _checked(ctx, x, spectrum, axes, what)
     height, width = t.shape[a0], t.shape[a1]
-    row_method, column_method = fft._method(ctx, width, what), fft._method(ctx, height, what)
+    row_method, column_method = fft.pass_method(ctx, width, what), fft.pass_method(ctx, height, what)
     result = ctx.empty(t.shape, float32) if out is None else \
         check_out(ctx, out, t.shape, float32, {"the input": t, "the spectrum": k}, f"{what} out")
     if t.size == 0:
@@ -75,8 +75,8 @@ def fft_convolve(ctx, x, spectrum, axes=(-2, -1), out=None):
     forward = fft.Pass(a1, width, "auto", "complex", -1, half[a1])
     dispatches = fft.plan_pass(ctx, t, spectra, forward, row_method, 1.0)
     if column_method[0] == "direct" and fft.fuses(ctx, spectra, a0, height):
-        dispatches += fft._plan_rows(ctx, spectra, spectra, a0, height, "complex", "complex", -1, height, height,
-                                     scale, column_method, spectrum=(k, broadcast_strides(k, half)))
+        dispatches += fft.plan_rows(ctx, spectra, spectra, a0, height, "complex", "complex", -1, height, height,
+                                    scale, column_method, spectrum=(k, broadcast_strides(k, half)))
     else:
         dispatches += fft.plan_pass(ctx, spectra, spectra, fft.Pass(a0, height, "auto", "complex", -1, height),
                                     column_method, 1.0)
