@@ -1,11 +1,14 @@
 """Discrete Fourier transforms with numpy.fft's signatures and results:
 ``rec.fft ifft rfft irfft fft2 ifft2 rfft2 irfft2 fftn ifftn rfftn irfftn``.
 
-Each transform along one axis is one dispatch of ``fft_rows`` (see
-ops/fft_kernels.py): every row along the axis, over any strided view and
-batched over all the other axes, is read (cropped or zero-padded to ``n``),
-transformed in shared memory and written, scaled by the ``norm`` factor,
-into the output. An n-dimensional transform is one such pass per axis, in
+Each transform along one axis is one dispatch: every row along the axis,
+over any strided view and batched over all the other axes, is read
+(cropped or zero-padded to ``n``), transformed in shared memory and
+written, scaled by the ``norm`` factor, into the output. Powers of two up
+to 4,096 take their own fixed-length kernel (ops/fft_fixed.py: the plan
+unrolled, the row in registers, a layout for rows along memory and one for
+columns); every other length the generic ``fft_rows`` kernel
+(ops/fft_kernels.py: the plan in push constants). An n-dimensional transform is one such pass per axis, in
 numpy's order; a pass that keeps its axis's length works in place on the
 output, one that changes it writes a new intermediate tensor.
 
