@@ -12,7 +12,9 @@ and divisions. For the lengths renderers use most (powers of two up to
   same positions, so they are written straight back; both accesses are
   consecutive across invocations;
 * between stages the row goes once through shared memory (padded so that
-  the butterflies' strided writes spread over the banks);
+  the butterflies' strided writes spread over the banks; a column
+  workgroup's rows interleaved; real parts then imaginary parts where a
+  workgroup's rows pass 8 KB, so that more workgroups fit at once);
 * each butterfly is a small DFT split into radix-2 steps with exact
   quarter turns; the twiddle factors between stages come from the table of
   n-th roots computed on the host in float64, as in ``fft_rows``;
@@ -83,6 +85,7 @@ def split_exchange(n: int, rows: int) -> bool:
 
 
 def shared_elements(n: int, rows: int) -> int:
+    """Elements of the exchange buffer, padding included."""
     shift = pad_shift(n, rows)
     return rows * (n + (n >> shift if shift else 0))
 
