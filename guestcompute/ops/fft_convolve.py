@@ -19,12 +19,21 @@ from __future__ import annotations
 from ..dtypes import complex64, float32
 from ..errors import DTypeError, ShapeError
 from .base import OpResult, broadcast_shapes, broadcast_strides, check_out, check_tensor, normalize_axis, op
-from .elementwise import plan_map
+from ..kernels.catalogue import variants
+from .elementwise import map_spec, plan_map
 from . import fft
 
 
 def _cmul(width: int) -> str:
     return "vec2 cmul(vec2 a, vec2 b) { return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }"
+
+
+@variants("map")
+def _product_variants():
+    """The spectrum product of the unfused route (complex64 elements: one a load)."""
+    yield map_spec("cmul(x0, x1)", [complex64, complex64], complex64, "contig", 1, helpers=_cmul)
+    for rank in (4, 6):
+        yield map_spec("cmul(x0, x1)", [complex64, complex64], complex64, "strided", 1, rank, helpers=_cmul)
 
 
 def _checked(ctx, x, spectrum, axes, what: str):

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import guestcompute as gc
+from guestcompute.ops import all_specs
+from guestcompute.ops.base import registered_ops
 from test_fft import _raises_before_recording
 
 CASES = [
@@ -66,3 +68,18 @@ def test_typed_errors_before_anything_is_recorded(modern_host, modern_ctx):
     ]
     for error, fn, match in cases:
         _raises_before_recording(modern_host, modern_ctx, error, fn, match)
+
+
+def test_planned_kernels_are_in_the_bake_catalogue(modern_ctx):
+    """Every pipeline the FFTs and the convolution plan is baked: fixed-length
+    and generic rows, Bluestein, the four-step paths and the unfused product."""
+    ctx, ops, catalogue = modern_ctx, registered_ops(), set(all_specs())
+    real = ctx.tensor(np.ones((24, 40), np.float32))
+    cplx = ctx.tensor(np.ones((6, 40), np.complex64))
+    calls = [("fft_convolve", (real, ctx.tensor(np.ones((24, 21), np.complex64)))),
+             ("fft_convolve", (ctx.tensor(np.ones((32, 64), np.float32)), ctx.tensor(np.ones((32, 33), np.complex64)))),
+             ("fft2", (cplx,)), ("rfft2", (real,)), ("irfft2", (cplx,)), ("fft", (cplx, 17)), ("fft", (cplx, 8192)),
+             ("fft", (cplx, 4099)), ("rfft", (real, 8192)), ("irfft", (cplx, 8192))]
+    planned = [d for name, args in calls for d in ops[name](ctx, *args).dispatches]
+    missing = {d.spec.family + str(d.spec.params)[:120] for d in planned if d.spec not in catalogue}
+    assert not missing
