@@ -22,10 +22,11 @@ from .base import OpResult, broadcast_shapes, broadcast_strides, check_out, chec
 from ..kernels.catalogue import variants
 from .elementwise import map_spec, plan_map
 from . import fft
+from .fft_kernels import CMUL
 
 
 def _cmul(width: int) -> str:
-    return "vec2 cmul(vec2 a, vec2 b) { return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }"
+    return CMUL
 
 
 @variants("map")

@@ -32,10 +32,9 @@ import math
 
 import numpy as np
 
-from ..dtypes import complex64, float32
 from ..kernels.catalogue import variants
-from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
-from .fft_kernels import KINDS
+from ..kernels.spec import READ, Binding, KernelSpec, Push, family
+from .fft_kernels import CMUL, KINDS, row_bindings, row_loads
 from .scan_tiles import WG_INDEX
 
 LENGTHS = tuple(1 << k for k in range(1, 13))      # 2 .. 4096
@@ -155,17 +154,7 @@ def _dft(code: _Code, xs: list) -> list:
 
 # -- GLSL ----------------------------------------------------------------------------
 
-_LOAD = {
-    "complex": "p < pc.len_in ? src[ib + int(p) * pc.in_step] : vec2(0.0)",
-    "real": "vec2(p < pc.len_in ? src[ib + int(p) * pc.in_step] : 0.0, 0.0)",
-    "hermitian": "hermitian(p, ib)",
-}
-_HERMITIAN = """vec2 hermitian(uint p, int ib) {
-  bool low = p <= N / 2u;
-  uint q = low ? p : N - p;
-  vec2 v = q < pc.len_in ? src[ib + int(q) * pc.in_step] : vec2(0.0);
-  return low ? v : vec2(v.x, -v.y);
-}"""
+_LOAD, _HERMITIAN = row_loads("p", "N", "q")
 
 
 def _stage(code: _Code, regs: list, radix: int, ls: int, n: int, threads: int, where, last: bool,
@@ -244,7 +233,7 @@ def _render(spec: KernelSpec) -> str:
     body = "\n  ".join(code.lines)
     return f"""const uint N = {n}u, T = {threads}u, R = {rows}u, NP = {words // rows}u;
 shared {"float" if split else "vec2"} sh[{words}];
-vec2 cmul(vec2 a, vec2 b) {{ return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }}
+{CMUL}
 float sg;
 vec2 twiddle(uint i) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
 {_HERMITIAN if load == "hermitian" else ""}
@@ -279,9 +268,7 @@ def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = Fa
     neighbours in memory); ``convolve``: forward transform, product with
     the ``spectrum`` binding's row, inverse transform (complex rows)."""
     per, rows, _ = layout(n, columns)
-    src = complex64.glsl if load != "real" else float32.glsl
-    dst = complex64.glsl if store == "complex" else float32.glsl
-    bindings = (Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ))
+    bindings = row_bindings(load, store)
     push = _PUSH
     if convolve:
         bindings += (Binding("spectrum", "vec2", READ),)

@@ -153,18 +153,30 @@ def _stage(radix: int, size: int, threads: int) -> str:
 }}"""
 
 
-_LOADS = {
-    "complex": "i < pc.len_in ? src[ib + int(i) * pc.in_step] : vec2(0.0)",
-    "real": "vec2(i < pc.len_in ? src[ib + int(i) * pc.in_step] : 0.0, 0.0)",
-    # The first n/2 + 1 entries of a Hermitian row; the rest are their conjugates.
-    "hermitian": "hermitian(i, ib)",
-}
-_HERMITIAN = """vec2 hermitian(uint i, int ib) {
-  bool low = i <= pc.n / 2u;
-  uint j = low ? i : pc.n - i;
-  vec2 v = j < pc.len_in ? src[ib + int(j) * pc.in_step] : vec2(0.0);
+CMUL = "vec2 cmul(vec2 a, vec2 b) { return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }"
+
+
+def row_loads(i: str, n: str, mirror: str) -> tuple:
+    """({row kind: GLSL reading position ``i`` of the row at ``ib``}, the
+    GLSL of ``hermitian()``) for a kernel whose row length is ``n``;
+    ``mirror`` names the Hermitian helper's mirrored index. Both row
+    kernels read rows this way (fft_fixed.py with its own names)."""
+    loads = {
+        "complex": f"{i} < pc.len_in ? src[ib + int({i}) * pc.in_step] : vec2(0.0)",
+        "real": f"vec2({i} < pc.len_in ? src[ib + int({i}) * pc.in_step] : 0.0, 0.0)",
+        # The first n/2 + 1 entries of a Hermitian row; the rest are their conjugates.
+        "hermitian": f"hermitian({i}, ib)",
+    }
+    hermitian = f"""vec2 hermitian(uint {i}, int ib) {{
+  bool low = {i} <= {n} / 2u;
+  uint {mirror} = low ? {i} : {n} - {i};
+  vec2 v = {mirror} < pc.len_in ? src[ib + int({mirror}) * pc.in_step] : vec2(0.0);
   return low ? v : vec2(v.x, -v.y);
-}"""
+}}"""
+    return loads, hermitian
+
+
+_LOADS, _HERMITIAN = row_loads("i", "pc.n", "j")
 
 
 @family("fft_rows")
@@ -189,7 +201,7 @@ def _render(spec: KernelSpec) -> str:
         fill, middle, result = value, "run(pc.points, pc.sign);", "buf[c * pc.stride + k] * pc.scale"
     put = "dst[ob + int(k) * pc.out_step] = " + ("v;" if store == "complex" else "v.x;")
     return f"""shared vec2 buf[{size}];
-vec2 cmul(vec2 a, vec2 b) {{ return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }}
+{CMUL}
 vec2 twiddle(uint i, float sg) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
 {_HERMITIAN if load == "hermitian" else ""}
 {stages}
@@ -239,13 +251,19 @@ _PUSH = tuple(Push(name, "uint") for name in ("n", "points", "plan0", "plan1", "
     (Push("sign", "float"), Push("scale", "float"))
 
 
+def row_bindings(load: str, store: str) -> tuple:
+    """The bindings both row kernels start with: the rows read (complex64,
+    or float32 for real rows), the rows written, the roots of unity."""
+    src = complex64.glsl if load != "real" else float32.glsl
+    dst = complex64.glsl if store == "complex" else float32.glsl
+    return Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ)
+
+
 def fft_spec(load: str, store: str, bluestein: bool, size: int, threads: int) -> KernelSpec:
     """``load``: what a row holds ("complex", "real", or "hermitian": the
     first n/2 + 1 values of a row whose rest are their conjugates);
     ``store``: what is written ("complex", or "real": the real parts)."""
-    src = complex64.glsl if load != "real" else float32.glsl
-    dst = complex64.glsl if store == "complex" else float32.glsl
-    bindings = (Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ))
+    bindings = row_bindings(load, store)
     if bluestein:
         bindings += (Binding("chirp", "vec2", READ), Binding("spectrum", "vec2", READ))
     return KernelSpec("fft_rows", bindings, _PUSH,
