@@ -337,17 +337,7 @@ def torch_matmul_gflops(size: int, dtype: str) -> float:
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(size, size, device="cuda", dtype=dt, generator=g)
     b = torch.randn(size, size, device="cuda", dtype=dt, generator=g)
-    for _ in range(3):
-        torch.matmul(a, b)
-    times = []
-    for _ in range(10):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        torch.matmul(a, b)
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / 1e3)
-    return 2 * size ** 3 / statistics.median(times) / 1e9
+    return 2 * size ** 3 / torch_seconds(lambda: torch.matmul(a, b), 10) / 1e9
 
 
 def torch_copy_bandwidth(n: int) -> float:
@@ -355,19 +345,10 @@ def torch_copy_bandwidth(n: int) -> float:
     import torch
     src = torch.rand(n, device="cuda")
     dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    times = []
-    for _ in range(10):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        dst.copy_(src)
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / 1e3)
+    seconds = torch_seconds(lambda: dst.copy_(src), 10)
     del src, dst
     torch.cuda.empty_cache()
-    return 2 * n * 4 / statistics.median(times)
+    return 2 * n * 4 / seconds
 
 
 def torch_seconds(fn, reps: int, graph: bool = False) -> float:
