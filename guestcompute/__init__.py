@@ -18,7 +18,7 @@ if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
     from .dtypes import complex64, float16, float32, int32, uint8, uint32, uint64
     from .errors import (BufferRangeError, CompilerNotFoundError, ContextClosedError, DeviceLostError,
                          DTypeError, GuestComputeError, IndexOutOfRangeError, InvalidArgumentError,
-                         KernelError, OutOfMemoryError, RecordingError, ShapeError,
+                         KernelCompileError, KernelError, OutOfMemoryError, RecordingError, ShapeError,
                          UnknownOperationError, UnsupportedError, VulkanError, WrongContextError)
     from .host import HostAccess, Requirements, requirements
     from .image import Image, ImageLevel
@@ -44,8 +44,8 @@ _EXPORTS = {
     **{name: "dtypes" for name in ("complex64", "float16", "float32", "int32", "uint8", "uint32", "uint64")},
     **{name: "errors" for name in (
         "BufferRangeError", "CompilerNotFoundError", "ContextClosedError", "DeviceLostError",
-        "DTypeError", "GuestComputeError", "IndexOutOfRangeError", "InvalidArgumentError", "KernelError", "OutOfMemoryError",
-        "RecordingError", "ShapeError", "UnknownOperationError", "UnsupportedError", "VulkanError",
+        "DTypeError", "GuestComputeError", "IndexOutOfRangeError", "InvalidArgumentError", "KernelCompileError",
+        "KernelError", "OutOfMemoryError", "RecordingError", "ShapeError", "UnknownOperationError", "UnsupportedError", "VulkanError",
         "WrongContextError")},
 }
 __all__ = sorted(_EXPORTS) + ["testing"]

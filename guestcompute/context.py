@@ -26,6 +26,7 @@ from .dtypes import as_dtype, host_array
 from .errors import InvalidArgumentError, UnsupportedError
 from .interop.cuda_driver import driver as cuda_driver
 from .interop.cuda_timeline import CudaTimeline
+from .ops.kernel_watch import KernelWatcher
 from .ops.user_kernel import UserKernel, build as build_user_kernel
 from .ops.memo import CallMemo
 from .recording.handoff import Submission, Submitter, submit
@@ -75,6 +76,7 @@ class Context:
         self.swaps = 0
         self._swap_numbers = itertools.count(1)
         self.program_pool = ProgramPool(self)
+        self.kernel_watcher = KernelWatcher()
         self.submitter = Submitter(self)
         self.timestamps = Timestamps(self)
         self.debug_labels = DebugLabels(self)
@@ -378,19 +380,30 @@ class Context:
         return Program(self, fn, params)
 
     def kernel(self, source, *, entry: str = "main", workgroup=None, name: str = None,
-               push_layout=None) -> UserKernel:
-        """A user kernel from GLSL text (compiled once through the SPIR-V
-        cache; needs glslc) or SPIR-V bytes. Bindings, their access and the
-        push-constant size are reflected; its pipeline is created now, so
-        recording never compiles. ``workgroup`` picks the size of a kernel
-        declared with ``local_size_*_id``; ``push_layout=[(name, type), ...]``
-        lets ``push=`` be a dict. Record it with ``rec.run_kernel(k,
-        [tensors], push=..., groups=...)`` or ``k(rec, *tensors, ...)``.
-        See :mod:`guestcompute.ops.user_kernel` for what a kernel may declare.
+               push_layout=None, defines=None, include_dirs=None, watch: bool = False,
+               on_reload=None) -> UserKernel:
+        """A user kernel from GLSL text, a GLSL file's path (``pathlib.Path``,
+        or a string of one line) — both compiled once through the SPIR-V
+        cache, which needs glslc — or SPIR-V bytes. Bindings, their access
+        and the push-constant size are reflected; its pipeline is created
+        now, so recording never compiles. ``workgroup`` picks the size of a
+        kernel declared with ``local_size_*_id``; ``push_layout=[(name,
+        type), ...]`` lets ``push=`` be a dict. GLSL may ``#include`` files
+        (beside the including file, then in ``include_dirs``) and takes
+        ``defines={"NAME": value}``; both are part of the cache key.
+        ``watch=True`` reloads the kernel when its file or an included one
+        changes (:mod:`guestcompute.ops.kernel_watch`); ``on_reload(kernel,
+        error)`` hears of each reload, ``error`` None or the KernelError
+        that kept the last good pipeline. A compile error is a
+        KernelCompileError showing file:line:column and the source line.
+        Record it with ``rec.run_kernel(k, [tensors], push=...,
+        groups=...)`` or ``k(rec, *tensors, ...)``. See
+        :mod:`guestcompute.ops.user_kernel` for what a kernel may declare.
 
         Thread-safety: any thread, also while other threads record."""
         return build_user_kernel(self, source, entry=entry, workgroup=workgroup, name=name,
-                     push_layout=push_layout)
+                                 push_layout=push_layout, defines=defines, include_dirs=include_dirs,
+                                 watch=watch, on_reload=on_reload)
 
     def submit(self, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None,
                shared=(), queue_lock=None) -> Submission:
@@ -562,6 +575,7 @@ class Context:
         stays closed to new work; call close() again once they have left."""
         if self._destroyed:
             return
+        self.kernel_watcher.stop(timeout)      # no reload may create a pipeline from here on
         self.device.stop_recording(timeout)
         with self.device.transfers.submit_lock:     # a ctx.run / upload in flight finishes first
             if self._destroyed:         # another thread's close() won the race

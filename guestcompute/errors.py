@@ -62,6 +62,17 @@ class KernelError(GuestComputeError):
     """A user kernel failed to compile, or its SPIR-V is malformed."""
 
 
+class KernelCompileError(KernelError):
+    """A user kernel's GLSL did not compile. ``diagnostics``: the compiler's
+    messages, each with ``file``, ``line``, ``column`` (or None),
+    ``severity``, ``message`` and the offending ``source_line``; ``output``:
+    what the compiler printed, ``tool``: which compiler it was."""
+
+    def __init__(self, message: str, diagnostics=(), output: str = "", tool: str = ""):
+        super().__init__(message)
+        self.diagnostics, self.output, self.tool = list(diagnostics), output, tool
+
+
 class CompilerNotFoundError(KernelError):
     """glslc is missing (only needed for user GLSL; built-ins ship as SPIR-V)."""
 

@@ -40,17 +40,25 @@ them.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import os
 import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutOfMemoryError,
+from ..errors import (GuestComputeError, InvalidArgumentError, KernelCompileError, KernelError, OutOfMemoryError,
                       UnsupportedError, VulkanError, WrongContextError)
 from ..image import SAMPLED, STORAGE, TEXTURE, Image, ImageBinding, ImageLevel, SamplerBinding, storage_format
 from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, op
 from ..spirv.capabilities import check_capabilities, check_shared_memory
-from ..spirv.compiler import validate
+from ..log import log
+from ..spirv.compile_errors import Diagnostic, compile_error
+from ..spirv.compiler import source_key, validate
+from ..spirv.glsl_source import IncludeError, expand, looks_like_path, text_name
 from ..spirv.reflect import reflect, workgroup_memory_size
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 
@@ -63,24 +71,58 @@ def _no_source(spec: KernelSpec) -> str:
     raise KernelError("a user kernel's spec has no GLSL source; it is recorded from its SPIR-V")
 
 
+@dataclass(frozen=True)
+class Compiled:
+    """One compile of a user kernel: everything a dispatch reads, swapped
+    whole when a watched kernel reloads (a recording thread reads it once
+    per dispatch, so it sees the old or the new kernel, never a mix)."""
+    spirv: bytes
+    reflection: object
+    spec: KernelSpec
+    packer: object              # a KernelSpec packing dict push values, or None
+    source_key: str             # the compiled text's key ("" for SPIR-V given as bytes)
+    files: tuple                # the files it was read from (kernel file, includes)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a kernel was asked for in ``ctx.kernel``: what a reload repeats."""
+    source: object
+    entry: str
+    workgroup: object
+    push_layout: object
+    defines: object
+    include_dirs: object
+
+
+_uids = itertools.count(1)
+
+
 class UserKernel:
     """A compiled user kernel bound to one context. Attributes:
     ``name``, ``entry``, ``workgroup``, ``spirv``, ``reflection``, ``spec``,
-    ``push_size``, ``bindings`` (reflected, in binding order)."""
+    ``push_size``, ``bindings`` (reflected, in binding order), ``files``
+    (the kernel file and what it includes), ``uid`` (changes at each
+    reload), ``version`` (reloads so far), ``last_error`` (the latest failed
+    reload's KernelError, None once one succeeds)."""
 
-    def __init__(self, ctx, spirv: bytes, reflection, spec: KernelSpec, name: str, push_fields):
-        self.ctx = ctx
-        self.spirv = spirv
-        self.reflection = reflection
-        self.spec = spec
-        self.name = name
-        self.entry = reflection.entry_point
-        self.workgroup = spec.workgroup
-        self.bindings = reflection.bindings
-        self.push_size = reflection.push_constant_size
-        # A spec used only to pack dict push values (its fields are the
-        # caller's declared layout, never a pipeline key).
-        self._packer = KernelSpec("user", push=push_fields) if push_fields else None
+    def __init__(self, ctx, compiled: Compiled, name: str, recipe: Recipe = None, on_reload=None):
+        self.ctx, self.name, self.recipe, self.on_reload = ctx, name, recipe, on_reload
+        self._compiled = compiled
+        self.uid, self.version, self.last_error = next(_uids), 0, None
+        self._reload_lock = threading.Lock()
+
+    # A program that recorded this kernel records again once its uid changes.
+    captured_by_uid = True
+
+    spirv = property(lambda self: self._compiled.spirv)
+    reflection = property(lambda self: self._compiled.reflection)
+    spec = property(lambda self: self._compiled.spec)
+    files = property(lambda self: self._compiled.files)
+    entry = property(lambda self: self._compiled.reflection.entry_point)
+    workgroup = property(lambda self: self._compiled.spec.workgroup)
+    bindings = property(lambda self: self._compiled.reflection.bindings)
+    push_size = property(lambda self: self._compiled.reflection.push_constant_size)
 
     def __repr__(self):
         return (f"<UserKernel {self.name!r} bindings={len(self.bindings)} push={self.push_size}B "
@@ -90,10 +132,45 @@ class UserKernel:
         """Record this kernel: ``kernel(rec, a, b, push=..., groups=(x, y, z))``."""
         return rec.run_kernel(self, list(tensors), push=push, groups=groups)
 
+    def reload(self) -> bool:
+        """Compile the kernel's files again now (``watch=True`` does this when
+        one changes). True when a new pipeline is in use from the next
+        recorded dispatch; False when the text is unchanged or the compile
+        failed — then the last good pipeline stays, the error is
+        ``last_error``, logged and passed to ``on_reload``. Never raises for
+        the kernel's code; any thread, also while others record."""
+        if self.recipe is None or not self.files:
+            raise InvalidArgumentError(f"kernel {self.name!r} was not made from a file or #includes; "
+                                       "there is nothing to reload")
+        with self._reload_lock:
+            try:
+                fresh = compile_recipe(self.ctx, self.recipe, self.name, self._compiled.source_key)
+            except (KernelError, UnsupportedError, InvalidArgumentError) as e:
+                self.last_error = e
+                log.warning("guestcompute: kernel %r kept its last good pipeline: %s", self.name, e)
+                self._notify(e)
+                return False
+            if fresh is None:
+                return False
+            self._compiled, self.uid, self.version, self.last_error = fresh, next(_uids), self.version + 1, None
+        log.info("guestcompute: kernel %r reloaded (version %d)", self.name, self.version)
+        self._notify(None)
+        return True
+
+    def _notify(self, error) -> None:
+        if self.on_reload is None:
+            return
+        try:
+            self.on_reload(self, error)
+        except Exception:       # the callback's own failure must not stop the watcher
+            log.exception("guestcompute: the on_reload callback of kernel %r raised", self.name)
+
     # -- planning ----------------------------------------------------------------
-    def push_bytes(self, push) -> bytes:
+    def push_bytes(self, push, compiled: Compiled = None) -> bytes:
         """The push-constant bytes for ``push``: bytes-like, a numpy array or
         structured scalar, or a dict (needs ``push_layout`` at creation)."""
+        compiled = compiled or self._compiled
+        packer, size = compiled.packer, compiled.reflection.push_constant_size
         if push is None:
             data = b""
         elif isinstance(push, (bytes, bytearray, memoryview)):
@@ -101,12 +178,12 @@ class UserKernel:
         elif isinstance(push, (np.ndarray, np.generic)):
             data = push.tobytes()
         elif isinstance(push, dict):
-            if self._packer is None:
+            if packer is None:
                 raise InvalidArgumentError(f"kernel {self.name!r}: a dict of push constants needs "
                                            "push_layout=[(name, type), ...] in ctx.kernel(...)")
-            self._check_push_keys(push)
+            self._check_push_keys(push, packer)
             try:
-                data = self._packer.pack(push)
+                data = packer.pack(push)
             except KeyError as e:
                 raise InvalidArgumentError(f"kernel {self.name!r}: push constant {e} is missing") from None
             except (struct.error, TypeError) as e:
@@ -114,14 +191,14 @@ class UserKernel:
         else:
             raise InvalidArgumentError(f"kernel {self.name!r}: push must be bytes, a numpy array/struct "
                                        f"or a dict, got {type(push).__name__}")
-        if len(data) != self.push_size:
+        if len(data) != size:
             raise InvalidArgumentError(f"kernel {self.name!r}: push is {len(data)} bytes, the kernel's "
-                                       f"push-constant block is {self.push_size} bytes")
+                                       f"push-constant block is {size} bytes")
         return data
 
-    def _check_push_keys(self, push: dict) -> None:
+    def _check_push_keys(self, push: dict, packer) -> None:
         # A misspelt key would otherwise be dropped and its field sent as zero.
-        known = [f.name for f in self._packer.push]
+        known = [f.name for f in packer.push]
         unknown = [k for k in push if k not in known]
         if unknown:
             raise InvalidArgumentError(f"kernel {self.name!r}: unknown push constant(s) "
@@ -131,28 +208,29 @@ class UserKernel:
     def dispatch(self, tensors, push=None, groups=(1, 1, 1)) -> list:
         """Validate the arguments and return the dispatch (or none for an
         empty grid)."""
-        ctx = self.ctx
+        ctx, compiled = self.ctx, self._compiled
+        spec, bindings = compiled.spec, compiled.reflection.bindings
         if isinstance(tensors, (list, tuple)):
             tensors = list(tensors)
         else:
             raise InvalidArgumentError(f"kernel {self.name!r}: buffers must be a list of tensors")
-        if len(tensors) != len(self.bindings):
-            if all(b.kind == "buffer" for b in self.spec.bindings):
-                raise InvalidArgumentError(f"kernel {self.name!r} has {len(self.bindings)} storage-buffer "
+        if len(tensors) != len(bindings):
+            if all(b.kind == "buffer" for b in spec.bindings):
+                raise InvalidArgumentError(f"kernel {self.name!r} has {len(bindings)} storage-buffer "
                                            f"bindings but got {len(tensors)} tensors; pass one per binding")
-            raise InvalidArgumentError(f"kernel {self.name!r} has {len(self.bindings)} bindings but got "
+            raise InvalidArgumentError(f"kernel {self.name!r} has {len(bindings)} bindings but got "
                                        f"{len(tensors)} resources; pass one per binding, in binding order")
         resources = []
-        for i, (arg, sb, rb) in enumerate(zip(tensors, self.spec.bindings, self.bindings)):
+        for i, (arg, sb, rb) in enumerate(zip(tensors, spec.bindings, bindings)):
             if sb.kind == "buffer":
                 resources.append(check_tensor(ctx, arg, f"kernel {self.name!r} binding {i}").buffer)
             else:
                 resources.append(_image_resource(ctx, self, i, sb, rb, arg))
-        data = self.push_bytes(push)
+        data = self.push_bytes(push, compiled)
         grid = _grid(groups, ctx.limits.max_workgroup_count, self.name)
         if 0 in grid:
             return []
-        return [Dispatch(self.spec, tuple(resources), data, grid, spirv=self.spirv)]
+        return [Dispatch(spec, tuple(resources), data, grid, spirv=compiled.spirv)]
 
 
 def _grid(groups, max_count, name) -> tuple:
@@ -169,21 +247,61 @@ def _grid(groups, max_count, name) -> tuple:
     return grid
 
 
-def _as_spirv(ctx, source) -> bytes:
-    if isinstance(source, str):
-        # A Vulkan 1.1 device (as the host declared it) gets SPIR-V 1.3, so
-        # kernels may use 16-bit storage and subgroup operations.
-        env = "vulkan1.1" if min(ctx.caps.api_version, ctx.limits.api_version) >= (1, 1) else "vulkan1.0"
-        return ctx.device.spirv.get(source, env)
+def _target_env(ctx) -> str:
+    # A Vulkan 1.1 device (as the host declared it) gets SPIR-V 1.3, so
+    # kernels may use 16-bit storage and subgroup operations.
+    return "vulkan1.1" if min(ctx.caps.api_version, ctx.limits.api_version) >= (1, 1) else "vulkan1.0"
+
+
+def _glsl_spirv(ctx, recipe: Recipe, unchanged: str = None):
+    """(SPIR-V, text key, files) of the recipe's GLSL, or None where its
+    expanded text's key is ``unchanged``. KernelCompileError saying where
+    for a compile error or a bad #include."""
+    try:
+        src = expand(recipe.source, recipe.defines, recipe.include_dirs)
+    except IncludeError as e:
+        lines = src_lines_of(e.file, recipe.source)
+        text = lines[e.line - 1] if 0 < e.line <= len(lines) else None
+        d = Diagnostic(e.file, e.line, 1 if text else None, "error", e.message, text)
+        raise KernelCompileError(f"kernel {e.file} failed to compile; fix the source:\n{d}", [d]) from None
+    env = _target_env(ctx)
+    key = source_key(src.text, env)
+    if key == unchanged:
+        return None
+    try:
+        spirv = ctx.device.spirv.get(src.text, env)
+    except KernelCompileError as e:
+        raise compile_error(e.output, src, e.tool) from None
+    return spirv, key, src.files
+
+
+def src_lines_of(file: str, source) -> list:
+    """The lines of ``file`` as named in an include error (the kernel's own
+    text when it was given as a string)."""
+    if not looks_like_path(source) and file == text_name(source):
+        return source.splitlines()
+    try:
+        return Path(file).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _as_spirv(ctx, recipe: Recipe, unchanged: str = None):
+    """(SPIR-V, text key, files) of the recipe's source, None where unchanged."""
+    source = recipe.source
+    if isinstance(source, (str, os.PathLike)):
+        return _glsl_spirv(ctx, recipe, unchanged)
     if isinstance(source, (bytes, bytearray, memoryview)):
+        if recipe.defines or recipe.include_dirs:
+            raise InvalidArgumentError("defines and include_dirs apply to GLSL; this kernel is SPIR-V bytes")
         data = bytes(source)
         if len(data) >= 4 and len(data) % 4 == 0 and struct.unpack_from(">I", data)[0] == _MAGIC:
             # Written big-endian: Vulkan wants host (little-endian) words.
             data = struct.pack(f"<{len(data) // 4}I", *struct.unpack(f">{len(data) // 4}I", data))
         # Bytes from outside (not our compiler) are validated before the driver sees them.
         validate(data, ctx.device.pipelines.target_env)
-        return data
-    raise InvalidArgumentError(f"kernel source must be GLSL text (str) or SPIR-V bytes, "
+        return data, "", ()
+    raise InvalidArgumentError(f"kernel source must be GLSL text (str), a kernel file's path or SPIR-V bytes, "
                                f"got {type(source).__name__}")
 
 
@@ -338,18 +456,23 @@ def _push_fields(layout, size, name) -> tuple:
     return fields
 
 
-def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
-          push_layout=None) -> UserKernel:
-    """Compile/reflect/validate ``source`` and create its pipeline (see
-    :meth:`guestcompute.Context.kernel`)."""
+def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None):
+    """Compile, reflect and check ``recipe`` and create its pipeline: a
+    :class:`Compiled`, or None where the source's text key is
+    ``unchanged``. ``name``: the kernel's name in messages (default: its
+    entry point)."""
     ctx.device.check_open()
-    spirv = _as_spirv(ctx, source)
+    got = _as_spirv(ctx, recipe, unchanged)
+    if got is None:
+        return None
+    spirv, key, files = got
     try:
         r = reflect(spirv)
     except GuestComputeError:
         raise
     except Exception as e:      # the reflection met something it does not expect
         raise KernelError(f"the kernel's SPIR-V could not be read ({e})") from None
+    entry = recipe.entry
     if not isinstance(entry, str) or entry != r.entry_point:
         raise KernelError(f"the kernel has no compute entry point {entry!r} (its compute entry "
                           f"point is {r.entry_point!r})")
@@ -358,8 +481,8 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
     bindings = _bindings(r, name)
     size = r.push_constant_size
     ctx.device.pipelines.check_limits(f"kernel {name!r}", len(bindings), size)
-    fields = _push_fields(push_layout, size, name)
-    wg = _workgroup(ctx, r, workgroup, name)
+    fields = _push_fields(recipe.push_layout, size, name)
+    wg = _workgroup(ctx, r, recipe.workgroup, name)
     # Shared arrays may be sized by the workgroup (gl_WorkGroupSize), so count them for this one.
     chosen = {sid: w for sid, w in zip(r.local_size_spec_ids, wg) if sid is not None}
     check_shared_memory(ctx.limits, workgroup_memory_size(spirv, chosen), f"kernel {name!r}")
@@ -368,7 +491,6 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
     # layout's push range equal to the reflected size.
     push = (Push("data", "uint", size // 4),) if size else ()
     spec = KernelSpec("user", bindings, push, (("spirv", digest), ("entry", r.entry_point)), wg)
-    kernel = UserKernel(ctx, spirv, r, spec, name, fields)
     access = tuple((b.reads, b.writes) for b in bindings)
     try:
         ctx.device.pipelines.get(spec, spirv, access, size, entry=r.entry_point,
@@ -377,6 +499,24 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
         raise
     except VulkanError as e:
         raise KernelError(f"kernel {name!r}: the driver rejected it ({e})") from e
+    packer = KernelSpec("user", push=fields) if fields else None
+    return Compiled(spirv, r, spec, packer, key, files)
+
+
+def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None, push_layout=None,
+          defines=None, include_dirs=None, watch: bool = False, on_reload=None) -> UserKernel:
+    """Compile/reflect/validate ``source`` and create its pipeline (see
+    :meth:`guestcompute.Context.kernel`)."""
+    if on_reload is not None and not callable(on_reload):
+        raise InvalidArgumentError(f"on_reload must be callable(kernel, error), got {type(on_reload).__name__}")
+    recipe = Recipe(source, entry, workgroup, push_layout, defines, include_dirs)
+    compiled = compile_recipe(ctx, recipe, name)
+    kernel = UserKernel(ctx, compiled, name or compiled.reflection.entry_point, recipe, on_reload)
+    if watch:
+        if not compiled.files:
+            raise InvalidArgumentError(f"kernel {kernel.name!r}: watch=True needs a kernel file (or #included "
+                                       "files) to watch; this one is text or SPIR-V without files")
+        ctx.kernel_watcher.watch(kernel)
     return kernel
 
 

@@ -11,8 +11,9 @@ body the same way).
   in the host's buffer just before the replay, so nothing is re-recorded.
 - A program remembers every tensor and image it captured (the arguments
   and results of the ops ``fn`` recorded, and the bases of views) and the
-  uid it had (a tensor's Buffer's, an image's). When one was reallocated
-  (``Tensor.resize``) or rebound (``Image.rebind``) the program is
+  uid it had (a tensor's Buffer's, an image's, a user kernel's). When one
+  was reallocated (``Tensor.resize``), rebound (``Image.rebind``) or
+  reloaded (a user kernel made with ``watch=True``) the program is
   re-recorded at its next execute, into a *fresh* secondary: the old one may
   still be pending, so it is freed only once the epoch of its last replay
   retired. (Pre-planned ``rec.dispatch(...)`` calls name buffers, not
@@ -272,8 +273,8 @@ class ProgramCapture(Target):
 
 
 def _current_uid(obj) -> int:
-    """The uid a captured tensor's buffer or a captured image has now."""
-    return obj.uid if isinstance(obj, Image) else obj.buffer.uid
+    """The uid a captured tensor's buffer, image or kernel has now."""
+    return obj.buffer.uid if isinstance(obj, Tensor) else obj.uid
 
 
 def _collect_tensors(v, out: dict, depth: int) -> None:
@@ -286,6 +287,9 @@ def _collect_tensors(v, out: dict, depth: int) -> None:
         for t in (v, v.base):
             if t is not None and id(t) not in out:
                 out[id(t)] = (t, t.buffer.uid)
+    elif getattr(v, "captured_by_uid", False):       # a user kernel: reloading changes its uid
+        if id(v) not in out:
+            out[id(v)] = (v, v.uid)
     elif depth > 0 and isinstance(v, (list, tuple)):
         for item in v:
             _collect_tensors(item, out, depth - 1)

@@ -14,7 +14,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from ..errors import CompilerNotFoundError, InvalidArgumentError, KernelError
+from ..errors import CompilerNotFoundError, InvalidArgumentError, KernelCompileError, KernelError
 from ..log import log
 
 TARGET_ENV = "vulkan1.0"  # SPIR-V 1.0 runs on every Vulkan 1.0 device
@@ -121,5 +121,6 @@ def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
         proc = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace")
         if proc.returncode != 0:
             said = (proc.stderr.strip() or proc.stdout.strip())
-            raise KernelError(f"GLSL failed to compile; fix the source ({tool} says):\n{said}")
+            raise KernelCompileError(f"GLSL failed to compile; fix the source ({tool} says):\n{said}",
+                                     output=said, tool=tool)
         return dst.read_bytes()

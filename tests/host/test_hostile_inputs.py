@@ -651,7 +651,7 @@ def user_kernel_glsl_that_does_not_compile(env, cmd):
     env.ctx.kernel("#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undeclared = 1; }\n")
 
 
-@case(gc.InvalidArgumentError, r"GLSL text \(str\) or SPIR-V bytes", recording=False)
+@case(gc.InvalidArgumentError, r"GLSL text \(str\), a kernel file.s path or SPIR-V bytes", recording=False)
 def user_kernel_from_neither_text_nor_bytes(env, cmd):
     env.ctx.kernel(12345)
 

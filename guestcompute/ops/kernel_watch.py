@@ -1,0 +1,96 @@
+"""Hot reload: one thread per context that watches the files of kernels
+made with ``ctx.kernel(path, watch=True)`` and reloads a kernel when one of
+its files changes.
+
+Why polling: a stat of a few files every ``interval`` seconds (50 ms) costs
+microseconds, works on every platform and file system (network mounts and
+editors that replace the file by renaming included), and needs no
+dependency. The compile runs on this thread, never on a recording one: a
+recording thread keeps the last good pipeline until the new one exists,
+then picks it up at its next dispatch (:meth:`UserKernel.reload`). An
+editor's save may be seen half-written; that compile fails quietly into
+``last_error`` and the next change, the finished write, reloads.
+
+Watched kernels are held weakly: a kernel the application drops stops
+being watched. The thread starts with the first watched kernel and ends
+with the context (``ctx.close`` stops it before destroying anything).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+
+from ..log import log
+
+INTERVAL = 0.05         # seconds between looks at the files
+
+
+def stamp(files) -> tuple:
+    """What changes when any of ``files`` is written, replaced or removed."""
+    out = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+class KernelWatcher:
+    """Thread-safety: ``watch`` and ``stop`` from any thread."""
+
+    def __init__(self, interval: float = INTERVAL):
+        self.interval = interval
+        self._kernels: dict = {}            # id -> (weakref to kernel, files, stamp)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+
+    def watch(self, kernel) -> None:
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._kernels[id(kernel)] = (weakref.ref(kernel), kernel.files, stamp(kernel.files))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="guestcompute-kernel-watch", daemon=True)
+                self._thread.start()
+
+    @property
+    def watched(self) -> int:
+        with self._lock:
+            return sum(1 for ref, _, _ in self._kernels.values() if ref() is not None)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the thread, letting a reload in progress finish first."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def poll(self) -> None:
+        """Reload every watched kernel whose files changed since the last look."""
+        with self._lock:
+            entries = list(self._kernels.items())
+        for key, (ref, files, seen) in entries:
+            kernel = ref()
+            if kernel is None:
+                with self._lock:
+                    self._kernels.pop(key, None)
+                continue
+            now = stamp(files)
+            if now == seen or self._stop.is_set():
+                continue
+            try:
+                kernel.reload()
+            except Exception:           # a closed context, or a bug: report, keep watching the others
+                log.exception("guestcompute: reloading kernel %r failed", kernel.name)
+            # The reload may have found new includes: watch what it read.
+            with self._lock:
+                if key in self._kernels:
+                    self._kernels[key] = (ref, kernel.files if kernel.last_error is None else files, now)
