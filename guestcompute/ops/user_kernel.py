@@ -153,6 +153,8 @@ class UserKernel:
             if fresh is None:
                 return False
             self._compiled, self.uid, self.version, self.last_error = fresh, next(_uids), self.version + 1, None
+            # Remembered calls and programs look at their arguments again (a new uid: plan again).
+            self.ctx.count_swap()
         log.info("guestcompute: kernel %r reloaded (version %d)", self.name, self.version)
         self._notify(None)
         return True
