@@ -65,7 +65,7 @@ class LorenzParticles:
     """The simulation, recorded into the host's command buffer each frame."""
 
     def __init__(self, ctx, count: int, positions_buffer, colors_buffer, extent,
-                 point_size: float | None = None, intensity: float | None = None):
+                 point_size: float | None = None, intensity: float | None = None, watch: bool = False):
         self.count = count
         nbytes = count * 16
         # Zero-copy views of the host's vertex buffers (a vec4 per particle).
@@ -75,8 +75,9 @@ class LorenzParticles:
                                         host_access="vertex", buffer_size=nbytes)
         self.state = ctx.tensor(initial_state(count))
         # Compiled (or loaded) and its pipeline created now, not while recording.
-        self.kernel = ctx.kernel(kernels.source("lorenz"), workgroup=WORKGROUP, name="lorenz",
-                                 push_layout=PUSH_LAYOUT)
+        options = dict(workgroup=WORKGROUP, name="lorenz", push_layout=PUSH_LAYOUT)
+        self.kernel = kernels.watched(ctx, "lorenz", **options) if watch else \
+            ctx.kernel(kernels.source("lorenz"), **options)
         groups = -(-count // WORKGROUP)
         most = ctx.limits.max_workgroup_count[0]
         self.groups = (min(groups, most), -(-groups // most), 1)

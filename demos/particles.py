@@ -24,6 +24,12 @@ shows the GPU time that sort costs.
 Run ``python -m demos.particles`` or ``python demos/particles.py`` (a window; headless
 without a display) or
 ``python -m demos.particles --headless --frames 60 --screenshot out/particles.png``.
+
+``--watch`` compiles the simulation's kernels from their files and reloads
+them whenever one is saved: edit ``demos/kernels/lorenz.comp`` or
+``ripples.comp`` while the demo runs and the next frame shows it; an edit
+that does not compile is printed at its line and the last good kernel
+keeps running.
 """
 from __future__ import annotations
 
@@ -67,9 +73,9 @@ def run(args):
         if renderer.hdr and not HdrPostProcess.supported(renderer):
             raise SystemExit("the renderer's HDR scene images allow no compute use")
         count, buffers = app.particle_buffers(args, indexed=args.sorted)
-        sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent)
+        sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent, watch=args.watch)
         sort = DepthSort(app.ctx, sim.positions, buffers.indices, count) if args.sorted else None
-        ripples = None if args.no_ripples else Ripples(app.ctx, renderer)
+        ripples = None if args.no_ripples else Ripples(app.ctx, renderer, watch=args.watch)
 
         def before_pass(cmd, frame):
             sim.extent = renderer.extent            # follows window resizes
@@ -113,7 +119,10 @@ def run(args):
         frames = app.run(args.frames, before_pass, after_pass if post is not None else None,
                          status=lambda: f"{count:,} particles", resolve=resolve if hdr_resolve else None)
         renderer.wait_idle()
-        if frames:
+        edited = [k.name for k in (sim.kernel, ripples and ripples.kernel) if k and k.version]
+        if edited:
+            print(f"not compared with numpy: {', '.join(edited)} changed while running (--watch)")
+        elif frames:
             # The host's position buffer holds the projection of the guest's state.
             error = abs(sim.positions.numpy() - sim.expected_positions(frames - 1)).max()
             print(f"max |position buffer - numpy| over {count:,} particles: {error:.2e}")
@@ -156,6 +165,9 @@ def parse_args(argv=None):
                    help="translucent particles with 'over' blending, sorted back to front on the GPU every frame")
     p.add_argument("--direct", action="store_true",
                    help="record the post-process op by op every frame instead of replaying a program")
+    p.add_argument("--watch", action="store_true",
+                   help="reload the simulation kernels (demos/kernels/lorenz.comp, ripples.comp) whenever they "
+                        "are saved: edit them while the demo runs (needs glslc)")
     return p.parse_args(argv)
 
 

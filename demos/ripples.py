@@ -34,7 +34,7 @@ PUSH_LAYOUT = [("width", "uint"), ("height", "uint"), ("c2", "float"), ("damping
 class Ripples:
     """The simulation, its kernel and the imported backdrop texture."""
 
-    def __init__(self, ctx, renderer, seed: int = 11):
+    def __init__(self, ctx, renderer, seed: int = 11, watch: bool = False):
         width, height = renderer.extent
         self.size = (max(width // CELL, 2), max(height // CELL, 2))
         backdrop = renderer.create_backdrop(*self.size, extra_usage=vk.VK_IMAGE_USAGE_STORAGE_BIT)
@@ -42,7 +42,9 @@ class Ripples:
                                         usage=backdrop.usage)
         w, h = self.size
         self.fields = [ctx.zeros((h, w)), ctx.zeros((h, w))]      # the step before, and now
-        self.kernel = ctx.kernel(kernels.source("ripples"), name="ripples", push_layout=PUSH_LAYOUT)
+        options = dict(name="ripples", push_layout=PUSH_LAYOUT)
+        self.kernel = kernels.watched(ctx, "ripples", **options) if watch else \
+            ctx.kernel(kernels.source("ripples"), **options)
         self.groups = (-(-w // WORKGROUP[0]), -(-h // WORKGROUP[1]), 1)
         self.seed = seed
 

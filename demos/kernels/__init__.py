@@ -35,6 +35,22 @@ def source(name: str):
     return shipped_spirv(name)
 
 
+def watched(ctx, file: str, **kwargs):
+    """``ctx.kernel`` of ``<file>.comp`` from the file itself, reloaded whenever the
+    file is saved (needs glslc): a good edit shows from the next frame, a
+    broken one is printed with its file:line:column and changes nothing."""
+    if shutil.which("glslc") is None:
+        raise SystemExit("--watch compiles the demo's kernels as they are edited: it needs glslc")
+
+    def report(kernel, error):
+        if error is None:
+            print(f"reloaded {kernel.name} (version {kernel.version})", flush=True)
+        else:
+            print(f"{kernel.name}: the edit did not compile; still running the last good version\n{error}",
+                  flush=True)
+    return ctx.kernel(KERNEL_DIR / f"{file}.comp", watch=True, on_reload=report, **kwargs)
+
+
 def regenerate() -> list[Path]:
     written = []
     for name in NAMES:

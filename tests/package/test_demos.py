@@ -6,6 +6,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -248,3 +249,39 @@ def test_shipped_spirv_is_current(name):
     # Machines without glslc run the shipped SPIR-V: it must be what the
     # source compiles to (regenerate with `python -m demos.kernels`).
     assert kernels.shipped_spirv(name) == kernels.compile_glsl(name)
+
+
+@pytest.mark.skipif(shutil.which("glslc") is None, reason="--watch compiles the demo's kernels")
+def test_particles_watch_mode_reloads_an_edited_kernel(tmp_path, screenshot, capsys, monkeypatch):
+    """--watch: a broken edit of the ripple kernel is reported at its line and
+    the demo keeps running; the fixed edit is used from the next frame."""
+    for name in ("lorenz", "ripples"):
+        shutil.copy(kernels.KERNEL_DIR / f"{name}.comp", tmp_path / f"{name}.comp")
+    monkeypatch.setattr(kernels, "KERNEL_DIR", tmp_path)
+    path = tmp_path / "ripples.comp"
+    good = path.read_text()
+    step = particles.Ripples.record
+
+    def wait_for(kernel, done, what):
+        deadline = time.monotonic() + 120
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert done(), f"the watcher did not {what}"
+
+    def record(self, rec, frame):
+        if frame == 1:          # during the demo's frame loop: save a broken edit, then a good one
+            path.write_text(good.replace("void main()", "void main() { undefined_thing; }\nvoid unused()"))
+            wait_for(self.kernel, lambda: self.kernel.last_error is not None, "report the broken edit")
+            path.write_text(good + "\n// edited\n")
+            wait_for(self.kernel, lambda: self.kernel.version == 1, "reload the fixed kernel")
+        step(self, rec, frame)
+    monkeypatch.setattr(particles.Ripples, "record", record)
+    rc = particles.main(SMALL + ["--frames", "4", "--watch", "--screenshot", str(screenshot)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "ripples: the edit did not compile; still running the last good version" in out
+    assert f"{path.as_posix()}:" in out and "undefined_thing" in out
+    assert "reloaded ripples (version 1)" in out
+    assert "not compared with numpy: ripples changed while running (--watch)" in out
+    assert "validation messages (incl. synchronization validation): 0" in out
+    assert_shows_particles(read_png(screenshot))
