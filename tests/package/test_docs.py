@@ -308,3 +308,21 @@ def test_fft_convolution_example(ctx):
     ref = np.fft.irfft2(np.fft.rfft2(image_np.astype(np.float64)) * np.fft.rfft2(kernel_np.astype(np.float64)),
                         s=image_np.shape)
     np.testing.assert_allclose(ns["blurred"].numpy(), ref, atol=1e-5)
+
+
+def test_kernel_files_example(ctx, tmp_path):
+    """The guide's hot-reload example: a kernel file with an include and a
+    define, run, edited, reloaded and run again with the edit."""
+    blocks = [b for b in python_test_blocks() if "watch=True" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one hot-reload example"
+    (tmp_path / "factor.glsl").write_text("const float FACTOR = 3.0;\n")
+    (tmp_path / "scale.comp").write_text(
+        '#version 450\n#include "factor.glsl"\nlayout(local_size_x = 64) in;\n'
+        "layout(std430, binding = 0) readonly buffer Src { float src[]; };\n"
+        "layout(std430, binding = 1) writeonly buffer Dst { float dst[]; };\n"
+        "void main() { uint i = gl_GlobalInvocationID.x; if (i < N) dst[i] = src[i] * FACTOR; }\n")
+    src_np = np.arange(64, dtype=np.float32)
+    ns = {"ctx": ctx, "kernel_dir": tmp_path, "src": ctx.tensor(src_np), "dst": ctx.zeros((64,))}
+    exec(compile(blocks[0], str(GUIDE), "exec"), ns)
+    assert ns["reloads"] == [None] and ns["k"].version == 1
+    np.testing.assert_array_equal(ns["dst"].numpy(), src_np * 6)
