@@ -43,6 +43,7 @@ SECTIONS = (
     ("images", "benchmarks.images"),
     ("demo", "benchmarks.demo_frames"),
     ("torch", "benchmarks.torch_interop"),
+    ("kernels", "benchmarks.hot_reload"),
 )
 
 

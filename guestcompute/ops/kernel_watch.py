@@ -2,14 +2,16 @@
 made with ``ctx.kernel(path, watch=True)`` and reloads a kernel when one of
 its files changes.
 
-Why polling: a stat of a few files every ``interval`` seconds (50 ms) costs
+Why polling: a stat of a few files every ``interval`` seconds (20 ms) costs
 microseconds, works on every platform and file system (network mounts and
 editors that replace the file by renaming included), and needs no
 dependency. The compile runs on this thread, never on a recording one: a
 recording thread keeps the last good pipeline until the new one exists,
-then picks it up at its next dispatch (:meth:`UserKernel.reload`). An
-editor's save may be seen half-written; that compile fails quietly into
-``last_error`` and the next change, the finished write, reloads.
+then picks it up at its next dispatch (:meth:`UserKernel.reload`). A
+change is compiled once the files look the same twice in a row, so a save
+caught half-written (editors truncate, then write) is not compiled; one
+that still is fails quietly into ``last_error``, and the finished write
+reloads.
 
 Watched kernels are held weakly: a kernel the application drops stops
 being watched. The thread starts with the first watched kernel and ends
@@ -23,7 +25,7 @@ import weakref
 
 from ..log import log
 
-INTERVAL = 0.05         # seconds between looks at the files
+INTERVAL = 0.02         # seconds between looks at the files
 
 
 def stamp(files) -> tuple:
@@ -44,6 +46,7 @@ class KernelWatcher:
     def __init__(self, interval: float = INTERVAL):
         self.interval = interval
         self._kernels: dict = {}            # id -> (weakref to kernel, files, stamp)
+        self._pending: dict = {}            # id -> a changed stamp, seen once (reloaded when seen twice)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
@@ -77,15 +80,23 @@ class KernelWatcher:
         """Reload every watched kernel whose files changed since the last look."""
         with self._lock:
             entries = list(self._kernels.items())
+        pending = self._pending
         for key, (ref, files, seen) in entries:
             kernel = ref()
             if kernel is None:
                 with self._lock:
                     self._kernels.pop(key, None)
+                pending.pop(key, None)
                 continue
             now = stamp(files)
             if now == seen or self._stop.is_set():
                 continue
+            if now != pending.get(key):
+                # Changed since the last look: wait one more look for the
+                # save to finish (an editor truncates, then writes).
+                pending[key] = now
+                continue
+            pending.pop(key, None)
             try:
                 kernel.reload()
             except Exception:           # a closed context, or a bug: report, keep watching the others
