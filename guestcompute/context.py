@@ -30,6 +30,7 @@ from .ops.kernel_watch import KernelWatcher
 from .ops.user_kernel import UserKernel, build as build_user_kernel
 from .ops.memo import CallMemo
 from .recording.handoff import Submission, Submitter, submit
+from .recording.print_log import PrintLogs
 from .recording.program import Program, ProgramPool
 from .recording.recorder import Recorder
 from .recording.timing import DebugLabels, Timestamps
@@ -77,11 +78,13 @@ class Context:
         self._swap_numbers = itertools.count(1)
         self.program_pool = ProgramPool(self)
         self.kernel_watcher = KernelWatcher()
+        self.print_logs = PrintLogs(self)
         self.submitter = Submitter(self)
         self.timestamps = Timestamps(self)
         self.debug_labels = DebugLabels(self)
         self.device.epochs.on_advance.append(self.submitter.poll)
         self.device.epochs.on_retire.append(self.timestamps.collect)
+        self.device.epochs.on_retire.append(self.print_logs.collect)
 
     def count_swap(self) -> None:
         """A tensor of this context got a new Buffer, or an image a new VkImage."""
@@ -381,29 +384,26 @@ class Context:
 
     def kernel(self, source, *, entry: str = "main", workgroup=None, name: str = None,
                push_layout=None, defines=None, include_dirs=None, watch: bool = False,
-               on_reload=None) -> UserKernel:
-        """A user kernel from GLSL text, a GLSL file's path (``pathlib.Path``,
-        or a string of one line) — both compiled once through the SPIR-V
-        cache, which needs glslc — or SPIR-V bytes. Bindings, their access
-        and the push-constant size are reflected; its pipeline is created
-        now, so recording never compiles. ``workgroup`` picks the size of a
-        kernel declared with ``local_size_*_id``; ``push_layout=[(name,
+               on_reload=None, prints: bool = True, on_print=None) -> UserKernel:
+        """A user kernel from GLSL text, a GLSL file's path or SPIR-V bytes
+        (GLSL compiles once through the SPIR-V cache; needs glslc); its
+        bindings, their access and its push block are reflected and its
+        pipeline created now, so recording never compiles. ``workgroup``
+        sizes a kernel declared with ``local_size_*_id``; ``push_layout=[(name,
         type), ...]`` lets ``push=`` be a dict. GLSL may ``#include`` files
-        (beside the including file, then in ``include_dirs``) and takes
-        ``defines={"NAME": value}``; both are part of the cache key.
-        ``watch=True`` reloads the kernel when its file or an included one
-        changes (:mod:`guestcompute.ops.kernel_watch`); ``on_reload(kernel,
-        error)`` hears of each reload, ``error`` None or the KernelError
-        that kept the last good pipeline. A compile error is a
-        KernelCompileError showing file:line:column and the source line.
-        Record it with ``rec.run_kernel(k, [tensors], push=...,
-        groups=...)`` or ``k(rec, *tensors, ...)``. See
-        :mod:`guestcompute.ops.user_kernel` for what a kernel may declare.
+        (beside the includer, then in ``include_dirs``) and takes
+        ``defines={"NAME": value}``. ``watch=True`` reloads it when a file
+        changes, telling ``on_reload(kernel, error)``; compile errors are
+        KernelCompileErrors at file:line:column. ``debugPrintfEXT`` calls
+        reach ``on_print(kernel_name, text)`` (default: the logger) when
+        their epoch retires; ``prints=False`` compiles them out. Record with
+        ``rec.run_kernel(k, [resources], push=..., groups=...)`` or ``k(rec,
+        ...)``. See docs/integration.md §17 and :mod:`guestcompute.ops.user_kernel`.
 
         Thread-safety: any thread, also while other threads record."""
         return build_user_kernel(self, source, entry=entry, workgroup=workgroup, name=name,
                                  push_layout=push_layout, defines=defines, include_dirs=include_dirs,
-                                 watch=watch, on_reload=on_reload)
+                                 watch=watch, on_reload=on_reload, prints=prints, on_print=on_print)
 
     def submit(self, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None,
                shared=(), queue_lock=None) -> Submission:

@@ -27,6 +27,11 @@ class _Log:
     def debug(self, msg: str, *args) -> None:
         self._emit("debug", msg, args)
 
+    def exception(self, msg: str, *args) -> None:
+        """A warning with the traceback of the exception being handled."""
+        import traceback
+        self._emit("warning", msg + "\n%s", args + (traceback.format_exc().rstrip(),))
+
     @staticmethod
     def _emit(level: str, msg: str, args: tuple) -> None:
         logger = _standard_logger()

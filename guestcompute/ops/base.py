@@ -51,6 +51,8 @@ class PlanContext(Protocol):
     limits: DeviceLimits        # the device's facts (ranges, workgroup counts, loop cap)
     caps: HostCaps              # what the host enabled (features, API version)
     device: PlanDevice          # open and dtype checks, format features, pipelines, SPIR-V
+    print_logs: object          # recording.print_log.PrintLogs: the epoch's log a printing user kernel binds
+    kernel_watcher: object      # ops.kernel_watch.KernelWatcher: reloads user kernels made with watch=True
 
     def empty(self, shape, dtype="float32", *, exportable: bool = False) -> Tensor:
         """A new tensor (the op's output or a scratch one)."""

@@ -58,6 +58,7 @@ from ..spirv.capabilities import check_capabilities, check_shared_memory
 from ..log import log
 from ..spirv.compile_errors import Diagnostic, compile_error
 from ..spirv.compiler import source_key, validate
+from ..spirv.glsl_print import format_id, has_prints, rewrite as rewrite_prints
 from ..spirv.glsl_source import IncludeError, expand, looks_like_path, text_name
 from ..spirv.reflect import reflect, workgroup_memory_size
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
@@ -82,6 +83,7 @@ class Compiled:
     packer: object              # a KernelSpec packing dict push values, or None
     source_key: str             # the compiled text's key ("" for SPIR-V given as bytes)
     files: tuple                # the files it was read from (kernel file, includes)
+    prints: tuple = ()          # (format number, PrintCall) of its debugPrintfEXT calls; the log binds last
 
 
 @dataclass(frozen=True)
@@ -93,9 +95,16 @@ class Recipe:
     push_layout: object
     defines: object
     include_dirs: object
+    prints: bool = True
 
 
 _uids = itertools.count(1)
+
+
+def _user_bindings(compiled: Compiled) -> tuple:
+    """The reflected bindings the caller passes resources for (the print log, bound last, is the library's)."""
+    bindings = compiled.reflection.bindings
+    return bindings[:-1] if compiled.prints else bindings
 
 
 class UserKernel:
@@ -106,8 +115,8 @@ class UserKernel:
     reload), ``version`` (reloads so far), ``last_error`` (the latest failed
     reload's KernelError, None once one succeeds)."""
 
-    def __init__(self, ctx, compiled: Compiled, name: str, recipe: Recipe = None, on_reload=None):
-        self.ctx, self.name, self.recipe, self.on_reload = ctx, name, recipe, on_reload
+    def __init__(self, ctx, compiled: Compiled, name: str, recipe: Recipe = None, on_reload=None, on_print=None):
+        self.ctx, self.name, self.recipe, self.on_reload, self.on_print = ctx, name, recipe, on_reload, on_print
         self._compiled = compiled
         self.uid, self.version, self.last_error = next(_uids), 0, None
         self._reload_lock = threading.Lock()
@@ -121,7 +130,8 @@ class UserKernel:
     files = property(lambda self: self._compiled.files)
     entry = property(lambda self: self._compiled.reflection.entry_point)
     workgroup = property(lambda self: self._compiled.spec.workgroup)
-    bindings = property(lambda self: self._compiled.reflection.bindings)
+    bindings = property(lambda self: _user_bindings(self._compiled))
+    prints = property(lambda self: tuple(call for _, call in self._compiled.prints))
     push_size = property(lambda self: self._compiled.reflection.push_constant_size)
 
     def __repr__(self):
@@ -144,7 +154,7 @@ class UserKernel:
                                        "there is nothing to reload")
         with self._reload_lock:
             try:
-                fresh = compile_recipe(self.ctx, self.recipe, self.name, self._compiled.source_key)
+                fresh = compile_recipe(self.ctx, self.recipe, self.name, self._compiled.source_key, self.on_print)
             except (KernelError, UnsupportedError, InvalidArgumentError) as e:
                 self.last_error = e
                 log.warning("guestcompute: kernel %r kept its last good pipeline: %s", self.name, e)
@@ -211,7 +221,7 @@ class UserKernel:
         """Validate the arguments and return the dispatch (or none for an
         empty grid)."""
         ctx, compiled = self.ctx, self._compiled
-        spec, bindings = compiled.spec, compiled.reflection.bindings
+        spec, bindings = compiled.spec, _user_bindings(compiled)
         if isinstance(tensors, (list, tuple)):
             tensors = list(tensors)
         else:
@@ -232,6 +242,8 @@ class UserKernel:
         grid = _grid(groups, ctx.limits.max_workgroup_count, self.name)
         if 0 in grid:
             return []
+        if compiled.prints:
+            resources.append(ctx.print_logs.buffer())       # the epoch's print log, bound last
         return [Dispatch(spec, tuple(resources), data, grid, spirv=compiled.spirv)]
 
 
@@ -256,8 +268,8 @@ def _target_env(ctx) -> str:
 
 
 def _glsl_spirv(ctx, recipe: Recipe, unchanged: str = None):
-    """(SPIR-V, text key, files) of the recipe's GLSL, or None where its
-    expanded text's key is ``unchanged``. KernelCompileError saying where
+    """(SPIR-V, text key, files, prints) of the recipe's GLSL, or None where
+    its compiled text's key is ``unchanged``. KernelCompileError saying where
     for a compile error or a bad #include."""
     try:
         src = expand(recipe.source, recipe.defines, recipe.include_dirs)
@@ -267,14 +279,20 @@ def _glsl_spirv(ctx, recipe: Recipe, unchanged: str = None):
         d = Diagnostic(e.file, e.line, 1 if text else None, "error", e.message, text)
         raise KernelCompileError(f"kernel {e.file} failed to compile; fix the source:\n{d}", [d]) from None
     env = _target_env(ctx)
-    key = source_key(src.text, env)
+    text, prints = src.text, ()
+    if has_prints(text):
+        base = source_key(text, env)
+        ids = lambda k: format_id(base, k)          # noqa: E731
+        text, calls = rewrite_prints(text, src.name, ids, recipe.prints)
+        prints = tuple((ids(k), call) for k, call in enumerate(calls))
+    key = source_key(text, env)
     if key == unchanged:
         return None
     try:
-        spirv = ctx.device.spirv.get(src.text, env)
+        spirv = ctx.device.spirv.get(text, env)
     except KernelCompileError as e:
         raise compile_error(e.output, src, e.tool) from None
-    return spirv, key, src.files
+    return spirv, key, src.files, prints
 
 
 def src_lines_of(file: str, source) -> list:
@@ -289,7 +307,7 @@ def src_lines_of(file: str, source) -> list:
 
 
 def _as_spirv(ctx, recipe: Recipe, unchanged: str = None):
-    """(SPIR-V, text key, files) of the recipe's source, None where unchanged."""
+    """(SPIR-V, text key, files, prints) of the recipe's source, None where unchanged."""
     source = recipe.source
     if isinstance(source, (str, os.PathLike)):
         return _glsl_spirv(ctx, recipe, unchanged)
@@ -302,7 +320,7 @@ def _as_spirv(ctx, recipe: Recipe, unchanged: str = None):
             data = struct.pack(f"<{len(data) // 4}I", *struct.unpack(f">{len(data) // 4}I", data))
         # Bytes from outside (not our compiler) are validated before the driver sees them.
         validate(data, ctx.device.pipelines.target_env)
-        return data, "", ()
+        return data, "", (), ()
     raise InvalidArgumentError(f"kernel source must be GLSL text (str), a kernel file's path or SPIR-V bytes, "
                                f"got {type(source).__name__}")
 
@@ -458,7 +476,7 @@ def _push_fields(layout, size, name) -> tuple:
     return fields
 
 
-def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None):
+def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None, on_print=None):
     """Compile, reflect and check ``recipe`` and create its pipeline: a
     :class:`Compiled`, or None where the source's text key is
     ``unchanged``. ``name``: the kernel's name in messages (default: its
@@ -467,7 +485,7 @@ def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None)
     got = _as_spirv(ctx, recipe, unchanged)
     if got is None:
         return None
-    spirv, key, files = got
+    spirv, key, files, prints = got
     try:
         r = reflect(spirv)
     except GuestComputeError:
@@ -492,7 +510,8 @@ def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None)
     # The push block is opaque here: `size // 4` uint words keep the
     # layout's push range equal to the reflected size.
     push = (Push("data", "uint", size // 4),) if size else ()
-    spec = KernelSpec("user", bindings, push, (("spirv", digest), ("entry", r.entry_point)), wg)
+    params = (("spirv", digest), ("entry", r.entry_point)) + ((("prints", True),) if prints else ())
+    spec = KernelSpec("user", bindings, push, params, wg)
     access = tuple((b.reads, b.writes) for b in bindings)
     try:
         ctx.device.pipelines.get(spec, spirv, access, size, entry=r.entry_point,
@@ -502,18 +521,22 @@ def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None)
     except VulkanError as e:
         raise KernelError(f"kernel {name!r}: the driver rejected it ({e})") from e
     packer = KernelSpec("user", push=fields) if fields else None
-    return Compiled(spirv, r, spec, packer, key, files)
+    for fid, call in prints:
+        ctx.print_logs.register(fid, name, call.format, on_print)
+    return Compiled(spirv, r, spec, packer, key, files, prints)
 
 
 def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None, push_layout=None,
-          defines=None, include_dirs=None, watch: bool = False, on_reload=None) -> UserKernel:
+          defines=None, include_dirs=None, watch: bool = False, on_reload=None, prints: bool = True,
+          on_print=None) -> UserKernel:
     """Compile/reflect/validate ``source`` and create its pipeline (see
     :meth:`guestcompute.Context.kernel`)."""
-    if on_reload is not None and not callable(on_reload):
-        raise InvalidArgumentError(f"on_reload must be callable(kernel, error), got {type(on_reload).__name__}")
-    recipe = Recipe(source, entry, workgroup, push_layout, defines, include_dirs)
-    compiled = compile_recipe(ctx, recipe, name)
-    kernel = UserKernel(ctx, compiled, name or compiled.reflection.entry_point, recipe, on_reload)
+    for what, fn, form in (("on_reload", on_reload, "(kernel, error)"), ("on_print", on_print, "(kernel_name, text)")):
+        if fn is not None and not callable(fn):
+            raise InvalidArgumentError(f"{what} must be callable{form}, got {type(fn).__name__}")
+    recipe = Recipe(source, entry, workgroup, push_layout, defines, include_dirs, bool(prints))
+    compiled = compile_recipe(ctx, recipe, name, on_print=on_print)
+    kernel = UserKernel(ctx, compiled, name or compiled.reflection.entry_point, recipe, on_reload, on_print)
     if watch:
         if not compiled.files:
             raise InvalidArgumentError(f"kernel {kernel.name!r}: watch=True needs a kernel file (or #included "

@@ -199,7 +199,8 @@ class Recording:
     """One recording of a program: the secondary command buffer and what the
     replaying recorder needs to put barriers around it."""
     __slots__ = ("cmd", "pcmd", "buffers", "reads", "writes", "imports", "images", "stages", "access",
-                 "write_access", "wrote_mapped", "captured", "swaps", "value", "dispatches", "barriers", "specs")
+                 "write_access", "wrote_mapped", "captured", "swaps", "value", "dispatches", "barriers", "specs",
+                 "print_epoch")
 
 
 class ProgramCapture(Target):
@@ -336,6 +337,8 @@ class Program:
         r = self._recording
         if self._invalid or r is None:
             return True
+        if r.print_epoch is not None and r.print_epoch != self._ctx.device.epochs.current:
+            return True
         now = self._ctx.swaps
         if r.swaps == now:
             return False
@@ -397,6 +400,9 @@ class Program:
         r.dispatches = rec.dispatches
         r.barriers = rec.barriers
         r.specs = tuple(capture.specs)
+        # A kernel that prints wrote into this epoch's print log: the next epoch records again, into its own.
+        prints = any(("prints", True) in spec.params for spec in r.specs)
+        r.print_epoch = ctx.device.epochs.current if prints else None
         self.stats["records"] += 1
         self.stats["dispatches"] = rec.dispatches
         self.stats["barriers"] = rec.barriers
