@@ -44,6 +44,7 @@ SECTIONS = (
     ("demo", "benchmarks.demo_frames"),
     ("torch", "benchmarks.torch_interop"),
     ("kernels", "benchmarks.hot_reload"),
+    ("prints", "benchmarks.kernel_prints"),
 )
 
 

@@ -158,6 +158,7 @@ def test_a_kernel_without_prints_pays_nothing(ctx):
     bare = ctx.kernel(plain)
     for k in (quiet, bare):
         assert k.prints == () and len(k.reflection.bindings) == 1 and ("prints", True) not in k.spec.params
+    assert quiet.spirv == bare.spirv and quiet.spec == bare.spec     # the same code: one pipeline
     out = ctx.zeros((32,), "uint32")
     ctx.run(lambda rec: (quiet(rec, out, push=np.uint32(3), groups=1), bare(rec, out, push=np.uint32(3), groups=1)))
     ctx.retire()
