@@ -326,3 +326,13 @@ def test_kernel_files_example(ctx, tmp_path):
     exec(compile(blocks[0], str(GUIDE), "exec"), ns)
     assert ns["reloads"] == [None] and ns["k"].version == 1
     np.testing.assert_array_equal(ns["dst"].numpy(), src_np * 6)
+
+
+def test_kernel_print_example(ctx):
+    """The guide's printf example prints the points it should, exactly."""
+    blocks = [b for b in python_test_blocks() if "debugPrintfEXT" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one printf example"
+    points = np.array([[0.25, 1.0], [0.75, -2.5], [0.5, 0.0], [1.5, 3.25]], np.float32)
+    ns = {"ctx": ctx, "points": ctx.tensor(points)}
+    exec(compile(blocks[0], str(GUIDE), "exec"), ns)
+    assert sorted(ns["lines"]) == ["v[1] = 0.750000, -2.500000", "v[3] = 1.500000, 3.250000"]
