@@ -28,6 +28,10 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,demos]'
+	# slangc for the Slang kernel tests: slangtorch's wheel carries a
+	# standalone one (its torch requirement is only for its own Python API,
+	# hence --no-deps). Without it those tests skip, saying why.
+	$(PY) -m pip install -q --no-deps slangtorch || echo "slangtorch not installed: Slang kernel tests will skip"
 	touch $@
 
 venv: deps $(VENV)/.installed native

@@ -384,11 +384,10 @@ class Context:
 
     def kernel(self, source, *, entry: str = "main", workgroup=None, name: str = None,
                push_layout=None, defines=None, include_dirs=None, watch: bool = False,
-               on_reload=None, prints: bool = True, on_print=None) -> UserKernel:
-        """A user kernel from GLSL text, a GLSL file's path or SPIR-V bytes
-        (GLSL compiles once through the SPIR-V cache; needs glslc); its
-        bindings, their access and its push block are reflected and its
-        pipeline created now, so recording never compiles. ``workgroup``
+               on_reload=None, prints: bool = True, on_print=None, language: str = "glsl") -> UserKernel:
+        """A user kernel from GLSL (text or a file's path; compiled once, by
+        glslc) or SPIR-V bytes: reflected, and its pipeline created now, so
+        recording never compiles. ``workgroup``
         sizes a kernel declared with ``local_size_*_id``; ``push_layout=[(name,
         type), ...]`` lets ``push=`` be a dict. GLSL may ``#include`` files
         (beside the includer, then in ``include_dirs``) and takes
@@ -396,14 +395,16 @@ class Context:
         changes, telling ``on_reload(kernel, error)``; compile errors are
         KernelCompileErrors at file:line:column. ``debugPrintfEXT`` calls
         reach ``on_print(kernel_name, text)`` (default: the logger) when
-        their epoch retires; ``prints=False`` compiles them out. Record with
-        ``rec.run_kernel(k, [resources], push=..., groups=...)`` or ``k(rec,
-        ...)``. See docs/integration.md §17 and :mod:`guestcompute.ops.user_kernel`.
+        their epoch retires; ``prints=False`` compiles them out;
+        ``language="slang"`` compiles Slang (slangc). Record with
+        ``rec.run_kernel(k, [resources], ...)`` or ``k(rec, ...)``; see
+        docs/integration.md §17 and :mod:`guestcompute.ops.user_kernel`.
 
         Thread-safety: any thread, also while other threads record."""
         return build_user_kernel(self, source, entry=entry, workgroup=workgroup, name=name,
                                  push_layout=push_layout, defines=defines, include_dirs=include_dirs,
-                                 watch=watch, on_reload=on_reload, prints=prints, on_print=on_print)
+                                 watch=watch, on_reload=on_reload, prints=prints, on_print=on_print,
+                                 language=language)
 
     def submit(self, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None,
                shared=(), queue_lock=None) -> Submission:

@@ -41,29 +41,23 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import struct
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from ..errors import (GuestComputeError, InvalidArgumentError, KernelCompileError, KernelError, OutOfMemoryError,
+from ..errors import (GuestComputeError, InvalidArgumentError, KernelError, OutOfMemoryError,
                       UnsupportedError, VulkanError, WrongContextError)
 from ..image import SAMPLED, STORAGE, TEXTURE, Image, ImageBinding, ImageLevel, SamplerBinding, storage_format
 from . import pixels as px
 from .base import Dispatch, OpResult, check_tensor, op
 from ..spirv.capabilities import check_capabilities, check_shared_memory
 from ..log import log
-from ..spirv.compile_errors import Diagnostic, compile_error
-from ..spirv.compiler import source_key, validate
-from ..spirv.glsl_print import format_id, has_prints, rewrite as rewrite_prints
-from ..spirv.glsl_source import IncludeError, expand, looks_like_path, text_name
+from .kernel_sources import Recipe, source_spirv
 from ..spirv.reflect import reflect, workgroup_memory_size
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family
 
-_MAGIC = 0x07230203
 
 
 @family("user")
@@ -84,18 +78,6 @@ class Compiled:
     source_key: str             # the compiled text's key ("" for SPIR-V given as bytes)
     files: tuple                # the files it was read from (kernel file, includes)
     prints: tuple = ()          # (format number, PrintCall) of its debugPrintfEXT calls; the log binds last
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How a kernel was asked for in ``ctx.kernel``: what a reload repeats."""
-    source: object
-    entry: str
-    workgroup: object
-    push_layout: object
-    defines: object
-    include_dirs: object
-    prints: bool = True
 
 
 _uids = itertools.count(1)
@@ -261,70 +243,6 @@ def _grid(groups, max_count, name) -> tuple:
     return grid
 
 
-def _target_env(ctx) -> str:
-    # A Vulkan 1.1 device (as the host declared it) gets SPIR-V 1.3, so
-    # kernels may use 16-bit storage and subgroup operations.
-    return "vulkan1.1" if min(ctx.caps.api_version, ctx.limits.api_version) >= (1, 1) else "vulkan1.0"
-
-
-def _glsl_spirv(ctx, recipe: Recipe, unchanged: str = None):
-    """(SPIR-V, text key, files, prints) of the recipe's GLSL, or None where
-    its compiled text's key is ``unchanged``. KernelCompileError saying where
-    for a compile error or a bad #include."""
-    try:
-        src = expand(recipe.source, recipe.defines, recipe.include_dirs)
-    except IncludeError as e:
-        lines = src_lines_of(e.file, recipe.source)
-        text = lines[e.line - 1] if 0 < e.line <= len(lines) else None
-        d = Diagnostic(e.file, e.line, 1 if text else None, "error", e.message, text)
-        raise KernelCompileError(f"kernel {e.file} failed to compile; fix the source:\n{d}", [d]) from None
-    env = _target_env(ctx)
-    text, prints = src.text, ()
-    if has_prints(text):
-        base = source_key(text, env)
-        ids = lambda k: format_id(base, k)          # noqa: E731
-        text, calls = rewrite_prints(text, src.name, ids, recipe.prints)
-        prints = tuple((ids(k), call) for k, call in enumerate(calls))
-    key = source_key(text, env)
-    if key == unchanged:
-        return None
-    try:
-        spirv = ctx.device.spirv.get(text, env)
-    except KernelCompileError as e:
-        raise compile_error(e.output, src, e.tool) from None
-    return spirv, key, src.files, prints
-
-
-def src_lines_of(file: str, source) -> list:
-    """The lines of ``file`` as named in an include error (the kernel's own
-    text when it was given as a string)."""
-    if not looks_like_path(source) and file == text_name(source):
-        return source.splitlines()
-    try:
-        return Path(file).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-
-
-def _as_spirv(ctx, recipe: Recipe, unchanged: str = None):
-    """(SPIR-V, text key, files, prints) of the recipe's source, None where unchanged."""
-    source = recipe.source
-    if isinstance(source, (str, os.PathLike)):
-        return _glsl_spirv(ctx, recipe, unchanged)
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        if recipe.defines or recipe.include_dirs:
-            raise InvalidArgumentError("defines and include_dirs apply to GLSL; this kernel is SPIR-V bytes")
-        data = bytes(source)
-        if len(data) >= 4 and len(data) % 4 == 0 and struct.unpack_from(">I", data)[0] == _MAGIC:
-            # Written big-endian: Vulkan wants host (little-endian) words.
-            data = struct.pack(f"<{len(data) // 4}I", *struct.unpack(f">{len(data) // 4}I", data))
-        # Bytes from outside (not our compiler) are validated before the driver sees them.
-        validate(data, ctx.device.pipelines.target_env)
-        return data, "", (), ()
-    raise InvalidArgumentError(f"kernel source must be GLSL text (str), a kernel file's path or SPIR-V bytes, "
-                               f"got {type(source).__name__}")
-
-
 def _workgroup(ctx, r, workgroup, name) -> tuple:
     ids = r.local_size_spec_ids
     for axis, sid in enumerate(ids):
@@ -482,7 +400,7 @@ def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None,
     ``unchanged``. ``name``: the kernel's name in messages (default: its
     entry point)."""
     ctx.device.check_open()
-    got = _as_spirv(ctx, recipe, unchanged)
+    got = source_spirv(ctx, recipe, unchanged)
     if got is None:
         return None
     spirv, key, files, prints = got
@@ -528,13 +446,15 @@ def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None,
 
 def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None, push_layout=None,
           defines=None, include_dirs=None, watch: bool = False, on_reload=None, prints: bool = True,
-          on_print=None) -> UserKernel:
+          on_print=None, language: str = "glsl") -> UserKernel:
     """Compile/reflect/validate ``source`` and create its pipeline (see
     :meth:`guestcompute.Context.kernel`)."""
     for what, fn, form in (("on_reload", on_reload, "(kernel, error)"), ("on_print", on_print, "(kernel_name, text)")):
         if fn is not None and not callable(fn):
             raise InvalidArgumentError(f"{what} must be callable{form}, got {type(fn).__name__}")
-    recipe = Recipe(source, entry, workgroup, push_layout, defines, include_dirs, bool(prints))
+    if language not in ("glsl", "slang"):
+        raise InvalidArgumentError(f"language must be 'glsl' or 'slang', got {language!r}")
+    recipe = Recipe(source, entry, workgroup, push_layout, defines, include_dirs, bool(prints), language)
     compiled = compile_recipe(ctx, recipe, name, on_print=on_print)
     kernel = UserKernel(ctx, compiled, name or compiled.reflection.entry_point, recipe, on_reload, on_print)
     if watch:

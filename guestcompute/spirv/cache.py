@@ -17,6 +17,7 @@ pipe, a device, a huge file): it is never opened blocking or read whole.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from pathlib import Path
 
@@ -60,6 +61,40 @@ class SpirvCache:
                                 "without disk caching", self.dir, e)
             self._memory[key] = data
             return data
+
+    # -- SPIR-V made elsewhere (Slang), under a key its compiler chose ----------------
+    def lookup(self, key: str):
+        """The SPIR-V stored under ``key`` (memory, then disk), or None."""
+        hit = self._memory.get(key)
+        if hit is None:
+            hit = self._load(self.dir / f"{key}.spv", "spirv_disk_hits", key=key)
+            if hit is not None:
+                self._memory[key] = hit
+        return hit
+
+    def store(self, key: str, spirv: bytes) -> None:
+        self._memory[key] = spirv
+        self.stats["spirv_compiles"] += 1
+        try:
+            atomic_write(self.dir / f"{key}.spv", seal(spirv, key))
+        except OSError as e:
+            log.warning("guestcompute: cannot write SPIR-V cache %s (%s); continuing without disk caching",
+                        self.dir, e)
+
+    def manifest(self, base: str):
+        """The files a kernel with key ``base`` read when it last compiled, or None."""
+        try:
+            data = read_cache_file(self.dir / f"{base}.deps", MAX_FILE_BYTES)
+            files = json.loads(data.decode("utf-8"))
+        except (OSError, CacheFileRefused, ValueError):
+            return None
+        return files if isinstance(files, list) and all(isinstance(f, str) for f in files) else None
+
+    def remember_manifest(self, base: str, files: list) -> None:
+        try:
+            atomic_write(self.dir / f"{base}.deps", json.dumps(files).encode("utf-8"))
+        except OSError:
+            pass        # only costs a compile next time
 
     def _load(self, path: Path, counter: str, key: str = None):
         try:

@@ -73,7 +73,8 @@ def looks_like_path(source) -> bool:
     return isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source)
 
 
-def _checked_defines(defines) -> list:
+def checked_defines(defines) -> list:
+    """``defines`` as [(name, value text)]; InvalidArgumentError for a bad one."""
     if defines is None:
         return []
     if not isinstance(defines, dict):
@@ -93,11 +94,12 @@ def _checked_defines(defines) -> list:
                                        f"or None, got {type(v).__name__}")
         if "\n" in value:
             raise InvalidArgumentError(f"defines: the value of {k} spans lines")
-        out.append(f"#define {k} {value}".rstrip())
+        out.append((k, value))
     return out
 
 
-def _checked_dirs(include_dirs) -> tuple:
+def checked_dirs(include_dirs) -> tuple:
+    """``include_dirs`` as Paths; InvalidArgumentError for one that is not a directory."""
     if include_dirs is None:
         return ()
     if isinstance(include_dirs, (str, os.PathLike)):
@@ -158,7 +160,8 @@ def expand(source, defines=None, include_dirs=None) -> KernelSource:
     with its includes expanded and ``defines`` set. Text without includes
     or defines comes back unchanged. Raises InvalidArgumentError for bad
     arguments or an unreadable kernel file, IncludeError for an include."""
-    define_lines, dirs = _checked_defines(defines), _checked_dirs(include_dirs)
+    define_lines = [f"#define {k} {v}".rstrip() for k, v in checked_defines(defines)]
+    dirs = checked_dirs(include_dirs)
     if looks_like_path(source):
         path = Path(source)
         if not path.is_file():
