@@ -16,31 +16,17 @@ at pixel (0, 0), wrapping around): computed once and reused every frame.
 """
 from __future__ import annotations
 
-from ..dtypes import complex64, float32
+from ..dtypes import complex64, float16, float32
 from ..errors import DTypeError, ShapeError
 from .base import OpResult, broadcast_shapes, broadcast_strides, check_out, check_tensor, normalize_axis, op
-from ..kernels.catalogue import variants
-from .elementwise import map_spec, plan_map
 from . import fft
-from .fft_kernels import CMUL
-
-
-def _cmul(width: int) -> str:
-    return CMUL
-
-
-@variants("map")
-def _product_variants():
-    """The spectrum product of the unfused route (complex64 elements: one a load)."""
-    yield map_spec("cmul(x0, x1)", [complex64, complex64], complex64, "contig", 1, helpers=_cmul)
-    for rank in (4, 6):
-        yield map_spec("cmul(x0, x1)", [complex64, complex64], complex64, "strided", 1, rank, helpers=_cmul)
+from .fft_product import plan_product
 
 
 def _checked(ctx, x, spectrum, axes, what: str):
     """(image, spectrum, (column axis, row axis), half-spectrum shape),
     every argument checked."""
-    t = fft.checked_input(ctx, x, what, ("float32",))
+    t = fft.checked_input(ctx, x, what, fft.REAL)
     k = check_tensor(ctx, spectrum, f"{what} spectrum")
     if k.dtype != complex64:
         raise DTypeError(f"{what}: the spectrum must be complex64 (rec.rfft2 of the kernel), got {k.dtype}")
@@ -67,17 +53,18 @@ def _broadcast(shape: tuple, to: tuple):
 
 @op("fft_convolve", windows=None)
 def fft_convolve(ctx, x, spectrum, axes=(-2, -1), out=None):
-    """``x`` (float32) circularly convolved over ``axes`` with the kernel
-    whose ``rec.rfft2`` (at ``x``'s size over the same axes) is
+    """``x`` (float32 or float16) circularly convolved over ``axes`` with
+    the kernel whose ``rec.rfft2`` (at ``x``'s size over the same axes) is
     ``spectrum`` (complex64, broadcast over ``x``'s other axes): numpy's
-    ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``. The result is
-    float32 with ``x``'s shape, new or ``out=`` (``x`` itself works)."""
+    ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``, computed in
+    float32. The result has ``x``'s shape: a new float32 tensor, or
+    ``out=`` of float32 or float16 (``x`` itself works)."""
     what = "fft_convolve"
     t, k, (a0, a1), half = _checked(ctx, x, spectrum, axes, what)
     height, width = t.shape[a0], t.shape[a1]
     row_method, column_method = fft.pass_method(ctx, width, what), fft.pass_method(ctx, height, what)
     result = ctx.empty(t.shape, float32) if out is None else \
-        check_out(ctx, out, t.shape, float32, {"the input": t, "the spectrum": k}, f"{what} out")
+        check_out(ctx, out, t.shape, (float32, float16), {"the input": t, "the spectrum": k}, f"{what} out")
     if t.size == 0:
         return OpResult(result, [])
     spectra = ctx.empty(half, complex64)
@@ -90,7 +77,7 @@ def fft_convolve(ctx, x, spectrum, axes=(-2, -1), out=None):
     else:
         dispatches += fft.plan_pass(ctx, spectra, spectra, fft.Pass(a0, height, "auto", "complex", -1, height),
                                     column_method, 1.0)
-        dispatches.append(plan_map(ctx, "cmul(x0, x1)", [spectra, k], spectra, complex64, helpers=_cmul))
+        dispatches.append(plan_product(ctx, spectra, k, spectra))
         dispatches += fft.plan_pass(ctx, spectra, spectra, fft.Pass(a0, height, "auto", "complex", 1, height),
                                     column_method, scale)
     inverse = fft.Pass(a1, width, "hermitian", "real", 1, width)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, Binding, KernelSpec, Push, family
-from .fft_kernels import CMUL, KINDS, row_bindings, row_loads
+from .fft_kernels import CMUL, KINDS, STORED, row_bindings, row_loads, row_storage
 from .scan_tiles import WG_INDEX
 
 LENGTHS = tuple(1 << k for k in range(1, 13))      # 2 .. 4096
@@ -226,7 +226,7 @@ def _render(spec: KernelSpec) -> str:
                 for e, r in enumerate(regs)]
         code.lines.append("sg = -sg;")
         regs = _stages(code, regs, radices, n, threads, where, split)
-    value = "v" if store == "complex" else "v.x"
+    value = STORED[store]("v")
     stores = "\n    ".join(
         f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {regs[e]} * pc.scale; "
         f"dst[ob + int(p) * pc.out_step] = {value}; }} }}" for e in range(per))
@@ -262,11 +262,11 @@ _CONVOLVE_PUSH = (Push("k_off", "uint"),) + tuple(Push(name, "int") for name in 
 
 
 def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = False) -> KernelSpec:
-    """The length-``n`` kernel reading ``load`` rows ("complex", "real" or
-    "hermitian") and writing ``store`` ones ("complex" or "real"), laid
-    out for rows along memory or for ``columns`` (neighbouring rows
-    neighbours in memory); ``convolve``: forward transform, product with
-    the ``spectrum`` binding's row, inverse transform (complex rows)."""
+    """The length-``n`` kernel reading ``load`` rows and writing ``store``
+    ones (fft_kernels.LOADS / STORES), laid out for rows along memory or
+    for ``columns`` (neighbouring rows neighbours in memory); ``convolve``:
+    forward transform, product with the ``spectrum`` binding's row,
+    inverse transform (complex rows)."""
     per, rows, _ = layout(n, columns)
     bindings = row_bindings(load, store)
     push = _PUSH
@@ -274,7 +274,7 @@ def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = Fa
         bindings += (Binding("spectrum", "vec2", READ),)
         push += _CONVOLVE_PUSH
     params = (("n", n), ("load", load), ("store", store), ("columns", columns), ("convolve", convolve))
-    return KernelSpec("fft_fixed", bindings, push, params, (rows * (n // per), 1, 1))
+    return KernelSpec("fft_fixed", bindings, push, params, (rows * (n // per), 1, 1), **row_storage(load, store))
 
 
 @variants("fft_fixed")

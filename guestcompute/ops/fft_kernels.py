@@ -29,17 +29,23 @@ import weakref
 
 import numpy as np
 
-from ..dtypes import complex64, float32
+from ..dtypes import complex64, float16, float32
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+from .elementwise import storage_extensions, storage_features
 from .scan_tiles import WG_INDEX
 
 RADICES = (8, 4, 2, 3, 5, 7)        # the stage radices, in the order a plan uses them
 MAX_STAGES = 16                     # two 32-bit words of 4-bit radix codes
 SIZES = ((256, 64), (4096, 256))    # (complex elements of shared memory, invocations) per size class
-LOADS = ("complex", "real", "hermitian")
-STORES = ("complex", "real")
-KINDS = (("complex", "complex"), ("real", "complex"), ("hermitian", "real"))   # (load, store) pairs built
+# Row kinds: "complex" (complex64), "real" (float32), "half" (float16
+# storage, widened to float32 on load and rounded to float16 on store),
+# "hermitian" (the first n/2 + 1 values of a complex64 row whose rest are
+# their conjugates).
+LOADS = ("complex", "real", "half", "hermitian")
+STORES = ("complex", "real", "half")
+KINDS = (("complex", "complex"), ("real", "complex"), ("hermitian", "real"),      # (load, store) pairs built
+         ("half", "complex"), ("hermitian", "half"))
 BATCH_DIMS = 3                      # batch axes a dispatch walks (more: one dispatch per leading index)
 
 
@@ -164,6 +170,7 @@ def row_loads(i: str, n: str, mirror: str) -> tuple:
     loads = {
         "complex": f"{i} < pc.len_in ? src[ib + int({i}) * pc.in_step] : vec2(0.0)",
         "real": f"vec2({i} < pc.len_in ? src[ib + int({i}) * pc.in_step] : 0.0, 0.0)",
+        "half": f"vec2({i} < pc.len_in ? float(src[ib + int({i}) * pc.in_step]) : 0.0, 0.0)",
         # The first n/2 + 1 entries of a Hermitian row; the rest are their conjugates.
         "hermitian": f"hermitian({i}, ib)",
     }
@@ -177,6 +184,9 @@ def row_loads(i: str, n: str, mirror: str) -> tuple:
 
 
 _LOADS, _HERMITIAN = row_loads("i", "pc.n", "j")
+
+# GLSL: the value a row kernel writes for the complex result ``v``, by row kind.
+STORED = {"complex": lambda v: v, "real": lambda v: f"{v}.x", "half": lambda v: f"float16_t({v}.x)"}
 
 
 @family("fft_rows")
@@ -199,7 +209,7 @@ def _render(spec: KernelSpec) -> str:
         result = "cmul(buf[c * pc.stride + k], chirp[k]) * pc.scale"
     else:
         fill, middle, result = value, "run(pc.points, pc.sign);", "buf[c * pc.stride + k] * pc.scale"
-    put = "dst[ob + int(k) * pc.out_step] = " + ("v;" if store == "complex" else "v.x;")
+    put = f"dst[ob + int(k) * pc.out_step] = {STORED[store]('v')};"
     return f"""shared vec2 buf[{size}];
 {CMUL}
 vec2 twiddle(uint i, float sg) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
@@ -251,24 +261,35 @@ _PUSH = tuple(Push(name, "uint") for name in ("n", "points", "plan0", "plan1", "
     (Push("sign", "float"), Push("scale", "float"))
 
 
+_ELEMENT = {"complex": complex64, "hermitian": complex64, "real": float32, "half": float16}
+
+
 def row_bindings(load: str, store: str) -> tuple:
-    """The bindings both row kernels start with: the rows read (complex64,
-    or float32 for real rows), the rows written, the roots of unity."""
-    src = complex64.glsl if load != "real" else float32.glsl
-    dst = complex64.glsl if store == "complex" else float32.glsl
-    return Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ)
+    """The bindings both row kernels start with: the rows read, the rows
+    written (each of its row kind's dtype), the roots of unity."""
+    return (Binding("src", _ELEMENT[load].glsl, READ), Binding("dst", _ELEMENT[store].glsl, WRITE),
+            Binding("roots", "vec2", READ))
+
+
+def row_storage(load: str, store: str) -> dict:
+    """The KernelSpec arguments a row kernel's storage needs: float16 rows
+    take 16-bit storage (extensions and the host feature), as every
+    float16 kernel does; the others nothing (their specs unchanged)."""
+    dtypes = (_ELEMENT[load], _ELEMENT[store])
+    return {"glsl_extensions": storage_extensions(dtypes), "features": storage_features(dtypes)}
 
 
 def fft_spec(load: str, store: str, bluestein: bool, size: int, threads: int) -> KernelSpec:
-    """``load``: what a row holds ("complex", "real", or "hermitian": the
-    first n/2 + 1 values of a row whose rest are their conjugates);
-    ``store``: what is written ("complex", or "real": the real parts)."""
+    """``load``: what a row holds ("complex", "real", "half", or
+    "hermitian": the first n/2 + 1 values of a row whose rest are their
+    conjugates); ``store``: what is written ("complex", or the real parts:
+    "real" as float32, "half" as float16)."""
     bindings = row_bindings(load, store)
     if bluestein:
         bindings += (Binding("chirp", "vec2", READ), Binding("spectrum", "vec2", READ))
     return KernelSpec("fft_rows", bindings, _PUSH,
                       (("load", load), ("store", store), ("bluestein", bluestein), ("size", size),
-                       ("threads", threads)), (threads, 1, 1))
+                       ("threads", threads)), (threads, 1, 1), **row_storage(load, store))
 
 
 @variants("fft_rows")
