@@ -227,7 +227,8 @@ class OpMethods:
 
     def fft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.fft2: fftn over the last two axes.
+        numpy.fft.fft2: fftn over the last two axes (an image's spatial axes:
+        ``x`` may be an image, ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -239,6 +240,8 @@ class OpMethods:
         ``spectrum`` (complex64, broadcast over ``x``'s other axes): numpy's
         ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``. The result is
         float32 with ``x``'s shape, new or ``out=`` (``x`` itself works).
+        ``x`` may be an image and ``out`` an image (ops/fft_images.py): an
+        image's channels are batches, its spatial axes the default.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -246,6 +249,8 @@ class OpMethods:
     def fftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
         numpy.fft.fftn over ``axes`` (default all; the last len(s) with ``s``).
+        ``x`` may be an image: its pixels, over its spatial axes by default
+        (ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -348,14 +353,14 @@ class OpMethods:
 
     def ifft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.ifft2.
+        numpy.fft.ifft2 (``x`` may be an image, as for fft2).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def ifftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.ifftn.
+        numpy.fft.ifftn (``x`` may be an image, as for fftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -383,7 +388,7 @@ class OpMethods:
 
     def irfft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.irfft2.
+        numpy.fft.irfft2 (``out`` may be an image, as for irfftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -391,6 +396,8 @@ class OpMethods:
     def irfftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
         numpy.fft.irfftn: ifft along all but the last of ``axes``, irfft along it.
+        ``out`` may be an image with STORAGE usage: the result, of its pixels'
+        shape, is copied into it (ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -558,14 +565,15 @@ class OpMethods:
 
     def rfft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.rfft2.
+        numpy.fft.rfft2 (``x`` may be an image, as for fft2).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def rfftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others.
+        numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others
+        (``x`` may be an image, as for fftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
