@@ -220,25 +220,30 @@ class OpMethods:
 
     def fft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.fft: the forward DFT of float32 or complex64 ``x`` along ``axis``.
+        numpy.fft.fft: the forward DFT of float32, float16 or complex64 ``x`` along ``axis``.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def fft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.fft2: fftn over the last two axes.
+        numpy.fft.fft2: fftn over the last two axes (an image's spatial axes:
+        ``x`` may be an image, ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def fft_convolve(self, x, spectrum, axes=..., out=...) -> Any:
         """
-        ``x`` (float32) circularly convolved over ``axes`` with the kernel
-        whose ``rec.rfft2`` (at ``x``'s size over the same axes) is
+        ``x`` (float32 or float16) circularly convolved over ``axes`` with
+        the kernel whose ``rec.rfft2`` (at ``x``'s size over the same axes) is
         ``spectrum`` (complex64, broadcast over ``x``'s other axes): numpy's
-        ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``. The result is
-        float32 with ``x``'s shape, new or ``out=`` (``x`` itself works).
+        ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``, computed in
+        float32. The result has ``x``'s shape: a new float32 tensor, or
+        ``out=`` of float32 or float16 (``x`` itself works). ``x`` may be an
+        image and ``out`` an image (ops/fft_images.py): an image's channels are
+        batches, its spatial axes the default; an image ``x`` with a float16
+        ``out``, or a float16 ``x`` with an image ``out``, work as well.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -246,6 +251,8 @@ class OpMethods:
     def fftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
         numpy.fft.fftn over ``axes`` (default all; the last len(s) with ``s``).
+        ``x`` may be an image: its pixels, over its spatial axes by default
+        (ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -348,14 +355,14 @@ class OpMethods:
 
     def ifft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.ifft2.
+        numpy.fft.ifft2 (``x`` may be an image, as for fft2).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def ifftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.ifftn.
+        numpy.fft.ifftn (``x`` may be an image, as for fftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -376,14 +383,15 @@ class OpMethods:
     def irfft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
         """
         numpy.fft.irfft: the real length-``n`` (default 2 * (m - 1)) inverse of
-        rfft, from complex64 ``x``'s first n // 2 + 1 values along ``axis``.
+        rfft, from complex64 ``x``'s first n // 2 + 1 values along ``axis``
+        (float32, or float16 into a float16 ``out``).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def irfft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.irfft2.
+        numpy.fft.irfft2 (``out`` may be an image, as for irfftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -391,6 +399,8 @@ class OpMethods:
     def irfftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
         numpy.fft.irfftn: ifft along all but the last of ``axes``, irfft along it.
+        ``out`` may be an image with STORAGE usage: the result, of its pixels'
+        shape, is copied into it (ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -551,21 +561,22 @@ class OpMethods:
 
     def rfft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.rfft: the DFT of float32 ``x``, its n // 2 + 1 non-negative frequencies.
+        numpy.fft.rfft: the DFT of float32 or float16 ``x``, its n // 2 + 1 non-negative frequencies.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def rfft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.rfft2.
+        numpy.fft.rfft2 (``x`` may be an image, as for fft2).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def rfftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others.
+        numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others
+        (``x`` may be an image, as for fftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
