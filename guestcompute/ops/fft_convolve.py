@@ -19,22 +19,13 @@ from __future__ import annotations
 from ..dtypes import complex64, float32
 from ..errors import DTypeError, ShapeError
 from .base import OpResult, broadcast_shapes, broadcast_strides, check_out, check_tensor, normalize_axis, op
-from ..kernels.catalogue import variants
-from .elementwise import map_spec, plan_map
+from .complex_exprs import binary_expr
+from .elementwise import plan_map
 from . import fft
-from .fft_kernels import CMUL
 
-
-def _cmul(width: int) -> str:
-    return CMUL
-
-
-@variants("map")
-def _product_variants():
-    """The spectrum product of the unfused route (complex64 elements: one a load)."""
-    yield map_spec("cmul(x0, x1)", [complex64, complex64], complex64, "contig", 1, helpers=_cmul)
-    for rank in (4, 6):
-        yield map_spec("cmul(x0, x1)", [complex64, complex64], complex64, "strided", 1, rank, helpers=_cmul)
+# The unfused route's spectrum product is rec.mul's complex64 kernel (baked
+# with the complex ops' variants).
+PRODUCT = binary_expr("mul", complex64, complex64)
 
 
 def _checked(ctx, x, spectrum, axes, what: str):
@@ -90,7 +81,7 @@ def fft_convolve(ctx, x, spectrum, axes=(-2, -1), out=None):
     else:
         dispatches += fft.plan_pass(ctx, spectra, spectra, fft.Pass(a0, height, "auto", "complex", -1, height),
                                     column_method, 1.0)
-        dispatches.append(plan_map(ctx, "cmul(x0, x1)", [spectra, k], spectra, complex64, helpers=_cmul))
+        dispatches.append(plan_map(ctx, PRODUCT[0], [spectra, k], spectra, complex64, helpers=PRODUCT[1]))
         dispatches += fft.plan_pass(ctx, spectra, spectra, fft.Pass(a0, height, "auto", "complex", 1, height),
                                     column_method, scale)
     inverse = fft.Pass(a1, width, "hermitian", "real", 1, width)
