@@ -42,7 +42,7 @@ parts spread over 2**±60 and half over 2**±3, random signs
 - ``abs`` is a scaled hypot: both parts scaled by a power of two that puts
   the larger in [2, 4), ``sqrt(x*x + y*y)`` (each square rounded on its own),
   scaled back. ``hypot(x, ±0) == |x|`` exactly.
-- ``angle`` is ``atan2(imag, real)`` by the library's own atan (a degree-9
+- ``angle`` is ``atan2(imag, real)`` by the library's own atan (a degree-11
   odd polynomial on [0, tan(pi/8)], the range above it reduced through
   ``atan(t) = pi/4 + atan((t - 1) / (t + 1))``, and the octants by
   ``pi/2 - atan`` and ``pi - atan`` with pi in two parts), not the driver's
