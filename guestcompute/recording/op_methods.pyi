@@ -10,14 +10,25 @@ class OpMethods:
 
     def abs(self, x, *, out=...) -> Any:
         """
-        Elementwise |x|. Allocates ``out`` when omitted.
+        Elementwise |x|. Allocates ``out`` when omitted. complex64: the modulus as float32 (a scaled hypot, within 3 ulp).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def add(self, a, b, *, out=...) -> Any:
         """
-        ``out = a + b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+        ``out = a + b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def angle(self, x, *, out=...) -> Any:
+        """
+        numpy's ``np.angle`` in radians: ``atan2(imag, real)`` of a complex64
+        tensor as float32, within 6 ulp, with C99's signed zeros and infinities.
+        On a real tensor ``atan2(+0, x)``: pi where the sign bit is set (-0.0
+        too), 0 elsewhere, NaN for NaN; float16 gives float16, int32/uint32
+        float32 (numpy: float64). Allocates ``out`` when omitted.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -62,7 +73,9 @@ class OpMethods:
 
     def cast(self, x, dtype, *, out=...) -> Any:
         """
-        Convert to ``dtype`` like numpy's ``astype`` (see the module notes).
+        Convert to ``dtype`` like numpy's ``astype`` (see ops/cast.py): any
+        compute dtype into any other or into complex64 (imaginary parts +0);
+        complex64 into complex64 only (take ``x.real`` for the real parts).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -125,6 +138,14 @@ class OpMethods:
         """
         Join tensors along ``axis`` (all other dims equal, one dtype).
         Views are read in place. ``out`` must not overlap an input.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def conj(self, x, *, out=...) -> Any:
+        """
+        Complex conjugate, numpy's ``np.conj``: the imaginary parts negated
+        (NaN's sign bit too); on a real dtype a copy. Allocates ``out`` when omitted.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -206,7 +227,7 @@ class OpMethods:
 
     def div(self, a, b, *, out=...) -> Any:
         """
-        true division ``a / b`` (the device's division accuracy, Vulkan's 2.5 ulp at most, for every finite operand; int32/uint32 operands give float32, where numpy gives float64: ``float(a) / float(b)``, exact inputs up to 2**24), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+        true division ``a / b`` (the device's division accuracy, Vulkan's 2.5 ulp at most, for every finite operand; int32/uint32 operands give float32, where numpy gives float64: ``float(a) / float(b)``, exact inputs up to 2**24), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -500,14 +521,14 @@ class OpMethods:
 
     def mul(self, a, b, *, out=...) -> Any:
         """
-        ``out = a * b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+        ``out = a * b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def neg(self, x, *, out=...) -> Any:
         """
-        Elementwise -x (uints wrap, as in numpy). Allocates ``out`` when omitted.
+        Elementwise -x (uints wrap, as in numpy). Allocates ``out`` when omitted. complex64: both parts negated.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -696,7 +717,7 @@ class OpMethods:
 
     def sub(self, a, b, *, out=...) -> Any:
         """
-        ``out = a - b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+        ``out = a - b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
