@@ -48,18 +48,20 @@ uint8 = DType("uint8", np.dtype(np.uint8), "uint8_t", 1, "uint", "int8")
 uint64 = DType("uint64", np.dtype(np.uint64), "uint64_t", 8, "uint")
 
 # Complex numbers are numpy's complex64: interleaved float32 (real, imaginary)
-# pairs, a vec2 in shaders. The FFTs compute with them; ``Tensor.real`` and
-# ``Tensor.imag`` are float32 views of their parts, which every float32 op
-# takes; other ops refuse complex tensors before recording.
+# pairs, a vec2 in shaders. The FFTs and the elementwise arithmetic of
+# COMPLEX_OPS compute with them; ``Tensor.real`` and ``Tensor.imag`` are
+# float32 views of their parts, which every float32 op takes; other ops
+# refuse complex tensors before recording.
 complex64 = DType("complex64", np.dtype(np.complex64), "vec2", 8, "complex")
 FFT_OPS = ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn",
            "fft_convolve")
+COMPLEX_OPS = ("add", "sub", "mul", "div", "neg", "conj", "abs", "angle", "cast", "copy")
 
 ALL = {d.name: d for d in (float32, float16, int32, uint32, uint8)}   # the dtypes ops compute in
 STORAGE_ONLY = {"uint64": ("sort", "argsort", "run_kernel"),          # dtype -> the ops that take it
-                "complex64": FFT_OPS + ("run_kernel",)}
+                "complex64": COMPLEX_OPS + FFT_OPS + ("run_kernel",)}
 # What the refusal adds, per storage-only dtype, about using it anyway.
-STORAGE_HINTS = {"complex64": " (their parts, t.real and t.imag, are float32 views every op takes)"}
+STORAGE_HINTS = {"complex64": " (for the others, their parts t.real and t.imag are float32 views every op takes)"}
 KNOWN = {**ALL, "uint64": uint64, "complex64": complex64}
 
 

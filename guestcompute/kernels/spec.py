@@ -143,6 +143,8 @@ class KernelSpec:
             code, fsize, _ = _PUSH_TYPES[f.type]
             v = values[f.name]
             if f.count == 1:
+                if isinstance(v, complex):          # a vec2 scalar of complex ops
+                    v = (v.real, v.imag)
                 v = v if isinstance(v, (tuple, list)) else (v,)
                 _struct.pack_into("<" + code, out, offset, *v)
             else:

@@ -280,8 +280,9 @@ def _binary(name, expr):
     return binary_op
 
 
-for _name, _expr in BINARY.items():
-    op(_name, windows=POINTWISE)(_binary(_name, _expr))
+# The real-dtype planners: ops/complex_math.py registers add, sub and mul
+# around them (complex64 operands go its way).
+REAL_BINARY = {name: _binary(name, expr) for name, expr in BINARY.items()}
 
 
 @op("scale", windows=POINTWISE)
@@ -309,8 +310,10 @@ def fill(ctx, out, value):
 
 def map_variants(expr: str, in_dtypes, out_dtype: DType, scalar: str = None, helpers=None,
                  nscalars: int = 1):
-    """Every spec ``plan_map`` can produce for one expression and dtypes."""
-    for w in (1, 2, 4):
+    """Every spec ``plan_map`` can produce for one expression and dtypes
+    (complex64 operands: scalar loads only, a complex element is a vec2)."""
+    widths = (1,) if any(d.kind == "complex" for d in [*in_dtypes, out_dtype]) else (1, 2, 4)
+    for w in widths:
         yield map_spec(expr, in_dtypes, out_dtype, "contig", w, scalar=scalar, helpers=helpers,
                        nscalars=nscalars)
     ranks = (4,) if len(in_dtypes) >= 3 else (4, 6)

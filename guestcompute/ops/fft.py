@@ -12,8 +12,19 @@ columns); every other length the generic ``fft_rows`` kernel
 numpy's order; a pass that keeps its axis's length works in place on the
 output, one that changes it writes a new intermediate tensor.
 
-Inputs are float32 or complex64 tensors (complex64 for ``irfft``); outputs
-are complex64 (float32 for the ``irfft`` family), new tensors or ``out=``.
+Inputs are float32, float16 or complex64 tensors (complex64 for the
+``irfft`` family; real ones, as numpy, are complex with zero imaginary
+parts for ``fft``); outputs are complex64 (float32 for the ``irfft``
+family), new tensors or ``out=``. float16 is storage only (where the host
+enabled 16-bit storage): the row kernels widen float16 rows to float32 as
+they read them ("half" rows, fft_kernels.LOADS) and compute in float32,
+and the ``irfft`` family rounds to float16 as it writes a float16 ``out=``;
+without ``out=`` a float16 input still gives complex64 / float32 (numpy
+would give complex128 / float64). A complex result refuses a float16
+``out=``. The n-dimensional forward transforms also read an image's
+pixels (as float32, whatever its format), and ``irfft2`` / ``irfftn``
+write into an image ``out=`` (ops/fft_images.py).
+
 Lengths whose prime factors are 2, 3, 5 and 7 are transformed directly up
 to the device's shared memory (4,096 points where it has 32 KB for a
 workgroup); others go through Bluestein's algorithm, whose power-of-two
@@ -30,14 +41,17 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..dtypes import complex64, float32
+from ..dtypes import complex64, float16, float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.spec import groups_for
 from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op
 from . import fft_fixed, fft_kernels as fk
-from . import fft_long
+from . import fft_images, fft_long
+from .fft_images import LAST_TWO, ImageRows
 
 NORMS = ("backward", "ortho", "forward")
+REAL = ("float32", "float16")                  # the real dtypes a transform reads, and irfft's family writes
+LOAD_KINDS = {"float32": "real", "float16": "half", "complex64": "complex"}    # a pass's rows by input dtype
 
 
 @dataclass(frozen=True)
@@ -46,8 +60,8 @@ class Pass:
     written (fft_kernels.KINDS), its direction (-1 forward, +1 inverse)."""
     axis: int
     n: int
-    load: str             # "auto" (real or complex, from the tensor), or "hermitian"
-    store: str            # "complex" or "real"
+    load: str             # "auto" (real, half or complex, from the tensor), or "hermitian"
+    store: str            # "complex" or "real" (float32 or float16, from the output tensor)
     sign: int
     out_len: int
 
@@ -78,11 +92,16 @@ def _length(n, what: str) -> int:
     return n
 
 
+def _listed(names) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+
+
 def checked_input(ctx, x, what: str, allowed) -> object:
+    """The input tensor ``x`` of dtype one of ``allowed`` (a float16 one
+    only where the host enabled 16-bit storage: check_tensor says so)."""
     t = check_tensor(ctx, x, f"{what} input")
     if t.dtype.name not in allowed:
-        raise DTypeError(f"{what} takes {' or '.join(allowed)} tensors, got {t.dtype}"
-                         + ("; make a float32 copy first (rec.cast)" if t.dtype.name == "float16" else ""))
+        raise DTypeError(f"{what} takes {_listed(allowed)} tensors, got {t.dtype}")
     if t.ndim == 0:
         raise ShapeError(f"{what} needs at least one axis, got a 0-d tensor")
     return t
@@ -135,14 +154,23 @@ def plan_pass(ctx, src, dst, p: Pass, method: tuple, scale: float) -> list:
     multiplied by ``scale``."""
     if src.size == 0 or dst.size == 0:
         return []
-    load = p.load if p.load != "auto" else ("real" if src.dtype == float32 else "complex")
+    load = p.load if p.load != "auto" else row_kind(src)
+    store = "half" if p.store == "real" and dst.dtype == float16 else p.store
     avail = src.shape[p.axis]
     len_in = min(avail, p.n // 2 + 1) if load == "hermitian" else min(avail, p.n)
     if method[0] in ("four-step", "bluestein four-step"):
         plan = fft_long.plan_long_pass if method[0] == "four-step" else fft_long.plan_bluestein_pass
-        return plan(ctx, src, dst, p.axis, p.n, method[1], load, p.store, p.sign, p.out_len, len_in, scale,
+        return plan(ctx, src, dst, p.axis, p.n, method[1], load, store, p.sign, p.out_len, len_in, scale,
                     functools.partial(plan_rows, ctx, method=None))
-    return plan_rows(ctx, src, dst, p.axis, p.n, load, p.store, p.sign, p.out_len, len_in, scale, method)
+    return plan_rows(ctx, src, dst, p.axis, p.n, load, store, p.sign, p.out_len, len_in, scale, method)
+
+
+def row_kind(src) -> str:
+    """How a pass reads ``src``'s rows: "real", "half", "complex" (by its
+    dtype), or an image's load."""
+    if isinstance(src, ImageRows):
+        return src.load
+    return LOAD_KINDS[src.dtype.name]
 
 
 def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method, spectrum=None) -> list:
@@ -155,6 +183,8 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
     kind, points, plan = method or fk.workgroup_method(ctx, n)
     values = {"len_in": len_in, "out_len": out_len, "in_step": src.strides[axis],
               "out_step": dst.strides[axis], "sign": float(sign), "scale": scale}
+    if isinstance(src, ImageRows):
+        values.update(src.push)
     rows, lead, strides = _walk_rows(src, dst, axis, values, () if spectrum is None else (spectrum[1],))
     # Neighbouring rows side by side in memory (columns of a row-major
     # array): a workgroup reads and writes across its rows first, so each
@@ -228,14 +258,15 @@ def run_passes(ctx, x, passes: list, norm: str, out, what: str) -> OpResult:
     for p in passes:
         shapes.append(_shape_after(shapes[-1], p))
     methods = [pass_method(ctx, p.n, what) for p in passes]     # every length checked before any table is made
-    final_dtype = float32 if passes[-1].store == "real" else complex64
+    final_dtype = float32 if passes[-1].store == "real" else complex64     # float16 only as out=
     # A pass needs a new tensor where its output's shape or dtype is not its input's.
     writes_out = max([0] + [i for i, p in enumerate(passes) if shapes[i + 1] != shapes[i] or p.store == "real"])
     if out is None:
         result = ctx.empty(shapes[-1], final_dtype)
     else:
         # The very input as out is fine: no pass writes a row before reading all of it.
-        result = check_out(ctx, out, shapes[-1], final_dtype, {"the input": x}, f"{what} out")
+        allowed = (float32, float16) if final_dtype == float32 else complex64
+        result = check_out(ctx, out, shapes[-1], allowed, {"the input": x}, f"{what} out")
     dispatches, cur = [], x
     for i, p in enumerate(passes):
         if i == writes_out:
@@ -273,7 +304,7 @@ def _axes_and_lengths(x, s, axes, what: str):
 # -- the ops -------------------------------------------------------------------------
 
 def _one(ctx, x, n, axis, norm, out, what, sign, real_in=False, real_out=False):
-    allowed = ("float32",) if real_in else ("complex64",) if real_out else ("float32", "complex64")
+    allowed = REAL if real_in else ("complex64",) if real_out else REAL + ("complex64",)
     t = checked_input(ctx, x, what, allowed)
     ax = normalize_axis(axis, t.ndim, what)
     m = t.shape[ax]
@@ -288,7 +319,7 @@ def _one(ctx, x, n, axis, norm, out, what, sign, real_in=False, real_out=False):
 
 @op("fft", windows=None)
 def fft(ctx, x, n=None, axis=-1, norm=None, out=None):
-    """numpy.fft.fft: the forward DFT of float32 or complex64 ``x`` along ``axis``."""
+    """numpy.fft.fft: the forward DFT of float32, float16 or complex64 ``x`` along ``axis``."""
     return _one(ctx, x, n, axis, norm, out, "fft", -1)
 
 
@@ -300,20 +331,35 @@ def ifft(ctx, x, n=None, axis=-1, norm=None, out=None):
 
 @op("rfft", windows=None)
 def rfft(ctx, x, n=None, axis=-1, norm=None, out=None):
-    """numpy.fft.rfft: the DFT of float32 ``x``, its n // 2 + 1 non-negative frequencies."""
+    """numpy.fft.rfft: the DFT of float32 or float16 ``x``, its n // 2 + 1 non-negative frequencies."""
     return _one(ctx, x, n, axis, norm, out, "rfft", -1, real_in=True)
 
 
 @op("irfft", windows=None)
 def irfft(ctx, x, n=None, axis=-1, norm=None, out=None):
     """numpy.fft.irfft: the real length-``n`` (default 2 * (m - 1)) inverse of
-    rfft, from complex64 ``x``'s first n // 2 + 1 values along ``axis``."""
+    rfft, from complex64 ``x``'s first n // 2 + 1 values along ``axis``
+    (float32, or float16 into a float16 ``out``)."""
     return _one(ctx, x, n, axis, norm, out, "irfft", 1, real_out=True)
 
 
 def _many(ctx, x, s, axes, norm, out, what: str, sign: int, kind: str = "c2c"):
-    allowed = {"c2c": ("float32", "complex64"), "r2c": ("float32",), "c2r": ("complex64",)}[kind]
-    t = checked_input(ctx, x, what, allowed)
+    """An n-dimensional transform; ``kind`` "c2c", "r2c" (rfftn) or "c2r"
+    (irfftn). Forward kinds read an image too, c2r writes one as ``out``
+    (ops/fft_images.py)."""
+    norm = _norm(norm)
+    allowed = {"c2c": REAL + ("complex64",), "r2c": REAL, "c2r": ("complex64",)}[kind]
+    image = None
+    if fft_images.is_image(x):
+        if kind == "c2r":
+            raise DTypeError(f"{what} reads a complex64 spectrum, and an image holds real pixels; an image can "
+                             "take its result instead (out=image)")
+        image = fft_images.image_rows(ctx, x, what)
+        t, axes = image, fft_images.image_axes(image.ndim, s, axes, what)
+    else:
+        t = checked_input(ctx, x, what, allowed)
+        if kind == "c2r" and fft_images.is_image(out):      # the defaults: the image's spatial axes
+            axes = fft_images.image_axes(t.ndim, s, axes, what)
     axes, lengths = _axes_and_lengths(t, s, axes, what)
     shape = list(t.shape)
     passes = []
@@ -329,52 +375,66 @@ def _many(ctx, x, s, axes, norm, out, what: str, sign: int, kind: str = "c2c"):
     if kind == "c2r":       # the others first, the real axis last
         n = _length(lengths[-1] if lengths[-1] else 2 * (shape[axes[-1]] - 1), f"{what} s")
         passes.append(Pass(axes[-1], n, "hermitian", "real", sign, n))
-    return run_passes(ctx, t, passes, _norm(norm), out, what)
+        shape[axes[-1]] = n
+        if fft_images.is_image(out):
+            target = fft_images.ImageOut(ctx, out, shape, what)
+            return target.finish(run_passes(ctx, t, passes, norm, target.tensor, what))
+    prelude = []
+    if image is not None:
+        t, prelude = fft_images.readable(ctx, image, passes[0].axis, passes[0].n, what)
+    result = run_passes(ctx, t, passes, norm, out, what)
+    return OpResult(result.value, prelude + result.dispatches)
 
 
 @op("fftn", windows=None)
 def fftn(ctx, x, s=None, axes=None, norm=None, out=None):
-    """numpy.fft.fftn over ``axes`` (default all; the last len(s) with ``s``)."""
+    """numpy.fft.fftn over ``axes`` (default all; the last len(s) with ``s``).
+    ``x`` may be an image: its pixels, over its spatial axes by default
+    (ops/fft_images.py)."""
     return _many(ctx, x, s, axes, norm, out, "fftn", -1)
 
 
 @op("ifftn", windows=None)
 def ifftn(ctx, x, s=None, axes=None, norm=None, out=None):
-    """numpy.fft.ifftn."""
+    """numpy.fft.ifftn (``x`` may be an image, as for fftn)."""
     return _many(ctx, x, s, axes, norm, out, "ifftn", 1)
 
 
 @op("rfftn", windows=None)
 def rfftn(ctx, x, s=None, axes=None, norm=None, out=None):
-    """numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others."""
+    """numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others
+    (``x`` may be an image, as for fftn)."""
     return _many(ctx, x, s, axes, norm, out, "rfftn", -1, "r2c")
 
 
 @op("irfftn", windows=None)
 def irfftn(ctx, x, s=None, axes=None, norm=None, out=None):
-    """numpy.fft.irfftn: ifft along all but the last of ``axes``, irfft along it."""
+    """numpy.fft.irfftn: ifft along all but the last of ``axes``, irfft along it.
+    ``out`` may be an image with STORAGE usage: the result, of its pixels'
+    shape, is copied into it (ops/fft_images.py)."""
     return _many(ctx, x, s, axes, norm, out, "irfftn", 1, "c2r")
 
 
 @op("fft2", windows=None)
-def fft2(ctx, x, s=None, axes=(-2, -1), norm=None, out=None):
-    """numpy.fft.fft2: fftn over the last two axes."""
+def fft2(ctx, x, s=None, axes=LAST_TWO, norm=None, out=None):
+    """numpy.fft.fft2: fftn over the last two axes (an image's spatial axes:
+    ``x`` may be an image, ops/fft_images.py)."""
     return _many(ctx, x, s, axes, norm, out, "fft2", -1)
 
 
 @op("ifft2", windows=None)
-def ifft2(ctx, x, s=None, axes=(-2, -1), norm=None, out=None):
-    """numpy.fft.ifft2."""
+def ifft2(ctx, x, s=None, axes=LAST_TWO, norm=None, out=None):
+    """numpy.fft.ifft2 (``x`` may be an image, as for fft2)."""
     return _many(ctx, x, s, axes, norm, out, "ifft2", 1)
 
 
 @op("rfft2", windows=None)
-def rfft2(ctx, x, s=None, axes=(-2, -1), norm=None, out=None):
-    """numpy.fft.rfft2."""
+def rfft2(ctx, x, s=None, axes=LAST_TWO, norm=None, out=None):
+    """numpy.fft.rfft2 (``x`` may be an image, as for fft2)."""
     return _many(ctx, x, s, axes, norm, out, "rfft2", -1, "r2c")
 
 
 @op("irfft2", windows=None)
-def irfft2(ctx, x, s=None, axes=(-2, -1), norm=None, out=None):
-    """numpy.fft.irfft2."""
+def irfft2(ctx, x, s=None, axes=LAST_TWO, norm=None, out=None):
+    """numpy.fft.irfft2 (``out`` may be an image, as for irfftn)."""
     return _many(ctx, x, s, axes, norm, out, "irfft2", 1, "c2r")

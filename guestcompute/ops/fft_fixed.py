@@ -34,7 +34,7 @@ import numpy as np
 
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, Binding, KernelSpec, Push, family
-from .fft_kernels import CMUL, KINDS, row_bindings, row_loads
+from .fft_kernels import CMUL, KINDS, STORED, load_glsl, row_bindings, row_loads, row_push, row_storage, texel_source
 from .scan_tiles import WG_INDEX
 
 LENGTHS = tuple(1 << k for k in range(1, 13))      # 2 .. 4096
@@ -226,7 +226,7 @@ def _render(spec: KernelSpec) -> str:
                 for e, r in enumerate(regs)]
         code.lines.append("sg = -sg;")
         regs = _stages(code, regs, radices, n, threads, where, split)
-    value = "v" if store == "complex" else "v.x"
+    value = STORED[store]("v")
     stores = "\n    ".join(
         f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {regs[e]} * pc.scale; "
         f"dst[ob + int(p) * pc.out_step] = {value}; }} }}" for e in range(per))
@@ -236,8 +236,8 @@ shared {"float" if split else "vec2"} sh[{words}];
 {CMUL}
 float sg;
 vec2 twiddle(uint i) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
-{_HERMITIAN if load == "hermitian" else ""}
-vec2 load(uint p, int ib) {{ return {_LOAD[load]}; }}
+{_HERMITIAN if load == "hermitian" else texel_source(load)}
+vec2 load(uint p, int ib) {{ return {load_glsl(_LOAD, load)}; }}
 void main() {{
   sg = pc.sign;
   uint tid = gl_LocalInvocationID.x;
@@ -262,19 +262,20 @@ _CONVOLVE_PUSH = (Push("k_off", "uint"),) + tuple(Push(name, "int") for name in 
 
 
 def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = False) -> KernelSpec:
-    """The length-``n`` kernel reading ``load`` rows ("complex", "real" or
-    "hermitian") and writing ``store`` ones ("complex" or "real"), laid
-    out for rows along memory or for ``columns`` (neighbouring rows
-    neighbours in memory); ``convolve``: forward transform, product with
-    the ``spectrum`` binding's row, inverse transform (complex rows)."""
+    """The length-``n`` kernel reading ``load`` rows and writing ``store``
+    ones (fft_kernels.LOADS / STORES; or an image's pixels read through a
+    pixel layout, "tex" / "img:<fmt>", ops/fft_images.py), laid out for
+    rows along memory or for ``columns`` (neighbouring rows neighbours in
+    memory); ``convolve``: forward transform, product with the
+    ``spectrum`` binding's row, inverse transform (complex rows)."""
     per, rows, _ = layout(n, columns)
     bindings = row_bindings(load, store)
-    push = _PUSH
+    push = row_push(_PUSH, load)
     if convolve:
         bindings += (Binding("spectrum", "vec2", READ),)
         push += _CONVOLVE_PUSH
     params = (("n", n), ("load", load), ("store", store), ("columns", columns), ("convolve", convolve))
-    return KernelSpec("fft_fixed", bindings, push, params, (rows * (n // per), 1, 1))
+    return KernelSpec("fft_fixed", bindings, push, params, (rows * (n // per), 1, 1), **row_storage(load, store))
 
 
 @variants("fft_fixed")

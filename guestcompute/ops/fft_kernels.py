@@ -29,17 +29,24 @@ import weakref
 
 import numpy as np
 
-from ..dtypes import complex64, float32
+from ..dtypes import complex64, float16, float32
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+from .elementwise import storage_extensions, storage_features
+from .pixels import binding as pixel_binding, is_image_layout
 from .scan_tiles import WG_INDEX
 
 RADICES = (8, 4, 2, 3, 5, 7)        # the stage radices, in the order a plan uses them
 MAX_STAGES = 16                     # two 32-bit words of 4-bit radix codes
 SIZES = ((256, 64), (4096, 256))    # (complex elements of shared memory, invocations) per size class
-LOADS = ("complex", "real", "hermitian")
-STORES = ("complex", "real")
-KINDS = (("complex", "complex"), ("real", "complex"), ("hermitian", "real"))   # (load, store) pairs built
+# Row kinds: "complex" (complex64), "real" (float32), "half" (float16
+# storage, widened to float32 on load and rounded to float16 on store),
+# "hermitian" (the first n/2 + 1 values of a complex64 row whose rest are
+# their conjugates).
+LOADS = ("complex", "real", "half", "hermitian")
+STORES = ("complex", "real", "half")
+KINDS = (("complex", "complex"), ("real", "complex"), ("hermitian", "real"),      # (load, store) pairs built
+         ("half", "complex"), ("hermitian", "half"))
 BATCH_DIMS = 3                      # batch axes a dispatch walks (more: one dispatch per leading index)
 
 
@@ -164,8 +171,11 @@ def row_loads(i: str, n: str, mirror: str) -> tuple:
     loads = {
         "complex": f"{i} < pc.len_in ? src[ib + int({i}) * pc.in_step] : vec2(0.0)",
         "real": f"vec2({i} < pc.len_in ? src[ib + int({i}) * pc.in_step] : 0.0, 0.0)",
+        "half": f"vec2({i} < pc.len_in ? float(src[ib + int({i}) * pc.in_step]) : 0.0, 0.0)",
         # The first n/2 + 1 entries of a Hermitian row; the rest are their conjugates.
         "hermitian": f"hermitian({i}, ib)",
+        # Real rows of an image's pixels (ops/fft_images.py), read by texel().
+        "image": f"vec2({i} < pc.len_in ? texel(ib + int({i}) * pc.in_step) : 0.0, 0.0)",
     }
     hermitian = f"""vec2 hermitian(uint {i}, int ib) {{
   bool low = {i} <= {n} / 2u;
@@ -176,7 +186,31 @@ def row_loads(i: str, n: str, mirror: str) -> tuple:
     return loads, hermitian
 
 
+def load_glsl(loads: dict, load: str) -> str:
+    """The row-reading expression of ``load`` from :func:`row_loads`'s dict."""
+    return loads["image" if is_image_layout(load) else load]
+
+
+def texel_source(load: str) -> str:
+    """For an image ``load`` (a pixel layout: "tex" sampled, "img:<fmt>"
+    storage), GLSL ``float texel(int e)``: element ``e`` of the image's
+    pixels seen as a float32 array (H, W, C), e = (y * W + x) * C + c, with
+    W and C push constants; "" for the other loads."""
+    if not is_image_layout(load):
+        return ""
+    fetch = "texelFetch(src, xy, 0)" if load == "tex" else "imageLoad(src, xy)"
+    return f"""float texel(int e) {{
+  uint u = uint(e), p = u / pc.tex_c;
+  ivec2 xy = ivec2(int(p % pc.tex_w), int(p / pc.tex_w));
+  vec4 v = {fetch};
+  return v[u - p * pc.tex_c];
+}}"""
+
+
 _LOADS, _HERMITIAN = row_loads("i", "pc.n", "j")
+
+# GLSL: the value a row kernel writes for the complex result ``v``, by row kind.
+STORED = {"complex": lambda v: v, "real": lambda v: f"{v}.x", "half": lambda v: f"float16_t({v}.x)"}
 
 
 @family("fft_rows")
@@ -186,7 +220,7 @@ def _render(spec: KernelSpec) -> str:
     stages = "\n".join(_stage(r, size, threads) for r in RADICES)
     dispatch = "\n    ".join(f"{'if' if i == 0 else 'else if'} (r == {r}u) stage{r}(n, ls, sg);"
                            for i, r in enumerate(RADICES))
-    value = _LOADS[load]
+    value = load_glsl(_LOADS, load)
     if bluestein:
         fill = f"i < pc.n ? cmul({value}, chirp[i]) : vec2(0.0)"
         middle = """run(pc.points, -1.0);
@@ -199,11 +233,11 @@ def _render(spec: KernelSpec) -> str:
         result = "cmul(buf[c * pc.stride + k], chirp[k]) * pc.scale"
     else:
         fill, middle, result = value, "run(pc.points, pc.sign);", "buf[c * pc.stride + k] * pc.scale"
-    put = "dst[ob + int(k) * pc.out_step] = " + ("v;" if store == "complex" else "v.x;")
+    put = f"dst[ob + int(k) * pc.out_step] = {STORED[store]('v')};"
     return f"""shared vec2 buf[{size}];
 {CMUL}
 vec2 twiddle(uint i, float sg) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
-{_HERMITIAN if load == "hermitian" else ""}
+{_HERMITIAN if load == "hermitian" else texel_source(load)}
 {stages}
 void run(uint n, float sg) {{
   uint ls = 1u;
@@ -251,24 +285,45 @@ _PUSH = tuple(Push(name, "uint") for name in ("n", "points", "plan0", "plan1", "
     (Push("sign", "float"), Push("scale", "float"))
 
 
+_ELEMENT = {"complex": complex64, "hermitian": complex64, "real": float32, "half": float16}
+IMAGE_PUSH = (Push("tex_w", "uint"), Push("tex_c", "uint"))     # an image load's width and channels
+
+
 def row_bindings(load: str, store: str) -> tuple:
-    """The bindings both row kernels start with: the rows read (complex64,
-    or float32 for real rows), the rows written, the roots of unity."""
-    src = complex64.glsl if load != "real" else float32.glsl
-    dst = complex64.glsl if store == "complex" else float32.glsl
-    return Binding("src", src, READ), Binding("dst", dst, WRITE), Binding("roots", "vec2", READ)
+    """The bindings both row kernels start with: the rows read (a buffer
+    of the row kind's dtype, or an image for image loads), the rows
+    written (of its row kind's dtype), the roots of unity."""
+    src = pixel_binding("src", load, READ) if is_image_layout(load) else Binding("src", _ELEMENT[load].glsl, READ)
+    return src, Binding("dst", _ELEMENT[store].glsl, WRITE), Binding("roots", "vec2", READ)
+
+
+def row_push(push: tuple, load: str) -> tuple:
+    """A row kernel's push fields, with the image's for an image load."""
+    return push + IMAGE_PUSH if is_image_layout(load) else push
+
+
+def row_storage(load: str, store: str) -> dict:
+    """The KernelSpec arguments a row kernel's buffers need: float16 rows
+    take 16-bit storage (extensions and the host feature), as every
+    float16 kernel does; the others nothing (their specs unchanged). An
+    image read is no buffer: its texels arrive as float32 whatever the
+    format."""
+    dtypes = tuple(_ELEMENT[kind] for kind in (load, store) if not is_image_layout(kind))
+    return {"glsl_extensions": storage_extensions(dtypes), "features": storage_features(dtypes)}
 
 
 def fft_spec(load: str, store: str, bluestein: bool, size: int, threads: int) -> KernelSpec:
-    """``load``: what a row holds ("complex", "real", or "hermitian": the
-    first n/2 + 1 values of a row whose rest are their conjugates);
-    ``store``: what is written ("complex", or "real": the real parts)."""
+    """``load``: what a row holds ("complex", "real", "half", "hermitian":
+    the first n/2 + 1 values of a row whose rest are their conjugates, or
+    an image's real pixels through a pixel layout, "tex" or "img:<fmt>");
+    ``store``: what is written ("complex", or the real parts: "real" as
+    float32, "half" as float16)."""
     bindings = row_bindings(load, store)
     if bluestein:
         bindings += (Binding("chirp", "vec2", READ), Binding("spectrum", "vec2", READ))
-    return KernelSpec("fft_rows", bindings, _PUSH,
+    return KernelSpec("fft_rows", bindings, row_push(_PUSH, load),
                       (("load", load), ("store", store), ("bluestein", bluestein), ("size", size),
-                       ("threads", threads)), (threads, 1, 1))
+                       ("threads", threads)), (threads, 1, 1), **row_storage(load, store))
 
 
 @variants("fft_rows")

@@ -6,15 +6,15 @@ at [a][b]):
 1. every column is transformed (length n1, one ``fft_rows`` pass over a
    view of the row: no copy);
 2. element [k1][b] is multiplied by the twiddle factor W_n^(k1 * b) (a table
-   made once per length, the product written with float32 ops on the
-   ``.real`` / ``.imag`` parts);
+   made once per length; one complex-product dispatch, ops/fft_product.py);
 3. every row is transformed (length n2), written through a transposed view
    of the output row, so that [k1][k2] lands at k1 + n1 * k2 — numpy's order.
 
 Inputs that the first pass cannot view as the matrix (cropped or padded
-rows, real rows, the Hermitian half rows of ``irfft``) are first laid out
-as full complex rows in a scratch tensor; outputs shorter than n (``rfft``)
-or real (``irfft``) go through one too. Both factors must be lengths a
+rows, real rows of float32 or float16, the Hermitian half rows of
+``irfft``) are first laid out as full complex rows in a scratch tensor;
+outputs shorter than n (``rfft``) or real (``irfft``, float32 or float16)
+go through one too. Both factors must be lengths a
 workgroup transforms (ops/fft_kernels.py).
 
 A long length with no such factors (a large prime) takes Bluestein's
@@ -33,6 +33,7 @@ from ..dtypes import complex64
 from ..tensor import Tensor
 from . import fft_kernels as fk
 from .base import registered_ops
+from .fft_product import plan_product
 
 
 def split(ctx, n: int):
@@ -82,23 +83,6 @@ def _twiddles(ctx, n: int, n1: int, n2: int, sign: int) -> Tensor:
     return fk.table(ctx, ("twiddles", n, n1, sign), make)
 
 
-def _complex_product(ctx, z: Tensor, w: Tensor) -> list:
-    """Dispatches writing z * w into z (w broadcast), on their float32 parts."""
-    ops = registered_ops()
-    a, b, c, d = z.real, z.imag, w.real, w.imag
-    steps = []
-
-    def run(name, *args, **kw):
-        result = ops[name](ctx, *args, **kw)
-        steps.extend(result.dispatches)
-        return result.value
-    re = run("sub", run("mul", a, c), run("mul", b, d))
-    im = run("add", run("mul", a, d), run("mul", b, c))
-    run("copy", re, out=a)
-    run("copy", im, out=b)
-    return steps
-
-
 def _full_rows(ctx, src: Tensor, n: int, load: str, len_in: int, out: Tensor = None) -> tuple:
     """(tensor, dispatches): the complex length-``n`` rows the transform
     reads — ``src`` itself where it already is that and no ``out`` is
@@ -115,8 +99,9 @@ def _full_rows(ctx, src: Tensor, n: int, load: str, len_in: int, out: Tensor = N
     # Each element written once: the input's values, zeros past them (the
     # Hermitian mirror is written over its zeros).
     steps = run("fill", full.real[..., len_in:], 0.0)
-    if load == "real":
-        return full, steps + run("fill", full.imag, 0.0) + run("copy", src[..., :len_in], out=full.real[..., :len_in])
+    if load in ("real", "half"):     # float16 rows widen to float32 on the way
+        return full, steps + run("fill", full.imag, 0.0) + run("cast", src[..., :len_in], "float32",
+                                                              out=full.real[..., :len_in])
     steps += run("fill", full.imag[..., len_in:], 0.0)
     steps += run("copy", src.real[..., :len_in], out=full.real[..., :len_in])
     steps += run("copy", src.imag[..., :len_in], out=full.imag[..., :len_in])
@@ -131,10 +116,12 @@ def _full_rows(ctx, src: Tensor, n: int, load: str, len_in: int, out: Tensor = N
 
 def _copy_out(ctx, result: Tensor, out_rows: Tensor, store: str, out_len: int) -> list:
     """Dispatches copying the first ``out_len`` values of complex ``result``
-    rows into ``out_rows`` (their real parts for a real ``store``)."""
-    copy = registered_ops()["copy"]
-    if store == "real":
-        return list(copy(ctx, result.real[..., :out_len], out=out_rows).dispatches)
+    rows into ``out_rows`` (their real parts for a real ``store``, rounded
+    to float16 for a "half" one)."""
+    ops = registered_ops()
+    copy = ops["copy"]
+    if store in ("real", "half"):
+        return list(ops["cast"](ctx, result.real[..., :out_len], out_rows.dtype, out=out_rows).dispatches)
     return list(copy(ctx, result.real[..., :out_len], out=out_rows.real).dispatches) + \
         list(copy(ctx, result.imag[..., :out_len], out=out_rows.imag).dispatches)
 
@@ -151,15 +138,15 @@ def plan_bluestein_pass(ctx, src, dst, axis: int, n: int, bluestein: tuple, load
     steps += list(ops["fill"](ctx, padded.imag[..., n:], 0.0).dispatches)
     steps += _full_rows(ctx, rows, n, load, len_in, out=padded[..., :n])[1]
     chirp = fk.chirp(ctx, n, sign)
-    steps += _complex_product(ctx, padded[..., :n], chirp)
+    steps.append(plan_product(ctx, padded[..., :n], chirp, padded[..., :n]))
     spectrum = ctx.empty(padded.shape, complex64)
     last = padded.ndim - 1
     steps += plan_long_pass(ctx, padded, spectrum, last, m, factors, "complex", "complex", -1, m, m, 1.0, plan_rows)
-    steps += _complex_product(ctx, spectrum, fk.chirp_spectrum(ctx, n, m, sign))
+    steps.append(plan_product(ctx, spectrum, fk.chirp_spectrum(ctx, n, m, sign), spectrum))
     result = ctx.empty(padded.shape, complex64)
     steps += plan_long_pass(ctx, spectrum, result, last, m, factors, "complex", "complex", 1, m, m, scale,
                             plan_rows)
-    steps += _complex_product(ctx, result[..., :n], chirp)
+    steps.append(plan_product(ctx, result[..., :n], chirp, result[..., :n]))
     return steps + _copy_out(ctx, result, _last(dst, axis), store, out_len)
 
 
@@ -174,7 +161,7 @@ def plan_long_pass(ctx, src, dst, axis: int, n: int, factors: tuple, load: str, 
     columns = ctx.empty(full.shape[:-1] + (n1, n2), complex64)
     last = columns.ndim - 1
     steps += plan_rows(_matrix(full, n1, n2), columns, last - 1, n1, "complex", "complex", sign, n1, n1, 1.0)
-    steps += _complex_product(ctx, columns, _twiddles(ctx, n, n1, n2, sign))
+    steps.append(plan_product(ctx, columns, _twiddles(ctx, n, n1, n2, sign), columns))
     out_rows = _last(dst, axis)
     if store == "complex" and out_len == n:
         return steps + plan_rows(columns, _matrix(out_rows, n1, n2, transposed=True), last, n2,

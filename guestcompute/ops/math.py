@@ -1,6 +1,7 @@
 """Elementwise math as data over the ``map`` kernel: binary ops (div,
 floordiv, pow, maximum, minimum), unary ops (neg abs exp log sqrt rsqrt sin
-cos tanh sigmoid relu gelu silu), clamp, where and cast.
+cos tanh sigmoid relu gelu silu), clamp and where (cast: ops/cast.py;
+complex64: ops/complex_math.py).
 
 Every op is a table from the compute kind of its dtype ("float" for float32
 and float16 — float16 is loaded into fp32 and computed there —, "int",
@@ -84,16 +85,13 @@ Semantics, chosen to match numpy:
 - ``gelu`` defaults to the exact erf form, with erfc from Abramowitz &
   Stegun 7.1.26 (absolute error below 1.5e-7, computed without cancellation
   for negative inputs); ``approximate="tanh"`` is the tanh formula.
-- ``cast`` converts like numpy's ``astype``: floats truncate toward zero;
-  int32<->uint32 keep the bit pattern; values out of the target's range
-  (NaN or a float too big for an int) are unspecified, as in C.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 
-from ..dtypes import ALL, as_dtype
+from ..dtypes import as_dtype
 from ..errors import DTypeError, InvalidArgumentError
 from ..kernels.catalogue import variants
 from ..tensor import Tensor
@@ -424,8 +422,12 @@ def _binary(name: str, table: dict, hint: str):
     return binary_op
 
 
+# div, neg and abs also take complex64: ops/complex_math.py registers them
+# around these real-dtype planners.
+COMPLEX_TAKERS = ("div", "neg", "abs")
+REAL_PLANNERS = {}
 for _name, (_table, _hint) in BINARY_OPS.items():
-    op(_name, windows=POINTWISE)(_binary(_name, _table, _hint))
+    REAL_PLANNERS[_name] = _binary(_name, _table, _hint)
 
 
 # -- unary -------------------------------------------------------------------
@@ -639,7 +641,10 @@ def _unary(name: str, table: dict, doc: str):
 
 
 for _name, (_table, _doc) in UNARY_OPS.items():
-    op(_name, windows=POINTWISE)(_unary(_name, _table, _doc))
+    REAL_PLANNERS[_name] = _unary(_name, _table, _doc)
+for _name, _planner in REAL_PLANNERS.items():
+    if _name not in COMPLEX_TAKERS:
+        op(_name, windows=POINTWISE)(_planner)
 
 GELU = {"none": {"float": _GELU}, "tanh": {"float": _GELU_TANH}}
 
@@ -657,7 +662,7 @@ def gelu(ctx, x, *, approximate: str = "none", out=None):
     return elementwise(ctx, expr, [x], out, allowed=NUMERIC, name="gelu", helpers=helpers)
 
 
-# -- clamp, where, cast ------------------------------------------------------
+# -- clamp and where ----------------------------------------------------------
 
 _LIMITS = {"float": (float("-inf"), float("inf")), "int": (-2 ** 31, 2 ** 31 - 1),
            "uint": (0, 2 ** 32 - 1)}
@@ -734,14 +739,6 @@ def where(ctx, cond, a, b, *, out=None):
                                    helper.renderer(uniform))])
 
 
-@op("cast", windows=POINTWISE)
-def cast(ctx, x, dtype, *, out=None):
-    """Convert to ``dtype`` like numpy's ``astype`` (see the module notes)."""
-    x = check_tensor(ctx, x, "cast x")
-    d = check_dtype(ctx, dtype, tuple(ALL), "cast")
-    return elementwise(ctx, "x0", [x], out, out_dtype=d, name="cast")
-
-
 # -- the bake catalogue --------------------------------------------------------
 
 @variants("map")
@@ -774,6 +771,3 @@ def _math_variants():
                                     helpers=helper.renderer((1,)))
             yield from map_variants(helper.call("x0", "x1", "s"), [cd, d], d, kind,
                                     helpers=helper.renderer((2,)))
-    for src in ALL.values():
-        for dst in ALL.values():
-            yield from map_variants("x0", [src], dst)

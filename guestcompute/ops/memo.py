@@ -65,6 +65,8 @@ def _one_scalar_key(v):
     cls = type(v)
     if cls is float:
         return (cls, _DOUBLE.pack(v))
+    if cls is complex:          # by the bits of both parts, as floats
+        return (cls, _DOUBLE.pack(v.real), _DOUBLE.pack(v.imag))
     if isinstance(v, (float, np.floating)):
         return (cls, np.asarray(v).tobytes())
     return (cls, v)
@@ -78,7 +80,7 @@ class CallMemo:
     included). That is safe because an entry keeps each argument alive or
     dies with it: tensors and images (or image levels) are held weakly and
     their death drops the entry (weakref callback), plain scalars (``int``,
-    ``float``, ``bool``, ``str``, ``None``) are held strongly — so while an
+    ``float``, ``complex``, ``bool``, ``str``, ``None``) are held strongly — so while an
     entry exists no other object can have one of its ids. Calls with any
     other kind of argument (lists, arrays) are not remembered. An entry also
     holds the value ``ctx.swaps`` had when it was stored; any ``resize()`` or
@@ -133,5 +135,5 @@ class CallMemo:
         return len(self._entries)
 
 
-_SCALARS = (int, float, bool, str)
+_SCALARS = (int, float, complex, bool, str)
 _HELD_WEAKLY = (Tensor, Image, ImageLevel)

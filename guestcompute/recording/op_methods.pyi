@@ -10,14 +10,25 @@ class OpMethods:
 
     def abs(self, x, *, out=...) -> Any:
         """
-        Elementwise |x|. Allocates ``out`` when omitted.
+        Elementwise |x|. Allocates ``out`` when omitted. complex64: the modulus as float32 (a scaled hypot, within 3 ulp).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def add(self, a, b, *, out=...) -> Any:
         """
-        ``out = a + b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+        ``out = a + b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def angle(self, x, *, out=...) -> Any:
+        """
+        numpy's ``np.angle`` in radians: ``atan2(imag, real)`` of a complex64
+        tensor as float32, within 6 ulp, with C99's signed zeros and infinities.
+        On a real tensor ``atan2(+0, x)``: pi where the sign bit is set (-0.0
+        too), 0 elsewhere, NaN for NaN; float16 gives float16, int32/uint32
+        float32 (numpy: float64). Allocates ``out`` when omitted.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -62,7 +73,9 @@ class OpMethods:
 
     def cast(self, x, dtype, *, out=...) -> Any:
         """
-        Convert to ``dtype`` like numpy's ``astype`` (see the module notes).
+        Convert to ``dtype`` like numpy's ``astype`` (see ops/cast.py): any
+        compute dtype into any other or into complex64 (imaginary parts +0);
+        complex64 into complex64 only (take ``x.real`` for the real parts).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -125,6 +138,14 @@ class OpMethods:
         """
         Join tensors along ``axis`` (all other dims equal, one dtype).
         Views are read in place. ``out`` must not overlap an input.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def conj(self, x, *, out=...) -> Any:
+        """
+        Complex conjugate, numpy's ``np.conj``: the imaginary parts negated
+        (NaN's sign bit too); on a real dtype a copy. Allocates ``out`` when omitted.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -206,7 +227,7 @@ class OpMethods:
 
     def div(self, a, b, *, out=...) -> Any:
         """
-        true division ``a / b`` (the device's division accuracy, Vulkan's 2.5 ulp at most, for every finite operand; int32/uint32 operands give float32, where numpy gives float64: ``float(a) / float(b)``, exact inputs up to 2**24), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+        true division ``a / b`` (the device's division accuracy, Vulkan's 2.5 ulp at most, for every finite operand; int32/uint32 operands give float32, where numpy gives float64: ``float(a) / float(b)``, exact inputs up to 2**24), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -220,25 +241,30 @@ class OpMethods:
 
     def fft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.fft: the forward DFT of float32 or complex64 ``x`` along ``axis``.
+        numpy.fft.fft: the forward DFT of float32, float16 or complex64 ``x`` along ``axis``.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def fft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.fft2: fftn over the last two axes.
+        numpy.fft.fft2: fftn over the last two axes (an image's spatial axes:
+        ``x`` may be an image, ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def fft_convolve(self, x, spectrum, axes=..., out=...) -> Any:
         """
-        ``x`` (float32) circularly convolved over ``axes`` with the kernel
-        whose ``rec.rfft2`` (at ``x``'s size over the same axes) is
+        ``x`` (float32 or float16) circularly convolved over ``axes`` with
+        the kernel whose ``rec.rfft2`` (at ``x``'s size over the same axes) is
         ``spectrum`` (complex64, broadcast over ``x``'s other axes): numpy's
-        ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``. The result is
-        float32 with ``x``'s shape, new or ``out=`` (``x`` itself works).
+        ``irfft2(rfft2(x, axes=axes) * spectrum, s, axes=axes)``, computed in
+        float32. The result has ``x``'s shape: a new float32 tensor, or
+        ``out=`` of float32 or float16 (``x`` itself works). ``x`` may be an
+        image and ``out`` an image (ops/fft_images.py): an image's channels are
+        batches, its spatial axes the default; an image ``x`` with a float16
+        ``out``, or a float16 ``x`` with an image ``out``, work as well.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -246,6 +272,8 @@ class OpMethods:
     def fftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
         numpy.fft.fftn over ``axes`` (default all; the last len(s) with ``s``).
+        ``x`` may be an image: its pixels, over its spatial axes by default
+        (ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -348,14 +376,14 @@ class OpMethods:
 
     def ifft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.ifft2.
+        numpy.fft.ifft2 (``x`` may be an image, as for fft2).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def ifftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.ifftn.
+        numpy.fft.ifftn (``x`` may be an image, as for fftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -376,14 +404,15 @@ class OpMethods:
     def irfft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
         """
         numpy.fft.irfft: the real length-``n`` (default 2 * (m - 1)) inverse of
-        rfft, from complex64 ``x``'s first n // 2 + 1 values along ``axis``.
+        rfft, from complex64 ``x``'s first n // 2 + 1 values along ``axis``
+        (float32, or float16 into a float16 ``out``).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def irfft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.irfft2.
+        numpy.fft.irfft2 (``out`` may be an image, as for irfftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -391,6 +420,8 @@ class OpMethods:
     def irfftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
         numpy.fft.irfftn: ifft along all but the last of ``axes``, irfft along it.
+        ``out`` may be an image with STORAGE usage: the result, of its pixels'
+        shape, is copied into it (ops/fft_images.py).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -490,14 +521,14 @@ class OpMethods:
 
     def mul(self, a, b, *, out=...) -> Any:
         """
-        ``out = a * b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+        ``out = a * b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def neg(self, x, *, out=...) -> Any:
         """
-        Elementwise -x (uints wrap, as in numpy). Allocates ``out`` when omitted.
+        Elementwise -x (uints wrap, as in numpy). Allocates ``out`` when omitted. complex64: both parts negated.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -551,21 +582,22 @@ class OpMethods:
 
     def rfft(self, x, n=..., axis=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.rfft: the DFT of float32 ``x``, its n // 2 + 1 non-negative frequencies.
+        numpy.fft.rfft: the DFT of float32 or float16 ``x``, its n // 2 + 1 non-negative frequencies.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def rfft2(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.rfft2.
+        numpy.fft.rfft2 (``x`` may be an image, as for fft2).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def rfftn(self, x, s=..., axes=..., norm=..., out=...) -> Any:
         """
-        numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others.
+        numpy.fft.rfftn: rfft along the last of ``axes``, fft along the others
+        (``x`` may be an image, as for fftn).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -685,7 +717,7 @@ class OpMethods:
 
     def sub(self, a, b, *, out=...) -> Any:
         """
-        ``out = a - b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted.
+        ``out = a - b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

@@ -320,7 +320,9 @@ def test_cast_float32_to_float16_rounds_to_nearest(modern_host, modern_ctx):
 def test_cast_errors(host, ctx):
     x = ctx.tensor(np.ones(4, np.float32))
     with pytest.raises(gc.DTypeError):
-        host.run(ctx, lambda rec: rec.cast(x, "complex64"))
+        host.run(ctx, lambda rec: rec.cast(x, "uint64"))         # stored, not computed with
+    with pytest.raises(gc.DTypeError):
+        host.run(ctx, lambda rec: rec.cast(ctx.tensor(np.ones(4, np.complex64)), "float32"))   # take .real
     if not ctx.caps.float16_storage:
         with pytest.raises(gc.UnsupportedError):
             host.run(ctx, lambda rec: rec.cast(x, "float16"))

@@ -249,6 +249,27 @@ def test_export_between_two_devices_example_runs(modern_host, second_host):
         other.close()
 
 
+def test_fft_on_images_example(ctx):
+    """The guide's image transforms: rfft2 of an rgba16f image is numpy's
+    over its spatial axes, and fft_convolve writes the convolved pixels
+    back into the image."""
+    blocks = [b for b in python_test_blocks() if "glow_spectrum" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one example of FFTs on images"
+    rng = np.random.default_rng(17)
+    hdr_np = rng.uniform(0, 4, (32, 48, 4)).astype(np.float16)
+    kernel_np = np.zeros((32, 48))
+    kernel_np[:3, :3] = 1 / 9
+    glow = np.fft.rfft2(kernel_np)[:, :, None]
+    ns = {"ctx": ctx, "hdr": ctx.image_from(hdr_np, "rgba16f"),
+          "glow_spectrum": ctx.tensor(glow.astype(np.complex64))}
+    exec(compile(blocks[0], str(GUIDE), "exec"), ns)
+    pixels = hdr_np.astype(np.float64)
+    spectrum = np.fft.rfft2(pixels, axes=(0, 1))
+    np.testing.assert_allclose(ns["spectrum"].numpy(), spectrum, atol=1e-5 * np.abs(spectrum).max())
+    ref = np.fft.irfft2(spectrum * glow, s=(32, 48), axes=(0, 1))
+    np.testing.assert_allclose(ns["hdr"].numpy().astype(np.float64), ref, rtol=2e-3, atol=2e-3)
+
+
 def test_the_readmes_op_table_names_every_registered_op():
     readme = (ROOT / "README.md").read_text()
     table = readme[readme.index("## Operations"):]
