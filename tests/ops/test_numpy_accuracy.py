@@ -175,8 +175,11 @@ def test_pow_sweep_within_documented_ulp_bound(host, ctx):
 def test_documented_bounds_are_the_tested_ones():
     # docs/integration.md's accuracy table states what this module checks
     doc = (pathlib.Path(__file__).parents[2] / "docs" / "integration.md").read_text()
+    # The real math ops' table: its own section (complex64's bounds are tabled elsewhere).
+    section = doc.split("### Accuracy of the math ops", 1)[1]
+    section = re.split(r"^#{2,3} ", section, maxsplit=1, flags=re.M)[0]
     rows = {}
-    for line in doc.splitlines():
+    for line in section.splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if len(cells) == 3 and cells[0].startswith("`") and cells[1][:1].isdigit():
             for op in cells[0].replace("`", "").split(","):
