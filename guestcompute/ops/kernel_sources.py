@@ -34,7 +34,6 @@ class Recipe:
     language: str = "glsl"
 
 
-
 def _target_env(ctx) -> str:
     # A Vulkan 1.1 device (as the host declared it) gets SPIR-V 1.3, so
     # kernels may use 16-bit storage and subgroup operations.
@@ -103,7 +102,8 @@ def _slang_spirv(ctx, recipe: Recipe, unchanged: str = None):
     if key == unchanged:
         return None
     validate(spirv, _target_env(ctx))
-    files = ((path,) if path is not None else ()) + tuple(d for d in deps if path is None or d.resolve() != path.resolve())
+    own = (path,) if path is not None else ()
+    files = own + tuple(d for d in deps if path is None or d.resolve() != path.resolve())
     return spirv, key, files, ()
 
 

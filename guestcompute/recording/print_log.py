@@ -171,8 +171,3 @@ class PrintLogs:
         if dropped:
             log.warning("guestcompute: %d kernel print(s) of epoch %d were dropped: the epoch's print log "
                         "(%d KiB) was full", dropped, epoch, CAPACITY // 1024)
-
-    def destroy(self) -> None:
-        with self._lock:
-            self._by_epoch.clear()
-            self._free.clear()

@@ -160,7 +160,8 @@ def rewrite(text: str, name: str, ids, enabled: bool = True) -> tuple:
             out.append(text[pos:start])
             if enabled:
                 words = HEADER_WORDS + ARG_WORDS * len(args)
-                puts = "".join(f" gcPrintPut(gcAt + {HEADER_WORDS + ARG_WORDS * k}u, ({a}));" for k, a in enumerate(args))
+                puts = "".join(f" gcPrintPut(gcAt + {HEADER_WORDS + ARG_WORDS * k}u, ({a}));"
+                               for k, a in enumerate(args))
                 out.append(f"{{ uint gcAt = gcPrintBegin({words}u); if (gcAt != 0xFFFFFFFFu) {{ "
                            f"gcPrintWords[gcAt] = {ids(len(calls))}u; gcPrintWords[gcAt + 1u] = {len(args)}u;"
                            f"{puts} }} }}{newlines}")
