@@ -19,8 +19,9 @@ family), new tensors or ``out=``. float16 is storage only (where the host
 enabled 16-bit storage): the row kernels widen float16 rows to float32 as
 they read them ("half" rows, fft_kernels.LOADS) and compute in float32,
 and the ``irfft`` family rounds to float16 as it writes a float16 ``out=``;
-without ``out=`` a float16 input still gives complex64 / float32 (numpy
-would give complex128 / float64). A complex result refuses a float16
+without ``out=`` a float16 input gives complex64 (the ``fft`` and ``rfft``
+families), as numpy 2 does (it too transforms float16 in float32; numpy 1.x
+gives complex128). A complex result refuses a float16
 ``out=``. The n-dimensional forward transforms also read an image's
 pixels (as float32, whatever its format), and ``irfft2`` / ``irfftn``
 write into an image ``out=`` (ops/fft_images.py).
