@@ -87,7 +87,7 @@ def complex_unary(ctx, name: str, x, out) -> OpResult:
 _NOTES = {"binary": " complex64: either operand (or a Python complex ``b``) makes the result complex64 "
                     "(numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.",
           "neg": " complex64: both parts negated.",
-          "abs": " complex64: the modulus as float32 (a scaled hypot, within 3 ulp)."}
+          "abs": " complex64: the modulus as float32 (a scaled hypot, within 1 ulp)."}
 
 
 def _with_complex_binary(name: str, real):
