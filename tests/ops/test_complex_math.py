@@ -238,6 +238,31 @@ def test_mixed_operands_promote_to_complex64(host, ctx, real):
             check_bound(op, t.numpy(), np.asarray(x, np.complex64), np.asarray(y, np.complex64))
 
 
+def test_uint8_with_complex64_promotes_to_complex64(host, ctx):
+    """numpy: complex64 with uint8 is complex64 (every uint8 is exact in float32)."""
+    if not ctx.caps.uint8_storage:
+        pytest.skip("uint8 needs 8-bit storage, which only the modern profile enables")
+    rng = np.random.default_rng(8)
+    z = cplx(rng, (3, 1, 9), -4, 4)
+    u = rng.integers(0, 256, (4, 9)).astype(np.uint8)
+    u[0, :3] = (0, 255, 128)
+    tz, tu = ctx.tensor(z), ctx.tensor(u)
+    got = run(host, ctx, lambda rec: {(op, k): getattr(rec, op)(*args) for op in ("add", "sub", "mul", "div")
+                                      for k, args in (("zu", (tz, tu)), ("uz", (tu, tz[:, :, ::-1])))})
+    fns = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+    for (op, k), t in got.items():
+        x, y = (z, u) if k == "zu" else (u, z[:, :, ::-1])
+        want = numpy_quiet(fns[op], x, y)
+        assert t.dtype == gc.complex64 and want.dtype == np.complex64 and t.shape == want.shape, (op, k)
+        if op in ("add", "sub"):
+            assert same(t.numpy(), want).all(), (op, k)
+            continue
+        zero = np.broadcast_to(y == 0, want.shape)          # x * 0 and x / 0 (±inf, NaN): numpy's exactly
+        assert same(t.numpy()[zero], want[zero]).all(), (op, k)
+        xb, yb = (np.broadcast_to(v.astype(np.complex64), want.shape)[~zero] for v in (x, y))
+        check_bound(op, t.numpy()[~zero], xb, yb)
+
+
 HYP_OPS = ["add", "sub", "mul", "div", "abs", "angle", "conj", "neg"]
 
 
@@ -360,7 +385,7 @@ def test_typed_errors_before_recording(host, ctx):
         (gc.InvalidArgumentError, lambda rec: rec.add(z[:, 1:], z[:, :-1], out=z[:, :-1])),
     ]
     if u8 is not None:
-        calls.append((gc.DTypeError, lambda rec: rec.add(z, u8)))
+        calls.append((gc.DTypeError, lambda rec: rec.mul(u8, 2j)))                    # numpy: complex128
     cmd = host.begin()
     with ctx.record(cmd) as rec:
         for error, call in calls:
@@ -394,7 +419,7 @@ def test_planned_specs_are_in_the_bake_catalogue(modern_ctx):
     planned = []
     for zv in views["complex64"]:
         for op in ("add", "sub", "mul", "div"):
-            for other in views["complex64"][:1] + [v for d in ("float32", "float16") for v in views[d]]:
+            for other in views["complex64"][:1] + [v for d in ("float32", "float16", "uint8") for v in views[d]]:
                 if other.shape == zv.shape:
                     planned += ops[op](ctx, zv, other).dispatches + ops[op](ctx, other, zv).dispatches
             for s in (2, 1.5j):
