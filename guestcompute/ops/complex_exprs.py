@@ -23,8 +23,11 @@ add, sub  correctly rounded parts (one float32 addition each)
 ========  ===============================  ==================================
 
 measured against complex128 over 2**21 random operands per op, half with
-parts spread over 2**±60 and half over 2**±3, random signs
-(tests/ops/test_complex_math.py checks every bound over such data).
+parts spread over 2**±60 and half over 2**±3, random signs.
+tests/ops/test_complex_math.py checks every bound over 2**15 such operands
+per op (2**14 of each spread), on random shapes and views, and on special
+and huge values; it also checks that this table's bounds are the ones in
+docs/integration.md and the ones it tests.
 
 - ``mul`` is ``(ac - bd, ad + bc)`` with every product rounded on its own
   (GLSL ``precise``: no fused multiply-add), so each part errs by at most

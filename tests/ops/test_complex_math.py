@@ -3,6 +3,8 @@ cast, copy) against numpy: the accuracy bounds of ops/complex_exprs.py over
 parts spread across many binades, numpy's promotion of mixed operands,
 broadcasting and views, special values, out= and the typed errors."""
 import itertools
+import pathlib
+import re
 import warnings
 
 import numpy as np
@@ -11,11 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import guestcompute as gc
+from guestcompute.ops import complex_exprs as cx
 from guestcompute.ops.base import registered_ops
 from strided_views import broadcast_to_operand, draw_view, need, shapes
 
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-BOUNDS = {"mul": 2.0 ** -22, "div": 2.0 ** -20, "abs": 1, "angle": 6}     # ops/complex_exprs.py
+BOUNDS = {"mul": 2.0 ** -22, "div": 2.0 ** -20, "abs": 1, "angle": 6}     # as documented (test_documented_bounds_...)
 
 
 def parts(rng, shape, lo=-60, hi=60):
@@ -88,6 +91,31 @@ def test_no_overflow_or_underflow_inside_div_and_abs(host, ctx):
     check_bound("div", q.numpy(), a, b)
     check_bound("abs", m.numpy(), a)
     np.testing.assert_array_equal(m.numpy()[4], np.float32(5))
+
+
+def table_bounds(text: str) -> dict:
+    """op -> bound of a complex bounds table (markdown or reST rows): 2**-k
+    for ``2^-k``/``2**-k`` bounds, n for ``n ulp``."""
+    bounds = {}
+    for line in text.splitlines():
+        m = re.match(r"(?:\|\s*`|)(mul|div|abs|angle)(?:`\s*\||\s{2,})\s*(.*)", line.strip())
+        if not m:
+            continue
+        power = re.search(r"2(?:\^|\*\*)(-\d+)", m.group(2))
+        ulp = re.match(r"(\d+) ulp", m.group(2))
+        bounds[m.group(1)] = 2.0 ** int(power.group(1)) if power else int(ulp.group(1))
+    return bounds
+
+
+def test_documented_bounds_are_the_tested_ones():
+    """docs/integration.md's complex table and ops/complex_exprs.py's state BOUNDS."""
+    doc = (pathlib.Path(__file__).parents[2] / "docs" / "integration.md").read_text()
+    section = doc.split("**Complex arithmetic.**", 1)[1].split("\n\n**", 1)[0]
+    assert table_bounds(section) == BOUNDS
+    module = cx.__doc__.split("Accuracy", 1)[1].split("measured against", 1)[0]
+    assert table_bounds(module) == BOUNDS
+    for op in ("abs", "angle"):
+        assert f"within {BOUNDS[op]} ulp" in registered_ops()[op].__doc__, op
 
 
 # -- special values ---------------------------------------------------------------------------
