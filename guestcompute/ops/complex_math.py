@@ -24,7 +24,7 @@ from ..tensor import Tensor
 from . import complex_exprs as cx
 from .base import OpResult, broadcast_shapes, check_dtype, check_tensor, op
 from .elementwise import COMPUTE_TYPE, NUMERIC, REAL_BINARY, elementwise, map_variants, output_tensor, plan_map
-from .math import REAL_PLANNERS
+from .math import COMPLEX_TAKERS, REAL_PLANNERS
 from .windows import POINTWISE
 
 REAL_OPERANDS = ("float32", "float16", "uint8")      # real tensors that may meet a complex64 one
@@ -120,10 +120,12 @@ def _with_complex_unary(name: str, real):
     return unary_op
 
 
-for _name in ("add", "sub", "mul", "div"):
-    op(_name, windows=POINTWISE)(_with_complex_binary(_name, {**REAL_BINARY, **REAL_PLANNERS}[_name]))
-for _name in ("neg", "abs"):
-    op(_name, windows=POINTWISE)(_with_complex_unary(_name, REAL_PLANNERS[_name]))
+# The real planners that ops/elementwise.py and ops/math.py leave for this
+# module to register: add, sub, mul, and math's COMPLEX_TAKERS (div, neg, abs).
+_REAL = {**REAL_BINARY, **{name: REAL_PLANNERS[name] for name in COMPLEX_TAKERS}}
+for _name, _real in _REAL.items():
+    _wrap = _with_complex_binary if _name in cx.BINARY else _with_complex_unary
+    op(_name, windows=POINTWISE)(_wrap(_name, _real))
 
 CONJ_REAL = NUMERIC + ("uint8",)
 
