@@ -263,7 +263,8 @@ class OpMethods:
         float32. The result has ``x``'s shape: a new float32 tensor, or
         ``out=`` of float32 or float16 (``x`` itself works). ``x`` may be an
         image and ``out`` an image (ops/fft_images.py): an image's channels are
-        batches, its spatial axes the default; an image ``x`` with a float16
+        batches, its spatial axes the default (``axes=(-2, -1)`` means them,
+        given or not); an image ``x`` with a float16
         ``out``, or a float16 ``x`` with an image ``out``, work as well.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
