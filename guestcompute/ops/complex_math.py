@@ -6,10 +6,12 @@ The GLSL and its accuracy are in ops/complex_exprs.py.
 Promotion is numpy's for complex64: a complex64 tensor with a float32 or
 float16 tensor, or with a Python int, float or complex scalar, gives
 complex64; so does a float32 or float16 tensor with a Python complex scalar
-(``rec.mul(x, 2j)``). numpy gives complex128 for complex64 with an int32 or
-uint32 tensor, and for an integer tensor with a complex scalar: guestcompute
-has no complex128, and refuses those with a DTypeError (cast the integers to
-float32 or complex64 first) rather than round them silently. Broadcasting,
+(``rec.mul(x, 2j)``), and a complex64 tensor with a uint8 one (whose
+values convert exactly). numpy gives complex128 for complex64 with an int32
+or uint32 tensor, and for an integer tensor (uint8 too) with a complex
+scalar: guestcompute has no complex128, and refuses those with a DTypeError
+(cast the integers to float32 or complex64 first) rather than round them
+silently. Broadcasting,
 views and ``out=`` (in place too) are as for the real ops; a complex result
 into a real ``out=`` is a DTypeError.
 """
@@ -22,10 +24,11 @@ from ..tensor import Tensor
 from . import complex_exprs as cx
 from .base import OpResult, broadcast_shapes, check_dtype, check_tensor, op
 from .elementwise import COMPUTE_TYPE, NUMERIC, REAL_BINARY, elementwise, map_variants, output_tensor, plan_map
-from .math import REAL_PLANNERS
+from .math import COMPLEX_TAKERS, REAL_PLANNERS
 from .windows import POINTWISE
 
-REAL_OPERANDS = ("float32", "float16")      # real tensors that may meet a complex64 one
+REAL_OPERANDS = ("float32", "float16", "uint8")      # real tensors that may meet a complex64 one
+SCALAR_REALS = ("float32", "float16")       # real tensors that a Python complex scalar keeps complex64
 
 
 def is_complex(value) -> bool:
@@ -44,10 +47,13 @@ def complex_scalar(value, what: str) -> complex:
                    host_scalar(value.imag, float32, f"{what} (imaginary part)"))
 
 
+_NO_COMPLEX128 = "guestcompute does not have; cast the integers to float32 or complex64 first (rec.cast)"
+
+
 def _operand_dtype(ctx, t: Tensor, name: str):
     if t.dtype.name in ("int32", "uint32"):
         raise DTypeError(f"{name}: complex64 with an {t.dtype} tensor would be complex128 in numpy, which "
-                         "guestcompute does not have; cast the integers to float32 or complex64 first (rec.cast)")
+                         + _NO_COMPLEX128)
     return check_dtype(ctx, t.dtype, ("complex64",) + REAL_OPERANDS, name)
 
 
@@ -72,6 +78,9 @@ def complex_binary(ctx, name: str, a, b, out) -> OpResult:
         expr, helpers = cx.binary_expr(name, da, _operand_dtype(ctx, b, name))
         return _plan(ctx, name, expr, helpers, [a, b], out, complex64)
     scalar = complex_scalar(b, f"{name} scalar")
+    if da.name not in ("complex64",) + SCALAR_REALS:
+        raise DTypeError(f"{name}: a {da} tensor with a Python complex scalar would be complex128 in numpy, "
+                         "which " + _NO_COMPLEX128)
     expr, helpers = cx.binary_expr(name, da)
     return _plan(ctx, name, expr, helpers, [a], out, complex64, scalar)
 
@@ -85,9 +94,10 @@ def complex_unary(ctx, name: str, x, out) -> OpResult:
 
 
 _NOTES = {"binary": " complex64: either operand (or a Python complex ``b``) makes the result complex64 "
-                    "(numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.",
+                    "(numpy's promotion, uint8 tensors included; int32/uint32 tensors with complex, and uint8 ones with "
+                    "a complex scalar, raise DTypeError), see ops/complex_math.py.",
           "neg": " complex64: both parts negated.",
-          "abs": " complex64: the modulus as float32 (a scaled hypot, within 3 ulp)."}
+          "abs": " complex64: the modulus as float32 (a scaled hypot, within 1 ulp)."}
 
 
 def _with_complex_binary(name: str, real):
@@ -110,10 +120,12 @@ def _with_complex_unary(name: str, real):
     return unary_op
 
 
-for _name in ("add", "sub", "mul", "div"):
-    op(_name, windows=POINTWISE)(_with_complex_binary(_name, {**REAL_BINARY, **REAL_PLANNERS}[_name]))
-for _name in ("neg", "abs"):
-    op(_name, windows=POINTWISE)(_with_complex_unary(_name, REAL_PLANNERS[_name]))
+# The real planners that ops/elementwise.py and ops/math.py leave for this
+# module to register: add, sub, mul, and math's COMPLEX_TAKERS (div, neg, abs).
+_REAL = {**REAL_BINARY, **{name: REAL_PLANNERS[name] for name in COMPLEX_TAKERS}}
+for _name, _real in _REAL.items():
+    _wrap = _with_complex_binary if _name in cx.BINARY else _with_complex_unary
+    op(_name, windows=POINTWISE)(_wrap(_name, _real))
 
 CONJ_REAL = NUMERIC + ("uint8",)
 
@@ -159,7 +171,7 @@ def _complex_variants():
         for da, db in operands:
             expr, helpers = cx.binary_expr(name, da, db)
             yield from map_variants(expr, [da, db], c, helpers=helpers)
-        for da in [c] + reals:
+        for da in [c] + [as_dtype(n) for n in SCALAR_REALS]:
             expr, helpers = cx.binary_expr(name, da)
             yield from map_variants(expr, [da], c, "vec2", helpers=helpers)
     for name, (expr, helpers) in cx.UNARY.items():

@@ -19,8 +19,9 @@ family), new tensors or ``out=``. float16 is storage only (where the host
 enabled 16-bit storage): the row kernels widen float16 rows to float32 as
 they read them ("half" rows, fft_kernels.LOADS) and compute in float32,
 and the ``irfft`` family rounds to float16 as it writes a float16 ``out=``;
-without ``out=`` a float16 input still gives complex64 / float32 (numpy
-would give complex128 / float64). A complex result refuses a float16
+without ``out=`` a float16 input gives complex64 (the ``fft`` and ``rfft``
+families), as numpy 2 does (it too transforms float16 in float32; numpy 1.x
+gives complex128). A complex result refuses a float16
 ``out=``. The n-dimensional forward transforms also read an image's
 pixels (as float32, whatever its format), and ``irfft2`` / ``irfftn``
 write into an image ``out=`` (ops/fft_images.py).
@@ -169,8 +170,17 @@ def row_kind(src) -> str:
     """How a pass reads ``src``'s rows: "real", "half", "complex" (by its
     dtype), or an image's load."""
     if isinstance(src, ImageRows):
+        assert src.load is not None, "an image's rows are read only after fft_images.readable chose the direct read"
         return src.load
     return LOAD_KINDS[src.dtype.name]
+
+
+def source_binding(src):
+    """What a pass binds to read ``src``: a tensor's buffer or an image's binding."""
+    if isinstance(src, ImageRows):
+        assert src.load is not None, "an image's rows are bound only after fft_images.readable chose the direct read"
+        return src.image_binding
+    return src.buffer
 
 
 def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale, method, spectrum=None) -> list:
@@ -194,7 +204,7 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
     columns = bool(load_fast or store_fast)
     if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns)):
         spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None)
-        bindings = (src.buffer, dst.buffer, fk.roots(ctx, n).buffer)
+        bindings = (source_binding(src), dst.buffer, fk.roots(ctx, n).buffer)
         per_group = fft_fixed.layout(n, columns)[1]
         if spectrum is not None:
             bindings += (spectrum[0].buffer,)
@@ -203,7 +213,7 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
         bluestein = kind == "bluestein"
         size, threads = fk.size_class(ctx, points)
         spec = fk.fft_spec(load, store, bluestein, size, threads)
-        bindings = (src.buffer, dst.buffer, fk.roots(ctx, points).buffer)
+        bindings = (source_binding(src), dst.buffer, fk.roots(ctx, points).buffer)
         if bluestein:
             bindings += (fk.chirp(ctx, n, sign).buffer, fk.chirp_spectrum(ctx, n, points, sign).buffer)
         plan0, plan1 = fk.packed_plan(plan)

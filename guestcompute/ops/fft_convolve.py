@@ -68,7 +68,8 @@ def fft_convolve(ctx, x, spectrum, axes=LAST_TWO, out=None):
     float32. The result has ``x``'s shape: a new float32 tensor, or
     ``out=`` of float32 or float16 (``x`` itself works). ``x`` may be an
     image and ``out`` an image (ops/fft_images.py): an image's channels are
-    batches, its spatial axes the default; an image ``x`` with a float16
+    batches, its spatial axes the default (``axes=(-2, -1)`` means them,
+    given or not); an image ``x`` with a float16
     ``out``, or a float16 ``x`` with an image ``out``, work as well."""
     what = "fft_convolve"
     t, k, (a0, a1), half = _checked(ctx, x, spectrum, axes, out, what)

@@ -8,9 +8,11 @@ An image (an Image, its mip 0 of layer 0, or ``img.level(mip, layer)``)
 stands for the float32 array ``rec.copy(img)`` gives: (H, W, C) — (H, W)
 for one channel — of the values a shader sees (floats as they are, UNORM
 as 0..1, sRGB decoded to linear, BGRA as RGBA). Each channel is a batch:
-the transform runs over the spatial axes, by default both ((0, 1): also
-what the 2-D ops' default ``axes=(-2, -1)`` means for an image), and an
-``axes`` naming the channel axis is refused.
+the transform runs over the spatial axes, by default both. ``axes`` equal
+to ``(-2, -1)`` — the 2-D ops' default, passed or left out alike — means
+the two spatial axes (0, 1) of an image; any other ``axes`` are positions
+in the (H, W, C) pixel array, and naming its channel axis (2, or -1 alone,
+on a multi-channel image) is refused with ShapeError.
 
 Reading: the transform's first pass reads the texels itself — the row
 kernels' image load (ops/fft_kernels.py ``texel``): ``texelFetch`` where
@@ -37,7 +39,7 @@ from . import pixels as px
 from .base import OpResult, normalize_axis
 from .image_copy import copy_pixels
 
-LAST_TWO = (-2, -1)         # the 2-D ops' default axes: for an image, its two spatial axes
+LAST_TWO = (-2, -1)         # the 2-D ops' default axes: for an image (equal in value), its two spatial axes
 DIRECT_FORMATS = ("rgba16f", "rgba32f", "r32f")
 # The row kernels' image loads: sampled, or storage views of each direct format.
 IMAGE_LOADS = ("tex",) + tuple(f"img:{formats.FORMATS[f].qualifier}" for f in DIRECT_FORMATS)
@@ -57,11 +59,17 @@ def pixel_shape(level: ImageLevel) -> tuple:
 class ImageRows:
     """An image level's pixels as the row kernels see them: a float32 array
     of :func:`pixel_shape` whose element (y, x, c) has index
-    (y * W + x) * C + c, read through ``buffer`` (an ImageBinding) by the
-    image load ``load``. Before a route is chosen ``load`` is None."""
+    (y * W + x) * C + c, read through ``image_binding`` (an ImageBinding,
+    no tensor's buffer) by the image load ``load``. ``pixels`` is the
+    checked read operand (pixels.read_pixels); ``load`` is None until
+    :func:`readable` chooses the direct read, and a pass must not read the
+    rows before (fft.row_kind asserts it)."""
 
-    def __init__(self, level: ImageLevel, load=None, binding=None):
-        self.level, self.load, self.buffer = level, load, binding
+    def __init__(self, pixels, direct: bool = False):
+        level = pixels.value                 # read_pixels of an ImageLevel: the level itself
+        self.level, self.pixels = level, pixels
+        self.load = pixels.layout if direct else None
+        self.image_binding = pixels.resource
         self.shape = pixel_shape(level)
         w, c = level.extent[0], level.image.format.channels
         self.strides = (w * c, c, 1)[:len(self.shape)]
@@ -81,16 +89,16 @@ class ImageRows:
 def image_rows(ctx, x, what: str) -> ImageRows:
     """``x`` (an Image or image level) to transform; readable, or a typed error."""
     level = px.as_level(ctx, x, f"{what} input")
-    px.read_pixels(ctx, level, f"{what} input")      # integer formats, missing usage: refused here
-    return ImageRows(level)
+    return ImageRows(px.read_pixels(ctx, level, f"{what} input"))    # integer formats, missing usage: refused here
 
 
 def image_axes(ndim: int, s, axes, what: str):
     """The axes a transform of an image's pixels (``ndim`` axes: (H, W) or
-    (H, W, C)) runs over: both spatial ones for ``axes`` None or
+    (H, W, C)) runs over: both spatial ones for ``axes`` None or equal to
     :data:`LAST_TWO` (with ``s`` alone and ``axes`` None: the last len(s)
-    of them); named axes must not be the channel axis."""
-    if axes is None or axes is LAST_TWO:
+    of them); other axes index the pixel array and must not name the
+    channel axis."""
+    if axes is None or (isinstance(axes, (tuple, list)) and tuple(axes) == LAST_TWO):
         if axes is None and isinstance(s, (tuple, list)):
             if len(s) > 2:
                 raise ShapeError(f"{what}: s has {len(s)} lengths, an image has two spatial axes")
@@ -110,8 +118,7 @@ def readable(ctx, rows: ImageRows, axis: int, n: int, what: str) -> tuple:
     fills it."""
     level = rows.level
     if level.image.format.name in DIRECT_FORMATS and fk.workgroup_method(ctx, n) is not None:
-        pixels = px.read_pixels(ctx, level, f"{what} input")
-        return ImageRows(level, pixels.layout, pixels.resource), []
+        return ImageRows(rows.pixels, direct=True), []
     copied = copy_pixels(ctx, level)
     return copied.value, list(copied.dispatches)
 

@@ -422,8 +422,8 @@ def _binary(name: str, table: dict, hint: str):
     return binary_op
 
 
-# div, neg and abs also take complex64: ops/complex_math.py registers them
-# around these real-dtype planners.
+# div, neg and abs also take complex64: ops/complex_math.py registers these
+# (the one list of them) around their real-dtype planners.
 COMPLEX_TAKERS = ("div", "neg", "abs")
 REAL_PLANNERS = {}
 for _name, (_table, _hint) in BINARY_OPS.items():

@@ -10,14 +10,14 @@ class OpMethods:
 
     def abs(self, x, *, out=...) -> Any:
         """
-        Elementwise |x|. Allocates ``out`` when omitted. complex64: the modulus as float32 (a scaled hypot, within 3 ulp).
+        Elementwise |x|. Allocates ``out`` when omitted. complex64: the modulus as float32 (a scaled hypot, within 1 ulp).
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
     def add(self, a, b, *, out=...) -> Any:
         """
-        ``out = a + b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
+        ``out = a + b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion, uint8 tensors included; int32/uint32 tensors with complex, and uint8 ones with a complex scalar, raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -227,7 +227,7 @@ class OpMethods:
 
     def div(self, a, b, *, out=...) -> Any:
         """
-        true division ``a / b`` (the device's division accuracy, Vulkan's 2.5 ulp at most, for every finite operand; int32/uint32 operands give float32, where numpy gives float64: ``float(a) / float(b)``, exact inputs up to 2**24), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
+        true division ``a / b`` (the device's division accuracy, Vulkan's 2.5 ulp at most, for every finite operand; int32/uint32 operands give float32, where numpy gives float64: ``float(a) / float(b)``, exact inputs up to 2**24), with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion, uint8 tensors included; int32/uint32 tensors with complex, and uint8 ones with a complex scalar, raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -263,7 +263,8 @@ class OpMethods:
         float32. The result has ``x``'s shape: a new float32 tensor, or
         ``out=`` of float32 or float16 (``x`` itself works). ``x`` may be an
         image and ``out`` an image (ops/fft_images.py): an image's channels are
-        batches, its spatial axes the default; an image ``x`` with a float16
+        batches, its spatial axes the default (``axes=(-2, -1)`` means them,
+        given or not); an image ``x`` with a float16
         ``out``, or a float16 ``x`` with an image ``out``, work as well.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
@@ -521,7 +522,7 @@ class OpMethods:
 
     def mul(self, a, b, *, out=...) -> Any:
         """
-        ``out = a * b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
+        ``out = a * b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion, uint8 tensors included; int32/uint32 tensors with complex, and uint8 ones with a complex scalar, raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -717,7 +718,7 @@ class OpMethods:
 
     def sub(self, a, b, *, out=...) -> Any:
         """
-        ``out = a - b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion; int32/uint32 tensors with complex raise DTypeError), see ops/complex_math.py.
+        ``out = a - b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion, uint8 tensors included; int32/uint32 tensors with complex, and uint8 ones with a complex scalar, raise DTypeError), see ops/complex_math.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

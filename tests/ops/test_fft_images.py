@@ -52,6 +52,24 @@ def test_forward_transforms_of_an_image_match_numpy_on_its_pixels(modern_host, m
         check_close(out.numpy(), ref, max(extent))
 
 
+def test_explicit_default_axes_are_the_spatial_axes(modern_host, modern_ctx):
+    """axes=(-2, -1) given explicitly (a tuple or a list) means what the
+    2-D ops' default does for an image, its spatial axes; other axes index
+    the (H, W, C) pixel array: (-3, -2) is the spatial pair too."""
+    img, values = image_of(modern_ctx, "rgba32f", (32, 16), 3)
+    calls = [("fft2", {"axes": (-2, -1)}), ("rfft2", {"axes": [-2, -1]}), ("fftn", {"axes": (-2, -1)}),
+             ("rfftn", {"s": (16, 32), "axes": (-2, -1)}), ("fft2", {"axes": (-3, -2)})]
+    outs = modern_host.run(modern_ctx, lambda rec: [getattr(rec, name)(img, **kw) for name, kw in calls])
+    for (name, kw), out in zip(calls, outs):
+        ref = getattr(np.fft, name)(values, **{**kw, "axes": (0, 1)})
+        assert out.shape == ref.shape, (name, kw)
+        check_close(out.numpy(), ref, 32)
+    spec = modern_ctx.tensor(np.fft.rfft2(values, axes=(0, 1)).astype(np.complex64))
+    back = modern_ctx.image((32, 16), "rgba32f")
+    modern_host.run(modern_ctx, lambda rec: rec.irfft2(spec, axes=(-2, -1), out=back))
+    np.testing.assert_allclose(back.numpy(), values, atol=1e-5)
+
+
 def test_a_storage_only_image_is_read_through_image_load(modern_host, modern_ctx):
     img, values = image_of(modern_ctx, "rgba16f", (64, 8), 2, usage="storage")
     spec = modern_host.run(modern_ctx, lambda rec: rec.rfft2(img))
@@ -163,7 +181,8 @@ def test_typed_errors_before_anything_is_recorded(modern_host, modern_ctx):
          "SAMPLED"),
         (gc.ShapeError, lambda rec: rec.rfft2(img, axes=(0, 2)), "channel axis"),
         (gc.ShapeError, lambda rec: rec.fftn(img, axes=(-1,)), "channel axis"),
-        (gc.ShapeError, lambda rec: rec.fft2(img, axes=(-2, -1)), "channel axis"),
+        (gc.ShapeError, lambda rec: rec.fftn(img, axes=(1, 2)), "channel axis"),
+        (gc.ShapeError, lambda rec: rec.fft2(img, axes=(-1, -2)), "channel axis"),   # only (-2, -1) is the default
         (gc.ShapeError, lambda rec: rec.fftn(img, s=(4, 4, 4)), "two spatial axes"),
         (gc.ShapeError, lambda rec: rec.fft_convolve(img, k, axes=(1, 2)), "channel axis"),
         (gc.DTypeError, lambda rec: rec.irfft2(img), "real pixels"),
