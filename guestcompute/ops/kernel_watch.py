@@ -2,10 +2,13 @@
 made with ``ctx.kernel(path, watch=True)`` and reloads a kernel when one of
 its files changes.
 
-Why polling: a stat of a few files every ``interval`` seconds (20 ms) costs
-microseconds, works on every platform and file system (network mounts and
-editors that replace the file by renaming included), and needs no
-dependency. The compile runs on this thread, never on a recording one: a
+Why polling: a look at a few small files every ``interval`` seconds (20 ms)
+costs microseconds, works on every platform and file system (network
+mounts and editors that replace the file by renaming included), and needs
+no dependency. A look compares each file's contents (a CRC) as well as its
+modification time, size and inode: a file's timestamp moves in coarse
+ticks, so a same-size save within one tick of the last would otherwise go
+unseen. The compile runs on this thread, never on a recording one: a
 recording thread keeps the last good pipeline until the new one exists,
 then picks it up at its next dispatch (:meth:`UserKernel.reload`). A
 change is compiled once the files look the same twice in a row, so a save
@@ -22,6 +25,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+import zlib
 
 from ..log import log
 
@@ -34,7 +38,9 @@ def stamp(files) -> tuple:
     for f in files:
         try:
             st = os.stat(f)
-            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            with open(f, "rb") as fh:
+                crc = zlib.crc32(fh.read())
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino, crc))
         except OSError:
             out.append(None)
     return tuple(out)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import guestcompute as gc
+from guestcompute.ops import kernel_watch
 
 pytestmark = pytest.mark.skipif(shutil.which("glslc") is None, reason="needs glslc")
 N = 96
@@ -156,6 +157,18 @@ def test_the_watcher_reloads_an_edited_kernel_and_include(host, ctx, data, tmp_p
     path.write_text(path.read_text().replace("src[i] * F", "src[i] * F * oops"))
     assert changed.wait(WAIT), "the watcher did not report the broken edit"
     assert isinstance(events[-1], gc.KernelCompileError) and k.version == 1
+
+
+def test_a_same_size_save_right_after_is_seen(tmp_path):
+    """A rewrite of the same size inside one file-system timestamp tick
+    still changes the stamp (its contents do)."""
+    path = tmp_path / "k.comp"
+    path.write_text("const float F = 2.0;\n")
+    before = kernel_watch.stamp([path])
+    path.write_text("const float F = 8.0;\n")
+    assert kernel_watch.stamp([path]) != before
+    path.unlink()
+    assert kernel_watch.stamp([path]) == (None,)
 
 
 def test_two_threads_record_while_the_kernel_reloads(ctx, tmp_path):
