@@ -24,7 +24,7 @@ from .errors import check
 from .vk import bootstrap
 from .vk.functions import DeviceFunctions
 from .vk.memory import MemoryManager
-from .vk.commands import allocate_command_buffer, create_command_pool, wait_for_fences
+from .vk.commands import allocate_command_buffer, create_command_pool
 from .vk.structs import new
 
 PROFILES = ("bare", "modern")
@@ -153,7 +153,7 @@ class HeadlessHost:
 
     def wait(self) -> None:
         """Wait for the last :meth:`submit` to finish."""
-        check("vkWaitForFences", wait_for_fences(self.fns, self.device, self._fence))
+        check("vkWaitForFences", self.fns.vkWaitForFences(self.device, 1, self._fence, vk.VK_TRUE, 2**63 - 1))
 
     def free(self, cmds) -> None:
         """Free command buffers of this host's pool (after they finished)."""

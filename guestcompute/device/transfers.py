@@ -29,7 +29,7 @@ from vulkan import ffi
 
 from ..errors import RecordingError, UnsupportedError, check
 from ..vk import sync
-from ..vk.commands import allocate_command_buffer, create_command_pool, wait_for_fences
+from ..vk.commands import allocate_command_buffer, create_command_pool
 from ..vk.memory import STAGING_USAGE
 from ..vk.structs import new
 
@@ -336,7 +336,7 @@ class Transfers:
             submit = new("VkSubmitInfo", commandBufferCount=1, pCommandBuffers=cmds)
             with dev.queue_lock:
                 check("vkQueueSubmit", fns.vkQueueSubmit(dev.queue, 1, submit, fence[0]))
-            res = wait_for_fences(fns, handle, fence)
+            res = fns.vkWaitForFences(handle, 1, fence, vk.VK_TRUE, 2**63 - 1)
             if res != vk.VK_SUCCESS:
                 # Never free a command buffer or fence the GPU may still use:
                 # drain the queue first (it returns at once on a lost device).

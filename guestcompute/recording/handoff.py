@@ -44,7 +44,7 @@ from ..errors import InvalidArgumentError, UnsupportedError, check
 from ..device.epochs import semaphore_value, timeline_functions
 from ..ops.base import check_tensor
 from ..vk import sync
-from ..vk.commands import allocate_command_buffer, create_command_pool, wait_for_fences
+from ..vk.commands import allocate_command_buffer, create_command_pool
 from ..vk.structs import array, new
 from .encoder import Target
 from .recorder import Recorder
@@ -324,9 +324,9 @@ class Submitter:
                 return True
             pending.waiters += 1       # keeps the fence from being recycled meanwhile
         try:
-            ns = None if timeout is None else max(0, int(timeout * 1e9))
+            ns = 2 ** 63 - 1 if timeout is None else max(0, int(timeout * 1e9))
             fence = ffi.new("VkFence[1]", [pending.fence])
-            res = wait_for_fences(self.ctx.device.fns, self.ctx.device.handle, fence, ns)
+            res = self.ctx.device.fns.vkWaitForFences(self.ctx.device.handle, 1, fence, vk.VK_TRUE, ns)
         finally:
             with self._lock:
                 pending.waiters -= 1
