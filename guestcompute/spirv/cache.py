@@ -53,12 +53,7 @@ class SpirvCache:
                 data = self._load(self.dir / f"{key}.spv", "spirv_disk_hits", key=key)
             if data is None:
                 data = compile_glsl(glsl, target_env)
-                self.stats["spirv_compiles"] += 1
-                try:
-                    atomic_write(self.dir / f"{key}.spv", seal(data, key))
-                except OSError as e:
-                    log.warning("guestcompute: cannot write SPIR-V cache %s (%s); continuing "
-                                "without disk caching", self.dir, e)
+                self.store(key, data)
             self._memory[key] = data
             return data
 
@@ -73,6 +68,7 @@ class SpirvCache:
         return hit
 
     def store(self, key: str, spirv: bytes) -> None:
+        """Keep freshly compiled ``spirv`` under ``key``: in memory and on disk."""
         self._memory[key] = spirv
         self.stats["spirv_compiles"] += 1
         try:
