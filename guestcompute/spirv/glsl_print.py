@@ -131,9 +131,9 @@ def has_prints(text: str) -> bool:
     return CALL in text
 
 
-def _calls(text: str):
-    """(start, end, format, args) of every debugPrintfEXT call statement."""
-    mask = _code_mask(text)
+def _calls(text: str, mask: list):
+    """(start, end, format, args) of every debugPrintfEXT call statement
+    (``mask``: :func:`_code_mask` of ``text``)."""
     for m in re.finditer(rf"\b{CALL}\s*\(", text):
         if not mask[m.start()]:
             continue
@@ -154,8 +154,9 @@ def rewrite(text: str, name: str, ids, enabled: bool = True) -> tuple:
     k-th call's records carry. Raises KernelCompileError for a call it
     cannot read."""
     out, calls, pos, start = [], [], 0, 0
+    mask = _code_mask(text)
     try:
-        for start, end, fmt, args in _calls(text):
+        for start, end, fmt, args in _calls(text, mask):
             newlines = "\n" * text.count("\n", start, end)
             out.append(text[pos:start])
             if enabled:
@@ -176,7 +177,6 @@ def rewrite(text: str, name: str, ids, enabled: bool = True) -> tuple:
     body = _EXTENSION.sub("", "".join(out))
     if not calls:
         return body, ()
-    mask = _code_mask(text)
     bindings = [int(m.group(1)) for m in _BINDING.finditer(text) if mask[m.start()]]
     return _with_helpers(body, max(bindings, default=-1) + 1), tuple(calls)
 
