@@ -14,7 +14,8 @@ from .table import FLOATS, Plan, Sym, attr, const_input, require_dtype, rule, un
 _TRANSFORMS = {
     "half_pixel": lambda x, s, n, m: (x + 0.5) / s - 0.5,
     "pytorch_half_pixel": lambda x, s, n, m: (x + 0.5) / s - 0.5 if m > 1 else np.zeros_like(x),
-    "align_corners": lambda x, s, n, m: x * (n - 1) / (m - 1) if m > 1 else np.zeros_like(x),
+    # the resized length is n * scale before rounding (as onnx's reference has it)
+    "align_corners": lambda x, s, n, m: x * (n - 1) / (n * s - 1) if m > 1 and n * s != 1 else np.zeros_like(x),
     "asymmetric": lambda x, s, n, m: x / s,
 }
 _NEAREST = {

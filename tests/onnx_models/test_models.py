@@ -133,3 +133,18 @@ def test_importing_guestcompute_does_not_import_onnx():
     code = "import sys, guestcompute as gc; gc.Tensor; gc.onnx; print('onnx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_layer_normalization_over_trailing_axes_matches_numpy(ctx):
+    """The node cases all ask for Mean/InvStdDev (refused); Y alone, over the last two axes."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    scale, bias = rng.normal(size=(4, 5)).astype(np.float32), rng.normal(size=(5,)).astype(np.float32)
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-2, epsilon=1e-3)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 5])],
+                              [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(bias, "b")])
+    x = rng.normal(size=(3, 4, 5)).astype(np.float32)
+    y = gc.onnx.load(helper.make_model(graph)).bind(ctx).run(x=x)["y"]
+    mean, var = x.mean(axis=(1, 2), keepdims=True), x.var(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-3) * scale + bias, rtol=1e-4, atol=1e-4)
