@@ -27,7 +27,11 @@ $(VENV)/.installed: pyproject.toml
 	$(MAKE) deps
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,demos]'
+	$(PY) -m pip install -q -e '.[test,demos,onnx]'
+	# onnxruntime: the ONNX model tests compare against it on the CPU. Its
+	# wheel is large (tens of MB), so it is installed here for the suite and
+	# is not in the `test` extra; without it those comparisons skip.
+	$(PY) -m pip install -q onnxruntime || echo "onnxruntime not installed: ONNX comparisons against it will skip"
 	# slangc for the Slang kernel tests: slangtorch's wheel carries a
 	# standalone one (its torch requirement is only for its own Python API,
 	# hence --no-deps). Without it those tests skip, saying why.

@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING
 from .version import __version__
 
 if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
-    from . import testing
+    from . import onnx, testing
     from .context import Context, DeviceLimits
     from .device.shared_memory import ExportedMemory
     from .device.shared_timeline import SharedTimeline
     from .dtypes import complex64, float16, float32, int32, uint8, uint32, uint64
     from .errors import (BufferRangeError, CompilerNotFoundError, ContextClosedError, DeviceLostError,
                          DTypeError, GuestComputeError, IndexOutOfRangeError, InvalidArgumentError,
-                         KernelCompileError, KernelError, OutOfMemoryError, RecordingError, ShapeError,
+                         KernelCompileError, KernelError, MissingDependencyError, OutOfMemoryError,
+                         RecordingError, ShapeError,
                          UnknownOperationError, UnsupportedError, VulkanError, WrongContextError)
     from .host import HostAccess, Requirements, requirements
     from .image import Image, ImageLevel
@@ -45,15 +46,19 @@ _EXPORTS = {
     **{name: "errors" for name in (
         "BufferRangeError", "CompilerNotFoundError", "ContextClosedError", "DeviceLostError",
         "DTypeError", "GuestComputeError", "IndexOutOfRangeError", "InvalidArgumentError", "KernelCompileError",
-        "KernelError", "OutOfMemoryError", "RecordingError", "ShapeError", "UnknownOperationError", "UnsupportedError", "VulkanError",
+        "KernelError", "MissingDependencyError", "OutOfMemoryError", "RecordingError", "ShapeError",
+        "UnknownOperationError", "UnsupportedError", "VulkanError",
         "WrongContextError")},
 }
-__all__ = sorted(_EXPORTS) + ["testing"]
+# Subpackages imported on first use: ``gc.onnx`` imports the onnx package
+# only when a model is loaded (it is an optional extra).
+_SUBPACKAGES = ("testing", "onnx")
+__all__ = sorted(_EXPORTS) + list(_SUBPACKAGES)
 
 
 def __getattr__(name):
-    if name == "testing":
-        return importlib.import_module(".testing", __name__)
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'guestcompute' has no attribute {name!r}")

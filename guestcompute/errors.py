@@ -35,6 +35,11 @@ class UnsupportedError(GuestComputeError):
     """The device, or what the host enabled on it, cannot do this."""
 
 
+class MissingDependencyError(UnsupportedError, ImportError):
+    """An optional dependency is not installed; the message names the extra
+    to install (``pip install guestcompute[onnx]``). Still an ImportError."""
+
+
 class PastBindingRangeError(UnsupportedError):
     """A tensor lies (partly) past what one storage-buffer binding reaches
     (maxStorageBufferRange) from the start of its buffer. Ops that run in

@@ -35,6 +35,7 @@ LAYERS = (
     ("ops",),
     ("recording",),
     ("warmup", "context"),
+    ("onnx",),
     ("testing", "bake", "cli", "__main__", ""),
 )
 

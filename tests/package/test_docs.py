@@ -357,3 +357,15 @@ def test_kernel_print_example(ctx):
     ns = {"ctx": ctx, "points": ctx.tensor(points)}
     exec(compile(blocks[0], str(GUIDE), "exec"), ns)
     assert sorted(ns["lines"]) == ["v[1] = 0.750000, -2.500000", "v[3] = 1.500000, 3.250000"]
+
+
+def test_onnx_loading_example(ctx):
+    """The guide's ONNX example: a MatMul + Relu graph built with
+    onnx.helper, bound for a batch of 4 and recorded with ctx.run."""
+    pytest.importorskip("onnx")
+    import guestcompute as gc
+    blocks = [b for b in python_test_blocks() if "gc.onnx.load" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one example of loading an ONNX model"
+    ns = {"ctx": ctx, "np": np, "gc": gc}
+    exec(compile(blocks[0], str(GUIDE), "exec"), ns)
+    assert ns["outs"]["y"].shape == (4, 3)

@@ -1,0 +1,143 @@
+"""Elementwise ONNX nodes: numpy-broadcast binary arithmetic, activations,
+Clip and Cast. Each folds on the CPU when every input is a constant."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import require_onnx
+from .table import (FLOATS, GUEST_DTYPES, NUMBERS, Const, Plan, Sym, all_const, attr, const_input,
+                    dtype_of, guest_dtype, require_dtype, rule, unsupported)
+
+
+def _trunc_div(a, b):
+    # ONNX's integer Div truncates toward zero (C's), numpy's // floors.
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        q = np.abs(a) // np.abs(b)
+        return (q * np.sign(a) * np.sign(b)).astype(np.result_type(a, b))
+    return np.divide(a, b)
+
+
+# op type -> (rec method, numpy function, dtypes the GPU path takes)
+BINARY = {
+    "Add": ("add", np.add, NUMBERS), "Sub": ("sub", np.subtract, NUMBERS),
+    "Mul": ("mul", np.multiply, NUMBERS), "Div": ("div", _trunc_div, FLOATS),
+    "Pow": ("pow", np.power, FLOATS), "Max": ("maximum", np.maximum, NUMBERS),
+    "Min": ("minimum", np.minimum, NUMBERS),
+}
+
+
+@rule(*BINARY)
+def binary(node, args, opset):
+    method, fn, allowed = BINARY[node.op_type]
+    if len(args) != 2 or any(a is None for a in args):
+        raise unsupported(node, f"{len(args)} inputs (two are supported)")
+    a, b = args
+    if all_const(args):
+        return [Const(np.asarray(fn(a.value, b.value)))]
+    da, db = require_dtype(node, a, allowed), require_dtype(node, b, allowed)
+    if da != db:
+        raise unsupported(node, f"mixed input dtypes {da} and {db}")
+    try:
+        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    except ValueError:
+        raise unsupported(node, f"shapes {a.shape} and {b.shape} do not broadcast") from None
+
+    def record(rec, t):
+        getattr(rec, method)(t.ins[0], t.ins[1], out=t.outs[0])
+    return Plan([Sym(shape, da)], record)
+
+
+UNARY = {
+    "Relu": ("relu", lambda x: np.maximum(x, 0)), "Sigmoid": ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+    "Tanh": ("tanh", np.tanh), "Neg": ("neg", np.negative), "Abs": ("abs", np.abs),
+    "Exp": ("exp", np.exp), "Log": ("log", np.log), "Sqrt": ("sqrt", np.sqrt),
+    "Sin": ("sin", np.sin), "Cos": ("cos", np.cos),
+}
+_ANY_SIGN = ("Relu", "Neg", "Abs")     # these also take int32
+
+
+@rule(*UNARY)
+def unary(node, args, opset):
+    method, fn = UNARY[node.op_type]
+    x = args[0]
+    if isinstance(x, Const):
+        return [Const(np.asarray(fn(x.value)).astype(x.value.dtype))]
+    d = require_dtype(node, x, ("float32", "float16", "int32") if node.op_type in _ANY_SIGN else FLOATS)
+
+    def record(rec, t):
+        getattr(rec, method)(t.ins[0], out=t.outs[0])
+    return Plan([Sym(x.shape, d)], record)
+
+
+@rule("LeakyRelu")
+def leaky_relu(node, args, opset):
+    x, alpha = args[0], float(attr(node, "alpha", 0.01))
+    if isinstance(x, Const):
+        return [Const(np.where(x.value > 0, x.value, x.value * alpha).astype(x.value.dtype))]
+    d = require_dtype(node, x, FLOATS)
+    # max(x, alpha*x) for alpha <= 1 (min for alpha > 1): two dispatches, no compare op needed.
+    pick = "maximum" if alpha <= 1 else "minimum"
+
+    def record(rec, t):
+        rec.scale(t.ins[0], alpha, out=t.outs[0])
+        getattr(rec, pick)(t.ins[0], t.outs[0], out=t.outs[0])
+    return Plan([Sym(x.shape, d)], record)
+
+
+@rule("Gelu")
+def gelu(node, args, opset):
+    x, approximate = args[0], attr(node, "approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise unsupported(node, f"attribute approximate={approximate!r} is not supported")
+    d = require_dtype(node, x, FLOATS)
+
+    def record(rec, t):
+        rec.gelu(t.ins[0], approximate=approximate, out=t.outs[0])
+    return Plan([Sym(x.shape, d)], record)
+
+
+@rule("Clip")
+def clip(node, args, opset):
+    x = args[0]
+    if opset < 11:
+        lo, hi = attr(node, "min"), attr(node, "max")
+    else:
+        lo, hi = const_input(node, args, 1, "min"), const_input(node, args, 2, "max")
+    lo = None if lo is None else np.asarray(lo).item()
+    hi = None if hi is None else np.asarray(hi).item()
+    if isinstance(x, Const):
+        return [Const(np.clip(x.value, lo, hi).astype(x.value.dtype))]
+    d = require_dtype(node, x, NUMBERS)
+    if lo is None and hi is None:
+        return Plan([Sym(x.shape, d)], view=lambda ins: [ins[0]], uses=(0,))
+
+    def record(rec, t):
+        rec.clamp(t.ins[0], lo, hi, out=t.outs[0])
+    return Plan([Sym(x.shape, d)], record, uses=(0,))
+
+
+@rule("Cast")
+def cast(node, args, opset):
+    onnx = require_onnx()
+    x = args[0]
+    target = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(attr(node, "to"))).name
+    if isinstance(x, Const):
+        return [Const(x.value.astype(target))]
+    if "saturate" in node.attrs and target not in GUEST_DTYPES:
+        raise unsupported(node, "attribute saturate (float8 targets) is not supported")
+    to = guest_dtype(node, target)
+    src = dtype_of(node, x)
+    if src == to:
+        return Plan([Sym(x.shape, to)], view=lambda ins: [ins[0]])
+
+    def record(rec, t):
+        rec.cast(t.ins[0], to, out=t.outs[0])
+    return Plan([Sym(x.shape, to)], record)
+
+
+@rule("Identity")
+def identity(node, args, opset):
+    x = args[0]
+    if isinstance(x, Const):
+        return [x]
+    return Plan([Sym(x.shape, x.dtype)], view=lambda ins: [ins[0]])
