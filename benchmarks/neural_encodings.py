@@ -49,7 +49,7 @@ def _check(got: np.ndarray, ref: np.ndarray, atol: float, what: str) -> None:
         raise AssertionError(f"{what}: max error {err:.3g} > {atol:.3g} against numpy")
 
 
-def _rows(ctx, w: int, h: int, timer: Timer, goals: bool) -> list:
+def encoding_rows(ctx, w: int, h: int, timer: Timer, goals: bool) -> list:
     refs = _refs()
     rng = np.random.default_rng(41)
     n = w * h
@@ -86,14 +86,14 @@ def gpu_rows(ctx, quick: bool) -> list:
     if not ctx.caps.float16_storage:
         return [Result(SECTION, name, goal=GOALS[name], skipped="needs 16-bit storage") for name in GOALS]
     warm_up(ctx, 1.0)
-    return _rows(ctx, 1920, 1080, Timer(ctx, 5 if quick else 20, rounds=3), goals=True)
+    return encoding_rows(ctx, 1920, 1080, Timer(ctx, 5 if quick else 20, rounds=3), goals=True)
 
 
 def cpu_rows(ctx, quick: bool) -> list:
     """lavapipe: a small frame, no goals (its goals are a GPU's)."""
     if not ctx.caps.float16_storage:
         return [Result(SECTION, name, skipped="needs 16-bit storage") for name in GOALS]
-    return _rows(ctx, 320, 180, Timer(ctx, 2, rounds=1 if quick else 3), goals=False)
+    return encoding_rows(ctx, 320, 180, Timer(ctx, 2, rounds=1 if quick else 3), goals=False)
 
 
 def run(env) -> list:
