@@ -40,6 +40,7 @@ SECTIONS = (
     ("gpu-ops", "benchmarks.gpu_ops"),
     ("sort", "benchmarks.sort"),
     ("fft", "benchmarks.fft"),
+    ("neural", "benchmarks.neural_encodings"),
     ("images", "benchmarks.images"),
     ("demo", "benchmarks.demo_frames"),
     ("torch", "benchmarks.torch_interop"),

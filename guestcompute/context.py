@@ -26,6 +26,7 @@ from .dtypes import as_dtype, host_array
 from .errors import InvalidArgumentError, UnsupportedError
 from .interop.cuda_driver import driver as cuda_driver
 from .interop.cuda_timeline import CudaTimeline
+from .ops.hash_grid import HashGrid
 from .ops.kernel_watch import KernelWatcher
 from .ops.user_kernel import UserKernel, build as build_user_kernel
 from .ops.memo import CallMemo
@@ -406,6 +407,14 @@ class Context:
                                  watch=watch, on_reload=on_reload, prints=prints, on_print=on_print,
                                  language=language)
 
+    def hash_grid(self, n_input_dims=3, n_levels=16, n_features_per_level=2, log2_hashmap_size=19,
+                  base_resolution=16, per_level_scale=2.0, dtype="float32", params=None, seed=0) -> HashGrid:
+        """Instant-NGP's multiresolution hash-grid encoding: a HashGrid of parameters (``params``: host
+        data, else uniform in [-1e-4, 1e-4] drawn with ``seed``) that ``rec.hash_grid_encode(x, grid)``
+        reads; layout and semantics in ops/hash_grid.py. Thread-safety: as :meth:`tensor`."""
+        return HashGrid(self, n_input_dims, n_levels, n_features_per_level, log2_hashmap_size,
+                        base_resolution, per_level_scale, dtype, params, seed)
+
     def submit(self, fn, *, queue=None, wait=(), signal=(), queue_family_index: int = None,
                shared=(), queue_lock=None) -> Submission:
         """Semaphore hand-off mode: record ``fn(rec)`` into a guest-owned
@@ -445,10 +454,8 @@ class Context:
         return self.device.epochs.current
 
     def advance_epoch(self) -> int:
-        """Close the current epoch (e.g. once per frame) and return its number.
-
-        Thread-safety: any thread; epochs are per context, so with several
-        recording threads one of them (the frame loop) should own them."""
+        """Close the current epoch (e.g. once per frame) and return its number. Thread-safety: any
+        thread; epochs are per context, so with several recording threads one (the frame loop) owns them."""
         return self.device.epochs.advance()
 
     def retire(self, epoch: int = None) -> None:
@@ -490,11 +497,8 @@ class Context:
                                               epoch=epoch)
 
     def read_bytes(self, buf: Buffer, offset: int, size: int) -> bytes:
-        """``size`` bytes of ``buf`` from ``offset`` (what ``t.numpy()``
-        reads): mapped memory directly, else through a staging copy — or,
-        for a host's buffer without TRANSFER_SRC, a compute copy into a
-        guest tensor first (decided here, where the ops are).
-        Package-internal; thread-safety as ``t.numpy()``."""
+        """``size`` bytes of ``buf`` from ``offset`` (what ``t.numpy()`` reads): mapped memory, a staging
+        copy, or (a host's buffer without TRANSFER_SRC) a compute copy first. Package-internal."""
         transfers = self.device.transfers
         if size > 0 and self.device.queue is not None and transfers.needs_compute_copy(buf):
             return read_through_compute(self, buf, offset + buf.window_offset, size)
@@ -524,12 +528,10 @@ class Context:
         return stats
 
     def live_objects(self) -> dict:
-        """Vulkan objects guestcompute holds right now (leak checks):
-        buffers in use, ``recycled_buffers`` (kept for reuse),
-        ``allocations`` (VkDeviceMemory objects), ``reserved_bytes`` of
-        device memory and ``used_bytes`` of it, images, views, samplers,
-        pipelines, descriptor sets, command buffers, fences, query pools,
-        and what waits for retirement. Thread-safety: any thread; a snapshot."""
+        """Vulkan objects guestcompute holds right now (leak checks): buffers in use, ``recycled_buffers``
+        (kept for reuse), ``allocations`` (VkDeviceMemory objects), ``reserved_bytes`` of device memory and
+        ``used_bytes`` of it, images, views, samplers, pipelines, descriptor sets, command buffers, fences,
+        query pools, and what waits for retirement. Thread-safety: any thread; a snapshot."""
         found = self.device.live_objects()
         found["command_buffers"] = (self.program_pool.live_command_buffers
                                     + self.submitter.live_command_buffers)
@@ -550,10 +552,8 @@ class Context:
         return self.device.memory_report()
 
     def trim_memory(self) -> None:
-        """Give idle guest memory back to the driver now: buffers kept for
-        reuse and empty blocks (which otherwise go after eight epoch
-        advances unused). Memory still pending retirement is not touched.
-        Thread-safety: any thread."""
+        """Give idle guest memory back to the driver now: buffers kept for reuse and empty blocks (which
+        otherwise go after eight epoch advances unused), not memory pending retirement. Any thread."""
         self.device.check_open()
         self.device.epochs.collect()
         self.device.suballocator.trim()

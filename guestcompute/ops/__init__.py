@@ -23,6 +23,8 @@ from . import shape  # noqa: F401
 from . import user_kernel  # noqa: F401  (rec.run_kernel)
 from . import fft  # noqa: F401  (rec.fft, rec.rfft2, ...)
 from . import fft_convolve  # noqa: F401  (rec.fft_convolve)
+from . import encodings  # noqa: F401  (rec.frequency_encoding)
+from . import hash_grid_encode  # noqa: F401  (rec.hash_grid_encode)
 from ..kernels.catalogue import registered_specs
 
 

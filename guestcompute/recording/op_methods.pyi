@@ -293,6 +293,18 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def frequency_encoding(self, x, n_frequencies, include_input=..., out=...) -> Any:
+        """
+        NeRF's positional encoding of ``x`` (float32 or float16, shape
+        (..., d)): (..., d * (include_input + 2 n_frequencies)) values, the
+        blocks ``x``, then ``sin(2**k pi x)``, ``cos(2**k pi x)`` for k = 0 ..
+        n_frequencies - 1 (0 .. 64), each block the d coordinates (module notes
+        of ops/encodings.py: layout, numpy reference, accuracy). ``out``:
+        float32 or float16 (default: x's dtype), not overlapping ``x``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def gather(self, x, indices, axis=..., *, out=..., mode=...) -> Any:
         """
         ``numpy.take_along_axis(x, indices, axis)``: ``indices`` has x's
@@ -340,6 +352,18 @@ class OpMethods:
         Workgroup counts ``(x, y, z)`` (a uint32 tensor of shape (3,)) of a
         dispatch covering ``count[0]`` items at ``items_per_group`` items per
         workgroup, computed on the GPU; feed it to ``rec.dispatch_indirect``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def hash_grid_encode(self, x, grid, out=...) -> Any:
+        """
+        Instant-NGP's hash-grid encoding of points ``x`` (float32, shape
+        (..., grid.n_input_dims), coordinates in [0, 1], clamped) through
+        ``grid`` (``ctx.hash_grid(...)``): shape (..., n_levels *
+        n_features_per_level), level after level. ``out``: float32 or float16
+        (default: the grid's dtype), overlapping neither ``x`` nor the grid's
+        parameters. Semantics: ops/hash_grid_encode.py.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

@@ -74,6 +74,9 @@ CALLS = {
     **{name: _unary for name in ("fft", "ifft", "rfft", "fft2", "ifft2", "rfft2", "fftn", "ifftn", "rfftn")},
     **{name: lambda c, r: ((c.tensor(np.ones((r, 8), np.complex64)),), {}) for name in ("irfft", "irfft2", "irfftn")},
     "fft_convolve": lambda c, r: ((_x(c, r), c.tensor(np.ones((r, 5), np.complex64))), {}),
+    "frequency_encoding": lambda c, r: ((_x(c, r)[:, :3], 2), {}),
+    "hash_grid_encode": lambda c, r: ((c.tensor(np.full((r, 3), 0.5, np.float32)),
+                                       c.hash_grid(3, n_levels=2, log2_hashmap_size=6)), {}),
     # Ops whose output's size is what they write: the valid call names one.
     "tonemap": lambda c, r: ((_img(c, r),), {"out": c.empty((8, 8, 4), "float32")}),
     "resize": lambda c, r: ((c.image_from(_img(c, r).numpy(), "rgba32f"),), {"out": c.empty((4, 4, 4), "float32")}),

@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 from demos.host.offscreen import OffscreenTarget  # noqa: E402
 from demos.host.pipeline import PointsPipeline, create_render_pass  # noqa: E402
 from image_refs import ref_blur  # noqa: E402
+from encoding_refs import ref_frequency, ref_hash_grid  # noqa: E402
 
 GUIDE = ROOT / "docs" / "integration.md"
 BLOCK = re.compile(r"^```python test\n(.*?)^```", re.S | re.M)
@@ -369,3 +370,19 @@ def test_onnx_loading_example(ctx):
     ns = {"ctx": ctx, "np": np, "gc": gc}
     exec(compile(blocks[0], str(GUIDE), "exec"), ns)
     assert ns["outs"]["y"].shape == (4, 3)
+
+
+def test_input_encodings_example(ctx):
+    """The guide's neural-field inputs: the hash grid's features and the
+    frequency encoding, side by side, as the numpy references give them."""
+    blocks = [b for b in python_test_blocks() if "hash_grid_encode" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one input encodings example"
+    rng = np.random.default_rng(18)
+    uv_np = rng.uniform(0, 1, (64, 2)).astype(np.float32)
+    dirs_np = rng.normal(size=(64, 3)).astype(np.float32)
+    ns = {"ctx": ctx, "uv": ctx.tensor(uv_np), "directions": ctx.tensor(dirs_np)}
+    exec(compile(blocks[0], str(GUIDE), "exec"), ns)
+    got = ns["features"].numpy()
+    grid = ns["grid"]
+    np.testing.assert_allclose(got[:, :16], ref_hash_grid(uv_np, grid, grid.params.numpy()), atol=1e-9)
+    np.testing.assert_allclose(got[:, 16:], ref_frequency(dirs_np, 4, include_input=False), atol=4e-7)

@@ -19,7 +19,7 @@ FUNCTION_LINES = 80
 
 # path (relative to the package) -> at most this many lines
 FILES_OVER = {
-    "ops/math.py": 773,
+    "ops/math.py": 675,
     "spirv/reflect.py": 736,
     "ops/matmul_kernels.py": 721,
 }

@@ -84,6 +84,8 @@ def _samples(ctx) -> types.SimpleNamespace:
     s.mipped.write(rng.uniform(0, 1, (16, 16, 4)).astype(np.float16))
     s.kernel = ctx.kernel(USER_KERNEL) if shutil.which("glslc") else None
     s.acc = ctx.zeros((64,))
+    s.points = ctx.tensor(rng.uniform(0, 1, (16, 3)).astype(np.float32))
+    s.grid = ctx.hash_grid(3, n_levels=4, log2_hashmap_size=8)
     return s
 
 
@@ -119,12 +121,15 @@ SAMPLES = {
     "fft_convolve": [lambda rec, s: rec.fft_convolve(s.x, s.spec[:, :5])],
     "fftn": [lambda rec, s: rec.fftn(s.x, s=(5, 6))],
     "fill": [lambda rec, s: rec.fill(s.acc, 2.0)],
+    "frequency_encoding": [lambda rec, s: rec.frequency_encoding(s.points, 4),
+                           lambda rec, s: rec.frequency_encoding(s.x, 2, include_input=False)],
     "floordiv": [lambda rec, s: rec.floordiv(s.ints, 3)],
     "gather": [lambda rec, s: rec.gather(s.x, s.idx2, axis=1)],
     "gaussian_blur": [lambda rec, s: rec.gaussian_blur(s.hdr, 1.0), lambda rec, s: rec.gaussian_blur(s.ldr, 1.5)],
     "gelu": [lambda rec, s: rec.gelu(s.x)],
     "generate_mips": [lambda rec, s: rec.generate_mips(s.mipped)],
     "groups_from_count": [lambda rec, s: rec.groups_from_count(s.count, 64)],
+    "hash_grid_encode": [lambda rec, s: rec.hash_grid_encode(s.points, s.grid)],
     "histogram": [lambda rec, s: rec.histogram(s.x, 16, range=(0.0, 2.0)),
                   lambda rec, s: rec.histogram(s.ldr, 16)],
     "ifft": [lambda rec, s: rec.ifft(s.spec, axis=0)],

@@ -1,0 +1,172 @@
+"""``rec.frequency_encoding``: the positional (frequency) encoding that
+neural-graphics networks (NeRF and its kin) put in front of an MLP.
+
+Layout (NeRF's): for ``x`` of shape (..., d) and n frequencies the output is
+(..., d * (include_input + 2 n)), made of blocks of d values along the last
+axis: ``x`` itself (when ``include_input``), then for k = 0 .. n-1 the block
+``sin(2**k pi x)`` followed by the block ``cos(2**k pi x)``. In numpy::
+
+    def frequency_encoding(x, n, include_input=True):
+        x = x.astype(np.float64)
+        blocks = [x] if include_input else []
+        for k in range(n):
+            blocks += [np.sin(2.0**k * np.pi * x), np.cos(2.0**k * np.pi * x)]
+        return np.concatenate(blocks, axis=-1)
+
+Accuracy: the argument is reduced exactly in half-turns (``2**k x`` is
+exact, its remainder modulo 2 too), so the result is that of the exact
+value ``2**k x`` however large k or x is; only the product of the reduced
+argument (|r| <= 1/4) with pi rounds. The sine and cosine on [-pi/4, pi/4]
+are the library's own polynomials (ops/trig_glsl.py). float32 results are
+within 3 ulp of ``sin(pi * (2**k x mod 2))`` computed in float64 and
+rounded to float32 (zeros of the exact result are exact); float16 results
+within one float16 ulp. Inputs of 2**24 and above are even integers: sine
+±0, cosine 1. NaN and ±inf give NaN (their block of ``x`` keeps them).
+Subnormal inputs are the device's business (ops/math.py's notes).
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..dtypes import float16, float32
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
+from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import LINEAR_INDEX
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
+from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, op
+from .elementwise import storage_extensions, storage_features
+from .trig_glsl import TRIG_POLYS
+
+WORKGROUP = 128
+MAX_FREQUENCIES = 64          # 2**63 is a float32; every larger k gives the same as k = 24
+MAX_INVOCATIONS = 1 << 31     # indices and element offsets are GLSL ints
+
+
+def batch_layout(x, out, width: int, what: str) -> tuple:
+    """``x`` (..., d) and ``out`` (..., width) as rows: (rows, x row
+    stride, out row stride). The batch dims of both must merge into one
+    strided dim (any contiguous layout, a slice of the last axis, ...)."""
+    batch = x.shape[:-1]
+    shape, (xs, os) = coalesce(batch, [list(x.strides[:-1]), list(out.strides[:-1])])
+    if len(shape) > 1:
+        raise ShapeError(f"{what}: the batch dims of the input or of out do not merge into one strided dim; "
+                         "pass rec.contiguous(x) (and a contiguous out)")
+    rows = 1
+    for n in batch:
+        rows *= n
+    if rows * max(width, x.shape[-1]) >= MAX_INVOCATIONS:
+        raise UnsupportedError(f"{what}: {rows} rows of {width} outputs are past the 2**31 elements one "
+                               "dispatch indexes; encode the batch in slices")
+    return rows, xs[0], os[0]
+
+
+def check_points(ctx, x, what: str, dtypes=(float32, float16)):
+    """``x`` checked: a tensor of this context with a last axis (the point's coordinates)."""
+    x = check_tensor(ctx, x, f"{what} x")
+    if x.dtype not in dtypes:
+        raise DTypeError(f"{what} x must be {' or '.join(map(str, dtypes))}, got {x.dtype}")
+    if x.ndim < 1:
+        raise ShapeError(f"{what} x must have a last axis of coordinates, shape (..., d); got a 0-d tensor")
+    return x
+
+
+def _count(value, what: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{what} must be an int in {lo}..{hi}, got {value!r}")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{what} must be an int in {lo}..{hi}, got {value!r}") from None
+    if not lo <= n <= hi:
+        raise InvalidArgumentError(f"{what} must be an int in {lo}..{hi}, got {n}")
+    return n
+
+
+@family("frequency_encoding")
+def _render_frequency(spec: KernelSpec) -> str:
+    out_t = as_glsl(spec.param("output"))
+    return f"""{TRIG_POLYS}
+float sin_cos_pi(float x, uint k, uint offset) {{
+  // sin (offset 0) or cos (offset 1) of pi 2**k x. From 2**24 on every
+  // float32 is an even integer (so is 2**k x); below, 2**k x is exact and
+  // so are a - n / 2 (|r| <= 1/4) and the quadrant n: only r pi rounds.
+  uint bits = floatBitsToUint(x), mag = bits & 0x7fffffffu;
+  if (mag >= 0x7f800000u) return uintBitsToFloat(0x7fc00000u);
+  float a = mag >= 0x4b800000u ? 0.0 : uintBitsToFloat(mag) * uintBitsToFloat((k + 127u) << 23u);
+  if (a >= 16777216.0) a = 0.0;
+  float n = roundEven(a + a);
+  float r = a - 0.5 * n;
+  uint quadrant = uint(n) + offset;
+  float y = r * 3.14159265358979324;
+  float s = (quadrant & 1u) == 0u ? gc_sin_poly(y) : gc_cos_poly(y);
+  bool flip = ((quadrant & 2u) != 0u) != (offset == 0u && (bits >> 31u) != 0u);
+  return flip ? -s : s;
+}}
+
+void main() {{
+  uint i = {LINEAR_INDEX};
+  if (i >= pc.total) return;
+  uint row = i / pc.width, j = i - row * pc.width;
+  uint block = j / pc.d, c = j - block * pc.d;
+  float x = float(src[pc.x_off + int(row) * pc.x_row + int(c) * pc.x_col]);
+  float v = x;
+  if (block >= pc.inc) {{
+    uint b = block - pc.inc;
+    v = sin_cos_pi(x, b >> 1u, b & 1u);
+  }}
+  dst[pc.o_off + int(row) * pc.o_row + int(j) * pc.o_col] = {out_t}(v);
+}}"""
+
+
+def as_glsl(name: str) -> str:
+    return {"float32": "float", "float16": "float16_t"}[name]
+
+
+def frequency_spec(src, dst) -> KernelSpec:
+    push = (Push("total", "uint"), Push("width", "uint"), Push("d", "uint"), Push("inc", "uint"),
+            Push("x_off", "int"), Push("x_row", "int"), Push("x_col", "int"),
+            Push("o_off", "int"), Push("o_row", "int"), Push("o_col", "int"))
+    return KernelSpec("frequency_encoding",
+                      bindings=(Binding("src", src.glsl, READ), Binding("dst", dst.glsl, WRITE)), push=push,
+                      params=(("input", src.name), ("output", dst.name)), workgroup=(WORKGROUP, 1, 1),
+                      glsl_extensions=storage_extensions((src, dst)), features=storage_features((src, dst)))
+
+
+@op("frequency_encoding", windows=None)
+def frequency_encoding(ctx, x, n_frequencies, include_input=True, out=None):
+    """NeRF's positional encoding of ``x`` (float32 or float16, shape
+    (..., d)): (..., d * (include_input + 2 n_frequencies)) values, the
+    blocks ``x``, then ``sin(2**k pi x)``, ``cos(2**k pi x)`` for k = 0 ..
+    n_frequencies - 1 (0 .. 64), each block the d coordinates (module notes
+    of ops/encodings.py: layout, numpy reference, accuracy). ``out``:
+    float32 or float16 (default: x's dtype), not overlapping ``x``."""
+    x = check_points(ctx, x, "frequency_encoding")
+    n = _count(n_frequencies, "frequency_encoding n_frequencies", 0, MAX_FREQUENCIES)
+    if not isinstance(include_input, (bool, int, np.bool_)) or include_input not in (0, 1):
+        raise InvalidArgumentError(f"frequency_encoding include_input must be True or False, got {include_input!r}")
+    inc = int(bool(include_input))
+    d = x.shape[-1]
+    width = d * (inc + 2 * n)
+    shape = x.shape[:-1] + (width,)
+    if out is not None:
+        out = check_out(ctx, out, shape, (float32, float16), {"x": x}, "frequency_encoding out", in_place=False)
+    else:
+        out = ctx.empty(shape, x.dtype)
+    rows, x_row, o_row = batch_layout(x, out, width, "frequency_encoding")
+    total = rows * width
+    if total == 0:
+        return OpResult(out, [])
+    spec = frequency_spec(x.dtype, out.dtype)
+    values = {"total": total, "width": width, "d": d, "inc": inc, "x_off": x.offset, "x_row": x_row,
+              "x_col": x.strides[-1], "o_off": out.offset, "o_row": o_row, "o_col": out.strides[-1]}
+    return OpResult(out, [Dispatch(spec, (x.buffer, out.buffer), spec.pack(values),
+                                   groups_for(total, WORKGROUP, ctx.limits.max_workgroup_count))])
+
+
+@variants("frequency_encoding")
+def _frequency_variants():
+    for src in (float32, float16):
+        for dst in (float32, float16):
+            yield frequency_spec(src, dst)
