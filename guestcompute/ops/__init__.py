@@ -23,6 +23,7 @@ from . import shape  # noqa: F401
 from . import user_kernel  # noqa: F401  (rec.run_kernel)
 from . import fft  # noqa: F401  (rec.fft, rec.rfft2, ...)
 from . import fft_convolve  # noqa: F401  (rec.fft_convolve)
+from . import mlp_op  # noqa: F401  (rec.mlp; ctx.mlp builds its networks, ops/mlp.py)
 from ..kernels.catalogue import registered_specs
 
 
