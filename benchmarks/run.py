@@ -44,6 +44,7 @@ SECTIONS = (
     ("images", "benchmarks.images"),
     ("demo", "benchmarks.demo_frames"),
     ("torch", "benchmarks.torch_interop"),
+    ("neural", "benchmarks.neural_mlp"),
     ("kernels", "benchmarks.hot_reload"),
     ("prints", "benchmarks.kernel_prints"),
 )

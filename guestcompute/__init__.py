@@ -26,6 +26,7 @@ if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
     from .interop.cuda_memory import CudaView
     from .interop.cuda_timeline import CudaTimeline
     from .kernels.spec import KernelSpec
+    from .ops.mlp import Dense, Network
     from .ops.user_kernel import UserKernel
     from .recording.handoff import Submission
     from .recording.program import Params, Program
@@ -39,6 +40,7 @@ _EXPORTS = {
     "Recorder": "recording.recorder", "Tensor": "tensor", "Image": "image", "ImageLevel": "image",
     "Program": "recording.program", "Params": "recording.program",
     "Submission": "recording.handoff", "UserKernel": "ops.user_kernel",
+    "Dense": "ops.mlp", "Network": "ops.mlp",
     "KernelSpec": "kernels.spec", "WarmupReport": "warmup",
     "ExportedMemory": "device.shared_memory", "SharedTimeline": "device.shared_timeline",
     "CudaTimeline": "interop.cuda_timeline", "CudaView": "interop.cuda_memory",

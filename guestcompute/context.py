@@ -30,6 +30,7 @@ from .ops.hash_grid import HashGrid
 from .ops.kernel_watch import KernelWatcher
 from .ops.user_kernel import UserKernel, build as build_user_kernel
 from .ops.memo import CallMemo
+from .ops.mlp import Network
 from .recording.handoff import Submission, Submitter, submit
 from .recording.print_log import PrintLogs
 from .recording.program import Program, ProgramPool
@@ -336,6 +337,11 @@ class Context:
         other levels are undefined until ``rec.generate_mips``."""
         return image_from(self, data, format, mips=mips)
 
+    def mlp(self, layers, dtype="float16", accumulate="float32") -> Network:
+        """A network of ``gc.Dense`` layers packed once into one guest buffer,
+        for ``rec.mlp(x, net)`` (ops/mlp.py). Thread-safety: as :meth:`tensor`."""
+        return Network(self, layers, dtype, accumulate)
+
     # -- recording ------------------------------------------------------------------
     def record(self, command_buffer) -> Recorder:
         """A recorder for the host's ``command_buffer`` (recording, primary or
@@ -343,10 +349,8 @@ class Context:
         a recorder is single-use, and only one may be open on a command
         buffer at a time (both raise RecordingError).
 
-        Thread-safety: any thread. Each thread records with its own Recorder
-        into its own command buffers, allocated from a command pool only that
-        thread uses (Vulkan pools are externally synchronized); pipelines,
-        descriptors and memory are shared safely."""
+        Thread-safety: any thread, each with its own Recorder and command
+        buffers (from a pool only it uses); pipelines, descriptors and memory are shared."""
         self.device.check_open()
         cmd = as_handle(command_buffer, "VkCommandBuffer", "command_buffer")
         return Recorder(self, cmd)
@@ -355,9 +359,7 @@ class Context:
         """Standalone convenience: record ``fn(rec)`` into a guest-owned
         command buffer, submit it and wait. Returns ``fn``'s result. A
         standalone context then retires the epoch; an adopted one leaves its
-        epochs to the host.
-
-        Thread-safety: any thread; concurrent calls take turns (one guest
+        epochs to the host. Thread-safety: any thread; concurrent calls take turns (one guest
         command pool) and submit holding ``queue_lock``."""
         self.device.check_open()
         result = []
@@ -563,9 +565,7 @@ class Context:
         """Destroy everything guestcompute created. The host must make sure no
         submitted work that uses guest objects is still running. A standalone
         context also destroys its device and instance. Calling it again does
-        nothing.
-
-        Thread-safety: any thread. From its first moment every new op,
+        nothing. Thread-safety: any thread. From its first moment every new op,
         ``ctx.record`` or tensor call on any thread raises
         ContextClosedError; then it waits (up to ``timeout`` seconds) for
         recorders open on other threads to leave their ``with`` block, whose

@@ -23,13 +23,13 @@ OPTIONAL_EXTENSIONS = (
     "VK_KHR_push_descriptor",         # descriptors without pools or set caching
     "VK_KHR_16bit_storage",           # float16 tensors
     "VK_KHR_8bit_storage",            # uint8 (RGBA8) tensors
-    "VK_KHR_shader_float16_int8",     # fp16 arithmetic in the cooperative-matrix kernel
+    "VK_KHR_shader_float16_int8",     # fp16 arithmetic in the cooperative-matrix kernels
     "VK_KHR_storage_buffer_storage_class",
     "VK_KHR_timeline_semaphore",      # semaphore hand-off mode
     "VK_EXT_subgroup_size_control",   # kernels tuned to the subgroup size
     "VK_NV_cooperative_matrix",       # tensor-core matmul
     "VK_KHR_vulkan_memory_model",     # glslang's NV cooperative-matrix SPIR-V requires it
-    "VK_KHR_cooperative_matrix",
+    "VK_KHR_cooperative_matrix",      # tensor-core matmul and fused MLP (rec.mlp): 16x16x16 fp16 fragments
     "VK_EXT_memory_budget",           # per-heap budget and usage in ctx.memory_report()
     "VK_KHR_external_memory_fd",      # exportable tensors (another VkDevice, CUDA/PyTorch)
     "VK_KHR_external_semaphore_fd",   # shared timelines (GPU-side order with them)

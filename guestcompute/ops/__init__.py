@@ -25,6 +25,7 @@ from . import fft  # noqa: F401  (rec.fft, rec.rfft2, ...)
 from . import fft_convolve  # noqa: F401  (rec.fft_convolve)
 from . import encodings  # noqa: F401  (rec.frequency_encoding)
 from . import hash_grid_encode  # noqa: F401  (rec.hash_grid_encode)
+from . import mlp_op  # noqa: F401  (rec.mlp; ctx.mlp builds its networks, ops/mlp.py)
 from ..kernels.catalogue import registered_specs
 
 

@@ -544,6 +544,17 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def mlp(self, x, net, *, out=..., kernel=...) -> Any:
+        """
+        ``out = net(x)``: the network of ``ctx.mlp`` over the last axis of
+        ``x`` (a float16/float32 tensor (..., in), or an image's pixels), in
+        one dispatch. ``out``: a float16/float32 tensor (..., out) or an image
+        of x's size (see the module notes); allocated when omitted. ``kernel``
+        forces one of :data:`CANDIDATES` by name (benchmarks, tests).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def mul(self, a, b, *, out=...) -> Any:
         """
         ``out = a * b`` elementwise with numpy broadcasting; ``b`` may be a Python number. Allocates ``out`` when omitted. complex64: either operand (or a Python complex ``b``) makes the result complex64 (numpy's promotion, uint8 tensors included; int32/uint32 tensors with complex, and uint8 ones with a complex scalar, raise DTypeError), see ops/complex_math.py.

@@ -55,6 +55,7 @@ CALLS = {
     "index_select": _indices,
     "gather": lambda c, r: ((_x(c, 4), c.tensor(np.arange(r * 8, dtype=np.uint32).reshape(r, 8) % 4)), {}),
     "matmul": lambda c, r: ((_x(c, r), _x(c, 8)[:, :4]), {}),
+    "mlp": lambda c, r: ((_x(c, r), c.mlp([gc.Dense(np.ones((8, 16)) / 8), gc.Dense(np.ones((16, 4)))])), {}),
     "permute": lambda c, r: ((_x(c, r), (1, 0)), {}),
     "slice": lambda c, r: ((_x(c, r), (slice(None), slice(0, 4))), {}),
     "sort": lambda c, r: ((_x(c, r, "uint32").reshape(-1),), {}),

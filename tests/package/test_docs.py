@@ -12,6 +12,7 @@ import pytest
 import vulkan as vk
 from vulkan import ffi
 
+import guestcompute as gc
 from guestcompute.errors import check
 from guestcompute.ops.base import registered_ops
 
@@ -386,3 +387,22 @@ def test_input_encodings_example(ctx):
     grid = ns["grid"]
     np.testing.assert_allclose(got[:, :16], ref_hash_grid(uv_np, grid, grid.params.numpy()), atol=1e-9)
     np.testing.assert_allclose(got[:, 16:], ref_frequency(dirs_np, 4, include_input=False), atol=4e-7)
+
+
+def test_neural_network_example(modern_ctx):
+    """The guide's per-pixel network: the image it writes is the network
+    evaluated by numpy on each pixel (RGB, alpha 1), and a batch of
+    feature vectors gives (2, 500, 3) in float16."""
+    ctx = modern_ctx
+    blocks = [b for b in python_test_blocks() if "pixel_net" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one neural network example"
+    rng = np.random.default_rng(18)
+    frame_np = rng.uniform(0, 1, (12, 20, 4)).astype(np.float16)
+    ns = {"ctx": ctx, "gc": gc, "np": np, "frame": ctx.image_from(frame_np, "rgba16f")}
+    exec(compile(blocks[0], str(GUIDE), "exec"), ns)
+    ref = ns["pixel_net"].numpy(frame_np.astype(np.float32))
+    got = ns["graded"].numpy().astype(np.float32)
+    np.testing.assert_allclose(got[..., :3], ref, atol=2e-3)
+    assert np.all(got[..., 3] == 1)
+    decoded = ns["decoded"]
+    assert decoded.shape == (2, 500, 3) and decoded.dtype == gc.float16

@@ -81,6 +81,8 @@ def _samples(ctx) -> types.SimpleNamespace:
     s.hdr = ctx.image_from(rng.uniform(0, 4, (16, 16, 4)).astype(np.float16), "rgba16f")
     s.ldr = ctx.image_from(rng.integers(0, 256, (16, 16, 4), dtype=np.uint8), "rgba8_unorm")
     s.mipped = ctx.image((16, 16), "rgba16f", mips=3)
+    s.net = ctx.mlp([gc.Dense(rng.uniform(-1, 1, (8, 16))), gc.Dense(rng.uniform(-1, 1, (16, 3)), activation="none")])
+    s.pixel_net = ctx.mlp([gc.Dense(rng.uniform(-1, 1, (4, 16))), gc.Dense(rng.uniform(-1, 1, (16, 4)), None, "sigmoid")])
     s.mipped.write(rng.uniform(0, 1, (16, 16, 4)).astype(np.float16))
     s.kernel = ctx.kernel(USER_KERNEL) if shutil.which("glslc") else None
     s.acc = ctx.zeros((64,))
@@ -144,6 +146,7 @@ SAMPLES = {
     "log_softmax": [lambda rec, s: rec.log_softmax(s.x)],
     "luminance": [lambda rec, s: rec.luminance(s.hdr)],
     "matmul": [lambda rec, s: rec.matmul(s.x, s.m)],
+    "mlp": [lambda rec, s: rec.mlp(s.x, s.net), lambda rec, s: rec.mlp(s.hdr, s.pixel_net)],
     "max": [lambda rec, s: rec.max(s.x, axis=0)],
     "maximum": [lambda rec, s: rec.maximum(s.x, s.y)],
     "mean": [lambda rec, s: rec.mean(s.x)],

@@ -1,0 +1,136 @@
+"""The fused MLP (``rec.mlp``) against the same network run layer by layer.
+
+Rows (a GPU's goals):
+
+- "fused mlp 4x64 3840x2160 vs torch": a 32 -> 4x64 -> 16 ReLU network in
+  fp16 over 3840 x 2160 queries (one per pixel of a 4K frame) from a
+  float16 tensor, GPU ms, the kernel the selector picks. Baseline: torch's
+  fp16 ``nn.Sequential`` of the same layers on CUDA, in a CUDA graph, in the
+  same run, where torch has CUDA; otherwise the same network recorded layer
+  by layer with guestcompute's own ``rec.matmul`` / ``rec.add`` /
+  ``rec.relu`` (the row's baseline text says which). Goal: no slower.
+- "fused mlp khr only vs torch": the same, forcing the VK_KHR_cooperative_matrix
+  kernel; skipped, with the selector's reason, where it does not apply.
+
+On a CPU Vulkan device (lavapipe) both rows are skipped and one row runs
+256 x 256 queries against the layer-by-layer recording instead.
+
+Every result is checked against numpy (a slice) before its time counts.
+Run alone: ``python -m benchmarks.neural_mlp [--quick] [--device NAME]``.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .gpu_ops import Timer, run_on_device, torch_available, torch_seconds, warm_up
+from .results import Result, standalone_main
+
+SECTION = "neural"
+WIDTHS = (32, 64, 64, 64, 64, 16)
+QUERIES = 3840 * 2160
+CPU_QUERIES = 256 * 256
+GOALS = {"fused mlp 4x64 3840x2160 vs torch": "ratio<=1.0", "fused mlp khr only vs torch": "ratio<=1.0"}
+ROWS = tuple(GOALS)
+
+
+def _network(ctx):
+    import guestcompute as gc
+    rng = np.random.default_rng(41)
+    layers = [gc.Dense(rng.standard_normal((a, b)) / np.sqrt(a), rng.standard_normal(b) * 0.1,
+                       "relu" if i + 2 < len(WIDTHS) else "none")
+              for i, (a, b) in enumerate(zip(WIDTHS, WIDTHS[1:]))]
+    return ctx.mlp(layers, dtype="float16"), layers
+
+
+def _check(got: np.ndarray, net, x: np.ndarray, what: str) -> None:
+    ref = net.numpy(x[:4096])
+    err = np.abs(got[:4096].astype(np.float32) - ref).max() / max(1.0, np.abs(ref).max())
+    if not err <= 2e-2:
+        raise AssertionError(f"{what}: error {err:.2e} against numpy")
+
+
+def _layer_by_layer(ctx, layers, x):
+    """The network as separate recorded ops: matmul, bias add, ReLU per layer."""
+    ws = [ctx.tensor(layer.weight.astype(np.float16)) for layer in layers]
+    bs = [ctx.tensor(layer.bias.astype(np.float16)) for layer in layers]
+    hs = [ctx.empty((x.shape[0], layer.shape[1]), "float16") for layer in layers]
+
+    def body(rec):
+        h = x
+        for layer, w, b, out in zip(layers, ws, bs, hs):
+            rec.matmul(h, w, out=out)
+            rec.add(out, b, out=out)
+            if layer.activation == "relu":
+                rec.relu(out, out=out)
+            h = out
+        return h
+    return body
+
+
+def _torch_baseline(layers, x_np: np.ndarray, reps: int) -> float:
+    import torch
+    mods = []
+    for layer in layers:
+        lin = torch.nn.Linear(*layer.shape)
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(layer.weight.T.copy()))
+            lin.bias.copy_(torch.from_numpy(layer.bias))
+        mods += [lin] + ([torch.nn.ReLU()] if layer.activation == "relu" else [])
+    model = torch.nn.Sequential(*mods).cuda().half()
+    tx = torch.from_numpy(x_np).cuda()
+    with torch.no_grad():
+        return torch_seconds(lambda: model(tx), reps, graph=True)
+
+
+def gpu_rows(ctx, quick: bool) -> list:
+    import guestcompute as gc
+    reps = 3 if quick else 10
+    timer = Timer(ctx, reps, rounds=3)
+    net, layers = _network(ctx)
+    x_np = np.random.default_rng(42).standard_normal((QUERIES, WIDTHS[0])).astype(np.float16)
+    x, out = ctx.tensor(x_np), ctx.empty((QUERIES, WIDTHS[-1]), "float16")
+    if torch_available():
+        baseline, base_s = "torch fp16 nn.Sequential in a CUDA graph, same GPU", _torch_baseline(layers, x_np, reps)
+    else:
+        body = _layer_by_layer(ctx, layers, x)
+        _check(ctx.run(body).numpy(), net, x_np.astype(np.float32), "layer by layer")
+        baseline, base_s = "guestcompute layer by layer (rec.matmul, add, relu), same run", timer.gpu_seconds(body)
+    warm_up(ctx, 1.0)
+    rows = []
+    for name, kernel in zip(ROWS, (None, "khr_coopmat")):
+        try:
+            ctx.run(lambda rec: rec.mlp(x, net, out=out, kernel=kernel))
+        except gc.UnsupportedError as e:
+            rows.append(Result(SECTION, name, goal=GOALS[name], skipped=str(e)))
+            continue
+        _check(out.numpy(), net, x_np.astype(np.float32), name)
+        mine = timer.gpu_seconds(lambda rec: rec.mlp(x, net, out=out, kernel=kernel))
+        rows.append(Result(SECTION, name, mine * 1e3, "ms", baseline, base_s * 1e3, GOALS[name],
+                           note=f"{QUERIES} queries, {QUERIES / mine / 1e9:.2f} G queries/s"))
+    return rows
+
+
+def cpu_rows(ctx, quick: bool) -> list:
+    out = [Result(SECTION, name, goal=GOALS[name], skipped="a GPU's goal: this device runs on the CPU")
+           for name in ROWS]
+    timer = Timer(ctx, reps=1 if quick else 2, rounds=1 if quick else 3)
+    net, layers = _network(ctx)
+    x_np = np.random.default_rng(42).standard_normal((CPU_QUERIES, WIDTHS[0])).astype(np.float16)
+    x = ctx.tensor(x_np)
+    _check(ctx.run(lambda rec: rec.mlp(x, net)).numpy(), net, x_np.astype(np.float32), "fused")
+    body = _layer_by_layer(ctx, layers, x)
+    mine, base = timer.gpu_seconds(lambda rec: rec.mlp(x, net)), timer.gpu_seconds(body)
+    out.append(Result(SECTION, "fused mlp 4x64 256x256 vs layer by layer", mine * 1e3, "ms",
+                      "guestcompute layer by layer (rec.matmul, add, relu), same run", base * 1e3,
+                      note="lavapipe runs on the CPU: lower ratio is better"))
+    return out
+
+
+def run(env) -> list:
+    return run_on_device(env, gpu_rows, cpu_rows)
+
+
+if __name__ == "__main__":
+    sys.exit(standalone_main(__doc__.split("\n\n")[0], [run]))

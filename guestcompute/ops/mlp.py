@@ -1,0 +1,271 @@
+"""A small fully connected network as one guest object: ``ctx.mlp(layers)``.
+
+``Dense(weight, bias=None, activation="relu")`` is one layer, ``y =
+act(x @ weight + bias)`` with ``weight`` shaped (in, out) as numpy's
+``x @ W`` (``transposed=True`` takes the (out, in) layout of torch's
+``nn.Linear`` and ONNX's Gemm with transB). :class:`Network` checks the
+chain of layers, packs every weight and bias once into one guest buffer
+(:func:`pack`) and is what ``rec.mlp(x, net)`` evaluates in one dispatch
+(ops/mlp_op.py).
+
+Widths: the input up to :data:`MAX_INPUT` features (a wider input is
+refused: project it with ``rec.matmul`` first, or give the first layer to
+``rec.matmul`` and the rest to the network), every other layer up to
+:data:`MAX_WIDTH`; any depth of at least one layer. Every width is padded
+with zeros to a multiple of 16 (one cooperative-matrix fragment), which
+changes no result: a padded unit's weights into the next layer are zero.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, WrongContextError
+from ..tensor import Tensor
+from .mlp_kernels import ACTIVATIONS, PAD, TABLE_WORDS, WEIGHT_DTYPES
+
+MAX_INPUT = 64
+MAX_WIDTH = 128
+ACCUMULATORS = ("float32", "float16")
+
+
+def padded(width: int) -> int:
+    return -(-width // PAD) * PAD
+
+
+def _host_matrix(a, what: str, ndim: int) -> np.ndarray:
+    """A float64 copy of host data or a guest tensor (read back)."""
+    if isinstance(a, Tensor):
+        a = a.numpy()
+    try:
+        arr = np.asarray(a)
+    except Exception as e:     # ragged lists and the like
+        raise InvalidArgumentError(f"{what}: not an array ({e})") from None
+    if arr.dtype.kind not in "fiub":
+        raise DTypeError(f"{what}: expected real numbers, got dtype {arr.dtype}")
+    if arr.ndim != ndim:
+        raise ShapeError(f"{what}: expected a {ndim}-d array, got shape {arr.shape}")
+    return arr.astype(np.float64)
+
+
+class Dense:
+    """One layer: ``act(x @ weight + bias)``. ``weight`` (in, out), or
+    (out, in) with ``transposed=True``; ``bias`` (out,) or None (zeros);
+    numpy arrays, nested lists or guest tensors (read back when the layer
+    is made). ``activation``: one of :data:`ACTIVATIONS`; ``slope`` is
+    leaky_relu's negative slope."""
+
+    def __init__(self, weight, bias=None, activation: str = "relu", *, slope: float = 0.01,
+                 transposed: bool = False):
+        w = _host_matrix(weight, "Dense weight", 2)
+        self.weight = w.T.copy() if transposed else w
+        n_in, n_out = self.weight.shape
+        if n_in < 1 or n_out < 1:
+            raise ShapeError(f"Dense weight: shape {self.weight.shape} has an empty dimension")
+        if bias is None:
+            self.bias = np.zeros(n_out)
+        else:
+            self.bias = _host_matrix(bias, "Dense bias", 1)
+            if self.bias.shape != (n_out,):
+                raise ShapeError(f"Dense bias: shape {self.bias.shape}, the layer has {n_out} outputs; pass "
+                                 f"a ({n_out},) bias (with transposed=True the weight is (out, in))")
+        if activation not in ACTIVATIONS:
+            raise InvalidArgumentError(f"Dense activation {activation!r}; use one of {list(ACTIVATIONS)}")
+        if isinstance(slope, bool) or not isinstance(slope, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(slope):
+            raise InvalidArgumentError(f"Dense slope must be a finite number, got {slope!r}")
+        self.activation, self.slope = activation, float(slope)
+
+    @property
+    def shape(self) -> tuple:
+        """(in, out)."""
+        return self.weight.shape
+
+    def __repr__(self):
+        return f"Dense({self.shape[0]} -> {self.shape[1]}, {self.activation})"
+
+
+def check_layers(layers) -> tuple:
+    """``layers`` as a tuple of chained Dense layers within the widths."""
+    if isinstance(layers, Dense):
+        layers = (layers,)
+    if not isinstance(layers, (list, tuple)) or not layers:
+        raise InvalidArgumentError("mlp: layers must be a non-empty list of gc.Dense layers")
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, Dense):
+            raise InvalidArgumentError(f"mlp: layer {i} is a {type(layer).__name__}; wrap it as "
+                                       "gc.Dense(weight, bias, activation=...)")
+    for i, (a, b) in enumerate(zip(layers, layers[1:])):
+        if a.shape[1] != b.shape[0]:
+            raise ShapeError(f"mlp: layer {i} has {a.shape[1]} outputs but layer {i + 1} takes {b.shape[0]} "
+                             "inputs")
+    if layers[0].shape[0] > MAX_INPUT:
+        raise ShapeError(f"mlp: {layers[0].shape[0]} input features, the fused network takes at most "
+                         f"{MAX_INPUT}; run the first layer with rec.matmul (then its bias and activation) "
+                         "and give the network the rest")
+    for i, layer in enumerate(layers):
+        if layer.shape[1] > MAX_WIDTH:
+            raise ShapeError(f"mlp: layer {i} has {layer.shape[1]} outputs, at most {MAX_WIDTH} fit the "
+                             "fused network; split the network around the wide layer and run it with rec.matmul")
+    return tuple(layers)
+
+
+def pack(layers, dtype: str) -> np.ndarray:
+    """The packed network as uint32 words: the table (TABLE_WORDS per
+    layer: K, N padded, activation code, slope bits, weight and bias word
+    offsets, two unused), then per layer its K x N row-major weights and
+    its bias — for float16 sixteen identical rows of it (what the
+    cooperative-matrix kernel loads as one fragment), for float32 one.
+    Every block starts on a 16-byte boundary."""
+    np_dtype = np.float16 if dtype == "float16" else np.float32
+    bias_rows = 16 if dtype == "float16" else 1
+    table = np.zeros((len(layers), TABLE_WORDS), np.uint32)
+    blocks, offset = [], len(layers) * TABLE_WORDS
+    for i, layer in enumerate(layers):
+        (k, n), (kp, np_) = layer.shape, (padded(layer.shape[0]), padded(layer.shape[1]))
+        w = np.zeros((kp, np_), np_dtype)
+        w[:k, :n] = layer.weight
+        b = np.zeros((bias_rows, np_), np_dtype)
+        b[:, :n] = layer.bias
+        words = []
+        for block in (w, b):
+            raw = block.tobytes()
+            raw += bytes(-len(raw) % 16)
+            words.append(np.frombuffer(raw, np.uint32))
+        slope = np.array([layer.slope], np.float32).view(np.uint32)[0]
+        table[i, :6] = (kp, np_, ACTIVATIONS.index(layer.activation), slope, offset,
+                        offset + words[0].size)
+        offset += words[0].size + words[1].size
+        blocks += words
+    return np.concatenate([table.ravel()] + blocks)
+
+
+def _check_range(layers, dtype: str) -> None:
+    if dtype != "float16":
+        return
+    big = max(max(np.abs(layer.weight).max(initial=0), np.abs(layer.bias).max(initial=0)) for layer in layers)
+    if not big <= np.finfo(np.float16).max:
+        raise InvalidArgumentError(f"mlp: a weight or bias of magnitude {big:g} does not fit float16 "
+                                   "(max 65504); use dtype='float32'")
+
+
+class Network:
+    """A packed network of one context; made by ``ctx.mlp(layers, dtype=,
+    accumulate=)``, evaluated by ``rec.mlp(x, net)``.
+
+    ``dtype``: how the weights are stored ("float16", or "float32": then
+    only the portable kernel runs it). ``accumulate``: the cooperative-
+    matrix kernel's accumulator type ("float16" is faster there, with
+    about ten times the rounding error); the portable kernel always
+    accumulates in float32. ``weights``: the packed uint32 guest tensor."""
+
+    def __init__(self, ctx, layers, dtype: str = "float16", accumulate: str = "float32"):
+        if dtype not in WEIGHT_DTYPES:
+            raise DTypeError(f"mlp: dtype {dtype!r}; the weights are stored as one of {list(WEIGHT_DTYPES)}")
+        if accumulate not in ACCUMULATORS:
+            raise InvalidArgumentError(f"mlp: accumulate must be one of {list(ACCUMULATORS)}, got {accumulate!r}")
+        if dtype == "float32" and accumulate == "float16":
+            raise InvalidArgumentError("mlp: accumulate='float16' is for float16 weights; use dtype='float16'")
+        layers = check_layers(layers)
+        _check_range(layers, dtype)
+        self.ctx, self.dtype, self.accumulate = ctx, dtype, accumulate
+        self.layers = layers
+        self.weights = ctx.tensor(pack(layers, dtype))
+
+    # -- what the op reads ---------------------------------------------------------------
+    @property
+    def widths(self) -> tuple:
+        """(in, hidden..., out) as given."""
+        return (self.layers[0].shape[0],) + tuple(layer.shape[1] for layer in self.layers)
+
+    @property
+    def padded_widths(self) -> tuple:
+        return tuple(padded(w) for w in self.widths)
+
+    @property
+    def in_width(self) -> int:
+        return self.widths[0]
+
+    @property
+    def out_width(self) -> int:
+        return self.widths[-1]
+
+    @property
+    def depth(self) -> int:
+        return len(self.layers)
+
+    # -- new weights ---------------------------------------------------------------------
+    def update(self, layers, *, rec=None) -> None:
+        """New layers of the same widths (activations may change). Without
+        ``rec`` the packed buffer is replaced by a new one: work recorded
+        before keeps reading the old weights (a buffer lives until its last
+        epoch retires). With ``rec`` the same buffer is rewritten in place
+        by a copy recorded there, ordered after the work recorded before it
+        in that recording (and before the work after it)."""
+        layers = check_layers(layers)
+        if tuple(layer.shape for layer in layers) != tuple(layer.shape for layer in self.layers):
+            raise ShapeError(f"mlp update: layers of shapes {[layer.shape for layer in layers]}, the network "
+                             f"has {[layer.shape for layer in self.layers]}; make a new network with ctx.mlp")
+        _check_range(layers, self.dtype)
+        packed = pack(layers, self.dtype)
+        if rec is None:
+            self.weights = self.ctx.tensor(packed)
+        else:
+            if getattr(rec, "ctx", None) is not self.ctx:
+                raise WrongContextError("mlp update: rec records for another context")
+            rec.copy(self.ctx.tensor(packed), out=self.weights)
+        self.layers = layers
+
+    def set_weights(self, weights, biases=None, *, transposed: bool = False, rec=None) -> None:
+        """New weights (one per layer), and biases (one per layer, None
+        for a layer keeps its bias; ``biases=None`` keeps them all), with
+        each layer's activation kept: :meth:`update` with those layers."""
+        if not isinstance(weights, (list, tuple)) or len(weights) != self.depth:
+            raise InvalidArgumentError(f"mlp set_weights: pass a list of {self.depth} weights, one per layer")
+        biases = [None] * self.depth if biases is None else biases
+        if not isinstance(biases, (list, tuple)) or len(biases) != self.depth:
+            raise InvalidArgumentError(f"mlp set_weights: pass a list of {self.depth} biases (None keeps one)")
+        layers = [Dense(w, old.bias if b is None else b, old.activation, slope=old.slope, transposed=transposed)
+                  for w, b, old in zip(weights, biases, self.layers)]
+        self.update(layers, rec=rec)
+
+    def numpy(self, x: np.ndarray) -> np.ndarray:
+        """The network evaluated by numpy in float32 from weights rounded
+        to the network's dtype (the reference the kernels are tested
+        against)."""
+        h = np.asarray(x, np.float32)
+        for layer in self.layers:
+            w = layer.weight.astype(self.dtype).astype(np.float32)
+            b = layer.bias.astype(self.dtype).astype(np.float32)
+            h = apply_activation(h @ w + b, layer.activation, layer.slope)
+        return h
+
+    def __repr__(self):
+        return f"Network({' -> '.join(map(str, self.widths))}, {self.dtype}, {self.depth} layers)"
+
+
+def apply_activation(v: np.ndarray, name: str, slope: float = 0.01) -> np.ndarray:
+    """numpy's version of each activation (float32 in, float32 out)."""
+    with np.errstate(over="ignore"):
+        if name == "relu":
+            return np.maximum(v, 0)
+        if name == "leaky_relu":
+            return np.where(v >= 0, v, v * np.float32(slope))
+        if name == "sigmoid":
+            return (1 / (1 + np.exp(-v))).astype(np.float32)
+        if name == "tanh":
+            return np.tanh(v)
+        if name == "silu":
+            return (v / (1 + np.exp(-v))).astype(np.float32)
+    return v
+
+
+def check_network(ctx, net, what: str = "mlp") -> Network:
+    if not isinstance(net, Network):
+        raise InvalidArgumentError(f"{what}: net must be a network made by ctx.mlp(layers), got "
+                                   f"{type(net).__name__}")
+    if net.ctx is not ctx:
+        raise WrongContextError(f"{what}: the network belongs to another context; make it with this "
+                                "context's ctx.mlp")
+    return net

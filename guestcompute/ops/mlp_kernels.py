@@ -1,0 +1,381 @@
+"""The fused-MLP kernel families: a whole small network in one dispatch.
+
+Which kernel runs is decided in :mod:`.mlp`; this file renders GLSL from a
+frozen spec and lists every spec the selector can produce.
+
+Both families read the network from one packed buffer (:mod:`.mlp_pack`):
+a table of eight words per layer — padded fan-in K, padded width N,
+activation code, its slope (float bits), the weights' and the bias's word
+offsets — then each layer's weights, K x N row-major, and its bias. So
+one kernel serves every architecture of its width class: the widths,
+depth and activations are data, not part of the spec (no pipeline per
+network, and every variant is baked).
+
+Operands: ``x`` rows of the input (a tensor, ``x[x_off + q*x_sr + k*x_sc]``,
+or a sampled image whose pixel ``q`` is at (q % img_w, q / img_w)), and
+``o`` the output, a tensor or a storage image written texel by texel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import F16_EXTENSIONS
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+from . import pixels as px
+
+UNROLL = ("GL_EXT_control_flow_attributes",)
+TABLE_WORDS = 8                    # words of one layer's entry in the table
+PAD = 16                           # every width is padded to a multiple of this (one fragment)
+ACTIVATIONS = ("none", "relu", "leaky_relu", "sigmoid", "tanh", "silu")
+WEIGHT_DTYPES = ("float16", "float32")
+# Input layouts: float tensors, or a sampled image read with texelFetch.
+X_LAYOUTS = ("f16", "f32", "tex")
+# Output layouts: float tensors, or storage images of these formats (others
+# take a float32 tensor and a copy).
+O_LAYOUTS = ("f16", "f32", "put:rgba16f", "put:rgba32f", "put:rgba8")
+
+PUSH = (Push("rows", "uint"), Push("depth", "uint"), Push("in_w", "uint"), Push("out_w", "uint"),
+        Push("img_w", "uint"), Push("x_off", "uint"), Push("x_sr", "int"), Push("x_sc", "int"),
+        Push("o_off", "uint"), Push("o_sr", "int"), Push("o_sc", "int"))
+
+# float activate(v, code, slope): the code is ACTIVATIONS' index. tanh and
+# the sigmoid are written so that large |v| saturates instead of making
+# inf/inf.
+ACTIVATE = """float activate(float v, uint code, float slope) {
+  if (code == 1u) return max(v, 0.0);
+  if (code == 2u) return v >= 0.0 ? v : v * slope;
+  if (code == 3u) return 1.0 / (1.0 + exp(-v));
+  if (code == 4u) { float e = exp(-2.0 * abs(v)); return sign(v) * (1.0 - e) / (1.0 + e); }
+  if (code == 5u) return v / (1.0 + exp(-v));
+  return v;
+}"""
+
+
+def _binding(name: str, layout: str, access: str) -> Binding:
+    if layout in ("f16", "f32"):
+        return Binding(name, "float16_t" if layout == "f16" else "float", access)
+    return px.binding(name, layout, access)
+
+
+def _io_features(x: str, o: str) -> tuple:
+    feats = {"float16"} if "f16" in (x, o) else set()
+    return tuple(sorted(feats))
+
+
+def _io_glsl(x: str, o: str) -> str:
+    """``load_x(q, k)`` / ``load_px(q)`` and ``store_o(q, c, v)`` /
+    ``store_px(q, v)`` for the operand layouts."""
+    out = []
+    if x == "tex":
+        out.append("vec4 load_px(uint q) { return texelFetch(x, ivec2(int(q % pc.img_w), int(q / pc.img_w)), 0); }")
+    else:
+        out.append("float load_x(uint q, uint k) { return float(x[int(pc.x_off) + int(q) * pc.x_sr + int(k) * pc.x_sc]); }")
+    if o in ("f16", "f32"):
+        t = "float16_t" if o == "f16" else "float"
+        out.append(f"void store_o(uint q, uint c, float v) {{ o[int(pc.o_off) + int(q) * pc.o_sr + int(c) * pc.o_sc] = {t}(v); }}")
+    else:
+        out.append(px.storer("o", o))
+        out.append("void store_px(uint q, vec4 v) { store_o(int(q / pc.img_w), int(q % pc.img_w), v); }")
+    return "\n".join(out)
+
+
+def _is_image_out(o: str) -> bool:
+    return o not in ("f16", "f32")
+
+
+# -- fma: the portable kernel ---------------------------------------------------------
+
+FMA_ROWS = 16          # queries per workgroup
+FMA_THREADS = 64
+FMA_WMAX = 128         # widest layer: two fp32 activation tiles of ROWS x WMAX = 16 KiB
+
+
+def fma_spec(dtype: str, x: str, o: str) -> KernelSpec:
+    """One workgroup of 64 invocations evaluates 16 queries: activations in
+    two fp32 shared tiles (ping-pong), each invocation computing 4 rows x 1
+    column per step with the weight read once from the packed buffer (the
+    whole workgroup reads the same rows of it: cache hits). Runs on every
+    Vulkan device (16 KiB of shared memory, 64 invocations)."""
+    bindings = (_binding("x", x, READ), Binding("net", "uint", READ), _binding("o", o, WRITE))
+    feats = _io_features(x, o)
+    exts = (F16_EXTENSIONS if feats else ()) + UNROLL
+    return KernelSpec("mlp_fma", bindings, PUSH, (("dtype", dtype), ("x", x), ("o", o)),
+                      (FMA_THREADS, 1, 1), exts, feats)
+
+
+def _weight_fn(dtype: str) -> str:
+    if dtype == "float16":
+        return "float weight(uint base, uint i) { return unpackHalf2x16(net[base + (i >> 1u)])[i & 1u]; }"
+    return "float weight(uint base, uint i) { return uintBitsToFloat(net[base + i]); }"
+
+
+WG_INDEX = "gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z)"
+
+
+@family("mlp_fma")
+def _render_fma(spec: KernelSpec) -> str:
+    x, o = spec.param("x"), spec.param("o")
+    if x == "tex":
+        load = ["  for (uint r = tid; r < R; r += NT) {",
+                "    uint q = row0 + r;",
+                "    vec4 p = q < pc.rows ? load_px(q) : vec4(0.0);",
+                "    for (uint k = 0u; k < K0; ++k) act[0][r * WMAX + k] = k < pc.in_w ? p[min(k, 3u)] : 0.0;",
+                "  }"]
+    else:
+        load = ["  for (uint i = tid; i < R * K0; i += NT) {",
+                "    uint r = i / K0, k = i % K0, q = row0 + r;",
+                "    act[0][r * WMAX + k] = (q < pc.rows && k < pc.in_w) ? load_x(q, k) : 0.0;",
+                "  }"]
+    if _is_image_out(o):
+        store = ["  for (uint r = tid; r < R; r += NT) {",
+                 "    uint q = row0 + r;",
+                 "    if (q >= pc.rows) continue;",
+                 "    vec4 v = vec4(0.0, 0.0, 0.0, 1.0);",
+                 "    for (uint c = 0u; c < min(pc.out_w, 4u); ++c) v[c] = act[cur][r * WMAX + c];",
+                 "    store_px(q, v);",
+                 "  }"]
+    else:
+        store = ["  for (uint i = tid; i < R * pc.out_w; i += NT) {",
+                 "    uint r = i / pc.out_w, c = i % pc.out_w, q = row0 + r;",
+                 "    if (q < pc.rows) store_o(q, c, act[cur][r * WMAX + c]);",
+                 "  }"]
+    return "\n".join([
+        f"const uint R = {FMA_ROWS}u, NT = {FMA_THREADS}u, WMAX = {FMA_WMAX}u;",
+        "shared float act[2][R * WMAX];",
+        _io_glsl(x, o),
+        _weight_fn(spec.param("dtype")),
+        ACTIVATE,
+        "void main() {",
+        "  uint tid = gl_LocalInvocationID.x;",
+        f"  uint row0 = ({WG_INDEX}) * R;",
+        "  uint K0 = net[0];",
+        *load,
+        "  barrier();",
+        "  uint cur = 0u;",
+        "  for (uint l = 0u; l < pc.depth; ++l) {",
+        f"    uint t = l * {TABLE_WORDS}u;",
+        "    uint K = net[t], N = net[t + 1u], code = net[t + 2u], wo = net[t + 4u], bo = net[t + 5u];",
+        "    float slope = uintBitsToFloat(net[t + 3u]);",
+        "    for (uint i = tid; i < (R / 4u) * N; i += NT) {",
+        "      uint c = i % N, r0 = (i / N) * 4u * WMAX;",
+        "      vec4 acc = vec4(weight(bo, c));",
+        "      for (uint k = 0u; k < K; ++k) {",
+        "        vec4 a = vec4(act[cur][r0 + k], act[cur][r0 + WMAX + k], act[cur][r0 + 2u * WMAX + k],"
+        " act[cur][r0 + 3u * WMAX + k]);",
+        "        acc += a * weight(wo, k * N + c);",
+        "      }",
+        "      [[unroll]] for (uint j = 0u; j < 4u; ++j) act[cur ^ 1u][r0 + j * WMAX + c] = activate(acc[j], code, slope);",
+        "    }",
+        "    barrier();",
+        "    cur ^= 1u;",
+        "  }",
+        *store,
+        "}"])
+
+
+def fma_loop_iterations(widths: tuple) -> int:
+    """Loop iterations one invocation of the fma kernel runs for padded
+    ``widths`` (in, hidden..., out): what a driver that caps them (lavapipe)
+    must allow."""
+    total = -(-FMA_ROWS * widths[0] // FMA_THREADS) + FMA_ROWS * 4
+    for k, n in zip(widths, widths[1:]):
+        per_thread = -(-(FMA_ROWS // 4) * n // FMA_THREADS)
+        total += per_thread * (k + 1) + 1
+    return total + -(-FMA_ROWS * widths[-1] // FMA_THREADS)
+
+
+# -- khr_coopmat: VK_KHR_cooperative_matrix 16x16x16 fp16 fragments ------------------------
+
+SUBGROUP = 32          # the kernel's subgroups own rows of 16 x (row fragments); laid out for 32 lanes
+KHR_EXTS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic") + UNROLL
+
+
+@dataclass(frozen=True)
+class KhrTiling:
+    """``wmax``: the widest layer it takes; ``subgroups`` of 32 lanes, each
+    owning ``row_frags`` x 16 query rows (all columns)."""
+    wmax: int
+    subgroups: int
+    row_frags: int
+
+    @property
+    def rows(self) -> int:
+        return self.subgroups * self.row_frags * 16
+
+    @property
+    def threads(self) -> int:
+        return self.subgroups * SUBGROUP
+
+    @property
+    def alen(self) -> int:
+        """uvec4s per shared row of fp16 activations or weights (8 halves of padding: no bank conflicts)."""
+        return (self.wmax + 8) // 8
+
+    @property
+    def olen(self) -> int:
+        """uvec4s per shared row of the fp32 output tile."""
+        return self.wmax // 4 + 1
+
+    @property
+    def pool(self) -> int:
+        """uvec4s of shared memory: activations and one layer's weights, or the output tile."""
+        return max((self.rows + self.wmax) * self.alen, self.rows * self.olen)
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.pool * 16
+
+
+# Best first; the selector takes the first whose width class covers the
+# network and which fits the device's shared memory and invocations.
+KHR_TILINGS = (KhrTiling(64, 4, 2), KhrTiling(128, 4, 1), KhrTiling(128, 2, 1))
+KHR_ACC = ("float32", "float16")
+
+
+def khr_spec(tiling: KhrTiling, acc: str, x: str, o: str) -> KernelSpec:
+    """A workgroup owns ``tiling.rows`` queries. The input rows are staged
+    into shared memory as fp16; per layer the weights are staged into
+    shared memory, each subgroup loads its accumulators with the bias
+    (a bias block of 16 identical rows, loaded as a fragment), multiplies
+    its rows by every weight fragment, applies the activation on the
+    accumulator elements and stores its rows back as fp16 (its own rows
+    only: no workgroup barrier between the layer's loads and stores). The
+    last layer goes through an fp32 tile to the output."""
+    bindings = (_binding("x", x, READ), Binding("net", "uvec4", READ), _binding("o", o, WRITE))
+    params = (("acc", acc), ("x", x), ("o", o), ("wmax", tiling.wmax), ("subgroups", tiling.subgroups),
+              ("row_frags", tiling.row_frags))
+    feats = ("cooperative_matrix_khr", "float16", "subgroup")
+    return KernelSpec("mlp_khr", bindings, PUSH, params, (tiling.threads, 1, 1),
+                      tuple(dict.fromkeys(F16_EXTENSIONS + KHR_EXTS)), feats)
+
+
+def khr_tiling(spec: KernelSpec) -> KhrTiling:
+    return KhrTiling(spec.param("wmax"), spec.param("subgroups"), spec.param("row_frags"))
+
+
+def _khr_load(x: str) -> list:
+    """Input rows into the activation tile: eight halves (one uvec4) per step."""
+    if x == "tex":
+        value = "(k + e < pc.in_w) ? p[min(k + e, 3u)] : 0.0"
+        fetch = "    vec4 p = q < pc.rows ? load_px(q) : vec4(0.0);"
+    else:
+        value = "(q < pc.rows && k + e < pc.in_w) ? load_x(q, k + e) : 0.0"
+        fetch = ""
+    return ["  for (uint v = tid; v < BM * (K0 / 8u); v += NT) {",
+            "    uint r = v / (K0 / 8u), k = (v % (K0 / 8u)) * 8u, q = row0 + r;",
+            fetch,
+            "    float h[8];",
+            f"    [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = {value};",
+            "    pool[r * ALEN + k / 8u] = uvec4(packHalf2x16(vec2(h[0], h[1])), packHalf2x16(vec2(h[2], h[3])),",
+            "                                    packHalf2x16(vec2(h[4], h[5])), packHalf2x16(vec2(h[6], h[7])));",
+            "  }"]
+
+
+def _khr_store(o: str) -> list:
+    read = "uintBitsToFloat(pool[r * OLEN + c / 4u][c % 4u])"
+    if _is_image_out(o):
+        return ["  for (uint r = tid; r < BM; r += NT) {",
+                "    uint q = row0 + r;",
+                "    if (q >= pc.rows) continue;",
+                "    vec4 v = vec4(0.0, 0.0, 0.0, 1.0);",
+                f"    for (uint c = 0u; c < min(pc.out_w, 4u); ++c) v[c] = {read};",
+                "    store_px(q, v);",
+                "  }"]
+    return ["  for (uint i = tid; i < BM * pc.out_w; i += NT) {",
+            "    uint r = i / pc.out_w, c = i % pc.out_w, q = row0 + r;",
+            f"    if (q < pc.rows) store_o(q, c, {read});",
+            "  }"]
+
+
+@family("mlp_khr")
+def _render_khr(spec: KernelSpec) -> str:
+    t = khr_tiling(spec)
+    acc_t = "float" if spec.param("acc") == "float32" else "float16_t"
+    mat = "coopmat<{}, gl_ScopeSubgroup, 16u, 16u, {}>"
+    acc_m, a_m, b_m = (mat.format(acc_t, "gl_MatrixUseAccumulator"), mat.format("float16_t", "gl_MatrixUseA"),
+                       mat.format("float16_t", "gl_MatrixUseB"))
+    h_m, f_m = mat.format("float16_t", "gl_MatrixUseAccumulator"), mat.format("float", "gl_MatrixUseAccumulator")
+    row = "gl_CooperativeMatrixLayoutRowMajor"
+    each = ["  [[unroll]] for (uint i = 0u; i < RF; ++i)",
+            "    [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {"]
+    return "\n".join([
+        "#pragma use_vulkan_memory_model",
+        f"const uint WMAX = {t.wmax}u, RF = {t.row_frags}u, NF = {t.wmax // 16}u, BM = {t.rows}u, NT = {t.threads}u;",
+        f"const uint ALEN = {t.alen}u, OLEN = {t.olen}u, WS = BM * ALEN;",
+        f"shared uvec4 pool[{t.pool}];",
+        _io_glsl(spec.param("x"), spec.param("o")),
+        ACTIVATE,
+        "void main() {",
+        "  uint tid = gl_LocalInvocationID.x, sm = gl_SubgroupID * RF * 16u;",
+        f"  uint row0 = ({WG_INDEX}) * BM;",
+        "  uint K0 = net[0].x;",
+        *_khr_load(spec.param("x")),
+        f"  {acc_m} acc[RF][NF];",
+        "  for (uint l = 0u; l < pc.depth; ++l) {",
+        "    uvec4 t0 = net[2u * l], t1 = net[2u * l + 1u];",
+        "    uint K = t0.x, N = t0.y, nf = N / 16u, wo = t1.x / 4u, bo = t1.y / 4u;",
+        "    float slope = uintBitsToFloat(t0.w);",
+        # The previous layer's stores and reads of the weights are done
+        # (every subgroup), then this layer's weights are staged.
+        "    barrier();",
+        "    for (uint v = tid; v < K * (N / 8u); v += NT) pool[WS + (v / (N / 8u)) * ALEN + v % (N / 8u)] = net[wo + v];",
+        "    barrier();",
+        "    [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
+        f"      {h_m} b;",
+        f"      coopMatLoad(b, net, bo + 2u * j, N / 8u, {row});",
+        f"      [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = {acc_m}(b);",
+        "    }",
+        "    for (uint kk = 0u; kk < K / 16u; ++kk) {",
+        f"      {a_m} fa[RF];",
+        "      [[unroll]] for (uint i = 0u; i < RF; ++i)",
+        f"        coopMatLoad(fa[i], pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {row});",
+        "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
+        f"        {b_m} fb;",
+        f"        coopMatLoad(fb, pool, WS + kk * 16u * ALEN + 2u * j, ALEN, {row});",
+        "        [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);",
+        "      }",
+        "    }",
+        *each,
+        "      for (int e = 0; e < acc[i][j].length(); ++e)",
+        f"        acc[i][j][e] = {acc_t}(activate(float(acc[i][j][e]), t0.z, slope));",
+        "    }",
+        "    if (l + 1u == pc.depth) break;",
+        # This subgroup's rows: every lane has read them (the loads above)
+        # before any lane overwrites them.
+        "    subgroupMemoryBarrierShared();",
+        "    subgroupBarrier();",
+        *each,
+        f"      {h_m} h = {h_m}(acc[i][j]);",
+        f"      coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * j, ALEN, {row});",
+        "    }",
+        "  }",
+        # The fp32 output tile overlaps every subgroup's activations.
+        "  uint nf = (pc.depth > 0u) ? net[2u * (pc.depth - 1u)].y / 16u : 0u;",
+        "  barrier();",
+        *each,
+        f"      {f_m} f = {f_m}(acc[i][j]);",
+        f"      coopMatStore(f, pool, (sm + i * 16u) * OLEN + 4u * j, OLEN, {row});",
+        "    }",
+        "  barrier();",
+        *_khr_store(spec.param("o")),
+        "}"])
+
+
+# -- every spec the selector can produce --------------------------------------------------
+
+@variants("mlp_fma")
+def _fma_variants():
+    for dtype in WEIGHT_DTYPES:
+        for x in X_LAYOUTS:
+            for o in O_LAYOUTS:
+                yield fma_spec(dtype, x, o)
+
+
+@variants("mlp_khr")
+def _khr_variants():
+    for t in KHR_TILINGS:
+        for acc in KHR_ACC:
+            for x in X_LAYOUTS:
+                for o in O_LAYOUTS:
+                    yield khr_spec(t, acc, x, o)

@@ -1,0 +1,364 @@
+"""Fused MLP (ctx.mlp, rec.mlp): numpy parity over depths, widths,
+activations, dtypes, batch dims and images; weight updates; typed errors
+before anything is recorded; kernel selection (including the GPU-only
+cooperative-matrix kernel, through hand-built device facts)."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import guestcompute as gc
+from guestcompute.ops import all_specs
+from guestcompute.ops import matmul as mm
+from guestcompute.ops import mlp_kernels as mk
+from guestcompute.ops import mlp_op
+from guestcompute.ops.mlp import apply_activation
+
+RNG = np.random.default_rng(11)
+ACTS = ("none", "relu", "leaky_relu", "sigmoid", "tanh", "silu")
+# The documented bound of the portable kernel (fp32 activations and
+# accumulators): |got - ref| <= TOL * (1 + |ref|), ref numpy in float32 from
+# the fp16-rounded weights; an fp16 output adds its own rounding (2^-11).
+TOL = 1e-4
+TOL_F16_OUT = 1e-3
+# The documented bound of the cooperative-matrix kernel (fp16 activations
+# between layers): |got - ref| <= KHR_TOL * max(1, max |ref|).
+KHR_TOL = 2e-2
+
+
+def _layers(widths, acts=None, scale=1.0):
+    acts = acts or ["relu"] * (len(widths) - 2) + ["none"]
+    return [gc.Dense(RNG.standard_normal((a, b)) * scale / np.sqrt(a), RNG.standard_normal(b) * 0.1, act)
+            for a, b, act in zip(widths, widths[1:], acts)]
+
+
+def _check(got, net, x, f16_out=False):
+    ref = net.numpy(np.asarray(x, np.float32))
+    got = np.asarray(got, np.float32)
+    assert got.shape == ref.shape
+    tol = TOL_F16_OUT if f16_out else TOL
+    assert np.all(np.abs(got - ref) <= tol * (1 + np.abs(ref))), np.abs(got - ref).max()
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("width", [16, 32, 64, 128])
+def test_depths_and_widths_match_numpy(modern_host, modern_ctx, depth, width):
+    ctx = modern_ctx
+    widths = [min(width, 64) - 3] + [width] * (depth - 1) + [7]
+    net = ctx.mlp(_layers(widths))
+    x = RNG.standard_normal((300, widths[0])).astype(np.float32)
+    _check(modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net)).numpy(), net, x)
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_each_activation(modern_host, modern_ctx, act):
+    ctx = modern_ctx
+    layers = _layers([12, 32, 32, 5], [act, act, act], scale=3.0)   # wide pre-activations: saturation
+    if act == "leaky_relu":
+        layers = [gc.Dense(layer.weight, layer.bias, act, slope=0.2) for layer in layers]
+    net = ctx.mlp(layers)
+    x = RNG.standard_normal((200, 12)).astype(np.float32) * 4
+    _check(modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net)).numpy(), net, x)
+
+
+def test_activations_agree_with_their_definitions():
+    v = np.linspace(-30, 30, 61, dtype=np.float32)
+    assert np.allclose(apply_activation(v, "leaky_relu", 0.5), np.where(v > 0, v, 0.5 * v))
+    assert np.allclose(apply_activation(v, "sigmoid"), 1 / (1 + np.exp(-v.astype(np.float64))))
+    assert np.allclose(apply_activation(v, "silu"), v / (1 + np.exp(-v.astype(np.float64))), atol=1e-6)
+
+
+@pytest.mark.parametrize("net_dtype", ["float16", "float32"])
+@pytest.mark.parametrize("x_dtype", ["float16", "float32"])
+@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
+def test_dtypes_of_weights_inputs_and_outputs(modern_host, modern_ctx, net_dtype, x_dtype, out_dtype):
+    ctx = modern_ctx
+    net = ctx.mlp(_layers([20, 48, 9], ["tanh", "none"]), dtype=net_dtype)
+    x = RNG.standard_normal((130, 20)).astype(x_dtype)
+    out = ctx.empty((130, 9), out_dtype)
+    modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net, out=out))
+    _check(out.numpy(), net, x, f16_out=out_dtype == "float16")
+    # float32 weights are not rounded to fp16
+    if net_dtype == "float32":
+        ref64 = x.astype(np.float64)
+        for layer in net.layers:
+            ref64 = apply_activation(ref64 @ layer.weight + layer.bias, layer.activation)
+        tol = TOL_F16_OUT if out_dtype == "float16" else TOL
+        assert np.all(np.abs(out.numpy() - ref64) <= tol * (1 + np.abs(ref64)))
+
+
+def test_default_out_has_the_inputs_dtype_and_batch_dims(modern_host, modern_ctx):
+    ctx = modern_ctx
+    net = ctx.mlp(_layers([6, 16, 3]))
+    x = RNG.standard_normal((2, 3, 17, 6)).astype(np.float16)
+    got = modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net))
+    assert got.shape == (2, 3, 17, 3) and got.dtype == gc.float16
+    _check(got.numpy(), net, x, f16_out=True)
+    v = RNG.standard_normal(6).astype(np.float32)      # one query, no batch dims
+    got = modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(v), net))
+    assert got.shape == (3,)
+    _check(got.numpy(), net, v)
+
+
+def test_strided_inputs_and_outputs(host, ctx):
+    net = ctx.mlp(_layers([5, 32, 4]), dtype="float32")
+    wide = RNG.standard_normal((40, 9)).astype(np.float32)
+    x = ctx.tensor(wide)[:, 2:7]                         # row stride 9
+    got = host.run(ctx, lambda rec: rec.mlp(x, net))
+    _check(got.numpy(), net, wide[:, 2:7])
+    t = RNG.standard_normal((5, 6, 8)).astype(np.float32)
+    xt = ctx.tensor(t).permute(1, 0, 2)[..., :5]         # leading dims that do not collapse: copied first
+    out = ctx.zeros((6, 5, 4, 2))
+    host.run(ctx, lambda rec: rec.mlp(xt, net, out=out[..., 1]))   # out's last axis strided
+    _check(out.numpy()[..., 1], net, t.transpose(1, 0, 2)[..., :5])
+    assert not out.numpy()[..., 0].any()
+
+
+def test_zero_queries(host, ctx):
+    net = ctx.mlp(_layers([5, 16, 4]), dtype="float32")
+    got = host.run(ctx, lambda rec: rec.mlp(ctx.empty((0, 5)), net))
+    assert got.shape == (0, 4)
+
+
+def _image(ctx, data, fmt):
+    return ctx.image_from(data, fmt)
+
+
+def test_image_in_tensor_out(modern_host, modern_ctx):
+    ctx = modern_ctx
+    pixels = RNG.uniform(0, 1, (9, 21, 4)).astype(np.float16)
+    img = _image(ctx, pixels, "rgba16f")
+    net = ctx.mlp(_layers([3, 32, 32, 5]))              # reads the first three channels
+    got = modern_host.run(ctx, lambda rec: rec.mlp(img, net))
+    assert got.shape == (9, 21, 5) and got.dtype == gc.float32
+    _check(got.numpy(), net, pixels[..., :3].astype(np.float32))
+
+
+@pytest.mark.parametrize("fmt", ["rgba32f", "rgba16f", "rgba8_unorm", "r32f"])
+def test_per_pixel_network_writes_an_image(modern_host, modern_ctx, fmt):
+    ctx = modern_ctx
+    channels = 1 if fmt == "r32f" else 4
+    n_out = 1 if fmt == "r32f" else 3
+    net = ctx.mlp(_layers([4, 32, n_out], ["relu", "sigmoid"]))
+    pixels = RNG.uniform(0, 1, (11, 19, 4)).astype(np.float32)
+    src = _image(ctx, pixels, "rgba32f")
+    dst = ctx.image((19, 11), fmt)
+    modern_host.run(ctx, lambda rec: rec.mlp(src, net, out=dst))
+    got = dst.numpy().astype(np.float32)
+    got = got.reshape(11, 19, channels)
+    if fmt == "rgba8_unorm":
+        got = got / 255
+    ref = net.numpy(pixels)
+    tol = {"rgba8_unorm": 0.5 / 255 + 1e-4, "rgba16f": 1e-3}.get(fmt, TOL)
+    assert np.all(np.abs(got[..., :n_out] - ref) <= tol * (1 + np.abs(ref)) + (1e-6 if fmt != "rgba8_unorm" else 0))
+    if channels == 4:
+        assert np.all(got[..., 3] == 1)                  # alpha of a network with three outputs
+    # a tensor of the image's pixels in, the image out
+    x = ctx.tensor(pixels)
+    modern_host.run(ctx, lambda rec: rec.mlp(x, net, out=dst))
+    assert np.allclose(dst.numpy().astype(np.float32).reshape(11, 19, channels)[..., :n_out] *
+                       (1 / 255 if fmt == "rgba8_unorm" else 1), ref, atol=tol * 2 + 1e-6)
+
+
+# -- new weights ---------------------------------------------------------------------------
+
+def test_update_and_set_weights(modern_host, modern_ctx):
+    ctx = modern_ctx
+    net = ctx.mlp(_layers([8, 16, 4]))
+    x_np = RNG.standard_normal((50, 8)).astype(np.float32)
+    x = ctx.tensor(x_np)
+    first = net.numpy(x_np)
+    new = _layers([8, 16, 4], ["tanh", "sigmoid"])
+    net.update(new)
+    assert [layer.activation for layer in net.layers] == ["tanh", "sigmoid"]
+    _check(modern_host.run(ctx, lambda rec: rec.mlp(x, net)).numpy(), net, x_np)
+    # in place, recorded: the work before the update reads the old weights
+    before, after = ctx.empty((50, 4)), ctx.empty((50, 4))
+    net.set_weights([-layer.weight for layer in new], rec=None)
+    negated = net.numpy(x_np)
+
+    def body(rec):
+        rec.mlp(x, net, out=before)
+        net.set_weights([layer.weight for layer in new], rec=rec)
+        rec.mlp(x, net, out=after)
+    modern_host.run(ctx, body)
+    assert np.allclose(before.numpy(), negated, atol=1e-4)
+    _check(after.numpy(), net, x_np)
+    assert not np.allclose(first, after.numpy())
+    with pytest.raises(gc.ShapeError):
+        net.update(_layers([8, 32, 4]))
+    with pytest.raises(gc.InvalidArgumentError):
+        net.set_weights([new[0].weight])
+
+
+# -- typed errors ------------------------------------------------------------------------
+
+def test_bad_layers_raise_typed_errors(bare_host):
+    ctx = bare_host.adopt()
+    try:
+        w = np.ones((4, 16))
+        with pytest.raises(gc.InvalidArgumentError):
+            gc.Dense(w, activation="gelu")
+        with pytest.raises(gc.ShapeError):
+            gc.Dense(np.ones(4))
+        with pytest.raises(gc.ShapeError):
+            gc.Dense(w, np.ones(15))
+        with pytest.raises(gc.DTypeError):
+            gc.Dense(np.array([["a"]]))
+        with pytest.raises(gc.InvalidArgumentError):
+            gc.Dense(w, activation="leaky_relu", slope=float("nan"))
+        assert gc.Dense(np.ones((16, 4)), transposed=True).shape == (4, 16)
+        with pytest.raises(gc.ShapeError):                          # the chain breaks
+            ctx.mlp([gc.Dense(w), gc.Dense(np.ones((8, 2)))])
+        with pytest.raises(gc.ShapeError, match="rec.matmul"):        # too many inputs
+            ctx.mlp([gc.Dense(np.ones((65, 16)))])
+        with pytest.raises(gc.ShapeError):                           # too wide a layer
+            ctx.mlp([gc.Dense(np.ones((4, 129)))])
+        with pytest.raises(gc.InvalidArgumentError):
+            ctx.mlp([])
+        with pytest.raises(gc.InvalidArgumentError):
+            ctx.mlp([w])
+        with pytest.raises(gc.DTypeError):
+            ctx.mlp([gc.Dense(w)], dtype="int32")
+        with pytest.raises(gc.InvalidArgumentError):
+            ctx.mlp([gc.Dense(w)], accumulate="float64")
+        with pytest.raises(gc.InvalidArgumentError):
+            ctx.mlp([gc.Dense(w)], dtype="float32", accumulate="float16")
+        with pytest.raises(gc.InvalidArgumentError, match="float16"):
+            ctx.mlp([gc.Dense(w * 1e6)])
+    finally:
+        ctx.close()
+
+
+def test_bad_calls_record_nothing(modern_host):
+    ctx = modern_host.adopt()
+    other = modern_host.adopt()
+    try:
+        net = ctx.mlp(_layers([8, 16, 4]))
+        x = ctx.tensor(np.ones((10, 8), np.float32))
+        img = ctx.image((4, 4), "rgba16f")
+        cases = [
+            (gc.ShapeError, lambda rec: rec.mlp(ctx.tensor(np.ones((10, 7), np.float32)), net)),
+            (gc.DTypeError, lambda rec: rec.mlp(ctx.tensor(np.ones((10, 8), np.int32)), net)),
+            (gc.ShapeError, lambda rec: rec.mlp(x, net, out=ctx.empty((10, 5)))),
+            (gc.DTypeError, lambda rec: rec.mlp(x, net, out=ctx.empty((10, 4), "int32"))),
+            (gc.InvalidArgumentError, lambda rec: rec.mlp(x, "net")),
+            (gc.WrongContextError, lambda rec: rec.mlp(x, other.mlp(_layers([8, 16, 4])))),
+            (gc.ShapeError, lambda rec: rec.mlp(img, net)),                 # 4 channels, 8 inputs
+            (gc.ShapeError, lambda rec: rec.mlp(x, net, out=img)),          # not (H, W, in)
+            (gc.InvalidArgumentError, lambda rec: rec.mlp(x, net, kernel="tensor_cores")),
+            (gc.UnsupportedError, lambda rec: rec.mlp(x, net, kernel="khr_coopmat")),
+        ]
+        pixel_net = ctx.mlp(_layers([4, 16, 4]))
+        cases += [(gc.InvalidArgumentError, lambda rec: rec.mlp(img, pixel_net, out=img)),
+                  (gc.ShapeError, lambda rec: rec.mlp(img, pixel_net, out=ctx.image((5, 4), "rgba16f")))]
+        cmd = modern_host.begin()
+        with ctx.record(cmd) as rec:
+            for error, call in cases:
+                with pytest.raises(error):
+                    call(rec)
+                assert rec.dispatches == rec.barriers == 0
+        modern_host.submit_and_wait(cmd)
+    finally:
+        other.close()
+        ctx.close()
+
+
+def test_a_network_too_deep_for_a_loop_cap_is_refused(bare_host):
+    ctx = bare_host.adopt()
+    try:
+        if not ctx.limits.loop_iteration_cap:
+            pytest.skip("this driver caps no loops")
+        net = ctx.mlp([gc.Dense(np.ones((64, 128)))] + [gc.Dense(np.eye(128))] * 60, dtype="float32")
+        cmd = bare_host.begin()
+        with ctx.record(cmd) as rec:
+            with pytest.raises(gc.UnsupportedError, match="split"):
+                rec.mlp(ctx.zeros((4, 64)), net)
+            assert rec.dispatches == 0
+        bare_host.submit_and_wait(cmd)
+    finally:
+        ctx.close()
+
+
+# -- shapes at random -------------------------------------------------------------------
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(widths=st.lists(st.integers(1, 40), min_size=2, max_size=4), rows=st.integers(1, 150),
+       act=st.sampled_from(ACTS))
+def test_random_shapes(modern_host, modern_ctx, widths, rows, act):
+    ctx = modern_ctx
+    net = ctx.mlp(_layers(widths, [act] * (len(widths) - 1)))
+    x = RNG.standard_normal((rows, widths[0])).astype(np.float32)
+    _check(modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net)).numpy(), net, x)
+
+
+# -- kernel selection ------------------------------------------------------------------------
+
+KHR = mm.MatmulDevice(subgroup_size=32, subgroup_arithmetic=True, max_shared_memory=49152, max_invocations=1024,
+                      coopmat_khr_shapes=((16, 16, 16, "float16"), (16, 16, 16, "float32")))
+PLAIN = mm.MatmulDevice(subgroup_size=8, subgroup_arithmetic=True, max_shared_memory=32768, max_invocations=1024)
+
+
+def _p(dtype="float16", acc="float32", wmax=64, x="f32", o="f32"):
+    return mlp_op.Problem(dtype, acc, wmax, x, o)
+
+
+def test_selection_prefers_the_khr_kernel():
+    name, spec = mlp_op.select(_p(), KHR)
+    assert name == "khr_coopmat" and spec.family == "mlp_khr"
+    assert mk.khr_tiling(spec) == mk.KhrTiling(64, 4, 2) and spec.workgroup == (128, 1, 1)
+    assert "cooperative_matrix_khr" in spec.features and spec.param("acc") == "float32"
+    # 128 wide layers: the tiling of four subgroups needs 51 KiB, two fit in 48
+    spec = mlp_op.select(_p(wmax=128, acc="float16", x="tex", o="put:rgba8"), KHR)[1]
+    assert mk.khr_tiling(spec) == mk.KhrTiling(128, 2, 1) and spec.param("acc") == "float16"
+    big = dataclasses.replace(KHR, max_shared_memory=65536)
+    assert mk.khr_tiling(mlp_op.select(_p(wmax=128), big)[1]) == mk.KhrTiling(128, 4, 1)
+
+
+@pytest.mark.parametrize("device,problem,why", [
+    (KHR, _p(dtype="float32"), "float16 weights"),
+    (PLAIN, _p(), "did not enable"),
+    (dataclasses.replace(KHR, coopmat_khr_shapes=((16, 16, 16, "float32"),)), _p(acc="float16"), "fragment"),
+    (dataclasses.replace(KHR, subgroup_size=64), _p(), "32-wide"),
+    (dataclasses.replace(KHR, max_shared_memory=32768), _p(wmax=128), "shared memory"),
+])
+def test_selection_falls_back_to_fma(device, problem, why):
+    assert mlp_op.select(problem, device)[0] == "fma"
+    assert why in dict(mlp_op.explain(problem, device))["khr_coopmat"]
+    with pytest.raises(gc.UnsupportedError, match=why):
+        mlp_op.select(problem, device, "khr_coopmat")
+
+
+def test_every_spec_the_selector_makes_is_baked():
+    catalogue = set(all_specs())
+    for device in (KHR, PLAIN, dataclasses.replace(KHR, max_shared_memory=65536)):
+        for dtype in mk.WEIGHT_DTYPES:
+            for acc in ("float32", "float16"):
+                for wmax in (16, 64, 128):
+                    for x in mk.X_LAYOUTS:
+                        for o in mk.O_LAYOUTS:
+                            p = _p(dtype, acc, wmax, x, o)
+                            assert mlp_op.select(p, device)[1] in catalogue
+                            assert mlp_op.select(p, device, "fma")[1] in catalogue
+
+
+def test_the_khr_accuracy_bound_holds_for_fp16_activations():
+    """The cooperative-matrix kernel rounds the input and every hidden
+    activation to fp16 (and, with fp16 accumulators, every partial sum):
+    numpy doing the same stays within the documented bound."""
+    for depth in range(1, 6):
+        widths = [32] + [64] * depth + [16]
+        layers = _layers(widths)
+        x = RNG.standard_normal((500, 32)).astype(np.float32)
+        h = x.astype(np.float16)
+        for i, layer in enumerate(layers):
+            pre = h @ layer.weight.astype(np.float16) + layer.bias.astype(np.float16)   # fp16 sums
+            h = apply_activation(pre.astype(np.float32), layer.activation)
+            h = h.astype(np.float16) if i + 1 < len(layers) else h
+        net_ref = x
+        for layer in layers:
+            net_ref = apply_activation(net_ref @ layer.weight.astype(np.float16).astype(np.float32)
+                                       + layer.bias.astype(np.float16).astype(np.float32), layer.activation)
+        assert np.abs(h - net_ref).max() <= KHR_TOL * max(1.0, np.abs(net_ref).max()), depth
