@@ -205,6 +205,13 @@ def _problem(ctx, net, x_layout: str, o_layout: str) -> Problem:
     return Problem(net.dtype, net.accumulate, max(net.padded_widths), x_layout, o_layout)
 
 
+def kernel_for(ctx, net, kernel: str = None) -> str:
+    """The name of the kernel ``rec.mlp`` runs ``net`` with on ``ctx`` (for
+    tensor operands): its accuracy bound follows from it (docs/integration.md
+    §18). ``kernel`` names one to check it applies (UnsupportedError if not)."""
+    return select(_problem(ctx, check_network(ctx, net), "f32", "f32"), MatmulDevice.of(ctx), kernel)[0]
+
+
 def _check_loop_cap(ctx, name: str, net) -> None:
     cap = ctx.limits.loop_iteration_cap
     if name == "fma" and cap and kernels.fma_loop_iterations(net.padded_widths) > cap // 2:

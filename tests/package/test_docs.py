@@ -402,7 +402,9 @@ def test_neural_network_example(modern_ctx):
     exec(compile(blocks[0], str(GUIDE), "exec"), ns)
     ref = ns["pixel_net"].numpy(frame_np.astype(np.float32))
     got = ns["graded"].numpy().astype(np.float32)
-    np.testing.assert_allclose(got[..., :3], ref, atol=2e-3)
+    # the portable kernel's bound with an fp16 image, or the cooperative-matrix kernel's (docs §18)
+    atol = 2e-2 if gc.ops.mlp_op.kernel_for(ctx, ns["pixel_net"]) == "khr_coopmat" else 2e-3
+    np.testing.assert_allclose(got[..., :3], ref, atol=atol)
     assert np.all(got[..., 3] == 1)
     decoded = ns["decoded"]
     assert decoded.shape == (2, 500, 3) and decoded.dtype == gc.float16
