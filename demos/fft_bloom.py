@@ -37,8 +37,8 @@ def glow_kernel(height: int, width: int) -> np.ndarray:
 class FftBloomPostProcess(HdrPostProcess):
     """The HDR post-process with the bloom done by FFT convolution."""
 
-    def __init__(self, ctx, renderer, direct: bool = False):
-        super().__init__(ctx, renderer, direct)
+    def __init__(self, ctx, renderer, direct: bool = False, grade=None):
+        super().__init__(ctx, renderer, direct, grade)
         width, height = self.extent
         self.pixels = ctx.empty((height, width, 4))
         kernel = ctx.tensor(glow_kernel(height, width))

@@ -24,6 +24,12 @@ Where the output cannot be written by a shader (an sRGB swapchain, or one
 without STORAGE usage) the tonemapped frame goes back into the scene image
 in the after-pass hook, and the renderer's own resolve blit (which encodes
 sRGB for an sRGB output) copies it out.
+
+With a colour grade (``--grade``, demos/grade.py) the tone map writes a
+guest rgba16f image instead, holding the values the target would have
+stored (in [0, 1], sRGB-encoded unless an sRGB output encodes as it stores),
+and one ``rec.mlp`` of the learned grade carries every pixel of it into the
+target.
 """
 from __future__ import annotations
 
@@ -44,7 +50,7 @@ _SAMPLED_STORAGE = vk.VK_IMAGE_USAGE_SAMPLED_BIT | vk.VK_IMAGE_USAGE_STORAGE_BIT
 class HdrPostProcess:
     """Guest images and programs for one frame size; make a new one when the size changes."""
 
-    def __init__(self, ctx, renderer, direct: bool = False):
+    def __init__(self, ctx, renderer, direct: bool = False, grade=None):
         self.ctx, self.renderer = ctx, renderer
         self.extent = renderer.extent
         self.glow = ctx.image(self.extent, "rgba16f")     # scene + bloom, before the tone curve
@@ -52,6 +58,9 @@ class HdrPostProcess:
         self.fmt = formats.find(int(renderer.color_format))
         self.writes_output = self.output_writable(ctx, renderer)
         self.per_image = PerImage(ctx, direct)
+        # The tone-mapped frame before the grade (a demos.grade.ColourGrade) reads it.
+        self.grade = grade
+        self.ldr = ctx.image(self.extent, "rgba16f") if grade is not None else None
 
     @staticmethod
     def supported(renderer) -> bool:
@@ -97,7 +106,17 @@ class HdrPostProcess:
         # A UNORM target is displayed as sRGB: encode in the shader. An sRGB
         # output is reached through the scene and the host's blit, which encodes.
         srgb = self.fmt is None or self.fmt.kind != "srgb"
-        rec.tonemap(self.glow, target, exposure=self.exposure, curve="aces", srgb=srgb)
+        if self.grade is None:
+            rec.tonemap(self.glow, target, exposure=self.exposure, curve="aces", srgb=srgb)
+        else:
+            # In [0, 1], the range the grade was trained on; then the net into the target.
+            rec.tonemap(self.glow, self.ldr, exposure=self.exposure, curve="aces", srgb=srgb)
+            self.grade.record(rec, self.ldr, target)
+
+    @property
+    def srgb_store(self) -> bool:
+        """Whether the output encodes sRGB as it stores (then the tone map does not)."""
+        return self.fmt is not None and self.fmt.kind == "srgb"
 
     def record_glow(self, rec, scene) -> None:
         """The scene with its bloom added, into ``self.glow``."""

@@ -5,17 +5,22 @@ command buffer.
 The particles move on the Lorenz attractor (``demos/attractor.py``, one
 user-kernel dispatch); the network is the colour field of
 ``demos/colour_field.py``, trained at start-up with numpy. Per frame and
-particle the guest evaluates
+particle the guest evaluates, in one ``rec.mlp`` dispatch (``ctx.mlp``)::
 
-    h1 = tanh(state @ W1)              state = (x, y, z, 1); input scaling and
-                                       the first bias are folded into W1
-    h2 = tanh(h1 @ W2 + b2)
-    colour = sigmoid(h2 @ W3 + b3) * gain     -> the host's colour vertex buffer
+    (x, y, z) → tanh(· W1 + b1) → tanh(· W2 + b2) → sigmoid(· W3 + b3) → · diag(gain)
+      3          32                32                 4                   4
 
-— three matmuls, two bias adds, three activations and a gain, recorded
-once as a program and replayed each frame (``--direct`` records the ops
-every frame instead). The last matmul writes straight into the host's
-buffer. At exit the colours of the last frame are checked against numpy.
+the input scaling folded into the first layer, and the intensity gain a
+last diagonal layer (a sigmoid's output cannot take it inside the sigmoid).
+It reads the simulation's state tensor and writes straight into the host's
+colour vertex buffer — no intermediate leaves registers and shared memory.
+The weights are fp16 where the device has 16-bit storage, fp32 elsewhere.
+The dispatch is recorded once as a program and replayed each frame
+(``--direct`` records it every frame instead); ``--layered`` runs the same
+net as three matmuls, two bias adds, three activations and a multiply, for
+comparison. At exit the colours of the last frame are checked against
+numpy's evaluation of the trained weights (within fp16 rounding for fp16
+weights).
 
 Run ``python -m demos.neural`` or ``python demos/neural.py`` (a window; headless without
 a display).
@@ -34,37 +39,59 @@ if not __package__:
 
 import numpy as np
 
+import guestcompute as gc
+
 from .app import GuestApp, parser, report_checked, resolve_mode
 from .attractor import LorenzParticles, initial_state
 from .colour_field import HIDDEN, normalised_inputs, train
+from .networks import kernel_tolerance, weights_dtype
 
 # The MLP costs ~2.6 kFLOP per particle per frame: a CPU device gets fewer.
 CPU_PARTICLES = 40_000
 
 
 class NeuralColours:
-    """The trained MLP as guest tensors, evaluated from ``state`` (n, 4)
-    into ``colors`` (n, 4)."""
+    """The trained MLP evaluated from ``state`` (n, 4) into ``colors`` (n, 4):
+    one ``rec.mlp`` dispatch, or (``layered``) three matmuls, adds and
+    activations as separate ops, for comparison."""
 
-    def __init__(self, ctx, weights, state, colors, intensity_gain: float, direct: bool = False):
+    def __init__(self, ctx, weights, state, colors, intensity_gain: float, direct: bool = False,
+                 layered: bool = False):
         weights = weights.with_normalisation_folded()
-        self.w1, self.w2, self.b2, self.w3, self.b3 = (
-            ctx.tensor(a) for a in (weights.w1, weights.w2, weights.b2, weights.w3, weights.b3))
         # The net predicts intensity for a reference density; scale it to this one.
-        self.gain = ctx.tensor(np.array([1.0, 1.0, 1.0, intensity_gain], np.float32))
-        count = state.shape[0]
-        self.h1 = ctx.empty((count, HIDDEN))
-        self.h2 = ctx.empty((count, HIDDEN))
+        self.gain = np.array([1.0, 1.0, 1.0, intensity_gain], np.float32)
         self.state, self.colors = state, colors
-        self.program = None if direct else ctx.program(self._evaluate)
+        self.dtype = "float32" if layered else weights_dtype(ctx)
+        if layered:
+            self.w1, self.w2, self.b2, self.w3, self.b3 = (
+                ctx.tensor(a) for a in (weights.w1, weights.w2, weights.b2, weights.w3, weights.b3))
+            self.gain_t = ctx.tensor(self.gain)
+            self.h1 = ctx.empty((state.shape[0], HIDDEN))
+            self.h2 = ctx.empty((state.shape[0], HIDDEN))
+            evaluate = self._layered
+        else:
+            # sigmoid(v) * gain is no sigmoid of a scaled v, so the gain cannot
+            # go into the last layer: it is a fourth, diagonal layer with no
+            # activation, in the same dispatch (no rec.mul afterwards).
+            self.net = ctx.mlp([gc.Dense(weights.w1[:3], weights.w1[3], "tanh"),   # its last row is the bias
+                                gc.Dense(weights.w2, weights.b2, "tanh"),
+                                gc.Dense(weights.w3, weights.b3, "sigmoid"),
+                                gc.Dense(np.diag(self.gain), None, "none")], dtype=self.dtype)
+            evaluate = self._fused
+        self.evaluate = evaluate
+        self.program = None if direct else ctx.program(evaluate)
 
     def record(self, rec) -> None:
         if self.program is not None:
             rec.execute(self.program)
         else:
-            self._evaluate(rec)
+            self.evaluate(rec)
 
-    def _evaluate(self, rec) -> None:
+    def _fused(self, rec) -> None:
+        # (x, y, z) of the state straight into the host's vertex buffer.
+        rec.mlp(self.state[:, :3], self.net, out=self.colors)
+
+    def _layered(self, rec) -> None:
         h1, h2, colors = self.h1, self.h2, self.colors
         rec.matmul(self.state, self.w1, out=h1)
         rec.tanh(h1, out=h1)
@@ -74,7 +101,14 @@ class NeuralColours:
         rec.matmul(h2, self.w3, out=colors)       # into the host's vertex buffer
         rec.add(colors, self.b3, out=colors)
         rec.sigmoid(colors, out=colors)
-        rec.mul(colors, self.gain, out=colors)
+        rec.mul(colors, self.gain_t, out=colors)
+
+    @property
+    def limit(self) -> float:
+        """How far the GPU's colours may be from numpy's float64 evaluation
+        of the trained float32 weights: fp16 weights are rounded (and the
+        cooperative-matrix kernel rounds activations to fp16)."""
+        return kernel_tolerance(self.dtype, float(self.gain.max()))
 
 
 def run(args):
@@ -92,7 +126,7 @@ def run(args):
         sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent)
         # The net's mean intensity is about 0.5; match the particle demo's level.
         net = NeuralColours(app.ctx, weights, sim.state, sim.colors,
-                            intensity_gain=sim.intensity / 0.5, direct=args.direct)
+                            intensity_gain=sim.intensity / 0.5, direct=args.direct, layered=args.layered)
 
         def before_pass(cmd, frame):
             sim.extent = renderer.extent            # follows window resizes
@@ -107,26 +141,29 @@ def run(args):
         error = None
         if frames:
             # The last frame coloured the particles from the state it left behind.
-            want = weights.forward(normalised_inputs(sim.state.numpy()[:, :3])) * net.gain.numpy()
+            want = weights.forward(normalised_inputs(sim.state.numpy()[:, :3])) * net.gain
             error = float(np.abs(sim.colors.numpy() - want).max())
-            print(f"max |GPU colour - numpy| over {count:,} particles: {error:.2e}")
+            print(f"max |GPU colour - numpy| over {count:,} particles: {error:.2e} "
+                  f"({'layer by layer' if args.layered else 'one rec.mlp'}, {net.dtype} weights)")
     except BaseException:
         app.close()
         raise
-    return app.finish(args.screenshot), error
+    return app.finish(args.screenshot), error, net.limit
 
 
 def parse_args(argv=None):
     p = parser("demos.neural", __doc__, cpu_particles=CPU_PARTICLES)
     p.add_argument("--direct", action="store_true",
-                   help="record the MLP op by op every frame instead of replaying a program")
+                   help="record the MLP every frame instead of replaying a program")
+    p.add_argument("--layered", action="store_true",
+                   help="evaluate the MLP layer by layer (matmul, add, activation ops) instead of one rec.mlp")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    result, error = run(args)
-    return report_checked("neural", result, args, error, "colours")
+    result, error, limit = run(args)
+    return report_checked("neural", result, args, error, "colours", limit)
 
 
 if __name__ == "__main__":

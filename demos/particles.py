@@ -12,6 +12,11 @@ Per frame, one command buffer and one submit:
            into the output image (swapchain or offscreen)
     host:  present / read back
 
+``--grade`` adds a learned colour grade to the HDR routes: a small MLP,
+trained with numpy at start-up to imitate a teal-and-orange look
+(demos/grade.py), takes the tone-mapped frame into the output in one
+``rec.mlp`` dispatch; the last frame is checked against numpy at exit.
+
 ``--bloom-route image`` / ``buffer`` run the older 8-bit routes instead
 (bloom of the rendered image itself, or of a copy of it in a buffer).
 
@@ -48,24 +53,27 @@ from .bloom import make_bloom
 from .depth_sort import SCOPE as SORT_SCOPE
 from .depth_sort import DepthSort
 from .fft_bloom import FftBloomPostProcess
+from .grade import ColourGrade
+from .grade import train as train_grade
 from .hdr import HdrPostProcess
 from .ripples import Ripples
 
 ROUTES = ("auto", "hdr", "fft", "image", "buffer")
 
 
-def make_post_process(app, args):
+def make_post_process(app, args, grade=None):
     """The post-process for the renderer's current frame size, or None."""
     if args.no_bloom:
         return None
     if app.renderer.hdr:
         route = FftBloomPostProcess if args.bloom_route == "fft" else HdrPostProcess
-        return route(app.ctx, app.renderer, direct=args.direct)
+        return route(app.ctx, app.renderer, direct=args.direct, grade=grade)
     return make_bloom(app.ctx, app.renderer, direct=args.direct, route=args.bloom_route)
 
 
 def run(args):
     resolve_mode(args)
+    params = start_grade(args)
     app = GuestApp(args, "guestcompute particles", hdr=not args.no_bloom and args.bloom_route in ("auto", "hdr", "fft"),
                    blend="over" if args.sorted else "additive")
     try:
@@ -76,6 +84,7 @@ def run(args):
         sim = LorenzParticles(app.ctx, count, buffers.positions, buffers.colors, renderer.extent, watch=args.watch)
         sort = DepthSort(app.ctx, sim.positions, buffers.indices, count) if args.sorted else None
         ripples = None if args.no_ripples else Ripples(app.ctx, renderer, watch=args.watch)
+        grade = ColourGrade(app.ctx, params) if params is not None else None
 
         def before_pass(cmd, frame):
             sim.extent = renderer.extent            # follows window resizes
@@ -88,7 +97,7 @@ def run(args):
                     ripples.record(rec, frame)
             app.record(cmd, guest)
 
-        post = make_post_process(app, args)
+        post = make_post_process(app, args, grade)
         if post is None:
             print("post-process: none" + ("" if args.no_bloom else " (the render target allows neither image "
                                                                   "ops nor copies to buffers)"))
@@ -102,7 +111,7 @@ def run(args):
             nonlocal post
             if post.extent != renderer.extent:      # the window was resized
                 post.destroy()
-                post = make_post_process(app, args)
+                post = make_post_process(app, args, grade)
             return post
 
         def after_pass(cmd, frame):
@@ -135,10 +144,40 @@ def run(args):
                     raise SystemExit("ripple heights differ from numpy")
             if sort is not None:
                 report_depth_sort(sort, app.scope_median_ms(SORT_SCOPE))
+            if grade is not None:
+                report_grade(app, grade, post)
     except BaseException:
         app.close()
         raise
     return app.finish(args.screenshot)
+
+
+def start_grade(args):
+    """The grade's trained weights (None without ``--grade``)."""
+    if not args.grade:
+        return None
+    if args.no_bloom or args.bloom_route not in ("auto", "hdr", "fft"):
+        raise SystemExit("--grade grades the HDR routes' tone-mapped frame: use --bloom-route hdr or fft")
+    params, rmse, seconds = train_grade()
+    print(f"colour grade: 3 → 16 → 16 → 3 MLP trained in {seconds:.2f} s (rms error {rmse:.3f} against "
+          "the target look)")
+    return params
+
+
+def report_grade(app, grade: ColourGrade, post: HdrPostProcess) -> None:
+    """Check the last graded frame against numpy evaluating the same net on
+    the same tone-mapped pixels (read back while the context is open)."""
+    renderer = app.renderer
+    shown = renderer.last_frame_rgba() if renderer.headless else None
+    error = grade.check(app.ctx, post.ldr, shown, post.srgb_store)
+    size = f"{post.extent[0]}x{post.extent[1]} pixels ({grade.dtype} weights)"
+    if shown is not None:
+        print(f"max |graded output - numpy| over {size}: {error:.2e}")
+    else:
+        print(f"max |rec.mlp of the last tone-mapped frame - numpy| over {size}: {error:.2e} "
+              "(a window: the output is not read back)")
+    if error > grade.limit(shown is not None):
+        raise SystemExit("graded colours differ from numpy")
 
 
 def report_depth_sort(sort: DepthSort, ms: float | None) -> None:
@@ -163,6 +202,9 @@ def parse_args(argv=None):
                    help="no guest-simulated water surface as the renderer's backdrop texture")
     p.add_argument("--sorted", action="store_true",
                    help="translucent particles with 'over' blending, sorted back to front on the GPU every frame")
+    p.add_argument("--grade", action="store_true",
+                   help="a learned teal-and-orange colour grade after the tone map: an MLP trained with numpy at "
+                        "start-up, run per pixel by rec.mlp (HDR routes)")
     p.add_argument("--direct", action="store_true",
                    help="record the post-process op by op every frame instead of replaying a program")
     p.add_argument("--watch", action="store_true",

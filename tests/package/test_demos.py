@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the demos live next to the package, not in it
 
-from demos import depth_sort, fft_bloom, hdr, kernels, neural, ocean, particles  # noqa: E402
+from demos import depth_sort, fft_bloom, grade, hdr, kernels, neural, ocean, particles  # noqa: E402
 from demos.host import __main__ as host_check  # noqa: E402
 
 SMALL = ["--headless", "--validation", "--size", "160", "120", "--particles", "6000"]
@@ -175,9 +175,71 @@ def test_neural_headless_under_validation(screenshot, capsys):
     rc = neural.main(SMALL + ["--frames", "3", "--screenshot", str(screenshot)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "max |GPU colour - numpy|" in out
+    assert "max |GPU colour - numpy|" in out and "(one rec.mlp, " in out
     assert "validation messages (incl. synchronization validation): 0" in out
     assert_shows_particles(read_png(screenshot))
+
+
+@pytest.mark.parametrize("flags, how", [(["--direct"], "one rec.mlp"), (["--layered"], "layer by layer"),
+                                        (["--layered", "--direct"], "layer by layer")])
+def test_neural_recorded_every_frame_and_layer_by_layer(capsys, flags, how):
+    rc = neural.main(SMALL + ["--frames", "2"] + flags)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "max |GPU colour - numpy| over 6,000 particles" in out and f"({how}, " in out
+    assert "validation messages (incl. synchronization validation): 0" in out
+
+
+def test_neural_fused_and_layered_paths_colour_alike():
+    # One rec.mlp and the layer-by-layer ops draw nearly the same frame (fp16
+    # weights may move a colour by a code or two).
+    fused = neural.run(neural.parse_args(SMALL + ["--frames", "2"]))[0]
+    layered = neural.run(neural.parse_args(SMALL + ["--frames", "2", "--layered"]))[0]
+    assert not fused.validation_messages and not layered.validation_messages
+    diff = np.abs(fused.last_frame.astype(int) - layered.last_frame.astype(int))
+    assert np.percentile(diff, 99) <= 3 and diff.max() <= 16, (np.percentile(diff, 99), diff.max())
+
+
+def test_the_colour_grade_trains_to_its_target_look():
+    params, rmse, seconds = grade.train()
+    assert rmse < 0.03 and seconds > 0
+    colours = grade.training_colours(500, seed=42)
+    want = grade.target_grade(colours)
+    assert want.min() >= 0 and want.max() <= 1
+    assert np.sqrt(np.mean((grade.forward(params, colours) - want) ** 2)) < 0.03
+    # The look: black lifted towards teal (blue and green over red), white warmed (red over blue).
+    black, white = grade.target_grade(np.array([[0.0, 0, 0], [1, 1, 1]]))
+    assert black[2] > black[0] and black[1] > black[0] and white[0] > white[2]
+
+
+@pytest.mark.parametrize("route, name", [("hdr", "HdrPostProcess"), ("fft", "FftBloomPostProcess")])
+def test_particles_colour_grade_under_validation(screenshot, capsys, route, name):
+    # The demo checks the graded output against numpy evaluating the net on
+    # the tone-mapped pixels it read (exit status 1 if they differ).
+    rc = particles.main(SMALL + ["--frames", "3", "--grade", "--bloom-route", route, "--screenshot", str(screenshot)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "colour grade: 3 → 16 → 16 → 3 MLP trained in" in out
+    assert f"post-process: {name}, into the output" in out
+    assert "max |graded output - numpy| over 160x120 pixels" in out
+    assert "validation messages (incl. synchronization validation): 0" in out
+    assert_shows_particles(read_png(screenshot))
+
+
+def test_particles_colour_grade_through_the_scene(capsys, monkeypatch):
+    # No shader writes to the output: the grade writes the scene image, and
+    # the host's blit carries it out (and is what the check reads).
+    monkeypatch.setattr(hdr.HdrPostProcess, "output_writable", staticmethod(lambda ctx, renderer: False))
+    rc = particles.main(SMALL + ["--frames", "2", "--grade", "--direct"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "post-process: HdrPostProcess, through the scene and a host blit" in out
+    assert "max |graded output - numpy| over 160x120 pixels" in out
+
+
+def test_particles_colour_grade_needs_an_hdr_route():
+    with pytest.raises(SystemExit, match="--grade grades the HDR routes"):
+        particles.run(particles.parse_args(SMALL + ["--grade", "--bloom-route", "image"]))
 
 
 def test_particles_fft_bloom_route_under_validation(screenshot, capsys):
@@ -229,18 +291,21 @@ def test_the_ocean_spectrum_is_hermitian_and_its_fields_real():
 
 
 @pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="needs xvfb-run")
-@pytest.mark.parametrize("route", ["hdr", "buffer"])
-def test_particles_in_a_window_under_xvfb(route):
-    # The swapchain paths: the HDR resolve writing the swapchain image, and
-    # copies in and out of it; then present.
+@pytest.mark.parametrize("flags", [["--bloom-route", "hdr"], ["--bloom-route", "buffer"], ["--grade"]])
+def test_particles_in_a_window_under_xvfb(flags):
+    # The swapchain paths: the HDR resolve writing the swapchain image (or
+    # the colour grade's rec.mlp writing it), and copies in and out of it;
+    # then present.
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = ["xvfb-run", "-a", sys.executable, "-m", "demos.particles", "--frames", "5", "--validation",
-           "--size", "160", "120", "--particles", "6000", "--bloom-route", route]
+           "--size", "160", "120", "--particles", "6000"] + flags
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "window 160x120" in done.stdout
     assert "particles: 5 frames" in done.stdout
     assert "validation messages (incl. synchronization validation): 0" in done.stdout
+    if "--grade" in flags:
+        assert "max |rec.mlp of the last tone-mapped frame - numpy|" in done.stdout
 
 
 @pytest.mark.skipif(shutil.which("glslc") is None, reason="needs glslc")
