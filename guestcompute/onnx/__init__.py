@@ -9,7 +9,9 @@
 Files: graph.py reads the model (the only user of the onnx package);
 table.py is the node-to-op table's machinery and the nodes_*.py / resize.py
 files its rules; plan.py plans a graph for fixed shapes (folding constants
-and shape subgraphs on the CPU); model.py holds OnnxModel and BoundModel.
+and shape subgraphs on the CPU); fuse_mlp.py replaces chains of dense
+layers by one fused MLP op (``bind(..., mlp="auto"|"float16"|"float32"|"off")``,
+``bound.fused`` names them); model.py holds OnnxModel and BoundModel.
 A graph with a node no rule handles is refused by ``load`` (op type) or
 ``bind`` (an attribute, dtype or shape), naming the node, before anything
 is made or recorded.

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError, WrongContextError
 from ..tensor import Tensor
+from .fuse_mlp import check_mode
 from .plan import check_supported, input_shapes, plan_graph
 from .table import GUEST_DTYPES, Const, Tensors
 
@@ -35,16 +36,19 @@ class OnnxModel:
         return (f"OnnxModel(inputs={[(i.name, i.shape, i.dtype) for i in self.inputs]}, "
                 f"outputs={[(o.name, o.shape, o.dtype) for o in self.outputs]}, nodes={len(self.graph.nodes)})")
 
-    def bind(self, ctx, dims: dict = None, **shapes) -> "BoundModel":
+    def bind(self, ctx, dims: dict = None, mlp: str = "auto", **shapes) -> "BoundModel":
         """Plan the graph for fixed shapes and make its tensors on ``ctx``.
         ``shapes``: an input's whole shape by input name (``x=(8, 3)``);
         ``dims``: values of symbolic dims by name (``dims={"batch": 8}``).
-        Inputs whose declared shape is fixed need neither. Raises
-        UnsupportedError naming the node (and the attribute or dtype) that
-        cannot run, ShapeError for shapes that do not fit, before any tensor
-        is made."""
+        Inputs whose declared shape is fixed need neither. ``mlp``: how
+        chains of dense layers fuse into ``rec.mlp`` (fuse_mlp.py): "auto"
+        (weights in the model's dtype), "float16", "float32", or "off".
+        Raises UnsupportedError naming the node (and the attribute or
+        dtype) that cannot run, ShapeError for shapes that do not fit,
+        before any tensor is made."""
+        mode = check_mode(mlp)
         fixed = input_shapes(self.graph, shapes, dims or {})
-        env, steps = plan_graph(self.graph, fixed)
+        env, steps = plan_graph(self.graph, fixed, mode, ctx.limits.loop_iteration_cap)
         return BoundModel(ctx, self, fixed, env, steps)
 
 
@@ -73,6 +77,7 @@ class BoundModel:
     def __init__(self, ctx, model, shapes, env, steps):
         self.ctx, self.model, self._steps = ctx, model, steps
         self.input_shapes = dict(shapes)
+        self.fused = [step.fused for step in steps if step.fused]
         self.input_dtypes = {i.name: env[i.name].dtype for i in model.inputs}
         outs = [o.name for o in model.outputs]
         self.output_shapes = {name: tuple(env[name].shape) for name in outs}
@@ -95,7 +100,8 @@ class BoundModel:
         if plan.view is None:
             for name, sym in zip(step.node.outputs, plan.outputs):
                 self._tensors[name or f"{label} unused output"] = self.ctx.empty(sym.shape, sym.dtype)
-        self._uploads.append([self.ctx.tensor(to_guest(a, f"{label} constant")) for a in plan.uploads])
+        made = list(plan.build(self.ctx)) if plan.build is not None else []
+        self._uploads.append([self.ctx.tensor(to_guest(a, f"{label} constant")) for a in plan.uploads] + made)
         self._scratch.append([self.ctx.empty(s, d) for s, d in plan.scratch])
 
     def _check_inputs(self, inputs: dict) -> dict:

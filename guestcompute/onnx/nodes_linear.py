@@ -2,8 +2,8 @@
 LogSoftmax, LayerNormalization.
 
 A Gemm/MatMul followed by Add and an activation records as separate ops
-here (matmul, then add, then the activation); fusing such chains into one
-fused MLP op is a later pass over the bound plans (see table.py)."""
+here (matmul, then add, then the activation); fuse_mlp.py replaces chains
+of them by one fused MLP op where they fit it."""
 from __future__ import annotations
 
 import math

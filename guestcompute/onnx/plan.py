@@ -5,21 +5,13 @@ output shapes. Nothing touches the device here: a graph that cannot run
 raises before any tensor is made."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import InvalidArgumentError, ShapeError, UnsupportedError
-from .table import RULES, Const, Plan, Sym, guest_dtype
+from .fuse_mlp import fuse
+from .table import RULES, Const, Plan, Step, Sym, guest_dtype
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
-
-
-@dataclass
-class Step:
-    node: object
-    plan: Plan
-    inputs: list     # value names ("" where omitted), as many as the node has
 
 
 def check_supported(graph) -> None:
@@ -74,9 +66,11 @@ def _node_args(node, env):
     return args
 
 
-def plan_graph(graph, shapes: dict):
+def plan_graph(graph, shapes: dict, mlp: str = "auto", loop_cap: int = 0):
     """``(env, steps)``: ``env`` maps every value name to a Const or Sym,
-    ``steps`` the GPU nodes in order. ``shapes``: from :func:`input_shapes`."""
+    ``steps`` the GPU steps in order. ``shapes``: from :func:`input_shapes`;
+    ``mlp``: the fusion mode (fuse_mlp.py); ``loop_cap``: the driver's
+    loop iteration cap (0: none), which bounds a fused network's depth."""
     env = {name: Const(value) for name, value in graph.initializers.items()}
     for info in graph.inputs:
         env[info.name] = Sym(shapes[info.name], guest_dtype(_InputLabel(info.name), info.dtype))
@@ -93,9 +87,8 @@ def plan_graph(graph, shapes: dict):
                 env[name] = value
         if isinstance(result, Plan):
             steps.append(Step(node, result, list(node.inputs)))
-    # Where a later pass fuses chains of steps (Gemm/MatMul + Add + activation
-    # into a fused MLP op), it rewrites ``steps`` here, before allocation.
-    return env, steps
+    # Passes over the steps run here, before anything is allocated.
+    return env, fuse(graph, env, steps, mlp, loop_cap)
 
 
 class _InputLabel:

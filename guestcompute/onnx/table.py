@@ -10,12 +10,10 @@ of known shape and dtype, computed on the GPU), or None for an omitted
 optional input. Rules check attributes and dtypes and raise
 :class:`UnsupportedError` naming the node before anything is recorded.
 
-Later passes (the fusion of Gemm/MatMul + Add + activation chains into one
-fused MLP op is the planned one) will rewrite the list of plans the binder
-builds from this table (model.py, ``plan_graph``): a pass sees each node's
-plan with its inputs and outputs, so it can replace a chain of plans whose
-intermediates nothing else reads by one plan; the table itself stays one
-rule per op type.
+Passes over the planned steps (plan.py, ``plan_graph``) may replace a
+chain of steps whose intermediates nothing else reads by one step: the
+fusion of Gemm/MatMul + Add + activation chains into the fused MLP op
+(fuse_mlp.py) is one. The table itself stays one rule per op type.
 """
 from __future__ import annotations
 
@@ -72,13 +70,28 @@ class Plan:
     tensors (None: every input that is present); constants among them are
     uploaded once at bind. ``uploads``: extra host arrays it needs on the
     GPU (index tables, weights rearranged at bind); ``scratch``: (shape,
-    dtype) of work tensors it owns."""
+    dtype) of work tensors it owns. ``build(ctx) -> list``: guest objects it
+    makes when bound (a fused step's ``ctx.mlp`` network), following the
+    uploads in ``t.consts``."""
     outputs: list
     record: Callable | None = None
     view: Callable | None = None
     uses: tuple | None = None
     uploads: list = field(default_factory=list)
     scratch: list = field(default_factory=list)
+    build: Callable | None = None
+
+
+@dataclass
+class Step:
+    """A planned GPU step: the node (for a fused step, a stand-in whose
+    inputs and outputs are the chain's), its plan, the value names it
+    reads ("" where omitted); ``fused``: the names of the nodes a fused
+    step replaces (empty for a node's own step)."""
+    node: object
+    plan: Plan
+    inputs: list
+    fused: tuple = ()
 
 
 RULES: dict = {}

@@ -1,0 +1,135 @@
+"""Models exported by ``torch.onnx.export`` (opset 17, the TorchScript
+exporter where the installed torch still takes ``dynamo=False``), loaded
+with gc.onnx.load, run, and compared with onnxruntime on the CPU: float32
+models to a tight tolerance, a float32 model bound with mlp="float16" to the
+fused MLP's fp16 one. Skipped where torch or onnxruntime is missing."""
+import inspect
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+import guestcompute as gc  # noqa: E402
+
+OPSET = 17
+F32 = dict(rtol=1e-4, atol=1e-4)
+
+
+class Mlp(torch.nn.Module):
+    """32 -> 64 -> 64 -> 16 with ReLU: nn.Linear on a 2-D input exports as Gemm (transB=1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
+                                       torch.nn.ReLU(), torch.nn.Linear(64, 16))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class ConvNet(torch.nn.Module):
+    """Conv2d (padded) + ReLU + MaxPool2d + Flatten + Linear over (N, 3, 8, 8)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, kernel_size=3, padding=1)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.head = torch.nn.Linear(4 * 4 * 4, 10)
+
+    def forward(self, x):
+        h = self.pool(torch.relu(self.conv(x)))
+        return self.head(torch.flatten(h, 1))
+
+
+class Nerf(torch.nn.Module):
+    """Positions through two layers, concatenated back in (the skip), a
+    SiLU layer (exported as Mul(h, Sigmoid(h))), and a linear head."""
+
+    def __init__(self, width=32):
+        super().__init__()
+        self.a = torch.nn.Sequential(torch.nn.Linear(3, width), torch.nn.ReLU(),
+                                     torch.nn.Linear(width, width), torch.nn.ReLU())
+        self.b = torch.nn.Sequential(torch.nn.Linear(width + 3, width), torch.nn.SiLU(), torch.nn.Linear(width, 4))
+
+    def forward(self, x):
+        return self.b(torch.cat([self.a(x), x], dim=-1))
+
+
+def export(module, example, path, dynamic_batch: bool):
+    """``module`` exported to ``path``: opset 17, input "x", output "y"."""
+    module.eval()
+    kwargs = dict(input_names=["x"], output_names=["y"], opset_version=OPSET)
+    if dynamic_batch:
+        kwargs["dynamic_axes"] = {"x": {0: "batch"}, "y": {0: "batch"}}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False          # the TorchScript exporter, where this torch has it
+    with torch.no_grad():
+        torch.onnx.export(module, (example,), str(path), **kwargs)
+    return str(path)
+
+
+def made(cls, seed=0):
+    torch.manual_seed(seed)
+    return cls()
+
+
+def onnxruntime_y(path, x):
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return session.run(["y"], {"x": x})[0]
+
+
+def linear_node_names(path):
+    import onnx
+    return {n.name or n.output[0] for n in onnx.load(path).graph.node if n.op_type in ("Gemm", "MatMul")}
+
+
+def fused_names(bound):
+    return {name for chain in bound.fused for name in chain}
+
+
+def check_mlp(ctx, path):
+    x = np.random.default_rng(0).normal(size=(37, 32)).astype(np.float32)
+    model = gc.onnx.load(path)
+    assert [(i.name, i.dtype) for i in model.inputs] == [("x", "float32")]
+    bound = model.bind(ctx, x=(37, 32))
+    assert len(bound.fused) == 1 and linear_node_names(path) <= fused_names(bound)
+    want = onnxruntime_y(path, x)
+    y = bound.run(x=x)["y"]
+    assert y.shape == (37, 16)
+    np.testing.assert_allclose(y, want, **F32)
+    np.testing.assert_allclose(model.bind(ctx, x=(37, 32), mlp="off").run(x=x)["y"], want, **F32)
+    y16 = model.bind(ctx, x=(37, 32), mlp="float16").run(x=x)["y"]
+    assert np.abs(y16 - want).max() <= 2e-2 * max(1.0, float(np.abs(want).max()))
+
+
+def check_conv_net(ctx, path):
+    x = np.random.default_rng(1).normal(size=(2, 3, 8, 8)).astype(np.float32)
+    bound = gc.onnx.load(path).bind(ctx, x=(2, 3, 8, 8))
+    assert linear_node_names(path) <= fused_names(bound)          # the 64 -> 10 head
+    y = bound.run(x=x)["y"]
+    assert y.shape == (2, 10)
+    np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
+
+
+def check_nerf(ctx, path):
+    x = np.random.default_rng(2).uniform(-1, 1, size=(50, 3)).astype(np.float32)
+    bound = gc.onnx.load(path).bind(ctx, x=(50, 3))
+    assert len(bound.fused) == 2 and linear_node_names(path) <= fused_names(bound)
+    y = bound.run(x=x)["y"]
+    assert y.shape == (50, 4)
+    np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
+
+
+def test_exported_mlp(ctx, tmp_path):
+    check_mlp(ctx, export(made(Mlp), torch.zeros(4, 32), tmp_path / "mlp.onnx", dynamic_batch=True))
+
+
+def test_exported_conv_net(ctx, tmp_path):
+    check_conv_net(ctx, export(made(ConvNet), torch.zeros(2, 3, 8, 8), tmp_path / "conv.onnx", dynamic_batch=False))
+
+
+def test_exported_nerf_with_skip_concat(ctx, tmp_path):
+    check_nerf(ctx, export(made(Nerf), torch.zeros(5, 3), tmp_path / "nerf.onnx", dynamic_batch=True))
