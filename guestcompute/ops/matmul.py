@@ -333,21 +333,29 @@ def explain(p: Problem, d: MatmulDevice) -> list:
     return [(c.name, c.why_not(p, d) or c.unwise(p, d)) for c in CANDIDATES]
 
 
+def choose(op_name: str, candidates: tuple, p, d, kernel: str = None) -> tuple:
+    """(candidate name, KernelSpec) of the first of ``candidates`` that
+    applies to problem ``p`` on device ``d`` and is a wise choice, or of the
+    one named ``kernel`` (UnsupportedError when it does not apply). The
+    last candidate must apply to every problem the op accepts."""
+    named = {c.name: c for c in candidates}
+    if kernel is not None:
+        if kernel not in named:
+            raise InvalidArgumentError(f"{op_name}: unknown kernel {kernel!r}; use one of {sorted(named)}")
+        reason = named[kernel].why_not(p, d)
+        if reason is not None:
+            raise UnsupportedError(f"{op_name}: kernel {kernel!r} does not apply: {reason}")
+        return kernel, named[kernel].spec(p, d)
+    for c in candidates:
+        if c.why_not(p, d) is None and c.unwise(p, d) is None:
+            return c.name, c.spec(p, d)
+    raise AssertionError(f"the last {op_name} candidate applies to every problem")  # pragma: no cover
+
+
 def select(p: Problem, d: MatmulDevice, kernel: str = None) -> tuple:
     """(candidate name, KernelSpec) of the preferred applicable kernel, or
     of the one named ``kernel`` (UnsupportedError when it does not apply)."""
-    if kernel is not None:
-        named = {c.name: c for c in CANDIDATES}
-        if kernel not in named:
-            raise InvalidArgumentError(f"matmul: unknown kernel {kernel!r}; use one of {sorted(named)}")
-        reason = named[kernel].why_not(p, d)
-        if reason is not None:
-            raise UnsupportedError(f"matmul: kernel {kernel!r} does not apply: {reason}")
-        return kernel, named[kernel].spec(p, d)
-    for c in CANDIDATES:
-        if c.why_not(p, d) is None and c.unwise(p, d) is None:
-            return c.name, c.spec(p, d)
-    raise AssertionError("the last matmul candidate applies to every problem")  # pragma: no cover
+    return choose("matmul", CANDIDATES, p, d, kernel)
 
 
 # -- planning -------------------------------------------------------------------------

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 
 from ..dtypes import float16, float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
-from ..kernels.spec import KernelSpec, groups_for
+from ..kernels.spec import groups_for
 from ..tensor import Tensor
 from . import mlp_kernels as kernels
 from . import pixels as px
 from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
-from .matmul import Candidate, MatmulDevice
+from .matmul import Candidate, MatmulDevice, choose
 from .mlp import check_network
 
 FLOATS = ("float16", "float32")
@@ -94,18 +94,7 @@ def explain(p: Problem, d: MatmulDevice) -> list:
 def select(p: Problem, d: MatmulDevice, kernel: str = None) -> tuple:
     """(candidate name, KernelSpec): the preferred applicable kernel, or the
     one named ``kernel`` (UnsupportedError when it does not apply)."""
-    named = {c.name: c for c in CANDIDATES}
-    if kernel is not None:
-        if kernel not in named:
-            raise InvalidArgumentError(f"mlp: unknown kernel {kernel!r}; use one of {sorted(named)}")
-        reason = named[kernel].why_not(p, d)
-        if reason is not None:
-            raise UnsupportedError(f"mlp: kernel {kernel!r} does not apply: {reason}")
-        return kernel, named[kernel].spec(p, d)
-    for c in CANDIDATES:
-        if c.why_not(p, d) is None and c.unwise(p, d) is None:
-            return c.name, c.spec(p, d)
-    raise AssertionError("the last mlp candidate applies to every problem")  # pragma: no cover
+    return choose("mlp", CANDIDATES, p, d, kernel)
 
 
 # -- operands ------------------------------------------------------------------------------
