@@ -33,6 +33,8 @@ if TYPE_CHECKING:   # the same names, eagerly, for type checkers and IDEs
     from .recording.recorder import Recorder
     from .tensor import Tensor
     from .warmup import WarmupReport
+    from .weights.dense_layers import dense_layers
+    from .weights.safetensors import load_safetensors
 
 _EXPORTS = {
     "Context": "context", "DeviceLimits": "context",
@@ -41,6 +43,7 @@ _EXPORTS = {
     "Program": "recording.program", "Params": "recording.program",
     "Submission": "recording.handoff", "UserKernel": "ops.user_kernel",
     "Dense": "ops.mlp", "Network": "ops.mlp",
+    "dense_layers": "weights.dense_layers", "load_safetensors": "weights.safetensors",
     "KernelSpec": "kernels.spec", "WarmupReport": "warmup",
     "ExportedMemory": "device.shared_memory", "SharedTimeline": "device.shared_timeline",
     "CudaTimeline": "interop.cuda_timeline", "CudaView": "interop.cuda_memory",
@@ -64,7 +67,7 @@ def __getattr__(name):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'guestcompute' has no attribute {name!r}")
-    if module not in ("errors", "dtypes"):
+    if module not in ("errors", "dtypes", "weights.safetensors"):     # these need no Vulkan
         importlib.import_module(".ops", __name__)      # registers every operation on the Recorder
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value

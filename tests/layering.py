@@ -33,6 +33,7 @@ LAYERS = (
     ("device",),
     ("tensor", "tensor_imports", "image", "interop"),
     ("ops",),
+    ("weights",),
     ("recording",),
     ("warmup", "context"),
     ("onnx",),

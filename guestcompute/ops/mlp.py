@@ -34,14 +34,28 @@ def padded(width: int) -> int:
     return -(-width // PAD) * PAD
 
 
-def _host_matrix(a, what: str, ndim: int) -> np.ndarray:
-    """A float64 copy of host data or a guest tensor (read back)."""
+def host_weights(a, what: str) -> np.ndarray:
+    """Weights as a numpy array: a guest tensor (read back); a torch tensor,
+    or anything with ``detach()`` then ``cpu()`` and ``numpy()`` (detached:
+    a parameter has no numpy view while it requires grad; a GPU tensor is
+    copied to the host; bfloat16, which numpy lacks, is widened to float32
+    first, exactly); anything numpy takes (``__array__``, nested lists)."""
     if isinstance(a, Tensor):
-        a = a.numpy()
+        return a.numpy()
     try:
-        arr = np.asarray(a)
-    except Exception as e:     # ragged lists and the like
-        raise InvalidArgumentError(f"{what}: not an array ({e})") from None
+        if callable(getattr(a, "detach", None)):
+            a = a.detach()
+            if "bfloat16" in str(getattr(a, "dtype", "")):
+                a = a.float()
+            a = (a.cpu() if callable(getattr(a, "cpu", None)) else a).numpy()
+        return np.asarray(a)
+    except Exception as e:     # ragged lists, a tensor type numpy cannot take, and the like
+        raise InvalidArgumentError(f"{what}: not an array ({type(e).__name__}: {e})") from None
+
+
+def _host_matrix(a, what: str, ndim: int) -> np.ndarray:
+    """A float64 copy of host data, a torch tensor or a guest tensor."""
+    arr = host_weights(a, what)
     if arr.dtype.kind not in "fiub":
         raise DTypeError(f"{what}: expected real numbers, got dtype {arr.dtype}")
     if arr.ndim != ndim:
@@ -52,8 +66,8 @@ def _host_matrix(a, what: str, ndim: int) -> np.ndarray:
 class Dense:
     """One layer: ``act(x @ weight + bias)``. ``weight`` (in, out), or
     (out, in) with ``transposed=True``; ``bias`` (out,) or None (zeros);
-    numpy arrays, nested lists or guest tensors (read back when the layer
-    is made). ``activation``: one of :data:`ACTIVATIONS`; ``slope`` is
+    numpy arrays, nested lists, torch tensors or guest tensors (read when
+    the layer is made: :func:`host_weights`). ``activation``: one of :data:`ACTIVATIONS`; ``slope`` is
     leaky_relu's negative slope."""
 
     def __init__(self, weight, bias=None, activation: str = "relu", *, slope: float = 0.01,

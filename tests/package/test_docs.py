@@ -24,6 +24,7 @@ from demos.host.offscreen import OffscreenTarget  # noqa: E402
 from demos.host.pipeline import PointsPipeline, create_render_pass  # noqa: E402
 from image_refs import ref_blur  # noqa: E402
 from encoding_refs import ref_frequency, ref_hash_grid  # noqa: E402
+from safetensors_files import pack_arrays  # noqa: E402
 
 GUIDE = ROOT / "docs" / "integration.md"
 BLOCK = re.compile(r"^```python test\n(.*?)^```", re.S | re.M)
@@ -408,3 +409,29 @@ def test_neural_network_example(modern_ctx):
     assert np.all(got[..., 3] == 1)
     decoded = ns["decoded"]
     assert decoded.shape == (2, 500, 3) and decoded.dtype == gc.float16
+
+
+def test_weights_from_a_file_example(modern_ctx, tmp_path):
+    """The guide's safetensors example: an nn.Sequential-style state dict
+    written to a file, loaded, and run by the fused op as numpy evaluates
+    it."""
+    ctx = modern_ctx
+    blocks = [b for b in python_test_blocks() if "load_safetensors" in b]
+    assert len(blocks) == 1, "docs/integration.md should have one example of weights from a file"
+    rng = np.random.default_rng(19)
+    widths = [3, 32, 32, 3]
+    state = {}
+    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        state[f"{2 * i}.weight"] = (rng.standard_normal((b, a)) / np.sqrt(a)).astype(np.float32)
+        state[f"{2 * i}.bias"] = (rng.standard_normal(b) / 10).astype(np.float32)
+    (tmp_path / "mlp.safetensors").write_bytes(pack_arrays(state))
+    points_np = rng.uniform(-1, 1, (300, 3)).astype(np.float32)
+    ns = {"ctx": ctx, "gc": gc, "path": tmp_path / "mlp.safetensors", "points": ctx.tensor(points_np)}
+    exec(compile(blocks[0], str(GUIDE), "exec"), ns)
+    net = ns["net"]
+    assert [layer.activation for layer in net.layers] == ["relu", "relu", "sigmoid"]
+    np.testing.assert_array_equal(net.layers[1].weight, state["2.weight"].T)
+    ref = net.numpy(points_np)
+    # the portable kernel's bound, or the cooperative-matrix kernel's (docs §18)
+    atol = 2e-2 if gc.ops.mlp_op.kernel_for(ctx, net) == "khr_coopmat" else 2e-4
+    np.testing.assert_allclose(ns["colours"].numpy(), ref, atol=atol)
