@@ -6,7 +6,10 @@ from onnx import TensorProto, helper, numpy_helper
 def make_model(nodes, inputs, outputs, inits, opset=17):
     graph = helper.make_graph(nodes, "g", inputs, outputs,
                               [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    opsets = [helper.make_opsetid("", opset)]
+    # The lowest IR version the opset needs, not the onnx package's newest:
+    # an onnxruntime older than the onnx package refuses newer IR versions.
+    return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
 
 
 def _f(name, shape):

@@ -51,7 +51,11 @@ def check_bound(op, got, a, b=None):
     scale = np.abs(a) * np.abs(b) if op == "mul" else np.abs(exact)
     got = got.astype(np.complex128)
     for part in (np.real, np.imag):
-        assert (np.abs(part(got) - part(exact)) <= BOUNDS[op] * scale).all(), op
+        within = np.abs(part(got) - part(exact)) <= BOUNDS[op] * scale
+        # A part whose exact value is subnormal may come back as zero: Vulkan
+        # lets a driver flush subnormal results (docs/integration.md §16).
+        flushed = (np.abs(part(exact)) < 2.0 ** -126) & (part(got) == 0)
+        assert (within | flushed).all(), op
 
 
 def run(host, ctx, fn):

@@ -247,6 +247,7 @@ def test_bad_calls_record_nothing(modern_host):
     other = modern_host.adopt()
     try:
         net = ctx.mlp(_layers([8, 16, 4]))
+        net32 = ctx.mlp(_layers([8, 16, 4]), dtype="float32")
         x = ctx.tensor(np.ones((10, 8), np.float32))
         img = ctx.image((4, 4), "rgba16f")
         cases = [
@@ -259,7 +260,8 @@ def test_bad_calls_record_nothing(modern_host):
             (gc.ShapeError, lambda rec: rec.mlp(img, net)),                 # 4 channels, 8 inputs
             (gc.ShapeError, lambda rec: rec.mlp(x, net, out=img)),          # not (H, W, in)
             (gc.InvalidArgumentError, lambda rec: rec.mlp(x, net, kernel="tensor_cores")),
-            (gc.UnsupportedError, lambda rec: rec.mlp(x, net, kernel="khr_coopmat")),
+            # float32 weights: the cooperative-matrix kernel never applies, on any device
+            (gc.UnsupportedError, lambda rec: rec.mlp(x, net32, kernel="khr_coopmat")),
         ]
         pixel_net = ctx.mlp(_layers([4, 16, 4]))
         cases += [(gc.InvalidArgumentError, lambda rec: rec.mlp(img, pixel_net, out=img)),
