@@ -129,6 +129,18 @@ CDIV = Helper("gc_cdiv", "vec2", ("vec2", "vec2"), f"""\
   }}
   return gc_ldexp(vec2(re, im), ea - eb);""", prelude=f"""\
 {_SCALE}
+float gc_ratio(float n, float d) {{
+  // n / d for |n| <= |d|, never flushed to zero when it is not zero: numpy's
+  // ratio may be subnormal, and inf * it is inf where a flushed 0 gives NaN
+  // ((inf + infj) / (1 + 3e38j) is numpy's inf + nanj). A driver may flush
+  // subnormal results, so such a ratio becomes the smallest normal float of
+  // its sign; in this formula it only ever multiplies an infinite or NaN
+  // part or is added to one, so its size does not show.
+  precise float r = n / d;
+  if (r == 0.0 && n != 0.0 && !isinf(d)) r = (sign(n) * sign(d)) * 1.17549435e-38;
+  return r;
+}}
+
 vec2 gc_cdiv_numpy(vec2 a, vec2 b) {{
   // numpy's complex64 loop, verbatim: its special values (x / 0 is ±inf or
   // NaN per part, a NaN or inf part goes through Smith's formula unscaled).
@@ -141,12 +153,12 @@ vec2 gc_cdiv_numpy(vec2 a, vec2 b) {{
   precise float re, im;
   if (abs(b.x) >= abs(b.y)) {{
     if (b.x == 0.0 && b.y == 0.0) return vec2(a.x / abs(b.x), a.y / abs(b.x));
-    precise float r = (b.y * k) / (b.x * k);
+    precise float r = gc_ratio(b.y * k, b.x * k);
     precise float s = 1.0 / ((b.x + b.y * r) * k);
     re = ((a.x + a.y * r) * s) * k;
     im = ((a.y - a.x * r) * s) * k;
   }} else {{
-    precise float r = (b.x * k) / (b.y * k);
+    precise float r = gc_ratio(b.x * k, b.y * k);
     precise float s = 1.0 / ((b.y + b.x * r) * k);
     re = ((a.x * r + a.y) * s) * k;
     im = ((a.y * r - a.x) * s) * k;
