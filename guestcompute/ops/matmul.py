@@ -49,15 +49,15 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable
 
 from ..device.caps import CoopShape, DeviceLimits  # noqa: F401  (CoopShape: what MatmulDevice.coopmat_shapes holds)
-from ..errors import InvalidArgumentError, ShapeError, UnsupportedError
+from ..errors import InvalidArgumentError, ShapeError
 from ..kernels.spec import KernelSpec
 from ..tensor import Tensor
 from . import matmul_kernels as kernels
 from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_out, check_tensor, coalesce, op,
                    registered_ops, same_dtype)
+from .candidates import Candidate, choose, khr_fragments_why_not  # noqa: F401  (Candidate: what CANDIDATES holds)
 from .windows import MATMUL
 
 DTYPES = ("float32", "float16", "int32")
@@ -153,19 +153,6 @@ def c_vec4(p: Problem) -> bool:
 
 # -- the candidates ------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Candidate:
-    """A kernel as data. ``why_not(problem, device)``: None when the kernel
-    can compute the problem correctly on the device, else the reason it
-    cannot. ``unwise(problem, device)``: None when it is also a good choice
-    (a preference, skipped when a kernel is forced by name). ``spec`` builds
-    its spec."""
-    name: str
-    why_not: Callable
-    spec: Callable
-    unwise: Callable = lambda p, d: None
-
-
 def _pow2_floor(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
 
@@ -236,12 +223,9 @@ def _coopmat_why_not(p, d):
 def _coopmat_khr_why_not(p, d):
     if p.dtype != "float16":
         return "cooperative matrices are used for float16 only"
-    if not d.coopmat_khr_shapes:
-        return "the host did not enable VK_KHR_cooperative_matrix"
-    if (16, 16, 16, p.acc) not in d.coopmat_khr_shapes:
-        return f"the device reports no 16x16x16 fp16 fragment with a {p.acc} accumulator"
-    if d.subgroup_size != kernels.COOPMAT_SUBGROUP:
-        return f"the kernel is laid out for {kernels.COOPMAT_SUBGROUP}-wide subgroups"
+    reason = khr_fragments_why_not(p.acc, d, kernels.COOPMAT_SUBGROUP)
+    if reason is not None:
+        return reason
     t = kernels.KHR_TILINGS[p.acc]
     if t.shared_bytes > d.max_shared_memory or t.threads > d.max_invocations:
         return "not enough shared memory or invocations for its tiling"
@@ -331,25 +315,6 @@ def explain(p: Problem, d: MatmulDevice) -> list:
     """[(candidate name, None if it would be chosen else why not)] in
     preference order."""
     return [(c.name, c.why_not(p, d) or c.unwise(p, d)) for c in CANDIDATES]
-
-
-def choose(op_name: str, candidates: tuple, p, d, kernel: str = None) -> tuple:
-    """(candidate name, KernelSpec) of the first of ``candidates`` that
-    applies to problem ``p`` on device ``d`` and is a wise choice, or of the
-    one named ``kernel`` (UnsupportedError when it does not apply). The
-    last candidate must apply to every problem the op accepts."""
-    named = {c.name: c for c in candidates}
-    if kernel is not None:
-        if kernel not in named:
-            raise InvalidArgumentError(f"{op_name}: unknown kernel {kernel!r}; use one of {sorted(named)}")
-        reason = named[kernel].why_not(p, d)
-        if reason is not None:
-            raise UnsupportedError(f"{op_name}: kernel {kernel!r} does not apply: {reason}")
-        return kernel, named[kernel].spec(p, d)
-    for c in candidates:
-        if c.why_not(p, d) is None and c.unwise(p, d) is None:
-            return c.name, c.spec(p, d)
-    raise AssertionError(f"the last {op_name} candidate applies to every problem")  # pragma: no cover
 
 
 def select(p: Problem, d: MatmulDevice, kernel: str = None) -> tuple:

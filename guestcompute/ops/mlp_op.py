@@ -39,7 +39,8 @@ from ..tensor import Tensor
 from . import mlp_kernels as kernels
 from . import pixels as px
 from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
-from .matmul import Candidate, MatmulDevice, choose
+from .candidates import Candidate, choose, khr_fragments_why_not
+from .matmul import MatmulDevice
 from .mlp import check_network
 
 FLOATS = ("float16", "float32")
@@ -67,12 +68,9 @@ def khr_tiling(p: Problem, d: MatmulDevice):
 def _khr_why_not(p: Problem, d: MatmulDevice):
     if p.dtype != "float16":
         return "cooperative matrices are used for float16 weights only"
-    if not d.coopmat_khr_shapes:
-        return "the host did not enable VK_KHR_cooperative_matrix"
-    if (16, 16, 16, p.acc) not in d.coopmat_khr_shapes:
-        return f"the device reports no 16x16x16 fp16 fragment with a {p.acc} accumulator"
-    if d.subgroup_size != kernels.SUBGROUP:
-        return f"the kernel is laid out for {kernels.SUBGROUP}-wide subgroups"
+    reason = khr_fragments_why_not(p.acc, d, kernels.SUBGROUP)
+    if reason is not None:
+        return reason
     if khr_tiling(p, d) is None:
         return "not enough shared memory or invocations for a tiling of its widths"
     return None
