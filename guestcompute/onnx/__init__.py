@@ -18,7 +18,8 @@ is made or recorded.
 """
 from __future__ import annotations
 
-from . import nodes_image, nodes_linear, nodes_math, nodes_shape, resize  # noqa: F401  (register rules)
+from . import (nodes_activation, nodes_image, nodes_linear, nodes_math, nodes_pad,  # noqa: F401 (register rules)
+               nodes_reduce, nodes_shape, resize)
 from .graph import INSTALL_HINT, ValueInfo, as_model_proto, read_graph, require_onnx
 from .model import BoundModel, OnnxModel
 from .table import RULES

@@ -1,5 +1,5 @@
 """Linear-algebra and normalization ONNX nodes: Gemm, MatMul, Softmax,
-LogSoftmax, LayerNormalization.
+LogSoftmax, LayerNormalization, RMSNormalization, BatchNormalization.
 
 A Gemm/MatMul followed by Add and an activation records as separate ops
 here (matmul, then add, then the activation); fuse_mlp.py replaces chains
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .table import (FLOATS, Const, Plan, Sym, all_const, attr, dtype_of, norm_axis,
+from .table import (FLOATS, Const, Plan, Sym, all_const, attr, const_input, dtype_of, norm_axis,
                     only_attrs, require_dtype, rule, unsupported)
 
 MATMUL_DTYPES = ("float32", "float16", "int32")
@@ -125,18 +125,14 @@ def log_softmax(node, args, opset):
                          lambda x, a, legacy: _np_softmax(x, a, legacy, log=True))
 
 
-@rule("LayerNormalization")
-def layer_norm(node, args, opset):
-    x = args[0]
-    if any(o for o in node.outputs[1:]):
-        raise unsupported(node, "the Mean and InvStdDev outputs are not supported")
-    only_attrs(node, {"stash_type": lambda v: v == 1})
-    d = require_dtype(node, x, FLOATS)
-    axis = norm_axis(node, int(attr(node, "axis", -1)), len(x.shape))
-    eps = float(attr(node, "epsilon", 1e-5))
-    rows = (math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+def _norm_operands(node, args, x, axis: int, d: str, names: tuple):
+    """(uploads, uses, operand(t, name)) for a normalization's per-element
+    inputs (scale, bias) over the normalized axes ``x.shape[axis:]``,
+    flattened to one row: constants broadcast and uploaded once, GPU values
+    of the normalized size read as they are."""
+    size = math.prod(x.shape[axis:])
     uploads, uses, where = [], [0], {}
-    for k, what in ((1, "scale"), (2, "bias")):
+    for k, what in enumerate(names, start=1):
         arg = args[k] if k < len(args) else None
         if arg is None:
             continue
@@ -144,7 +140,7 @@ def layer_norm(node, args, opset):
             value = np.broadcast_to(arg.value, x.shape[axis:]).reshape(-1).astype(np.dtype(d))
             where[what] = ("const", len(uploads))
             uploads.append(value)
-        elif math.prod(arg.shape) == rows[1]:
+        elif math.prod(arg.shape) == size:
             where[what] = ("in", k)
             uses.append(k)
         else:
@@ -155,9 +151,52 @@ def layer_norm(node, args, opset):
         if what not in where:
             return None
         kind, k = where[what]
-        return t.consts[k] if kind == "const" else t.ins[k].reshape(rows[1])
+        return t.consts[k] if kind == "const" else t.ins[k].reshape(size)
+    return uploads, tuple(uses), operand
+
+
+@rule("LayerNormalization", "RMSNormalization")
+def layer_norm(node, args, opset):
+    x = args[0]
+    if any(o for o in node.outputs[1:]):
+        raise unsupported(node, "the Mean and InvStdDev outputs are not supported")
+    only_attrs(node, {"stash_type": lambda v: v == 1})
+    d = require_dtype(node, x, FLOATS)
+    axis = norm_axis(node, int(attr(node, "axis", -1)), len(x.shape))
+    eps = float(attr(node, "epsilon", 1e-5))
+    rows = (math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+    rms = node.op_type == "RMSNormalization"
+    uploads, uses, operand = _norm_operands(node, args, x, axis, d, ("scale",) if rms else ("scale", "bias"))
 
     def record(rec, t):
-        rec.layer_norm(t.ins[0].reshape(rows), operand(t, "scale"), operand(t, "bias"), eps=eps,
-                       out=t.outs[0].reshape(rows))
-    return Plan([Sym(x.shape, d)], record, uses=tuple(uses), uploads=uploads)
+        x2, y2 = t.ins[0].reshape(rows), t.outs[0].reshape(rows)
+        if rms:
+            rec.rms_norm(x2, operand(t, "scale"), eps=eps, out=y2)
+        else:
+            rec.layer_norm(x2, operand(t, "scale"), operand(t, "bias"), eps=eps, out=y2)
+    return Plan([Sym(x.shape, d)], record, uses=uses, uploads=uploads)
+
+
+@rule("BatchNormalization")
+def batch_norm(node, args, opset):
+    """Inference: ``scale * (x - mean) / sqrt(var + eps) + bias`` per channel
+    (axis 1), folded at bind into one multiply and one add."""
+    x = args[0]
+    if bool(attr(node, "training_mode", 0)) or any(o for o in node.outputs[1:]):
+        raise unsupported(node, "training mode (the running statistics outputs are not supported)")
+    only_attrs(node, {"spatial": lambda v: v == 1})
+    d = require_dtype(node, x, FLOATS)
+    if len(x.shape) < 2:
+        raise unsupported(node, f"an input of shape {x.shape} (it takes (N, C, ...))")
+    scale, bias, mean, var = (np.asarray(const_input(node, args, k, what), np.float64)
+                              for k, what in enumerate(("scale", "B", "mean", "var"), start=1))
+    eps = float(attr(node, "epsilon", 1e-5))
+    factor = scale / np.sqrt(var + eps)
+    channel = (x.shape[1],) + (1,) * (len(x.shape) - 2)
+    uploads = [factor.reshape(channel).astype(np.dtype(d)),
+               (bias - mean * factor).reshape(channel).astype(np.dtype(d))]
+
+    def record(rec, t):
+        rec.mul(t.ins[0], t.consts[0], out=t.outs[0])
+        rec.add(t.outs[0], t.consts[1], out=t.outs[0])
+    return Plan([Sym(x.shape, d)], record, uses=(0,), uploads=uploads)

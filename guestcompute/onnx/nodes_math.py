@@ -1,10 +1,11 @@
-"""Elementwise ONNX nodes: numpy-broadcast binary arithmetic, activations,
-Clip and Cast. Each folds on the CPU when every input is a constant."""
+"""Elementwise ONNX nodes: numpy-broadcast binary arithmetic, the variadic
+Max, Min, Sum and Mean, activations, Clip, Cast and CastLike. Each folds on the CPU when every input is a constant."""
 from __future__ import annotations
 
 import numpy as np
 
 from .graph import require_onnx
+from .nodes_shape import broadcast_into
 from .table import (FLOATS, GUEST_DTYPES, NUMBERS, Const, Plan, Sym, all_const, attr, const_input,
                     dtype_of, guest_dtype, require_dtype, rule, unsupported)
 
@@ -21,8 +22,7 @@ def _trunc_div(a, b):
 BINARY = {
     "Add": ("add", np.add, NUMBERS), "Sub": ("sub", np.subtract, NUMBERS),
     "Mul": ("mul", np.multiply, NUMBERS), "Div": ("div", _trunc_div, FLOATS),
-    "Pow": ("pow", np.power, FLOATS), "Max": ("maximum", np.maximum, NUMBERS),
-    "Min": ("minimum", np.minimum, NUMBERS),
+    "Pow": ("pow", np.power, FLOATS),
 }
 
 
@@ -47,6 +47,50 @@ def binary(node, args, opset):
     return Plan([Sym(shape, da)], record)
 
 
+# Variadic nodes: op type -> (rec method folding the inputs pairwise, numpy's)
+VARIADIC = {"Max": ("maximum", np.maximum), "Min": ("minimum", np.minimum), "Sum": ("add", np.add),
+            "Mean": ("add", np.add)}
+
+
+@rule(*VARIADIC)
+def variadic(node, args, opset):
+    """The inputs broadcast together and folded pairwise into the output
+    (Mean: their sum, scaled by 1/n)."""
+    method, fn = VARIADIC[node.op_type]
+    parts = [a for a in args if a is not None]
+    if not parts:
+        raise unsupported(node, "no inputs")
+    if all_const(parts):
+        value = parts[0].value
+        for p in parts[1:]:
+            value = fn(value, p.value)
+        if node.op_type == "Mean":
+            value = value / len(parts)
+        return [Const(np.asarray(value).astype(parts[0].value.dtype))]
+    dtypes = {require_dtype(node, p, FLOATS if node.op_type == "Mean" else NUMBERS) for p in parts}
+    if len(dtypes) > 1:
+        raise unsupported(node, f"mixed input dtypes {sorted(dtypes)}")
+    try:
+        shape = tuple(np.broadcast_shapes(*(p.shape for p in parts)))
+    except ValueError:
+        raise unsupported(node, f"shapes {[p.shape for p in parts]} do not broadcast") from None
+    keep = tuple(k for k, a in enumerate(args) if a is not None)
+
+    def record(rec, t):
+        ins, out = [t.ins[k] for k in keep], t.outs[0]
+        if not out.size:
+            return
+        if ins[0].shape == shape:
+            rec.copy(ins[0], out=out)
+        else:
+            broadcast_into(rec, ins[0], out)
+        for x in ins[1:]:
+            getattr(rec, method)(out, x, out=out)
+        if node.op_type == "Mean":
+            rec.scale(out, 1 / len(ins), out=out)
+    return Plan([Sym(shape, dtypes.pop())], record, uses=keep)
+
+
 UNARY = {
     "Relu": ("relu", lambda x: np.maximum(x, 0)), "Sigmoid": ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
     "Tanh": ("tanh", np.tanh), "Neg": ("neg", np.negative), "Abs": ("abs", np.abs),
@@ -61,7 +105,8 @@ def unary(node, args, opset):
     method, fn = UNARY[node.op_type]
     x = args[0]
     if isinstance(x, Const):
-        return [Const(np.asarray(fn(x.value)).astype(x.value.dtype))]
+        with np.errstate(all="ignore"):
+            return [Const(np.asarray(fn(x.value)).astype(x.value.dtype))]
     d = require_dtype(node, x, ("float32", "float16", "int32") if node.op_type in _ANY_SIGN else FLOATS)
 
     def record(rec, t):
@@ -116,11 +161,14 @@ def clip(node, args, opset):
     return Plan([Sym(x.shape, d)], record, uses=(0,))
 
 
-@rule("Cast")
+@rule("Cast", "CastLike")
 def cast(node, args, opset):
-    onnx = require_onnx()
     x = args[0]
-    target = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(attr(node, "to"))).name
+    if node.op_type == "CastLike":        # the dtype of input 1 (its values are not read)
+        target = args[1].value.dtype.name if isinstance(args[1], Const) else args[1].dtype
+    else:
+        onnx = require_onnx()
+        target = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(attr(node, "to"))).name
     if isinstance(x, Const):
         return [Const(x.value.astype(target))]
     if "saturate" in node.attrs and target not in GUEST_DTYPES:

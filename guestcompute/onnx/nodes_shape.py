@@ -1,7 +1,8 @@
 """Shape ONNX nodes. Reshape, Flatten, Squeeze, Unsqueeze and Identity are
-views (nothing recorded); Transpose, Concat, Gather and Slice record the
-matching guestcompute op. Shape, Constant and ConstantOfShape always fold:
-shapes are fixed at bind time, so shape subgraphs become constants."""
+views (nothing recorded); Transpose, Concat, Gather, Slice and Split record
+the matching guestcompute op, Expand and Tile a broadcast (a fill and an add). Shape,
+Constant, ConstantOfShape and Range always fold: shapes are fixed at bind
+time, so shape subgraphs become constants."""
 from __future__ import annotations
 
 import math
@@ -190,3 +191,91 @@ def constant_of_shape(node, args, opset):
     shape = [int(s) for s in const_input(node, args, 0, "shape")]
     value = attr(node, "value", np.zeros(1, np.float32))
     return [Const(np.full(shape, value.reshape(-1)[0], value.dtype))]
+
+
+@rule("Split")
+def split(node, args, opset):
+    x = args[0]
+    axis = norm_axis(node, int(attr(node, "axis", 0)), len(x.shape))
+    n = x.shape[axis]
+    sizes = attr(node, "split") if opset < 13 else const_input(node, args, 1, "split")
+    if sizes is None:                         # equal parts; from opset 18 the last may be smaller
+        count = int(attr(node, "num_outputs", len(node.outputs)))
+        chunk = -(-n // count)
+        sizes = [chunk] * (count - 1) + [n - chunk * (count - 1)]
+    sizes = [int(s) for s in np.reshape(sizes, -1)]
+    if sum(sizes) != n or min(sizes) < 0 or len(sizes) != len(node.outputs):
+        raise unsupported(node, f"parts {sizes} of an axis of {n} into {len(node.outputs)} outputs")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+    index = [tuple(slice(s, s + m) if k == axis else slice(None) for k in range(len(x.shape)))
+             for s, m in zip(starts, sizes)]
+    if isinstance(x, Const):
+        return [Const(np.ascontiguousarray(x.value[i])) for i in index]
+
+    def record(rec, t):
+        for i, out in zip(index, t.outs):
+            if out.size:
+                rec.slice(t.ins[0], i, out=out)
+    shapes = [np.empty(x.shape, np.bool_)[i].shape for i in index]
+    return Plan([Sym(s, x.dtype) for s in shapes], record, uses=(0,))
+
+
+def broadcast_into(rec, src, out):
+    """``out[...] = src`` broadcast to out's shape: out is filled with the
+    additive identity (-0.0, which keeps every float's sign) and ``src``
+    added into it, as the elementwise ops broadcast their inputs only."""
+    rec.fill(out, -0.0 if out.dtype.name in ("float32", "float16") else 0)
+    rec.add(out, src, out=out)
+
+
+@rule("Expand")
+def expand(node, args, opset):
+    x = args[0]
+    target = [int(s) for s in np.reshape(const_input(node, args, 1, "shape"), -1)]
+    try:
+        shape = tuple(np.broadcast_shapes(x.shape, tuple(target)))
+    except ValueError:
+        raise unsupported(node, f"shape {x.shape} does not broadcast to {tuple(target)}") from None
+    if isinstance(x, Const):
+        return [Const(np.ascontiguousarray(np.broadcast_to(x.value, shape)))]
+
+    def record(rec, t):
+        broadcast_into(rec, t.ins[0], t.outs[0])
+    return Plan([Sym(shape, x.dtype)], record, uses=(0,))
+
+
+@rule("Tile")
+def tile(node, args, opset):
+    x = args[0]
+    reps = [int(r) for r in np.reshape(const_input(node, args, 1, "repeats"), -1)]
+    if len(reps) != len(x.shape) or min(reps, default=1) < 0:
+        raise unsupported(node, f"repeats {reps} for an input of shape {x.shape}")
+    if isinstance(x, Const):
+        return [Const(np.tile(x.value, reps))]
+    # One broadcast per repeated axis k: the tensor so far viewed as
+    # (A, 1, B) (A: the axes before k) broadcast into the next as (A, r, B).
+    steps, shape = [], list(x.shape)
+    for k, r in enumerate(reps):
+        if r != 1:
+            a, b = math.prod(shape[:k]), math.prod(shape[k:])
+            shape[k] *= r
+            steps.append(((a, 1, b), (a, r, b), tuple(shape)))
+    shape = tuple(shape)
+
+    def record(rec, t):
+        if not t.outs[0].size:
+            return
+        if not steps:
+            rec.copy(t.ins[0], out=t.outs[0])
+        src = t.ins[0]
+        for k, (view, into, _) in enumerate(steps):
+            dst = t.outs[0] if k == len(steps) - 1 else t.scratch[k]
+            broadcast_into(rec, src.reshape(view), dst.reshape(into))
+            src = dst
+    return Plan([Sym(shape, x.dtype)], record, uses=(0,), scratch=[(s, x.dtype) for _, _, s in steps[:-1]])
+
+
+@rule("Range")
+def range_(node, args, opset):
+    start, limit, delta = (const_input(node, args, k, what) for k, what in enumerate(("start", "limit", "delta")))
+    return [Const(np.arange(start, limit, delta).astype(np.result_type(start, limit, delta)))]
