@@ -1,12 +1,13 @@
-"""Image ONNX nodes over (N, C, spatial...) tensors: Conv, MaxPool,
-AveragePool, GlobalAveragePool, GlobalMaxPool and Resize.
+"""Image ONNX nodes over (N, C, spatial...) tensors: Conv, ConvTranspose,
+MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and Resize.
 
 guestcompute's ``conv2d`` and ``resize`` are image filters (one small
 kernel per channel, clamped borders; sampler-based image resampling), not
 the channel-mixing, zero-padded, strided operators ONNX means. So these
 nodes are built from general ops instead: the windows are gathered with
-one ``index_select`` (windows.py) and then reduced with ``matmul`` (Conv,
-with groups, strides, dilations, pads), ``max`` or ``sum`` (the pools);
+one ``index_select`` (windows.py) and then reduced with ``matmul`` (Conv
+and ConvTranspose, with groups, strides, dilations, pads), ``max`` or
+``sum`` (the pools);
 Resize multiplies by interpolation matrices built on the CPU (nearest and
 linear, per axis)."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .table import FLOATS, Const, Plan, Sym, attr, only_attrs, require_dtype, rule, unsupported
-from .windows import windows
+from .windows import transposed_windows, windows
 
 
 def _image_input(node, x, kernel_rank=None):
@@ -33,42 +34,78 @@ def _gather_windows(rec, x, index, cols):
     rec.index_select(x.reshape(n, c, -1), index, 2, out=cols)
 
 
-@rule("Conv")
-def conv(node, args, opset):
+def _conv_plan(node, args, win, weight_matrix):
+    """Conv and ConvTranspose from their windows: the (N, C, K, O) columns
+    times a (G, M/G, C/G * K) weight matrix, one batched matmul; the bias
+    added per output channel. ``weight_matrix(w)`` rearranges the node's
+    weight (numpy or a guest tensor's shape-compatible view)."""
     x, w = args[0], args[1]
     b = args[2] if len(args) > 2 else None
-    d = _image_input(node, x, len(w.shape) - 2)
-    if require_dtype(node, w, FLOATS, "weight") != d:
-        raise unsupported(node, "weight and input dtypes differ")
+    d = require_dtype(node, x, FLOATS)
     n, c = x.shape[:2]
-    m, cg = w.shape[:2]
     groups = int(attr(node, "group", 1))
-    if c != cg * groups or m % groups:
-        raise unsupported(node, f"{c} input channels, weight {w.shape} and group={groups} do not match")
-    kernel = tuple(attr(node, "kernel_shape", w.shape[2:]))
-    if kernel != tuple(w.shape[2:]):
-        raise unsupported(node, f"kernel_shape {kernel} differs from the weight's {w.shape[2:]}")
-    win = windows(node, x.shape[2:], kernel)
+    m = weight_matrix.channels
     k, o = win.index.shape
     uploads = [win.index]
-    if isinstance(w, Const):          # (G, M/G, C/G * K): one matmul per group, batched
-        uploads.append(w.value.reshape(groups, m // groups, cg * k).astype(np.dtype(d)))
-    if isinstance(b, Const):
-        uploads.append(b.value.reshape((m,) + (1,) * len(win.out)).astype(np.dtype(d)))
     const_w, const_b = isinstance(w, Const), isinstance(b, Const)
+    if const_w:
+        uploads.append(weight_matrix(w.value).astype(np.dtype(d)))
+    elif not weight_matrix.is_view:
+        raise unsupported(node, "a weight computed on the GPU (it must be a constant)")
+    if const_b:
+        uploads.append(b.value.reshape((m,) + (1,) * len(win.out)).astype(np.dtype(d)))
     uses = (0,) + ((1,) if not const_w else ()) + ((2,) if b is not None and not const_b else ())
 
     def record(rec, t):
         cols = t.scratch[0]
         _gather_windows(rec, t.ins[0], t.consts[0], cols)
-        weight = t.consts[1] if const_w else t.ins[1].reshape(groups, m // groups, cg * k)
+        weight = t.consts[1] if const_w else weight_matrix(t.ins[1])
         y = t.outs[0]
-        rec.matmul(weight, cols.reshape(n, groups, cg * k, o), out=y.reshape(n, groups, m // groups, o))
+        rec.matmul(weight, cols.reshape(n, groups, c // groups * k, o), out=y.reshape(n, groups, m // groups, o))
         if b is not None:
             bias = t.consts[-1] if const_b else t.ins[2].reshape((m,) + (1,) * len(win.out))
             rec.add(y, bias, out=y)
     return Plan([Sym((n, m) + win.out, d)], record, uses=uses, uploads=uploads,
                 scratch=[((n, c, k, o), d)])
+
+
+class _WeightMatrix:
+    """A Conv/ConvTranspose weight as (G, M/G, C/G * K): ``channels`` M;
+    ``is_view``: a guest tensor's reshape gives it (no transposition)."""
+
+    def __init__(self, fn, channels: int, is_view: bool):
+        self.fn, self.channels, self.is_view = fn, channels, is_view
+
+    def __call__(self, w):
+        return self.fn(w)
+
+
+@rule("Conv", "ConvTranspose")
+def conv(node, args, opset):
+    x, w = args[0], args[1]
+    d = _image_input(node, x, len(w.shape) - 2)
+    if require_dtype(node, w, FLOATS, "weight") != d:
+        raise unsupported(node, "weight and input dtypes differ")
+    c, groups = x.shape[1], int(attr(node, "group", 1))
+    kernel = tuple(attr(node, "kernel_shape", w.shape[2:]))
+    if kernel != tuple(w.shape[2:]):
+        raise unsupported(node, f"kernel_shape {kernel} differs from the weight's {w.shape[2:]}")
+    k = int(np.prod(kernel))
+    if node.op_type == "Conv":
+        m, cg = w.shape[:2]
+        if c != cg * groups or m % groups:
+            raise unsupported(node, f"{c} input channels, weight {w.shape} and group={groups} do not match")
+        win = windows(node, x.shape[2:], kernel)
+        matrix = _WeightMatrix(lambda v: v.reshape(groups, m // groups, cg * k), m, True)
+    else:
+        # The weight is (C, M/G, K...): per group, M/G rows of (C/G, K) after a transposition.
+        mg = w.shape[1]
+        if w.shape[0] != c or c % groups:
+            raise unsupported(node, f"{c} input channels, weight {w.shape} and group={groups} do not match")
+        win = transposed_windows(node, x.shape[2:], kernel)
+        matrix = _WeightMatrix(lambda v: v.reshape(groups, c // groups, mg, k).transpose(0, 2, 1, 3)
+                               .reshape(groups, mg, c // groups * k), mg * groups, False)
+    return _conv_plan(node, args, win, matrix)
 
 
 def _pool_windows(node, x):

@@ -279,3 +279,35 @@ def tile(node, args, opset):
 def range_(node, args, opset):
     start, limit, delta = (const_input(node, args, k, what) for k, what in enumerate(("start", "limit", "delta")))
     return [Const(np.arange(start, limit, delta).astype(np.result_type(start, limit, delta)))]
+
+
+@rule("DepthToSpace", "SpaceToDepth")
+def depth_space(node, args, opset):
+    """Pixel shuffles (sub-pixel upscaling and its inverse): a reshape to
+    six axes, one permute, a reshape back, as ONNX defines them."""
+    x, b = args[0], int(attr(node, "blocksize"))
+    if len(x.shape) != 4:
+        raise unsupported(node, f"an input of shape {x.shape} (takes N, C, H, W)")
+    n, c, h, w = x.shape
+    mode = attr(node, "mode", "DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("DCR", "CRD"):
+        raise unsupported(node, f"attribute mode={mode!r} is not supported")
+    if node.op_type == "DepthToSpace":
+        if c % (b * b):
+            raise unsupported(node, f"{c} channels for blocksize {b}")
+        six, perm = ((n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2)) if mode == "DCR" else \
+            ((n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3))
+        shape = (n, c // (b * b), h * b, w * b)
+    else:
+        if h % b or w % b:
+            raise unsupported(node, f"spatial {h}x{w} for blocksize {b}")
+        six, perm = (n, c, h // b, b, w // b, b), ((0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
+        shape = (n, c * b * b, h // b, w // b)
+    if isinstance(x, Const):
+        return [Const(np.ascontiguousarray(x.value.reshape(six).transpose(perm).reshape(shape)))]
+    permuted = tuple(six[p] for p in perm)
+
+    def record(rec, t):
+        rec.permute(t.ins[0].reshape(six), perm, out=t.outs[0].reshape(permuted))
+    return Plan([Sym(shape, x.dtype)], record, uses=(0,))

@@ -75,3 +75,57 @@ def windows(node, spatial: tuple, kernel: tuple, ceil_mode: bool = False) -> Win
         raise unsupported(node, f"an input of {n} spatial positions (at most 2**31 - 2)")
     index = np.where(inside, flat, n).astype(np.int32)
     return Windows(tuple(kernel), tuple(out), index, inside, padded)
+
+
+def _transposed_pads(node, spatial, kernel, strides, dilations):
+    """(pads_begin, pads_end, out) of ConvTranspose: ``output_shape`` or
+    ``auto_pad`` give the output and the pads follow, else the pads do."""
+    r = len(spatial)
+    extra = list(attr(node, "output_padding", [0] * r))
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    full = [s * (n - 1) + p + e for s, n, p, e in zip(strides, spatial, extra, extent)]
+    auto = attr(node, "auto_pad", "NOTSET")
+    target = attr(node, "output_shape")
+    if target is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        target = [n * s for n, s in zip(spatial, strides)]
+    if target is not None:
+        target = list(target)[-r:]
+        # A negative total (an output_shape past the full result) pads with zeros.
+        total = [f - t for f, t in zip(full, target)]
+        begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+        return begin, [t - b for t, b in zip(total, begin)], target
+    if auto not in ("NOTSET", "VALID"):
+        raise unsupported(node, f"attribute auto_pad={auto!r} is not supported")
+    pads = [0] * (2 * r) if auto == "VALID" else list(attr(node, "pads", [0] * (2 * r)))
+    begin, end = pads[:r], pads[r:]
+    return begin, end, [f - b - e for f, b, e in zip(full, begin, end)]
+
+
+def transposed_windows(node, spatial: tuple, kernel: tuple) -> Windows:
+    """ConvTranspose as a gather: output position ``o`` takes input ``i``
+    through kernel offset ``k`` where ``o = i * stride - pad + k * dilation``;
+    the (K, O) table holds that ``i`` (flattened), or the past-the-end
+    index (read as 0) where no input position lands there."""
+    r = len(spatial)
+    strides = list(attr(node, "strides", [1] * r))
+    dilations = list(attr(node, "dilations", [1] * r))
+    if len(kernel) != r or len(strides) != r or len(dilations) != r:
+        raise unsupported(node, f"kernel {kernel}, strides {strides} or dilations {dilations} do not "
+                                f"match {r} spatial dims")
+    begin, _, out = _transposed_pads(node, spatial, kernel, strides, dilations)
+    if min(out, default=1) < 1:
+        raise unsupported(node, f"an empty output {tuple(out)}")
+    k_grid = np.indices(kernel).reshape(r, -1)
+    o_grid = np.indices(out).reshape(r, -1)
+    col = lambda v: np.asarray(v).reshape(r, 1, 1)               # noqa: E731
+    num = o_grid[:, None, :] + col(begin) - k_grid[:, :, None] * col(dilations)
+    pos = num // col(strides)
+    inside = np.all((num % col(strides) == 0) & (pos >= 0) & (pos < col(spatial)), axis=0)
+    flat = np.zeros(inside.shape, np.int64)
+    for d in range(r):
+        flat = flat * spatial[d] + pos[d]
+    n = math.prod(spatial)
+    if n >= 2 ** 31 - 1:
+        raise unsupported(node, f"an input of {n} spatial positions (at most 2**31 - 2)")
+    index = np.where(inside, flat, n).astype(np.int32)
+    return Windows(tuple(kernel), tuple(out), index, inside, inside)

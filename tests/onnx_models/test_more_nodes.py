@@ -104,6 +104,31 @@ def test_mobile_block_matches_onnxruntime(ctx):
     np.testing.assert_allclose(run(ctx, model, x), onnxruntime_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_upscaler_with_transposed_conv_and_pixel_shuffle_matches_onnxruntime(ctx, mode):
+    """Conv -> BatchNormalization -> Relu -> ConvTranspose (stride 2, grouped) -> Conv ->
+    DepthToSpace -> Sigmoid, and back down with SpaceToDepth: a 4x sub-pixel upscaler's nodes."""
+    rng = np.random.default_rng(8)
+    f32 = lambda *s: rng.normal(size=s).astype(np.float32)  # noqa: E731
+    inits = {"cw": f32(8, 3, 3, 3) * 0.3, "g": 1 + f32(8) * 0.1, "b": f32(8) * 0.1, "m": f32(8) * 0.1,
+             "v": 0.5 + np.abs(f32(8)), "tw": f32(8, 4, 4, 4) * 0.2, "tb": f32(8) * 0.1,
+             "ow": f32(12, 8, 3, 3) * 0.2}
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
+             n("BatchNormalization", ["c", "g", "b", "m", "v"], ["bn"]), n("Relu", ["bn"], ["r"]),
+             n("ConvTranspose", ["r", "tw", "tb"], ["up"], strides=[2, 2], pads=[1, 1, 1, 1], group=2),
+             n("Conv", ["up", "ow"], ["o"], pads=[1, 1, 1, 1]),
+             n("DepthToSpace", ["o"], ["shuffled"], blocksize=2, mode=mode), n("Sigmoid", ["shuffled"], ["s"]),
+             n("SpaceToDepth", ["s"], ["y"], blocksize=4)]
+    model = builders.make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 5])],
+                                [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    x = f32(1, 3, 6, 5)
+    got = gc.onnx.load(model).bind(ctx).run(x=x)["y"]
+    want = onnxruntime_outputs(model, {"x": x})[0]
+    assert got.shape == want.shape == (1, 48, 6, 5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_training_mode_nodes_are_refused_at_bind(ctx):
     inits = {k: np.ones(2, np.float32) for k in ("g", "b", "m", "v")}
     bn = one_node("BatchNormalization", (1, 2, 3), [1, 2, 3], inits, inputs=("x", "g", "b", "m", "v"),

@@ -1,5 +1,6 @@
 """Models exported by ``torch.onnx.export`` (opset 17, the TorchScript
-exporter where the installed torch still takes ``dynamo=False``), loaded
+exporter where the installed torch still takes ``dynamo=False``) — an MLP,
+a conv net, a NeRF-style MLP and an image upscaler — loaded
 with gc.onnx.load, run, and compared with onnxruntime on the CPU: float32
 models to a tight tolerance, a float32 model bound with mlp="float16" to the
 fused MLP's fp16 one. Skipped where torch or onnxruntime is missing."""
@@ -56,6 +57,30 @@ class Nerf(torch.nn.Module):
 
     def forward(self, x):
         return self.b(torch.cat([self.a(x), x], dim=-1))
+
+
+class Upscaler(torch.nn.Module):
+    """An image network's eval-mode nodes: Conv2d + BatchNorm2d + Hardswish,
+    a reflect-padded depthwise Conv2d, a squeeze-and-excitation style gate
+    (mean over the image, Sigmoid, Mul), ConvTranspose2d (stride 2) and a
+    PixelShuffle: (N, 3, H, W) -> (N, 3, 4H, 4W)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                                        torch.nn.Hardswish())
+        self.depthwise = torch.nn.Conv2d(8, 8, 3, padding=1, padding_mode="reflect", groups=8)
+        self.up = torch.nn.ConvTranspose2d(8, 8, 4, stride=2, padding=1)
+        self.head = torch.nn.Conv2d(8, 12, 3, padding=1)
+        self.shuffle = torch.nn.PixelShuffle(2)
+        with torch.no_grad():             # statistics that are not the identity
+            self.stem[1].running_mean.uniform_(-0.2, 0.2)
+            self.stem[1].running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        h = self.depthwise(self.stem(x))
+        h = h * torch.sigmoid(h.mean(dim=(2, 3), keepdim=True))
+        return torch.sigmoid(self.shuffle(self.head(self.up(h))))
 
 
 def export(module, example, path, dynamic_batch: bool):
@@ -123,6 +148,13 @@ def check_nerf(ctx, path):
     np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
 
 
+def check_upscaler(ctx, path):
+    x = np.random.default_rng(3).normal(size=(1, 3, 12, 10)).astype(np.float32)
+    y = gc.onnx.load(path).bind(ctx, x=(1, 3, 12, 10)).run(x=x)["y"]
+    assert y.shape == (1, 3, 48, 40)
+    np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
+
+
 def test_exported_mlp(ctx, tmp_path):
     check_mlp(ctx, export(made(Mlp), torch.zeros(4, 32), tmp_path / "mlp.onnx", dynamic_batch=True))
 
@@ -133,3 +165,8 @@ def test_exported_conv_net(ctx, tmp_path):
 
 def test_exported_nerf_with_skip_concat(ctx, tmp_path):
     check_nerf(ctx, export(made(Nerf), torch.zeros(5, 3), tmp_path / "nerf.onnx", dynamic_batch=True))
+
+
+def test_exported_upscaler_with_batch_norm_transposed_conv_and_pixel_shuffle(ctx, tmp_path):
+    check_upscaler(ctx, export(made(Upscaler), torch.zeros(1, 3, 12, 10), tmp_path / "up.onnx",
+                               dynamic_batch=False))
