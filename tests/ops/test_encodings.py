@@ -8,22 +8,13 @@ import pytest
 import guestcompute as gc
 
 from encoding_refs import ref_frequency, ref_hash_grid
+from refusals import assert_refused
 
 
 def ulp_errors(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """|got - ref| in ulp of ``ref`` rounded to float32 (0 where both are 0)."""
     spacing = np.spacing(np.abs(ref.astype(np.float32))).astype(np.float64)
     return np.abs(got.astype(np.float64) - ref) / spacing
-
-
-def refused(host, ctx, error, fn, match=None):
-    """``fn(rec)`` raises ``error`` and records nothing."""
-    cmd = host.begin()
-    with ctx.record(cmd) as rec:
-        with pytest.raises(error, match=match):
-            fn(rec)
-        assert rec.dispatches == rec.barriers == 0
-    host.submit_and_wait(cmd)
 
 
 # -- frequency encoding -------------------------------------------------------------------------
@@ -96,20 +87,20 @@ def test_frequency_reads_views_and_writes_into_a_wider_tensor(host, ctx):
 
 def test_frequency_argument_errors(host, ctx):
     x = ctx.tensor(np.zeros((8, 3), np.float32))
-    refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, -1), "n_frequencies")
-    refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, 65), r"0\.\.64")
-    refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, 2.0), "int")
-    refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, True), "int")
-    refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, 2, include_input="yes"))
-    refused(host, ctx, gc.DTypeError, lambda rec: rec.frequency_encoding(ctx.tensor(np.zeros((8, 3), np.int32)), 2))
-    refused(host, ctx, gc.ShapeError, lambda rec: rec.frequency_encoding(ctx.tensor(np.float32(1)), 2), "last axis")
-    refused(host, ctx, gc.ShapeError, lambda rec: rec.frequency_encoding(x, 2, out=ctx.empty((8, 16))))
-    refused(host, ctx, gc.DTypeError, lambda rec: rec.frequency_encoding(x, 2, out=ctx.empty((8, 15), "int32")))
-    refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x[:, :1], 0, out=x[:, 1:2]),
+    assert_refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, -1), "n_frequencies")
+    assert_refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, 65), r"0\.\.64")
+    assert_refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, 2.0), "int")
+    assert_refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, True), "int")
+    assert_refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x, 2, include_input="yes"))
+    assert_refused(host, ctx, gc.DTypeError, lambda rec: rec.frequency_encoding(ctx.tensor(np.zeros((8, 3), np.int32)), 2))
+    assert_refused(host, ctx, gc.ShapeError, lambda rec: rec.frequency_encoding(ctx.tensor(np.float32(1)), 2), "last axis")
+    assert_refused(host, ctx, gc.ShapeError, lambda rec: rec.frequency_encoding(x, 2, out=ctx.empty((8, 16))))
+    assert_refused(host, ctx, gc.DTypeError, lambda rec: rec.frequency_encoding(x, 2, out=ctx.empty((8, 15), "int32")))
+    assert_refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(x[:, :1], 0, out=x[:, 1:2]),
             "overlaps")
     strided = ctx.empty((4, 6, 3))[:, :2]               # batch dims that do not merge
-    refused(host, ctx, gc.ShapeError, lambda rec: rec.frequency_encoding(strided, 1), "contiguous")
-    refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(np.zeros((2, 3)), 1))
+    assert_refused(host, ctx, gc.ShapeError, lambda rec: rec.frequency_encoding(strided, 1), "contiguous")
+    assert_refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.frequency_encoding(np.zeros((2, 3)), 1))
 
 
 # -- hash grid --------------------------------------------------------------------------------------
@@ -225,17 +216,17 @@ def test_hash_grid_float16_needs_16_bit_storage(bare_host):
 def test_hash_grid_encode_argument_errors(host, ctx, modern_host):
     grid = ctx.hash_grid(3, n_levels=2, log2_hashmap_size=6)
     x = ctx.tensor(np.zeros((8, 3), np.float32))
-    refused(host, ctx, gc.ShapeError, lambda rec: rec.hash_grid_encode(ctx.tensor(np.zeros((8, 2), np.float32)),
+    assert_refused(host, ctx, gc.ShapeError, lambda rec: rec.hash_grid_encode(ctx.tensor(np.zeros((8, 2), np.float32)),
                                                                        grid), r"\(\.\.\., 3\)")
-    refused(host, ctx, gc.DTypeError, lambda rec: rec.hash_grid_encode(ctx.tensor(np.zeros((8, 3), np.int32)), grid))
-    refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.hash_grid_encode(x, grid.params), "HashGrid")
-    refused(host, ctx, gc.ShapeError, lambda rec: rec.hash_grid_encode(x, grid, out=ctx.empty((8, 5))))
-    refused(host, ctx, gc.DTypeError, lambda rec: rec.hash_grid_encode(x, grid, out=ctx.empty((8, 4), "uint32")))
-    refused(host, ctx, gc.InvalidArgumentError,
+    assert_refused(host, ctx, gc.DTypeError, lambda rec: rec.hash_grid_encode(ctx.tensor(np.zeros((8, 3), np.int32)), grid))
+    assert_refused(host, ctx, gc.InvalidArgumentError, lambda rec: rec.hash_grid_encode(x, grid.params), "HashGrid")
+    assert_refused(host, ctx, gc.ShapeError, lambda rec: rec.hash_grid_encode(x, grid, out=ctx.empty((8, 5))))
+    assert_refused(host, ctx, gc.DTypeError, lambda rec: rec.hash_grid_encode(x, grid, out=ctx.empty((8, 4), "uint32")))
+    assert_refused(host, ctx, gc.InvalidArgumentError,
             lambda rec: rec.hash_grid_encode(x, grid, out=grid.params[:32].reshape(8, 4)), "overlaps")
     other = modern_host.adopt()
     try:
         foreign = other.hash_grid(3, n_levels=2, log2_hashmap_size=6)
-        refused(host, ctx, gc.WrongContextError, lambda rec: rec.hash_grid_encode(x, foreign))
+        assert_refused(host, ctx, gc.WrongContextError, lambda rec: rec.hash_grid_encode(x, foreign))
     finally:
         other.close()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import guestcompute as gc
 from guestcompute.ops import fft_kernels
+from refusals import assert_refused
 
 # Rows up to 4,096 points are transformed in shared memory (32 KB, every
 # device here): the lengths below cover every radix, their products and
@@ -175,19 +176,10 @@ def test_any_shape_axis_length_and_norm(modern_host, modern_ctx, shape, data):
 
 # -- errors -----------------------------------------------------------------------------
 
-def _raises_before_recording(host, ctx, error, fn, match=None):
-    cmd = host.begin()
-    with ctx.record(cmd) as rec:
-        with pytest.raises(error, match=match):
-            fn(rec)
-        assert rec.dispatches == rec.barriers == 0
-    host.submit_and_wait(cmd)
-
-
 @pytest.mark.parametrize("n", [0, -3, 2.5, True])
 def test_a_bad_length_is_refused(modern_host, modern_ctx, n):
     t = modern_ctx.tensor(np.ones(8, np.complex64))
-    _raises_before_recording(modern_host, modern_ctx, gc.InvalidArgumentError, lambda rec: rec.fft(t, n=n))
+    assert_refused(modern_host, modern_ctx, gc.InvalidArgumentError, lambda rec: rec.fft(t, n=n))
 
 
 def test_typed_errors_before_anything_is_recorded(modern_host, modern_ctx):
@@ -206,7 +198,7 @@ def test_typed_errors_before_anything_is_recorded(modern_host, modern_ctx):
         (gc.DTypeError, lambda rec: rec.exp(c), "t.real and t.imag"),
     ]
     for error, fn, match in cases:
-        _raises_before_recording(modern_host, modern_ctx, error, fn, match)
+        assert_refused(modern_host, modern_ctx, error, fn, match)
 
 
 def _prime_above(n: int) -> int:
@@ -224,11 +216,11 @@ def test_a_length_too_long_for_every_method_is_refused(modern_host, modern_ctx):
     prime = _prime_above(longest * longest // 2)
     t = modern_ctx.tensor(np.ones(8, np.complex64))
     for n in (prime, 2 * prime):
-        _raises_before_recording(modern_host, modern_ctx, gc.UnsupportedError,
+        assert_refused(modern_host, modern_ctx, gc.UnsupportedError,
                                  lambda rec, n=n: rec.fft(t, n=n), "shared memory")
     # Refused before any pass makes its tables: the first axis fits, the second does not.
     c = modern_ctx.tensor(np.ones((4, 4), np.complex64))
-    _raises_before_recording(modern_host, modern_ctx, gc.UnsupportedError,
+    assert_refused(modern_host, modern_ctx, gc.UnsupportedError,
                              lambda rec: rec.fftn(c, s=(prime, 4)), "shared memory")
 
 
