@@ -127,6 +127,50 @@ def gather(node, args, opset):
     return Plan([Sym(shape, dtype_of(node, x))], record)
 
 
+@rule("GatherElements")
+def gather_elements(node, args, opset):
+    """numpy.take_along_axis: the output has the indices' shape."""
+    x, idx = args
+    axis = norm_axis(node, int(attr(node, "axis", 0)), len(x.shape))
+    if len(idx.shape) != len(x.shape):
+        raise unsupported(node, f"indices of rank {len(idx.shape)} for an input of rank {len(x.shape)}")
+    if all_const(args):
+        n = x.shape[axis]
+        return [Const(np.take_along_axis(x.value, np.where(idx.value < 0, idx.value + n, idx.value), axis))]
+    if isinstance(idx, Const):
+        n = x.shape[axis]
+        if idx.value.size and (idx.value.min() < -n or idx.value.max() >= n):
+            raise unsupported(node, f"indices outside [-{n}, {n})")
+    if dtype_of(node, idx) not in ("int32", "uint32"):
+        raise unsupported(node, f"indices of dtype {dtype_of(node, idx)}")
+
+    def record(rec, t):
+        rec.gather(t.ins[0], t.ins[1], axis, out=t.outs[0])
+    return Plan([Sym(tuple(idx.shape), dtype_of(node, x))], record)
+
+
+@rule("Trilu")
+def trilu(node, args, opset):
+    """The upper (or lower) triangle of the last two axes from diagonal k:
+    the rest is zero (NaN and inf included), through a mask made at bind."""
+    x = args[0]
+    if len(x.shape) < 2:
+        raise unsupported(node, f"an input of shape {x.shape} (takes matrices)")
+    k = const_input(node, args, 1, "k")
+    k = 0 if k is None else int(np.reshape(k, -1)[0])
+    upper = bool(attr(node, "upper", 1))
+    rows, cols = x.shape[-2:]
+    keep = (np.triu if upper else np.tril)(np.ones((rows, cols), np.uint8), k)
+    if isinstance(x, Const):
+        return [Const(np.where(keep.astype(bool), x.value, np.zeros((), x.value.dtype)))]
+    d = dtype_of(node, x)
+    keep = keep.astype(np.dtype(d))        # the input's dtype: storage the host enabled for it
+
+    def record(rec, t):
+        rec.where(t.consts[0], t.ins[0], 0, out=t.outs[0])
+    return Plan([Sym(x.shape, d)], record, uses=(0,), uploads=[keep])
+
+
 def _slice_of(start: int, end: int, step: int, n: int) -> slice:
     """ONNX Slice bounds (negative from the end, clamped) as a Python slice."""
     start, end = (start + n if start < 0 else start), (end + n if end < 0 else end)

@@ -129,6 +129,23 @@ def test_upscaler_with_transposed_conv_and_pixel_shuffle_matches_onnxruntime(ctx
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def test_style_block_with_instance_and_lp_normalization_matches_onnxruntime(ctx):
+    """Conv -> InstanceNormalization -> Relu -> Trilu over the image's last two axes ->
+    LpNormalization over channels: a style-transfer block's nodes (and two shape-preserving ones)."""
+    rng = np.random.default_rng(9)
+    f32 = lambda *s: rng.normal(size=s).astype(np.float32)  # noqa: E731
+    inits = {"cw": f32(6, 3, 3, 3) * 0.3, "s": 1 + f32(6) * 0.1, "b": f32(6) * 0.1, "k": np.array(-1, np.int64)}
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1]),
+             n("InstanceNormalization", ["c", "s", "b"], ["i"], epsilon=1e-3), n("Relu", ["i"], ["r"]),
+             n("Trilu", ["r", "k"], ["t"], upper=1), n("LpNormalization", ["t"], ["y"], axis=1, p=2)]
+    model = builders.make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 7, 9])],
+                                [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    x = f32(2, 3, 7, 9)
+    want = onnxruntime_outputs(model, {"x": x})[0]
+    np.testing.assert_allclose(run(ctx, model, x), want, rtol=1e-4, atol=1e-5)
+
+
 def test_training_mode_nodes_are_refused_at_bind(ctx):
     inits = {k: np.ones(2, np.float32) for k in ("g", "b", "m", "v")}
     bn = one_node("BatchNormalization", (1, 2, 3), [1, 2, 3], inits, inputs=("x", "g", "b", "m", "v"),
