@@ -1,5 +1,6 @@
 """Elementwise ONNX nodes: numpy-broadcast binary arithmetic, the variadic
-Max, Min, Sum and Mean, activations, Clip, Cast and CastLike. Each folds on the CPU when every input is a constant."""
+Max, Min, Sum and Mean, activations, Clip, Cast and CastLike. Each folds on
+the CPU when every input is a constant."""
 from __future__ import annotations
 
 import numpy as np

@@ -4,8 +4,9 @@ ReduceLogSumExp) on guestcompute's reductions; ArgMax, ArgMin and CumSum.
 
 Axes are an attribute up to opset 17 (12 for ReduceSum) and a constant
 input from then on. A reduction over an empty axis has no input values to
-read: its output is the reduction's identity (ONNX's: 0, -inf for
-ReduceMax and the log-reductions, +inf for ReduceMin), folded at bind."""
+read: its output is folded at bind to what ONNX's reference gives there
+(0 for the sums and norms, NaN for the mean, -inf for ReduceMax and the
+log-reductions, +inf for ReduceMin)."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,8 @@ AXES_INPUT_FROM = {"ReduceSum": 13}
 
 
 def _axes(node, args, opset, rank: int):
-    """The reduced axes (sorted, non-negative), or None for "none: the input as it is"."""
+    """The reduced axes (sorted, non-negative), or None where
+    ``noop_with_empty_axes`` leaves the input as it is."""
     if opset >= AXES_INPUT_FROM.get(node.op_type, 18):
         axes = const_input(node, args, 1, "axes")
     else:
@@ -133,12 +135,12 @@ def arg_extreme(node, args, opset):
     n = x.shape[axis] if x.shape else 1
     flip = tuple(slice(None, None, -1) if k == axis else slice(None) for k in range(len(x.shape)))
     pick = np.argmax if node.op_type == "ArgMax" else np.argmin
+    if n == 0:
+        raise unsupported(node, f"an empty axis {axis} (it has no {node.op_type[3:].lower()})")
     if isinstance(x, Const):
         found = (n - 1 - pick(x.value[flip], axis)) if last else pick(x.value, axis)
         return [Const(np.asarray(found, np.int64).reshape(shape))]
     require_dtype(node, x, NUMBERS)
-    if n == 0:
-        raise unsupported(node, f"an empty axis {axis} (it has no {node.op_type[3:].lower()})")
     method = node.op_type.lower()
     if not last:
         def record(rec, t):

@@ -1,11 +1,14 @@
-"""Sliding windows of Conv and the pools, worked out on the CPU at bind time.
+"""Sliding windows of Conv, ConvTranspose and the pools, worked out on the
+CPU at bind time.
 
 Conv, MaxPool and AveragePool all start by gathering every window of the
 input into a column tensor (im2col) with one ``rec.index_select``: the
 flattened spatial positions each window reads form an index table computed
 here once. A window position in the padding gets an index past the end,
 which ``index_select`` (mode "zero") reads as 0 — the zero padding Conv and
-AveragePool need; MaxPool adds -inf there through a mask.
+AveragePool need; MaxPool adds -inf there through a mask. ConvTranspose's
+table is the same gather seen from the output: a window position no input
+lands on reads 0.
 """
 from __future__ import annotations
 
@@ -67,14 +70,20 @@ def windows(node, spatial: tuple, kernel: tuple, ceil_mode: bool = False) -> Win
     size = col(spatial)
     inside = np.all((pos >= 0) & (pos < size), axis=0)
     padded = np.all((pos >= -col(begin)) & (pos < size + col(end)), axis=0)
+    return Windows(tuple(kernel), tuple(out), _index_table(node, pos, inside, spatial), inside, padded)
+
+
+def _index_table(node, pos, inside, spatial) -> np.ndarray:
+    """int32 (K, O): the flattened input position of each (kernel offset,
+    output position) ``pos`` (r, K, O) where ``inside``, else the
+    past-the-end index that ``index_select`` reads as 0."""
     flat = np.zeros(inside.shape, np.int64)
-    for d in range(r):
+    for d in range(len(spatial)):
         flat = flat * spatial[d] + pos[d]
     n = math.prod(spatial)
     if n >= 2 ** 31 - 1:
         raise unsupported(node, f"an input of {n} spatial positions (at most 2**31 - 2)")
-    index = np.where(inside, flat, n).astype(np.int32)
-    return Windows(tuple(kernel), tuple(out), index, inside, padded)
+    return np.where(inside, flat, n).astype(np.int32)
 
 
 def _transposed_pads(node, spatial, kernel, strides, dilations):
@@ -121,11 +130,4 @@ def transposed_windows(node, spatial: tuple, kernel: tuple) -> Windows:
     num = o_grid[:, None, :] + col(begin) - k_grid[:, :, None] * col(dilations)
     pos = num // col(strides)
     inside = np.all((num % col(strides) == 0) & (pos >= 0) & (pos < col(spatial)), axis=0)
-    flat = np.zeros(inside.shape, np.int64)
-    for d in range(r):
-        flat = flat * spatial[d] + pos[d]
-    n = math.prod(spatial)
-    if n >= 2 ** 31 - 1:
-        raise unsupported(node, f"an input of {n} spatial positions (at most 2**31 - 2)")
-    index = np.where(inside, flat, n).astype(np.int32)
-    return Windows(tuple(kernel), tuple(out), index, inside, inside)
+    return Windows(tuple(kernel), tuple(out), _index_table(node, pos, inside, spatial), inside, inside)
