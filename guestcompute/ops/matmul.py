@@ -54,6 +54,7 @@ from ..device.caps import CoopShape, DeviceLimits  # noqa: F401  (CoopShape: wha
 from ..errors import InvalidArgumentError, ShapeError
 from ..kernels.spec import KernelSpec
 from ..tensor import Tensor
+from . import matmul_coopmat as coop
 from . import matmul_kernels as kernels
 from .base import (Dispatch, OpResult, broadcast_shapes, check_dtype, check_out, check_tensor, coalesce, op,
                    registered_ops, same_dtype)
@@ -182,17 +183,17 @@ def _gemv_why_not(p, d):
 def _pick_coopmat_shape(p: Problem, d: MatmulDevice):
     """The fragment shape to use: an fp32 accumulator unless the caller
     accepts fp16 (then fp16, the faster one, is preferred)."""
-    known = [s for s in d.coopmat_shapes if (s.m, s.n, s.k) in kernels.COOPMAT_SHAPES
+    known = [s for s in d.coopmat_shapes if (s.m, s.n, s.k) in coop.COOPMAT_SHAPES
              and (p.acc == "float16" or s.acc == "float32")]
-    known.sort(key=lambda s: (s.acc != p.acc, kernels.COOPMAT_SHAPES.index((s.m, s.n, s.k))))
+    known.sort(key=lambda s: (s.acc != p.acc, coop.COOPMAT_SHAPES.index((s.m, s.n, s.k))))
     return known[0] if known else None
 
 
 def coopmat_tiling(d: MatmulDevice):
     """The first of the kernel's tilings (best first) the device can run."""
-    for t in kernels.COOPMAT_TILINGS:
-        if (kernels.coopmat_shared_bytes(t, "km", "kn") <= d.max_shared_memory
-                and kernels.coopmat_shared_bytes(t, "mk", "nk") <= d.max_shared_memory
+    for t in coop.COOPMAT_TILINGS:
+        if (coop.coopmat_shared_bytes(t, "km", "kn") <= d.max_shared_memory
+                and coop.coopmat_shared_bytes(t, "mk", "nk") <= d.max_shared_memory
                 and t.threads <= d.max_invocations):
             return t
     return None
@@ -213,8 +214,8 @@ def _coopmat_why_not(p, d):
         return f"the device reports no fp16 fragment shape this kernel knows with a {p.acc} accumulator"
     if a_layout(p) is None or b_layout(p) is None:
         return "A or B is not laid out for f16vec4 loads"
-    if d.subgroup_size != kernels.COOPMAT_SUBGROUP:
-        return f"the kernel is laid out for {kernels.COOPMAT_SUBGROUP}-wide subgroups"
+    if d.subgroup_size != coop.COOPMAT_SUBGROUP:
+        return f"the kernel is laid out for {coop.COOPMAT_SUBGROUP}-wide subgroups"
     if coopmat_tiling(d) is None:
         return "not enough shared memory or invocations for any of its tilings"
     return None
@@ -223,10 +224,10 @@ def _coopmat_why_not(p, d):
 def _coopmat_khr_why_not(p, d):
     if p.dtype != "float16":
         return "cooperative matrices are used for float16 only"
-    reason = khr_fragments_why_not(p.acc, d, kernels.COOPMAT_SUBGROUP)
+    reason = khr_fragments_why_not(p.acc, d, coop.COOPMAT_SUBGROUP)
     if reason is not None:
         return reason
-    t = kernels.KHR_TILINGS[p.acc]
+    t = coop.KHR_TILINGS[p.acc]
     if t.shared_bytes > d.max_shared_memory or t.threads > d.max_invocations:
         return "not enough shared memory or invocations for its tiling"
     (bm, bn), bk = t.block, t.bk
@@ -245,7 +246,7 @@ def _coopmat_khr_why_not(p, d):
 
 def _coopmat_spec(p, d):
     s, vec = _pick_coopmat_shape(p, d), _coopmat_vec(p)
-    return kernels.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p, vec), b_layout(p, vec),
+    return coop.coopmat_spec((s.m, s.n, s.k), s.acc, a_layout(p, vec), b_layout(p, vec),
                            coopmat_tiling(d), vec)
 
 
@@ -301,7 +302,7 @@ def _tiled_why_not(tile: int):
 
 CANDIDATES = (
     Candidate("gemv", _gemv_why_not, _gemv_spec),
-    Candidate("coopmat_khr", _coopmat_khr_why_not, lambda p, d: kernels.coopmat_khr_spec(p.acc)),
+    Candidate("coopmat_khr", _coopmat_khr_why_not, lambda p, d: coop.coopmat_khr_spec(p.acc)),
     Candidate("coopmat", _coopmat_why_not, _coopmat_spec, _coopmat_unwise),
     Candidate("vec4_128", _vec4_why_not("128"), _vec4_spec("128"), _fewer_outputs_than(512 * 512)),
     Candidate("vec4_64", _vec4_why_not("64"), _vec4_spec("64")),
@@ -338,9 +339,9 @@ def _grid(spec: KernelSpec, p: Problem, nb: int) -> tuple:
     if fam == "matmul_vec4":
         bm, bn = kernels.VEC4_TILES[spec.param("tile")][:2]
     elif fam == "matmul_coopmat_khr":
-        bm, bn = kernels.khr_tiling(spec).block
+        bm, bn = coop.khr_tiling(spec).block
     else:
-        bm, bn = kernels.coopmat_tiling(spec).block
+        bm, bn = coop.coopmat_tiling(spec).block
     return (-(-p.N // bn), -(-p.M // bm), nb)
 
 
@@ -498,7 +499,7 @@ def padding_pays(p: Problem, d: MatmulDevice) -> bool:
     row-major copies of its operands instead?"""
     if p.batch or min(p.M, p.N, p.K) < PAD_FROM or _coopmat_khr_why_not(p, d) is None:
         return False
-    t = kernels.KHR_TILINGS.get(p.acc)
+    t = coop.KHR_TILINGS.get(p.acc)
     if t is None:
         return False
     (bm, bn), bk = t.block, t.bk
@@ -518,7 +519,7 @@ def plan_padded(ctx, a, b, out, accumulate, kernel: str = "coopmat_khr") -> list
     (with ``kernel``; tests pick one a CPU driver has), copy the result's
     corner out."""
     ops = registered_ops()
-    t = kernels.KHR_TILINGS[accumulate]
+    t = coop.KHR_TILINGS[accumulate]
     (bm, bn), bk = t.block, t.bk
     (m, k), n = a.shape, b.shape[1]
     mp, np_, kp = _round_up(m, bm), _round_up(n, bn), _round_up(k, bk)

@@ -15,6 +15,7 @@ from vulkan import ffi
 import guestcompute as gc
 from guestcompute.device import caps
 from guestcompute.ops import matmul as mm
+from guestcompute.ops import matmul_coopmat as mc
 from guestcompute.ops import matmul_kernels as mk
 
 RNG = np.random.default_rng(7)
@@ -214,7 +215,7 @@ def test_selection_prefers_coopmat_on_a_coopmat_device(modern_ctx):
     name, spec = mm.select(p, NV)
     assert name == "coopmat"
     assert spec.param("shape") == (16, 8, 16) and spec.param("acc") == "float16"
-    assert spec.workgroup == (mk.COOPMAT_TILINGS[0].threads, 1, 1)
+    assert spec.workgroup == (mc.COOPMAT_TILINGS[0].threads, 1, 1)
     assert "cooperative_matrix" in spec.features
     # operands 8-element aligned: 16-byte staging loads
     assert spec.param("vec") == 8 and spec.bindings[0].type == "uvec4"
@@ -270,7 +271,7 @@ def test_selection_prefers_the_khr_kernel_for_whole_blocks(modern_ctx):
 
 
 def test_khr_tilings_fit_a_48_kib_device():
-    for acc, t in mk.KHR_TILINGS.items():
+    for acc, t in mc.KHR_TILINGS.items():
         (bm, bn), (sgx, sgy), bk = t.block, t.subgroups, t.bk
         assert t.shared_bytes <= 49152 and t.threads <= 1024
         assert bm % (16 * sgy) == 0 and bn % (16 * sgx) == 0 and bk % 16 == 0
@@ -280,16 +281,16 @@ def test_khr_tilings_fit_a_48_kib_device():
 def test_coopmat_tilings_fit_and_divide():
     """Every tiling stays within the 48 KiB of shared memory NVIDIA devices
     offer by default, and its tiles split evenly over its threads."""
-    for t in mk.COOPMAT_TILINGS + mk.COOPMAT_SWEEP:
+    for t in mc.COOPMAT_TILINGS + mc.COOPMAT_SWEEP:
         for a in mk.A_LAYOUTS:
             for b in mk.B_LAYOUTS:
-                assert mk.coopmat_shared_bytes(t, a, b) <= 49152, t
+                assert mc.coopmat_shared_bytes(t, a, b) <= 49152, t
         bm, bn = t.block
         assert (bm * t.bk) % (8 * t.threads) == 0 and (bn * t.bk) % (8 * t.threads) == 0, t
         assert t.warp_tile[0] % 16 == 0 and t.warp_tile[1] % 16 == 0 and t.bk % 16 == 0, t
     # the first tiling is the one selected; a device with less shared memory
     # gets the first that fits
-    assert mm.coopmat_tiling(NV) == mk.COOPMAT_TILINGS[0]
+    assert mm.coopmat_tiling(NV) == mc.COOPMAT_TILINGS[0]
 
 
 @pytest.mark.parametrize("why,problem,device,expect", [
@@ -420,7 +421,7 @@ def test_coopmat_selected_end_to_end_when_device_claims_it(monkeypatch, modern_h
     a, b = ctx.empty((200, 64), "float16"), ctx.empty((64, 96), "float16")
     result = mm.matmul(ctx, a, b, accumulate="float16")
     assert [d.spec.family for d in result.dispatches] == ["matmul_coopmat"]
-    bm, bn = mk.coopmat_tiling(result.dispatches[0].spec).block
+    bm, bn = mc.coopmat_tiling(result.dispatches[0].spec).block
     assert result.dispatches[0].groups == (-(-96 // bn), -(-200 // bm), 1)
 
 
@@ -428,9 +429,9 @@ def test_coopmat_selected_end_to_end_when_device_claims_it(monkeypatch, modern_h
                     reason="needs glslc and spirv-val")
 def test_coopmat_glsl_compiles_and_validates(tmp_path):
     from guestcompute.spirv.compiler import compile_glsl
-    specs = list(mk.coopmat_variants())
-    assert len(specs) == len(mk.COOPMAT_TILINGS) * len(mk.COOPMAT_SHAPES) * 2 * 2 * 2 * 2 \
-        + len(mk.COOPMAT_SWEEP) * 2
+    specs = list(mc.coopmat_variants())
+    assert len(specs) == len(mc.COOPMAT_TILINGS) * len(mc.COOPMAT_SHAPES) * 2 * 2 * 2 * 2 \
+        + len(mc.COOPMAT_SWEEP) * 2
     assert {s.param("stages") for s in specs} == {1, 2} and {s.param("vec") for s in specs} == {4, 8}
     for spec in specs:
         src = spec.render()

@@ -20,14 +20,9 @@ FUNCTION_LINES = 80
 # path (relative to the package) -> at most this many lines
 FILES_OVER = {
     "ops/math.py": 675,
-    "spirv/reflect.py": 736,
-    "ops/matmul_kernels.py": 721,
 }
 # "path:qualified name" -> at most this many lines
-FUNCTIONS_OVER = {
-    "ops/matmul_kernels.py:_render_coopmat": 146,
-    "ops/matmul_kernels.py:_render_vec4": 91,
-}
+FUNCTIONS_OVER = {}
 
 
 def line_count(text: str) -> int:
