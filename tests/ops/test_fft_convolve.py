@@ -8,7 +8,7 @@ import pytest
 import guestcompute as gc
 from guestcompute.ops import all_specs
 from guestcompute.ops.base import registered_ops
-from test_fft import _raises_before_recording
+from refusals import assert_refused
 
 CASES = [
     ((3, 64, 128), (-2, -1), "one"),        # fused, the spectrum broadcast over the leading axis
@@ -67,7 +67,7 @@ def test_typed_errors_before_anything_is_recorded(modern_host, modern_ctx):
         (gc.ShapeError, lambda rec: rec.fft_convolve(x, good, out=modern_ctx.empty((16, 17), "float32")), None),
     ]
     for error, fn, match in cases:
-        _raises_before_recording(modern_host, modern_ctx, error, fn, match)
+        assert_refused(modern_host, modern_ctx, error, fn, match)
 
 
 def test_planned_kernels_are_in_the_bake_catalogue(modern_ctx):

@@ -12,7 +12,8 @@ import pytest
 import guestcompute as gc
 from guestcompute.ops import all_specs, fft_fixed, fft_kernels
 from guestcompute.ops.base import registered_ops
-from test_fft import _raises_before_recording, accuracy_bound, check_close, random_complex
+from refusals import assert_refused
+from test_fft import accuracy_bound, check_close, random_complex
 
 HALF_EPS = 2.0 ** -11            # float16's unit roundoff (round to nearest)
 HALF_TINY = 2.0 ** -25           # half its smallest subnormal spacing
@@ -206,7 +207,7 @@ def test_typed_errors_before_anything_is_recorded(modern_host, half_ctx):
                                                      out=half_ctx.empty((4, 8), "complex64")), "float16"),
     ]
     for error, fn, match in cases:
-        _raises_before_recording(modern_host, half_ctx, error, fn, match)
+        assert_refused(modern_host, half_ctx, error, fn, match)
 
 
 def test_float16_is_refused_where_the_host_did_not_enable_it(bare_host):
@@ -223,7 +224,7 @@ def test_float16_is_refused_where_the_host_did_not_enable_it(bare_host):
         spec = ctx.tensor(np.ones((4, 9), np.complex64))
         for fn in (lambda rec: rec.rfft(half), lambda rec: rec.fft(half), lambda rec: rec.rfftn(half),
                    lambda rec: rec.irfft(spec, out=half), lambda rec: rec.fft_convolve(half, spec)):
-            _raises_before_recording(bare_host, ctx, gc.UnsupportedError, fn, "16bit_storage")
+            assert_refused(bare_host, ctx, gc.UnsupportedError, fn, "16bit_storage")
     finally:
         ctx.close()
 

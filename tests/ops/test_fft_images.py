@@ -11,7 +11,8 @@ import pytest
 import guestcompute as gc
 from guestcompute.ops import all_specs
 from guestcompute.ops.base import registered_ops
-from test_fft import _raises_before_recording, accuracy_bound, check_close
+from refusals import assert_refused
+from test_fft import accuracy_bound, check_close
 from test_fft_float16 import check_half
 
 FORMATS = ["rgba16f", "rgba32f", "r32f", "rgba8_unorm"]
@@ -198,7 +199,7 @@ def test_typed_errors_before_anything_is_recorded(modern_host, modern_ctx):
         (gc.InvalidArgumentError, lambda rec: rec.rfft2(img, out=img), "Tensor"),
     ]
     for error, fn, match in cases:
-        _raises_before_recording(modern_host, ctx, error, fn, match)
+        assert_refused(modern_host, ctx, error, fn, match)
 
 
 def test_planned_kernels_are_in_the_bake_catalogue(modern_ctx):
@@ -290,7 +291,7 @@ def test_images_with_float16_refusals_before_anything_is_recorded(modern_host, h
          "channel axis"),
     ]
     for error, fn, match in cases:
-        _raises_before_recording(modern_host, ctx, error, fn, match)
+        assert_refused(modern_host, ctx, error, fn, match)
 
 
 def test_planned_image_and_float16_kernels_are_in_the_bake_catalogue(half_ctx):
