@@ -158,14 +158,15 @@ def _norm_operands(node, args, x, axis: int, d: str, names: tuple):
 @rule("LayerNormalization", "RMSNormalization")
 def layer_norm(node, args, opset):
     x = args[0]
-    if any(o for o in node.outputs[1:]):
-        raise unsupported(node, "the Mean and InvStdDev outputs are not supported")
+    rms = node.op_type == "RMSNormalization"
+    stats = len(node.outputs) > 1 and any(node.outputs[1:])
+    if stats and rms:
+        raise unsupported(node, "outputs beyond Y are not supported")
     only_attrs(node, {"stash_type": lambda v: v == 1})
     d = require_dtype(node, x, FLOATS)
     axis = norm_axis(node, int(attr(node, "axis", -1)), len(x.shape))
     eps = float(attr(node, "epsilon", 1e-5))
     rows = (math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
-    rms = node.op_type == "RMSNormalization"
     uploads, uses, operand = _norm_operands(node, args, x, axis, d, ("scale",) if rms else ("scale", "bias"))
 
     def record(rec, t):
@@ -174,7 +175,34 @@ def layer_norm(node, args, opset):
             rec.rms_norm(x2, operand(t, "scale"), eps=eps, out=y2)
         else:
             rec.layer_norm(x2, operand(t, "scale"), operand(t, "bias"), eps=eps, out=y2)
-    return Plan([Sym(x.shape, d)], record, uses=uses, uploads=uploads)
+        if stats:
+            _mean_and_inv_std(rec, x2, t.outs[1].reshape(rows[0], 1), t.outs[2].reshape(rows[0], 1),
+                              t.scratch, t.consts[-1])
+    outputs = [Sym(x.shape, d)]
+    scratch = []
+    if stats:
+        # Mean and InvStdDev: float32 (the stash type), the normalized axes kept as 1s.
+        kept = x.shape[:axis] + (1,) * (len(x.shape) - axis)
+        outputs += [Sym(kept, "float32"), Sym(kept, "float32")]
+        scratch = [(rows, "float32")] + ([(rows, "float32")] if d != "float32" else [])
+        uploads = uploads + [np.array(eps, np.float32)]          # last: t.consts[-1]
+    return Plan(outputs, record, uses=uses, uploads=uploads, scratch=scratch)
+
+
+def _mean_and_inv_std(rec, x2, mean, inv_std, scratch, eps):
+    """LayerNormalization's Mean and InvStdDev of the rows of ``x2``
+    (1 / sqrt(biased variance + eps); ``eps`` a float32 guest scalar),
+    computed in float32."""
+    centred = scratch[0]
+    if len(scratch) > 1:
+        rec.cast(x2, "float32", out=scratch[1])
+        x2 = scratch[1]
+    rec.mean(x2, -1, keepdims=True, out=mean)
+    rec.sub(x2, mean, out=centred)
+    rec.mul(centred, centred, out=centred)
+    rec.mean(centred, -1, keepdims=True, out=inv_std)
+    rec.add(inv_std, eps, out=inv_std)
+    rec.rsqrt(inv_std, out=inv_std)
 
 
 @rule("BatchNormalization")

@@ -136,7 +136,7 @@ def test_importing_guestcompute_does_not_import_onnx():
 
 
 def test_layer_normalization_over_trailing_axes_matches_numpy(ctx):
-    """The node cases all ask for Mean/InvStdDev (refused); Y alone, over the last two axes."""
+    """Y alone (the node cases ask for Mean and InvStdDev too), over the last two axes."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(5)
     scale, bias = rng.normal(size=(4, 5)).astype(np.float32), rng.normal(size=(5,)).astype(np.float32)

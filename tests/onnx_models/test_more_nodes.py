@@ -146,6 +146,24 @@ def test_style_block_with_instance_and_lp_normalization_matches_onnxruntime(ctx)
     np.testing.assert_allclose(run(ctx, model, x), want, rtol=1e-4, atol=1e-5)
 
 
+def test_layer_normalization_statistics_of_a_float16_input_are_float32(modern_ctx):
+    ctx = modern_ctx
+    x = (np.random.default_rng(10).normal(size=(3, 4, 6)) * 4 + 1).astype(np.float16)
+    node = helper.make_node("LayerNormalization", ["x"], ["y", "mean", "inv"], axis=1, epsilon=1e-2)
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in
+            (("y", TensorProto.FLOAT16), ("mean", TensorProto.FLOAT), ("inv", TensorProto.FLOAT))]
+    model = builders.make_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [3, 4, 6])],
+                                outs, {})
+    got = gc.onnx.load(model).bind(ctx).run(x=x)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=(1, 2), keepdims=True)
+    inv = 1 / np.sqrt(x64.var(axis=(1, 2), keepdims=True) + 1e-2)
+    assert got["mean"].dtype == got["inv"].dtype == np.float32 and got["mean"].shape == (3, 1, 1)
+    np.testing.assert_allclose(got["mean"], mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["inv"], inv, rtol=1e-5)
+    np.testing.assert_allclose(got["y"].astype(np.float64), (x64 - mean) * inv, rtol=1e-2, atol=1e-2)
+
+
 def test_training_mode_nodes_are_refused_at_bind(ctx):
     inits = {k: np.ones(2, np.float32) for k in ("g", "b", "m", "v")}
     bn = one_node("BatchNormalization", (1, 2, 3), [1, 2, 3], inits, inputs=("x", "g", "b", "m", "v"),
