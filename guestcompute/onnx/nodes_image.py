@@ -8,8 +8,8 @@ nodes are built from general ops instead: the windows are gathered with
 one ``index_select`` (windows.py) and then reduced with ``matmul`` (Conv
 and ConvTranspose, with groups, strides, dilations, pads), ``max`` or
 ``sum`` (the pools);
-Resize multiplies by interpolation matrices built on the CPU (nearest and
-linear, per axis)."""
+Resize multiplies by interpolation matrices built on the CPU (nearest,
+linear and cubic, per axis; resize.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -164,6 +164,22 @@ def test_layer_normalization_statistics_of_a_float16_input_are_float32(modern_ct
     np.testing.assert_allclose(got["y"].astype(np.float64), (x64 - mean) * inv, rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("scales, attrs", [
+    ((1, 1, 2.0, 1.5), dict(mode="cubic")),                                      # bicubic upscaling
+    ((1, 1, 2.0, 2.0), dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1)),
+    ((1, 1, 0.5, 0.4), dict(mode="linear", antialias=1)),                         # box-like downscaling
+    ((1, 1, 0.5, 0.75), dict(mode="cubic", antialias=1)),
+])
+def test_resize_cubic_and_antialiased_match_onnxruntime(ctx, scales, attrs):
+    x = np.random.default_rng(11).uniform(0, 1, (1, 3, 10, 12)).astype(np.float32)
+    inits = {"roi": np.zeros(0, np.float32), "scales": np.array(scales, np.float32)}
+    model = one_node("Resize", x.shape, None, inits, inputs=("x", "roi", "scales"), **attrs)
+    want = onnxruntime_outputs(model, {"x": x})[0]
+    got = run(ctx, model, x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_training_mode_nodes_are_refused_at_bind(ctx):
     inits = {k: np.ones(2, np.float32) for k in ("g", "b", "m", "v")}
     bn = one_node("BatchNormalization", (1, 2, 3), [1, 2, 3], inits, inputs=("x", "g", "b", "m", "v"),
