@@ -23,7 +23,6 @@ def _trunc_div(a, b):
 BINARY = {
     "Add": ("add", np.add, NUMBERS), "Sub": ("sub", np.subtract, NUMBERS),
     "Mul": ("mul", np.multiply, NUMBERS), "Div": ("div", _trunc_div, FLOATS),
-    "Pow": ("pow", np.power, FLOATS),
 }
 
 
@@ -46,6 +45,45 @@ def binary(node, args, opset):
     def record(rec, t):
         getattr(rec, method)(t.ins[0], t.ins[1], out=t.outs[0])
     return Plan([Sym(shape, da)], record)
+
+
+POW_BASES = ("float32", "float16", "int32")
+
+
+@rule("Pow")
+def pow_(node, args, opset):
+    """``a ** b`` in a's dtype. An exponent of another dtype is cast to
+    a's; an integer base with a float exponent is raised in float32 and
+    the result truncated back (numpy's ``astype``, as ONNX's reference)."""
+    a, b = args
+    if all_const(args):
+        with np.errstate(all="ignore"):
+            return [Const(np.power(a.value, b.value).astype(a.value.dtype))]
+    da, db = require_dtype(node, a, POW_BASES, "base"), require_dtype(node, b, NUMBERS, "exponent")
+    try:
+        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    except ValueError:
+        raise unsupported(node, f"shapes {a.shape} and {b.shape} do not broadcast") from None
+    via_float = da == "int32" and db in FLOATS
+    work = "float32" if via_float else da
+    scratch = [(tuple(a.shape), work)] if via_float else []
+    scratch += [(tuple(b.shape), work)] if db != work else []
+    scratch += [(shape, work)] if via_float else []
+
+    def record(rec, t):
+        base, exponent, k = t.ins[0], t.ins[1], 0
+        if via_float:
+            rec.cast(base, work, out=t.scratch[0])
+            base, k = t.scratch[0], 1
+        if db != work:
+            rec.cast(exponent, work, out=t.scratch[k])
+            exponent, k = t.scratch[k], k + 1
+        if via_float:
+            rec.pow(base, exponent, out=t.scratch[k])
+            rec.cast(t.scratch[k], da, out=t.outs[0])
+        else:
+            rec.pow(base, exponent, out=t.outs[0])
+    return Plan([Sym(shape, da)], record, scratch=scratch)
 
 
 # Variadic nodes: op type -> (rec method folding the inputs pairwise, numpy's)
