@@ -151,12 +151,8 @@ def einsum(node, args, opset):
         others = "".join(terms[j] for j in range(len(terms)) if j != k)
         v, term, shape = st.sum_out(v, term, shape, "".join(c for c in term if c not in out and c not in others))
         vals.append((v, term, shape))
-    if len(vals) == 1:
-        v, term, shape = vals[0]
-        v, term, shape = st.permute(v, term, shape, out)
-    else:
-        v, term, shape = _contract(node, st, vals, out)
-        v, term, shape = st.permute(v, term, shape, out)
+    v, term, shape = vals[0] if len(vals) == 1 else _contract(node, st, vals, out)
+    v, term, shape = st.permute(v, term, shape, out)
     out_shape = tuple(sizes[c] for c in out)
     if shape != out_shape:            # a broadcast operand's size-1 letter survived to the output
         raise unsupported(node, f"equation {equation!r} broadcasts a letter of size 1 into the output")
