@@ -108,18 +108,22 @@ def concat(node, args, opset):
     return Plan([Sym(tuple(shape), dtypes.pop())], record, uses=keep)
 
 
+def _check_indices(node, idx, n: int) -> None:
+    """Gather's and GatherElements' indices into an axis of ``n``: constants
+    within [-n, n), a guest tensor of int32 or uint32."""
+    if isinstance(idx, Const) and idx.value.size and (idx.value.min() < -n or idx.value.max() >= n):
+        raise unsupported(node, f"indices outside [-{n}, {n})")
+    if dtype_of(node, idx) not in ("int32", "uint32"):
+        raise unsupported(node, f"indices of dtype {dtype_of(node, idx)}")
+
+
 @rule("Gather")
 def gather(node, args, opset):
     x, idx = args
     axis = norm_axis(node, int(attr(node, "axis", 0)), len(x.shape))
     if all_const(args):
         return [Const(np.take(x.value, idx.value, axis=axis))]
-    if isinstance(idx, Const):
-        n = x.shape[axis]
-        if idx.value.size and (idx.value.min() < -n or idx.value.max() >= n):
-            raise unsupported(node, f"indices outside [-{n}, {n})")
-    if dtype_of(node, idx) not in ("int32", "uint32"):
-        raise unsupported(node, f"indices of dtype {dtype_of(node, idx)}")
+    _check_indices(node, idx, x.shape[axis])
     shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
 
     def record(rec, t):
@@ -137,12 +141,7 @@ def gather_elements(node, args, opset):
     if all_const(args):
         n = x.shape[axis]
         return [Const(np.take_along_axis(x.value, np.where(idx.value < 0, idx.value + n, idx.value), axis))]
-    if isinstance(idx, Const):
-        n = x.shape[axis]
-        if idx.value.size and (idx.value.min() < -n or idx.value.max() >= n):
-            raise unsupported(node, f"indices outside [-{n}, {n})")
-    if dtype_of(node, idx) not in ("int32", "uint32"):
-        raise unsupported(node, f"indices of dtype {dtype_of(node, idx)}")
+    _check_indices(node, idx, x.shape[axis])
 
     def record(rec, t):
         rec.gather(t.ins[0], t.ins[1], axis, out=t.outs[0])

@@ -54,14 +54,20 @@ def _pads(node, spatial, kernel, strides, dilations, ceil_mode):
     return begin, end, out
 
 
-def windows(node, spatial: tuple, kernel: tuple, ceil_mode: bool = False) -> Windows:
-    """The windows of ``node`` (Conv or a pool) over an input of spatial shape ``spatial``."""
-    r = len(spatial)
+def _steps(node, kernel: tuple, r: int) -> tuple:
+    """(strides, dilations) of a Conv, ConvTranspose or pool over ``r`` spatial dims."""
     strides = list(attr(node, "strides", [1] * r))
     dilations = list(attr(node, "dilations", [1] * r))
     if len(kernel) != r or len(strides) != r or len(dilations) != r:
         raise unsupported(node, f"kernel {kernel}, strides {strides} or dilations {dilations} do not "
                                 f"match {r} spatial dims")
+    return strides, dilations
+
+
+def windows(node, spatial: tuple, kernel: tuple, ceil_mode: bool = False) -> Windows:
+    """The windows of ``node`` (Conv or a pool) over an input of spatial shape ``spatial``."""
+    r = len(spatial)
+    strides, dilations = _steps(node, kernel, r)
     begin, end, out = _pads(node, spatial, kernel, strides, dilations, ceil_mode)
     k_grid = np.indices(kernel).reshape(r, -1)                   # (r, K)
     o_grid = np.indices(out).reshape(r, -1)                      # (r, O)
@@ -116,11 +122,7 @@ def transposed_windows(node, spatial: tuple, kernel: tuple) -> Windows:
     the (K, O) table holds that ``i`` (flattened), or the past-the-end
     index (read as 0) where no input position lands there."""
     r = len(spatial)
-    strides = list(attr(node, "strides", [1] * r))
-    dilations = list(attr(node, "dilations", [1] * r))
-    if len(kernel) != r or len(strides) != r or len(dilations) != r:
-        raise unsupported(node, f"kernel {kernel}, strides {strides} or dilations {dilations} do not "
-                                f"match {r} spatial dims")
+    strides, dilations = _steps(node, kernel, r)
     begin, _, out = _transposed_pads(node, spatial, kernel, strides, dilations)
     if min(out, default=1) < 1:
         raise unsupported(node, f"an empty output {tuple(out)}")
