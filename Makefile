@@ -8,6 +8,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := python3-venv libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslc \
                 spirv-tools vulkan-tools xvfb xauth libglfw3 gcc libc6-dev
 export XDG_RUNTIME_DIR ?= /tmp/guestcompute-runtime
+TORCH_CPU ?= torch==2.13.0+cpu
 
 .PHONY: all deps venv native test test-gpu demo bench bake clean
 
@@ -36,6 +37,11 @@ $(VENV)/.installed: pyproject.toml
 	# standalone one (its torch requirement is only for its own Python API,
 	# hence --no-deps). Without it those tests skip, saying why.
 	$(PY) -m pip install -q --no-deps slangtorch || echo "slangtorch not installed: Slang kernel tests will skip"
+	# torch's CPU build (and onnxscript, its default ONNX exporter's), for the
+	# tests that export torch modules to ONNX and load them. Only where the
+	# package sources hold that build: the default torch wheel brings CUDA's
+	# libraries (gigabytes). Without it those tests skip.
+	$(PY) -m pip install -q "$(TORCH_CPU)" onnxscript || echo "$(TORCH_CPU) not installed: torch export tests will skip"
 	touch $@
 
 venv: deps $(VENV)/.installed native

@@ -23,7 +23,7 @@ from .device.device import Device
 from .device.shared_memory import ExportedMemory
 from .device.shared_timeline import SharedTimeline
 from .dtypes import as_dtype, host_array
-from .errors import InvalidArgumentError, UnsupportedError
+from .errors import InvalidArgumentError
 from .interop.cuda_driver import driver as cuda_driver
 from .interop.cuda_timeline import CudaTimeline
 from .ops.hash_grid import HashGrid

@@ -31,7 +31,7 @@ from ..dtypes import as_dtype
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
-from .base import Dispatch, OpResult, check_out, check_tensor, op, overlaps, registered_ops
+from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
 from .compact_vector import plan_vector_compact, use_vector_compact
 from .elementwise import storage_extensions, storage_features
 from .indirect import check_count

@@ -108,7 +108,7 @@ CMUL = Helper("gc_cmul", "vec2", ("vec2", "vec2"), """\
   precise float im = a.x * b.y + a.y * b.x;
   return vec2(re, im);""")
 
-CDIV = Helper("gc_cdiv", "vec2", ("vec2", "vec2"), f"""\
+CDIV = Helper("gc_cdiv", "vec2", ("vec2", "vec2"), """\
   uvec4 mags = uvec4(floatBitsToUint(a), floatBitsToUint(b)) & 0x7fffffffu;
   if (any(greaterThanEqual(mags, uvec4(0x7f800000u))) || (mags.z | mags.w) == 0u) return gc_cdiv_numpy(a, b);
   // Scaled so that each operand's larger part lies in [2, 4): Smith's
@@ -116,17 +116,17 @@ CDIV = Helper("gc_cdiv", "vec2", ("vec2", "vec2"), f"""\
   int ea = gc_exponent(max(mags.x, mags.y)), eb = gc_exponent(max(mags.z, mags.w));
   vec2 x = a * gc_pow2(1 - ea), y = b * gc_pow2(1 - eb);
   precise float re, im;
-  if (abs(y.x) >= abs(y.y)) {{
+  if (abs(y.x) >= abs(y.y)) {
     precise float r = y.y / y.x;
     precise float d = y.x + y.y * r;
     re = (x.x + x.y * r) / d;
     im = (x.y - x.x * r) / d;
-  }} else {{
+  } else {
     precise float r = y.x / y.y;
     precise float d = y.y + y.x * r;
     re = (x.x * r + x.y) / d;
     im = (x.y * r - x.x) / d;
-  }}
+  }
   return gc_ldexp(vec2(re, im), ea - eb);""", prelude=f"""\
 {_SCALE}
 float gc_ratio(float n, float d) {{

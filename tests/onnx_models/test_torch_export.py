@@ -1,10 +1,13 @@
-"""Models exported by ``torch.onnx.export`` (opset 17, the TorchScript
-exporter where the installed torch still takes ``dynamo=False``) — an MLP,
-a conv net, a NeRF-style MLP and an image upscaler — loaded
-with gc.onnx.load, run, and compared with onnxruntime on the CPU: float32
-models to a tight tolerance, a float32 model bound with mlp="float16" to the
-fused MLP's fp16 one. Skipped where torch or onnxruntime is missing."""
+"""Models exported by ``torch.onnx.export`` — an MLP, a conv net, a
+NeRF-style MLP and an image upscaler — loaded with gc.onnx.load, run, and
+compared with onnxruntime on the CPU: float32 models to a tight tolerance, a
+float32 model bound with mlp="float16" to the fused MLP's fp16 one. Each
+through both of torch's exporters: the TorchScript one at opset 17 (where the
+installed torch still has it) and the ``torch.export`` one, torch's default,
+at its own opset (it needs onnxscript). Skipped where torch or onnxruntime is
+missing."""
 import inspect
+import warnings
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ ort = pytest.importorskip("onnxruntime")
 
 import guestcompute as gc  # noqa: E402
 
-OPSET = 17
+TORCHSCRIPT_OPSET = 17
 F32 = dict(rtol=1e-4, atol=1e-4)
 
 
@@ -83,15 +86,41 @@ class Upscaler(torch.nn.Module):
         return torch.sigmoid(self.shuffle(self.head(self.up(h))))
 
 
-def export(module, example, path, dynamic_batch: bool):
-    """``module`` exported to ``path``: opset 17, input "x", output "y"."""
-    module.eval()
-    kwargs = dict(input_names=["x"], output_names=["y"], opset_version=OPSET)
-    if dynamic_batch:
-        kwargs["dynamic_axes"] = {"x": {0: "batch"}, "y": {0: "batch"}}
+def exporters():
+    """The exporters this torch offers: "torchscript" (``dynamo=False``) and
+    "dynamo" (``torch.export``, which needs onnxscript)."""
+    names = ["torchscript"]
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kwargs["dynamo"] = False          # the TorchScript exporter, where this torch has it
-    with torch.no_grad():
+        try:
+            import onnxscript  # noqa: F401
+            names.append("dynamo")
+        except ImportError:
+            pass
+    return names
+
+
+@pytest.fixture(params=["torchscript", "dynamo"])
+def exporter(request):
+    if request.param not in exporters():
+        pytest.skip(f"this torch ({torch.__version__}) has no {request.param} exporter here")
+    return request.param
+
+
+def export(module, example, path, dynamic_batch: bool, exporter: str):
+    """``module`` exported to ``path`` with input "x" and output "y"; the
+    batch axis symbolic where ``dynamic_batch``."""
+    module.eval()
+    kwargs = dict(input_names=["x"], output_names=["y"])
+    if exporter == "dynamo":
+        kwargs.update(dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},) if dynamic_batch else None)
+    else:
+        kwargs["opset_version"] = TORCHSCRIPT_OPSET
+        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+            kwargs["dynamo"] = False
+        if dynamic_batch:
+            kwargs["dynamic_axes"] = {"x": {0: "batch"}, "y": {0: "batch"}}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # each exporter's deprecation and constant-folding notes
         torch.onnx.export(module, (example,), str(path), **kwargs)
     return str(path)
 
@@ -155,18 +184,21 @@ def check_upscaler(ctx, path):
     np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
 
 
-def test_exported_mlp(ctx, tmp_path):
-    check_mlp(ctx, export(made(Mlp), torch.zeros(4, 32), tmp_path / "mlp.onnx", dynamic_batch=True))
+def test_exported_mlp(ctx, tmp_path, exporter):
+    check_mlp(ctx, export(made(Mlp), torch.zeros(4, 32), tmp_path / "mlp.onnx", dynamic_batch=True,
+                          exporter=exporter))
 
 
-def test_exported_conv_net(ctx, tmp_path):
-    check_conv_net(ctx, export(made(ConvNet), torch.zeros(2, 3, 8, 8), tmp_path / "conv.onnx", dynamic_batch=False))
+def test_exported_conv_net(ctx, tmp_path, exporter):
+    check_conv_net(ctx, export(made(ConvNet), torch.zeros(2, 3, 8, 8), tmp_path / "conv.onnx", dynamic_batch=False,
+                                 exporter=exporter))
 
 
-def test_exported_nerf_with_skip_concat(ctx, tmp_path):
-    check_nerf(ctx, export(made(Nerf), torch.zeros(5, 3), tmp_path / "nerf.onnx", dynamic_batch=True))
+def test_exported_nerf_with_skip_concat(ctx, tmp_path, exporter):
+    check_nerf(ctx, export(made(Nerf), torch.zeros(5, 3), tmp_path / "nerf.onnx", dynamic_batch=True,
+                           exporter=exporter))
 
 
-def test_exported_upscaler_with_batch_norm_transposed_conv_and_pixel_shuffle(ctx, tmp_path):
+def test_exported_upscaler_with_batch_norm_transposed_conv_and_pixel_shuffle(ctx, tmp_path, exporter):
     check_upscaler(ctx, export(made(Upscaler), torch.zeros(1, 3, 12, 10), tmp_path / "up.onnx",
-                               dynamic_batch=False))
+                               dynamic_batch=False, exporter=exporter))
