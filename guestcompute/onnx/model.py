@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError, WrongContextError
 from ..tensor import Tensor
+from .fuse_gelu import fuse_erf_gelu
 from .fuse_mlp import check_mode
 from .plan import check_supported, input_shapes, plan_graph
 from .table import GUEST_DTYPES, Const, Tensors
@@ -26,6 +27,7 @@ class OnnxModel:
     ``opset``: the default domain's opset version."""
 
     def __init__(self, graph):
+        graph = fuse_erf_gelu(graph)          # before the check: its Erf has no rule of its own
         check_supported(graph)
         self.graph = graph
         self.inputs = list(graph.inputs)

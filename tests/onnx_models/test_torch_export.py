@@ -1,5 +1,6 @@
 """Models exported by ``torch.onnx.export`` — an MLP, a conv net, a
-NeRF-style MLP and an image upscaler — loaded with gc.onnx.load, run, and
+NeRF-style MLP, an image upscaler, a transformer block and a U-Net
+denoiser — loaded with gc.onnx.load, run, and
 compared with onnxruntime on the CPU: float32 models to a tight tolerance, a
 float32 model bound with mlp="float16" to the fused MLP's fp16 one. Each
 through both of torch's exporters: the TorchScript one at opset 17 (where the
@@ -85,6 +86,48 @@ class Upscaler(torch.nn.Module):
         h = h * torch.sigmoid(h.mean(dim=(2, 3), keepdim=True))
         return torch.sigmoid(self.shuffle(self.head(self.up(h))))
 
+
+class TransformerBlock(torch.nn.Module):
+    """A pre-norm transformer block over (N, tokens, 32): LayerNorm, a
+    4-head attention written out (Linear to q, k, v, reshape, permute,
+    q @ k^T, Softmax, @ v), and an exact-GELU MLP (the TorchScript exporter
+    writes nn.GELU as Div, Erf, Add, Mul, Mul; torch.export as Gelu)."""
+
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        n, t, w = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(n, t, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+        weights = torch.softmax(q @ k.transpose(-2, -1) / (w // self.heads) ** 0.5, dim=-1)
+        x = x + self.proj((weights @ v).transpose(1, 2).reshape(n, t, w))
+        return x + self.mlp(self.norm2(x))
+
+
+class UNetDenoiser(torch.nn.Module):
+    """A two-level U-Net: Conv2d + GroupNorm + SiLU, a strided Conv2d down,
+    LeakyReLU, a bilinear 2x upsample (align_corners=False), the skip
+    concatenated, and the input added back (a residual denoiser)."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.GroupNorm(4, 16),
+                                       torch.nn.SiLU())
+        self.down = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, stride=2, padding=1), torch.nn.GroupNorm(8, 32),
+                                        torch.nn.SiLU(), torch.nn.Conv2d(32, 32, 3, padding=1),
+                                        torch.nn.LeakyReLU(0.1))
+        self.dec = torch.nn.Conv2d(48, 16, 3, padding=1)
+        self.out = torch.nn.Conv2d(16, 3, 1)
+
+    def forward(self, x):
+        skip = self.enc(x)
+        up = torch.nn.functional.interpolate(self.down(skip), scale_factor=2, mode="bilinear", align_corners=False)
+        return x + self.out(torch.relu(self.dec(torch.cat([up, skip], dim=1))))
 
 def exporters():
     """The exporters this torch offers: "torchscript" (``dynamo=False``) and
@@ -202,3 +245,23 @@ def test_exported_nerf_with_skip_concat(ctx, tmp_path, exporter):
 def test_exported_upscaler_with_batch_norm_transposed_conv_and_pixel_shuffle(ctx, tmp_path, exporter):
     check_upscaler(ctx, export(made(Upscaler), torch.zeros(1, 3, 12, 10), tmp_path / "up.onnx",
                                dynamic_batch=False, exporter=exporter))
+
+
+def check_against_onnxruntime(ctx, path, x, shape):
+    y = gc.onnx.load(path).bind(ctx, x=x.shape).run(x=x)["y"]
+    assert y.shape == shape
+    np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
+
+
+def test_exported_transformer_block(ctx, tmp_path, exporter):
+    x = np.random.default_rng(4).normal(size=(2, 10, 32)).astype(np.float32)
+    path = export(made(TransformerBlock), torch.zeros(2, 10, 32), tmp_path / "block.onnx", dynamic_batch=False,
+                  exporter=exporter)
+    check_against_onnxruntime(ctx, path, x, (2, 10, 32))
+
+
+def test_exported_unet_denoiser(ctx, tmp_path, exporter):
+    x = np.random.default_rng(5).uniform(0, 1, size=(1, 3, 16, 12)).astype(np.float32)
+    path = export(made(UNetDenoiser), torch.zeros(1, 3, 16, 12), tmp_path / "unet.onnx", dynamic_batch=False,
+                  exporter=exporter)
+    check_against_onnxruntime(ctx, path, x, (1, 3, 16, 12))
