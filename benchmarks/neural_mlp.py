@@ -39,7 +39,7 @@ ROWS = tuple(GOALS)
 FLOPS_PER_QUERY = 2 * sum(a * b for a, b in zip(WIDTHS, WIDTHS[1:]))
 
 
-def _network(ctx):
+def network(ctx):
     import guestcompute as gc
     rng = np.random.default_rng(41)
     layers = [gc.Dense(rng.standard_normal((a, b)) / np.sqrt(a), rng.standard_normal(b) * 0.1,
@@ -48,7 +48,7 @@ def _network(ctx):
     return ctx.mlp(layers, dtype="float16"), layers
 
 
-def _check(got: np.ndarray, net, x: np.ndarray, what: str) -> None:
+def check_against_numpy(got: np.ndarray, net, x: np.ndarray, what: str) -> None:
     ref = net.numpy(x[:4096])
     err = np.abs(got[:4096].astype(np.float32) - ref).max() / max(1.0, np.abs(ref).max())
     if not err <= 2e-2:
@@ -92,14 +92,14 @@ def gpu_rows(ctx, quick: bool) -> list:
     import guestcompute as gc
     reps = 3 if quick else 10
     timer = Timer(ctx, reps, rounds=3)
-    net, layers = _network(ctx)
+    net, layers = network(ctx)
     x_np = np.random.default_rng(42).standard_normal((QUERIES, WIDTHS[0])).astype(np.float16)
     x, out = ctx.tensor(x_np), ctx.empty((QUERIES, WIDTHS[-1]), "float16")
     if torch_available():
         baseline, base_s = "torch fp16 nn.Sequential in a CUDA graph, same GPU", _torch_baseline(layers, x_np, reps)
     else:
         body = _layer_by_layer(ctx, layers, x)
-        _check(ctx.run(body).numpy(), net, x_np.astype(np.float32), "layer by layer")
+        check_against_numpy(ctx.run(body).numpy(), net, x_np.astype(np.float32), "layer by layer")
         baseline, base_s = "guestcompute layer by layer (rec.matmul, add, relu), same run", timer.gpu_seconds(body)
     warm_up(ctx, 1.0)
     rows = []
@@ -109,7 +109,7 @@ def gpu_rows(ctx, quick: bool) -> list:
         except gc.UnsupportedError as e:
             rows.append(Result(SECTION, name, goal=GOALS[name], skipped=str(e)))
             continue
-        _check(out.numpy(), net, x_np.astype(np.float32), name)
+        check_against_numpy(out.numpy(), net, x_np.astype(np.float32), name)
         mine = timer.gpu_seconds(lambda rec: rec.mlp(x, net, out=out, kernel=kernel))
         rows.append(Result(SECTION, name, mine * 1e3, "ms", baseline, base_s * 1e3, GOALS[name],
                            note=f"{QUERIES} queries, {QUERIES / mine / 1e9:.2f} G queries/s, "
@@ -121,10 +121,10 @@ def cpu_rows(ctx, quick: bool) -> list:
     out = [Result(SECTION, name, goal=GOALS[name], skipped="a GPU's goal: this device runs on the CPU")
            for name in ROWS]
     timer = Timer(ctx, reps=1 if quick else 2, rounds=1 if quick else 3)
-    net, layers = _network(ctx)
+    net, layers = network(ctx)
     x_np = np.random.default_rng(42).standard_normal((CPU_QUERIES, WIDTHS[0])).astype(np.float16)
     x = ctx.tensor(x_np)
-    _check(ctx.run(lambda rec: rec.mlp(x, net)).numpy(), net, x_np.astype(np.float32), "fused")
+    check_against_numpy(ctx.run(lambda rec: rec.mlp(x, net)).numpy(), net, x_np.astype(np.float32), "fused")
     body = _layer_by_layer(ctx, layers, x)
     mine, base = timer.gpu_seconds(lambda rec: rec.mlp(x, net)), timer.gpu_seconds(body)
     out.append(Result(SECTION, "fused mlp 4x64 256x256 vs layer by layer", mine * 1e3, "ms",

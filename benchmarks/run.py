@@ -45,6 +45,7 @@ SECTIONS = (
     ("demo", "benchmarks.demo_frames"),
     ("torch", "benchmarks.torch_interop"),
     ("neural", "benchmarks.neural_mlp"),
+    ("neural", "benchmarks.neural_coopvec"),
     ("kernels", "benchmarks.hot_reload"),
     ("prints", "benchmarks.kernel_prints"),
 )

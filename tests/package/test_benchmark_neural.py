@@ -2,6 +2,7 @@
 its result against the numpy reference before it is timed; the encodings are
 timed against a copy of their output's bytes, the hash grid + MLP against the
 hash grid alone."""
+import numpy as np
 import pytest
 
 from benchmarks.gpu_ops import Timer
@@ -16,3 +17,92 @@ def test_the_encoding_rows_check_and_time_against_a_copy(modern_ctx):
     for r in rows:
         assert r.value > 0 and r.baseline_value > 0 and r.goal and not r.skipped
     assert [r.baseline for r in rows[:2]] == [BASELINE, BASELINE]
+
+
+# -- the cooperative-vector reference ---------------------------------------------------------
+
+def test_the_cooperative_vector_reference_spirv_is_the_network_the_row_claims():
+    """Both committed modules: the four buffers and 44-byte push block that
+    reference_seconds binds, 64 invocations, the CooperativeVectorNV
+    capability; they differ (the matrix layout)."""
+    from guestcompute.spirv.reflect import reflect
+    from benchmarks import neural_coopvec as cv
+    blobs = [cv.spirv_path(layout).read_bytes() for layout in cv.LAYOUTS]
+    assert blobs[0] != blobs[1]
+    for blob in blobs:
+        r = reflect(blob)
+        assert [b.name for b in r.bindings] == ["x_in", "weights", "biases", "y_out"]
+        assert [b.kind for b in r.bindings] == ["storage_buffer"] * 4
+        assert r.push_constant_size == 4 * (1 + 2 * 5) and r.local_size == (cv.WORKGROUP, 1, 1)
+        assert 5394 in r.capabilities          # CooperativeVectorNV
+
+
+def test_the_committed_reference_spirv_is_what_its_slang_source_compiles_to(tmp_path):
+    """Rebuilt from coopvec_mlp.slang where slangc exists: the same interface
+    and capabilities as the committed modules (their bytes may differ
+    between slangc versions)."""
+    from guestcompute.errors import CompilerNotFoundError
+    from guestcompute.spirv.reflect import reflect
+    from guestcompute.spirv.slang import slangc_path
+    from benchmarks import neural_coopvec as cv
+    try:
+        slangc_path()
+    except CompilerNotFoundError:
+        pytest.skip("no slangc")
+    cv.build(tmp_path)
+    for layout in cv.LAYOUTS:
+        assert reflect(cv.spirv_path(layout, tmp_path).read_bytes()) == reflect(cv.spirv_path(layout).read_bytes())
+
+
+def test_the_reference_weights_are_packed_at_the_extension_alignments():
+    from benchmarks import neural_coopvec as cv
+    rng = np.random.default_rng(0)
+    shapes = [(64, 32), (64, 64), (16, 64), (8, 3)]
+    matrices = [rng.standard_normal(s).astype(np.float16) for s in shapes]
+    biases = [rng.standard_normal(s[0]).astype(np.float16) for s in shapes]
+    weights, bias_bytes, w_off, b_off = cv.pack(matrices, biases)
+    assert all(o % cv.MATRIX_ALIGN == 0 for o in w_off) and all(o % cv.BIAS_ALIGN == 0 for o in b_off)
+    assert len(weights) % 16 == 0 and len(bias_bytes) % 16 == 0
+    for m, b, wo, bo in zip(matrices, biases, w_off, b_off):
+        got = np.frombuffer(weights, np.float16, m.size, wo).reshape(m.shape)
+        np.testing.assert_array_equal(got, m)                       # row-major: a row per output
+        np.testing.assert_array_equal(np.frombuffer(bias_bytes, np.float16, b.size, bo), b)
+    converted, _, w_off2, _ = cv.pack(matrices, biases, convert=lambda m: m[::-1].tobytes())
+    assert w_off2 == w_off
+    np.testing.assert_array_equal(np.frombuffer(converted, np.float16, 64 * 32, 0).reshape(64, 32), matrices[0][::-1])
+
+
+def test_the_cooperative_vector_row_is_skipped_on_a_cpu_device(ctx, monkeypatch):
+    import types
+
+    import vulkan as vk
+
+    import guestcompute
+    from benchmarks import neural_coopvec as cv
+    if ctx.limits.device_type != vk.VK_PHYSICAL_DEVICE_TYPE_CPU:
+        pytest.skip("the CPU path of the row")
+    monkeypatch.setattr(guestcompute.context.Context, "create", staticmethod(lambda device=None: ctx))
+    monkeypatch.setattr(ctx, "close", lambda: None)
+    rows = cv.run(types.SimpleNamespace(quick=True, device=None, out=None))
+    assert [(r.name, r.goal) for r in rows] == [(cv.ROW, cv.GOAL)]
+    assert rows[0].skipped == "a GPU's goal: this device runs on the CPU"
+
+
+def test_the_reference_device_adopts_with_its_extra_features(monkeypatch):
+    """The device the row creates, without the cooperative-vector extensions
+    themselves (any device has the rest): its pNext chain enables
+    uniformAndStorageBuffer16BitAccess beside requirements()' features,
+    adoption declares it, ops run, and close destroys it."""
+    from benchmarks import neural_coopvec as cv
+    monkeypatch.setattr(cv, "EXTENSIONS", ())
+    try:
+        host = cv.CoopVecDevice(None)
+    except cv.Unavailable as e:
+        pytest.skip(str(e))
+    try:
+        assert host.ctx.caps.feature("uniformAndStorageBuffer16BitAccess") and host.ctx.caps.float16_storage
+        t = host.ctx.tensor(np.arange(6, dtype=np.float16))
+        np.testing.assert_array_equal(host.ctx.run(lambda rec: rec.add(t, t)).numpy(), np.arange(6) * 2)
+    finally:
+        host.close()
+    assert host.device is None and host.instance is None

@@ -1,0 +1,303 @@
+"""The fused MLP against a cooperative-vector kernel on the same GPU.
+
+Row (a GPU's goal): "fused mlp vs cooperative-vector sample": the math rate
+(TFLOP/s) of ``rec.mlp`` on the 32 -> 4x64 -> 16 ReLU fp16 network over
+3840 x 2160 queries (the network, queries and kernel choice of
+benchmarks/neural_mlp.py), against a kernel that runs each layer as one
+``coopVecMatMulAdd`` of VK_NV_cooperative_vector — NVIDIA's route for
+exactly such networks. Goal: at least half its rate.
+
+The reference is the library's own minimal cooperative-vector MLP
+(``baselines/coopvec_mlp.slang``, one query per invocation, compiled by
+slangc to ``baselines/coopvec_mlp_<layout>.spv``, which are committed:
+the GPU machine needs no Slang compiler). NVIDIA's
+``vk_cooperative_vector_perf`` sample is the reference the goal names; it
+needs its repository and build, which the GPU machine does not reach, so
+the row's baseline says which reference ran. Both weight layouts run —
+row-major, and the device's inferencing-optimal one converted on the host
+with ``vkConvertCooperativeVectorMatrixNV`` — and the faster counts.
+
+Both run on one device this module creates: the extensions and features of
+``gc.requirements`` plus VK_NV_cooperative_vector (``cooperativeVector``),
+VK_EXT_shader_replicated_composites (slangc builds the zero vector with it)
+and ``uniformAndStorageBuffer16BitAccess`` (slangc's half loads declare
+it), adopted with ``gc.Context.adopt``. The row is skipped, saying why,
+where the device lacks any of them, and on a CPU device. The reference's
+SPIR-V names capabilities newer than Debian 12's spirv-val (2023.1), which
+``ctx.kernel`` runs on SPIR-V it did not compile: there the row is skipped
+with spirv-val's message (run with a newer SPIRV-Tools, or without
+spirv-val on PATH).
+
+Every result is checked against numpy (a slice) before its time counts.
+Run alone: ``python -m benchmarks.neural_coopvec [--quick] [--device NAME]``;
+``--build`` recompiles the SPIR-V from the Slang source (needs slangc).
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .results import Result, standalone_main
+
+SECTION = "neural"
+ROW = "fused mlp vs cooperative-vector sample"
+GOAL = "ratio>=0.5"
+BASELINES = Path(__file__).resolve().parent / "baselines"
+SOURCE = BASELINES / "coopvec_mlp.slang"
+LAYOUTS = ("RowMajor", "InferencingOptimal")
+EXTENSIONS = ("VK_NV_cooperative_vector", "VK_EXT_shader_replicated_composites")
+WORKGROUP = 64                    # the Slang kernel's numthreads
+MATRIX_ALIGN, BIAS_ALIGN = 64, 16     # VK_NV_cooperative_vector's offset alignments (bytes)
+
+# VK_NV_cooperative_vector / VK_EXT_shader_replicated_composites values the
+# vulkan package predates (vulkan_core.h).
+STYPE_COOPVEC_FEATURES = 1000491000
+STYPE_CONVERT_INFO = 1000491004
+STYPE_REPLICATED_FEATURES = 1000564000
+COMPONENT_FLOAT16 = 0
+LAYOUT_CODES = {"RowMajor": 0, "InferencingOptimal": 2}
+_CDEF = """
+typedef struct { int sType; void* pNext; uint32_t cooperativeVector; uint32_t cooperativeVectorTraining; }
+    CoopVecFeatures;
+typedef struct { int sType; void* pNext; uint32_t shaderReplicatedComposites; } ReplicatedFeatures;
+typedef union { uint64_t deviceAddress; const void* hostAddress; } AddressConst;
+typedef union { uint64_t deviceAddress; void* hostAddress; } Address;
+typedef struct { int sType; const void* pNext; size_t srcSize; AddressConst srcData; size_t* pDstSize;
+    Address dstData; int srcComponentType; int dstComponentType; uint32_t numRows; uint32_t numColumns;
+    int srcLayout; size_t srcStride; int dstLayout; size_t dstStride; } ConvertInfo;
+typedef int (*ConvertFn)(void* device, const ConvertInfo* info);
+"""
+
+
+class Unavailable(Exception):
+    """Why the reference cannot run on this device (the row's skip reason)."""
+
+
+def spirv_path(layout: str, folder: Path = BASELINES) -> Path:
+    return folder / f"coopvec_mlp_{layout}.spv"
+
+
+def build(folder: Path = BASELINES) -> None:
+    """Compile the Slang source with slangc into ``folder``'s SPIR-V files
+    (by default the committed ones)."""
+    from guestcompute.spirv.slang import slangc_path, strip_debug
+    for layout in LAYOUTS:
+        out = spirv_path(layout, folder)
+        subprocess.run([slangc_path(), str(SOURCE), "-target", "spirv", "-entry", "main", "-stage", "compute",
+                        f"-DLAYOUT={layout}", "-O0", "-g0", "-o", str(out)], check=True)
+        out.write_bytes(strip_debug(out.read_bytes()))
+
+
+def pack(matrices, biases, convert=None) -> tuple:
+    """(weights bytes, biases bytes, matrix offsets, bias offsets): each
+    layer's (N, K) fp16 matrix at a 64-byte aligned offset, row-major or as
+    ``convert(matrix)`` returns it, each bias (N fp16) at a 16-byte one."""
+    weights, bias_bytes, w_offsets, b_offsets = bytearray(), bytearray(), [], []
+    for m, b in zip(matrices, biases):
+        m = np.ascontiguousarray(m, np.float16)
+        weights += bytes(-len(weights) % MATRIX_ALIGN)
+        w_offsets.append(len(weights))
+        weights += m.tobytes() if convert is None else convert(m)
+        bias_bytes += bytes(-len(bias_bytes) % BIAS_ALIGN)
+        b_offsets.append(len(bias_bytes))
+        bias_bytes += np.asarray(b, np.float16).tobytes()
+    weights += bytes(-len(weights) % 16)
+    bias_bytes += bytes(-len(bias_bytes) % 16)
+    return bytes(weights), bytes(bias_bytes), w_offsets, b_offsets
+
+
+class CoopVecDevice:
+    """A device with cooperative vectors enabled, adopted as ``self.ctx``;
+    :meth:`close` destroys what it made."""
+
+    def __init__(self, device_name=None):
+        import cffi
+        import vulkan as vk
+        from vulkan import ffi, lib
+
+        import guestcompute as gc
+        from guestcompute.host.requirements import supported_extensions
+        from guestcompute.vk import bootstrap
+        self._lib, self._ffi, self.own = lib, ffi, cffi.FFI()
+        self.own.cdef(_CDEF)
+        self.instance, self._messenger, api = bootstrap.create_instance((1, 3), False)
+        self.device = None
+        try:
+            pd = bootstrap.pick_physical_device(self.instance, device_name)
+            missing = [e for e in EXTENSIONS if e not in supported_extensions(pd)]
+            if missing:
+                raise Unavailable(f"the device has no {' or '.join(missing)}")
+            req = gc.requirements(pd, api)
+            chain = req.feature_chain()
+            self._set_16bit_uniform_access(chain, vk)
+            coopvec = self.own.new("CoopVecFeatures *", {"sType": STYPE_COOPVEC_FEATURES, "cooperativeVector": 1,
+                                                         "pNext": self.own.cast("void *", self._address(chain))})
+            replicated = self.own.new("ReplicatedFeatures *", {"sType": STYPE_REPLICATED_FEATURES,
+                                                               "shaderReplicatedComposites": 1, "pNext": coopvec})
+            self._keep = (chain, coopvec, replicated)
+            qf = bootstrap.compute_queue_family(pd)
+            exts = list(req.device_extensions) + list(EXTENSIONS)
+            head = ffi.cast("void *", int(self.own.cast("uintptr_t", replicated)))
+            try:
+                self.device = bootstrap.create_device(pd, qf, exts, head, req.core_feature_struct())
+            except Exception as e:    # noqa: BLE001 (a feature it lacks: the row says so)
+                raise Unavailable(f"vkCreateDevice with cooperative vectors enabled failed: {e}") from None
+            queue = ffi.new("VkQueue *")
+            lib.vkGetDeviceQueue(self.device, qf, 0, queue)
+            features = {f: True for f in req.features + req.core_features}
+            features["uniformAndStorageBuffer16BitAccess"] = True
+            self.ctx = gc.Context.adopt(instance=self.instance, physical_device=pd, device=self.device,
+                                        queue_family_index=qf, api_version=req.api_version, enabled_extensions=exts,
+                                        features=features, queue=queue[0])
+        except BaseException:
+            self._destroy()
+            raise
+
+    def _address(self, cdata) -> int:
+        return int(self._ffi.cast("uintptr_t", cdata)) if cdata is not None else 0
+
+    def _set_16bit_uniform_access(self, chain, vk) -> None:
+        """Switch on uniformAndStorageBuffer16BitAccess in the chain's 16-bit storage struct."""
+        ffi, node = self._ffi, chain
+        while node is not None and node != ffi.NULL:
+            base = ffi.cast("VkBaseOutStructure *", node)
+            if base.sType == vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
+                ffi.cast("VkPhysicalDevice16BitStorageFeatures *", node).uniformAndStorageBuffer16BitAccess = 1
+                return
+            node = base.pNext
+        raise Unavailable("requirements() enables no 16-bit storage here (the reference reads fp16 buffers)")
+
+    def convert(self, matrix: np.ndarray) -> bytes:
+        """A row-major fp16 (N, K) matrix in the device's inferencing-optimal layout."""
+        own = self.own
+        fn = self._lib.vkGetDeviceProcAddr(self.device, b"vkConvertCooperativeVectorMatrixNV")
+        if fn == self._ffi.NULL:
+            raise Unavailable("vkConvertCooperativeVectorMatrixNV is not exposed")
+        convert = own.cast("ConvertFn", self._address(fn))
+        src = np.ascontiguousarray(matrix, np.float16)
+        size = own.new("size_t *")
+        info = own.new("ConvertInfo *", {"sType": STYPE_CONVERT_INFO, "srcSize": src.nbytes, "pDstSize": size,
+                                         "srcComponentType": COMPONENT_FLOAT16, "dstComponentType": COMPONENT_FLOAT16,
+                                         "numRows": src.shape[0], "numColumns": src.shape[1],
+                                         "srcLayout": LAYOUT_CODES["RowMajor"], "srcStride": src.shape[1] * 2,
+                                         "dstLayout": LAYOUT_CODES["InferencingOptimal"], "dstStride": 0})
+        keep = own.from_buffer(src)
+        info.srcData.hostAddress = keep
+        info.dstData.hostAddress = own.NULL
+        device = own.cast("void *", self._address(self.device))
+        if convert(device, info) != 0:
+            raise RuntimeError("vkConvertCooperativeVectorMatrixNV: the size query failed")
+        dst = own.new("char[]", size[0])
+        info.dstData.hostAddress = dst
+        if convert(device, info) != 0:
+            raise RuntimeError("vkConvertCooperativeVectorMatrixNV failed")
+        return bytes(own.buffer(dst, size[0]))
+
+    def close(self) -> None:
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:
+            ctx.close()
+        self._destroy()
+
+    def _destroy(self) -> None:
+        if self.device is not None:
+            self._lib.vkDestroyDevice(self.device, self._ffi.NULL)
+            self.device = None
+        if self._messenger:
+            self._messenger.close()
+            self._messenger = None
+        if self.instance is not None:
+            self._lib.vkDestroyInstance(self.instance, self._ffi.NULL)
+            self.instance = None
+
+
+def reference_seconds(host: CoopVecDevice, layers, x, y, timer, layout: str) -> float:
+    """GPU seconds of one reference dispatch over the queries ``x`` (their
+    fp16 values as uint32 words, 16 a query), writing ``y`` (8 words a query)."""
+    ctx = host.ctx
+    matrices = [layer.weight.T for layer in layers]                  # (N, K): a row per output
+    weights, biases, w_off, b_off = pack(matrices, [layer.bias for layer in layers],
+                                         None if layout == "RowMajor" else host.convert)
+    wt = ctx.tensor(np.frombuffer(weights, np.uint32).copy())
+    bt = ctx.tensor(np.frombuffer(biases, np.uint32).copy())
+    kernel = ctx.kernel(spirv_path(layout).read_bytes(), name=f"coopvec_mlp_{layout}")
+    rows = x.shape[0] // 16
+    push = np.array([rows] + w_off + b_off, np.uint32).tobytes()
+
+    def body(rec):
+        rec.run_kernel(kernel, [x, wt, bt, y], push=push, groups=(math.ceil(rows / WORKGROUP), 1, 1))
+    ctx.run(body)
+    return timer.gpu_seconds(body)
+
+
+def gpu_rows(env, quick: bool) -> list:
+    from . import neural_mlp as mlp
+    from .gpu_ops import Timer, warm_up
+    try:
+        host = CoopVecDevice(env.device)
+    except Unavailable as e:
+        return [Result(SECTION, ROW, goal=GOAL, skipped=str(e))]
+    try:
+        ctx = host.ctx
+        timer = Timer(ctx, 3 if quick else 10, rounds=3)
+        net, layers = mlp.network(ctx)
+        x_np = np.random.default_rng(42).standard_normal((mlp.QUERIES, mlp.WIDTHS[0])).astype(np.float16)
+        x, out = ctx.tensor(x_np), ctx.empty((mlp.QUERIES, mlp.WIDTHS[-1]), "float16")
+        flops = mlp.QUERIES * mlp.FLOPS_PER_QUERY
+        ctx.run(lambda rec: rec.mlp(x, net, out=out))
+        mlp.check_against_numpy(out.numpy(), net, x_np.astype(np.float32), "rec.mlp")
+        warm_up(ctx, 1.0)
+        mine = timer.gpu_seconds(lambda rec: rec.mlp(x, net, out=out))
+        kernel = mlp_kernel_name(ctx, net)
+        rates, failures = {}, []
+        x_words = ctx.tensor(x_np.view(np.uint32).reshape(-1))
+        y_words = ctx.empty((mlp.QUERIES * mlp.WIDTHS[-1] // 2,), "uint32")
+        for layout in LAYOUTS:
+            try:
+                s = reference_seconds(host, layers, x_words, y_words, timer, layout)
+            except Exception as e:     # noqa: BLE001 (one layout failing leaves the other)
+                failures.append(f"{layout}: {type(e).__name__}: {str(e)[:300]}")
+                continue
+            got = y_words.numpy().view(np.float16).reshape(mlp.QUERIES, mlp.WIDTHS[-1])
+            mlp.check_against_numpy(got, net, x_np.astype(np.float32), f"cooperative-vector reference ({layout})")
+            rates[layout] = flops / s / 1e12
+        if not rates:
+            return [Result(SECTION, ROW, goal=GOAL, skipped="the reference did not run: " + "; ".join(failures))]
+        best = max(rates, key=rates.get)
+        note = (f"rec.mlp ({kernel}) {mine * 1e3:.3f} ms; reference "
+                + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in rates.items())
+                + (f"; failed: {'; '.join(failures)}" if failures else ""))
+        return [Result(SECTION, ROW, flops / mine / 1e12, "TFLOP/s",
+                       f"own minimal VK_NV_cooperative_vector MLP ({best} weights), same GPU; NVIDIA's "
+                       "vk_cooperative_vector_perf sample not built here", rates[best], GOAL, note=note)]
+    finally:
+        host.close()
+
+
+def mlp_kernel_name(ctx, net) -> str:
+    from guestcompute.ops.mlp_op import kernel_for
+    return kernel_for(ctx, net)
+
+
+def run(env) -> list:
+    from guestcompute.context import Context
+    probe = Context.create(env.device)
+    try:
+        import vulkan as vk
+        on_cpu = probe.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+    finally:
+        probe.close()
+    if on_cpu:
+        return [Result(SECTION, ROW, goal=GOAL, skipped="a GPU's goal: this device runs on the CPU")]
+    return gpu_rows(env, env.quick)
+
+
+if __name__ == "__main__":
+    if "--build" in sys.argv:
+        build()
+        sys.exit(0)
+    sys.exit(standalone_main(__doc__.split("\n\n")[0], [run]))
