@@ -106,14 +106,22 @@ def interleaved(fns: dict, repeat: int, warmup: int = 1) -> dict:
 
 def standalone_main(description: str, runners, argv=None) -> int:
     """``python -m benchmarks.<name>``: run one section's ``run(env)``
-    functions outside the suite and print their results as JSON."""
+    functions outside the suite and print their results as JSON. A CUDA
+    context is held throughout, as in the suite (gpu_ops.hold_cuda_context
+    says why)."""
     import argparse
     import json
     import types
+
+    from .gpu_ops import hold_cuda_context
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--device")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     env = types.SimpleNamespace(quick=args.quick, device=args.device, out=None)
-    print(json.dumps([r.as_dict() for run in runners for r in run(env)], indent=2))
+    cuda_context = hold_cuda_context()
+    try:
+        print(json.dumps([r.as_dict() for run in runners for r in run(env)], indent=2))
+    finally:
+        del cuda_context                    # held until every row is measured
     return 0
