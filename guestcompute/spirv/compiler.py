@@ -11,6 +11,7 @@ replacement characters, so a message echoing raw bytes still reads.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from pathlib import Path
 
@@ -42,6 +43,10 @@ def is_spirv(data: bytes) -> bool:
 
 
 _validated: set = set()          # (sha256, target env) of SPIR-V that passed spirv-val
+# How spirv-val reports an operand it does not know: a capability or
+# extension newer than its SPIRV-Tools (Debian 12's is 2023.1; vendor
+# extensions such as SPV_NV_cooperative_vector came later).
+_UNKNOWN_OPERAND = re.compile(r"Invalid (capability|extension) operand|[Uu]nknown (capability|extension)")
 _warned_no_validator = []
 
 
@@ -70,8 +75,11 @@ def validate(spirv: bytes, target_env: str) -> None:
                               encoding="utf-8", errors="replace")
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise KernelError(f"the kernel's SPIR-V is invalid for {target_env} (spirv-val: "
-                          f"{detail[0] if detail else 'failed'}); recompile it from its source")
+        first = detail[0] if detail else "failed"
+        todo = ("this spirv-val may predate a capability or extension the module uses: validate it with a "
+                "newer SPIRV-Tools (or recompile it without that feature)" if _UNKNOWN_OPERAND.search(first)
+                else "recompile it from its source")
+        raise KernelError(f"the kernel's SPIR-V is invalid for {target_env} (spirv-val: {first}); {todo}")
     _validated.add(key)
 
 

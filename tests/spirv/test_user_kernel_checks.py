@@ -1,6 +1,8 @@
 """User kernels and caller SPIR-V are checked against what the host enabled
 (SPIR-V capabilities, shared memory) before any driver sees them; bad text
 and bad push constants are typed errors; push_layout takes numpy names."""
+import os
+import re
 import shutil
 import struct
 
@@ -214,6 +216,28 @@ def test_corrupt_spirv_whose_validator_message_is_not_utf8(host, ctx):
     spirv[at:at + 3] = b"\xff\xfe\x80"        # spirv-val echoes the import name byte for byte
     with pytest.raises(gc.KernelError, match=r"invalid .*spirv-val: .*\ufffd.*recompile it"):
         ctx.kernel(bytes(spirv))
+
+
+def _fake_validator(tmp_path, monkeypatch, message: str):
+    """A spirv-val first on PATH that rejects every module with ``message``."""
+    exe = tmp_path / "spirv-val"
+    exe.write_text(f"#!/bin/sh\necho '{message}' >&2\nexit 1\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+
+
+@needs_glslc
+@pytest.mark.parametrize("message, hint", [
+    ("error: line 1: Invalid capability operand: 5394", "may predate a capability or extension"),
+    ("error: line 7: ID 4[%4] has not been defined", "recompile it from its source")])
+def test_a_validator_that_does_not_know_an_operand_says_it_may_be_too_old(host, ctx, tmp_path, monkeypatch,
+                                                                          message, hint):
+    """SPIR-V newer than the installed SPIRV-Tools (a vendor capability) is
+    told apart from SPIR-V that is wrong."""
+    spirv = compile_glsl(_kernel_body("", f"x[i] = {len(message)}u;"), _env(ctx))     # bytes no run validated
+    _fake_validator(tmp_path, monkeypatch, message)
+    with pytest.raises(gc.KernelError, match=re.escape(message) + r".*" + re.escape(hint)):
+        ctx.kernel(spirv)
 
 
 def test_glsl_with_a_lone_surrogate_is_an_argument_error(host, ctx):
