@@ -40,7 +40,7 @@ class _Index:
                 self.producer[name] = node
             for name in node.inputs:
                 self.readers.setdefault(name, []).append(node)
-        self.constants = {name: v for name, v in graph.initializers.items()}
+        self.constants = dict(graph.initializers)
         for node in graph.nodes:
             if node.op_type == "Constant" and "value" in node.attrs and node.outputs:
                 self.constants[node.outputs[0]] = np.asarray(node.attrs["value"])
@@ -112,6 +112,7 @@ def fuse_erf_gelu(graph: Graph) -> Graph:
     """``graph`` with every erf-form GELU replaced by a Gelu node placed
     where the pattern's last node was (its input ``x`` is computed before)."""
     index = _Index(graph)
+    position = {id(n): k for k, n in enumerate(graph.nodes)}
     replace, dropped = {}, set()
     for node in graph.nodes:
         if node.op_type != "Erf" or node.domain not in ("", "ai.onnx") or id(node) in dropped:
@@ -123,7 +124,7 @@ def fuse_erf_gelu(graph: Graph) -> Graph:
         if any(id(n) in dropped for n in nodes):
             continue
         dropped.update(id(n) for n in nodes)
-        last = max(nodes, key=graph.nodes.index)
+        last = max(nodes, key=lambda n: position[id(n)])
         replace[id(last)] = Node(node.name or y, "Gelu", [x], [y], {"approximate": "none"})
     if not replace:
         return graph
