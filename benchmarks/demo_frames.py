@@ -30,8 +30,7 @@ import io
 import sys
 from pathlib import Path
 
-import vulkan as vk
-
+from .gpu_ops import runs_on_cpu
 from .results import Result, skipped, standalone_main
 
 SECTION = "demo"
@@ -81,13 +80,7 @@ def run(env) -> list:
         particles = _particles()
     except ImportError as e:            # glfw (the demos' window library) missing
         return [skipped(SECTION, "particle demo frame time", f"demos not importable: {e}")]
-    from guestcompute.context import Context
-    ctx = Context.create(env.device)
-    try:
-        on_cpu = ctx.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
-    finally:
-        ctx.close()
-    if on_cpu:
+    if runs_on_cpu(env.device):
         size, count, frames = ((160, 120), 6000, 6) if env.quick else ((320, 240), 20000, 12)
     else:
         size, count, frames = ((1920, 1080), 1_000_000, 30) if env.quick else ((3840, 2160), 1_000_000, 120)

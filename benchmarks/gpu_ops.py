@@ -378,6 +378,17 @@ def torch_seconds(fn, reps: int, graph: bool = False) -> float:
     return statistics.median(times)
 
 
+def runs_on_cpu(device) -> bool:
+    """Whether the run's device (a name substring, an index or None) is a
+    CPU Vulkan device (lavapipe), asked of a context made and closed here."""
+    from guestcompute.context import Context
+    ctx = Context.create(device)
+    try:
+        return ctx.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+    finally:
+        ctx.close()
+
+
 def run_on_device(env, gpu_rows, cpu_rows) -> list:
     """A section's rows on the run's device: ``cpu_rows(ctx, quick)`` on a
     CPU Vulkan device (lavapipe), else ``gpu_rows(ctx, quick)``."""

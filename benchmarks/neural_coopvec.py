@@ -284,14 +284,8 @@ def mlp_kernel_name(ctx, net) -> str:
 
 
 def run(env) -> list:
-    from guestcompute.context import Context
-    probe = Context.create(env.device)
-    try:
-        import vulkan as vk
-        on_cpu = probe.limits.device_type == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
-    finally:
-        probe.close()
-    if on_cpu:
+    from .gpu_ops import runs_on_cpu
+    if runs_on_cpu(env.device):
         return [Result(SECTION, ROW, goal=GOAL, skipped="a GPU's goal: this device runs on the CPU")]
     return gpu_rows(env, env.quick)
 
