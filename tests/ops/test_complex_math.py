@@ -45,7 +45,10 @@ def check_bound(op, got, a, b=None):
     got = np.asarray(got)
     if op in ("abs", "angle"):
         exact = np.abs(a) if op == "abs" else np.angle(a)
-        assert ulps(got, exact).max() <= BOUNDS[op], op
+        # A subnormal result may come back as zero: Vulkan lets a driver
+        # flush subnormal results (NVIDIA's does: the angle of 1e38 + 1j).
+        flushed = (np.abs(exact) < 2.0 ** -126) & (got == 0)
+        assert (flushed | (ulps(got, exact) <= BOUNDS[op])).all(), op
         return
     b = np.asarray(b, np.complex128)
     exact = a * b if op == "mul" else a / b
