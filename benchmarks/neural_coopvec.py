@@ -10,10 +10,10 @@ exactly such networks. Goal: at least half its rate.
 The reference is the library's own minimal cooperative-vector MLP
 (``baselines/coopvec_mlp.slang``, one query per invocation, compiled by
 slangc to ``baselines/coopvec_mlp_<layout>.spv``, which are committed:
-the GPU machine needs no Slang compiler). NVIDIA's
+a GPU host needs no Slang compiler). NVIDIA's
 ``vk_cooperative_vector_perf`` sample is the reference the goal names; it
-needs its repository and build, which the GPU machine does not reach, so
-the row's baseline says which reference ran. Both weight layouts run —
+needs its repository and a build of its own, which this suite does not
+fetch, so the row's baseline says which reference ran. Both weight layouts run —
 row-major, and the device's inferencing-optimal one converted on the host
 with ``vkConvertCooperativeVectorMatrixNV`` — and the faster counts.
 
