@@ -7,8 +7,8 @@ import numpy as np
 
 from .graph import require_onnx
 from .nodes_shape import broadcast_into
-from .table import (FLOATS, GUEST_DTYPES, NUMBERS, Const, Plan, Sym, all_const, attr, const_input,
-                    dtype_of, guest_dtype, require_dtype, rule, unsupported)
+from .table import (FLOATS, GUEST_DTYPES, NUMBERS, Const, Plan, Sym, all_const, attr, broadcast_shape,
+                    const_input, dtype_of, guest_dtype, require_dtype, rule, unsupported)
 
 
 def _trunc_div(a, b):
@@ -37,10 +37,7 @@ def binary(node, args, opset):
     da, db = require_dtype(node, a, allowed), require_dtype(node, b, allowed)
     if da != db:
         raise unsupported(node, f"mixed input dtypes {da} and {db}")
-    try:
-        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
-    except ValueError:
-        raise unsupported(node, f"shapes {a.shape} and {b.shape} do not broadcast") from None
+    shape = broadcast_shape(node, a, b)
 
     def record(rec, t):
         getattr(rec, method)(t.ins[0], t.ins[1], out=t.outs[0])
@@ -60,10 +57,7 @@ def pow_(node, args, opset):
         with np.errstate(all="ignore"):
             return [Const(np.power(a.value, b.value).astype(a.value.dtype))]
     da, db = require_dtype(node, a, POW_BASES, "base"), require_dtype(node, b, NUMBERS, "exponent")
-    try:
-        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
-    except ValueError:
-        raise unsupported(node, f"shapes {a.shape} and {b.shape} do not broadcast") from None
+    shape = broadcast_shape(node, a, b)
     via_float = da == "int32" and db in FLOATS
     work = "float32" if via_float else da
     scratch = [(tuple(a.shape), work)] if via_float else []
@@ -109,10 +103,7 @@ def variadic(node, args, opset):
     dtypes = {require_dtype(node, p, FLOATS if node.op_type == "Mean" else NUMBERS) for p in parts}
     if len(dtypes) > 1:
         raise unsupported(node, f"mixed input dtypes {sorted(dtypes)}")
-    try:
-        shape = tuple(np.broadcast_shapes(*(p.shape for p in parts)))
-    except ValueError:
-        raise unsupported(node, f"shapes {[p.shape for p in parts]} do not broadcast") from None
+    shape = broadcast_shape(node, *parts)
     keep = tuple(k for k, a in enumerate(args) if a is not None)
 
     def record(rec, t):

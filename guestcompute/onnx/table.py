@@ -155,6 +155,15 @@ def const_input(node, args, k: int, what: str) -> np.ndarray:
     return a.value
 
 
+def broadcast_shape(node, *args) -> tuple:
+    """numpy's broadcast of the arguments' shapes; unsupported where they do not broadcast."""
+    shapes = [tuple(a.shape) for a in args]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise unsupported(node, f"shapes {' and '.join(map(str, shapes))} do not broadcast") from None
+
+
 def all_const(args) -> bool:
     return all(a is None or isinstance(a, Const) for a in args)
 
