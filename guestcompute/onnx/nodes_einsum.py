@@ -172,10 +172,11 @@ def _contract(node, st: _Steps, vals: list, out: str):
     va, ta, sa = st.permute(va, ta, sa, batch + rows + inner)
     vb, tb, sb = st.permute(vb, tb, sb, batch + inner + cols)
     nb = len(batch)
-    size = {c: n for t, s in ((ta, sa), (tb, sb)) for c, n in zip(t, s)}
+    size_a, size_b = dict(zip(ta, sa)), dict(zip(tb, sb))
+    size = {**size_a, **size_b}
     for c in inner:
-        if dict(zip(ta, sa))[c] != dict(zip(tb, sb))[c]:
-            raise unsupported(node, f"inner letter {c!r} has sizes {dict(zip(ta, sa))[c]} and {dict(zip(tb, sb))[c]}")
+        if size_a[c] != size_b[c]:
+            raise unsupported(node, f"inner letter {c!r} has sizes {size_a[c]} and {size_b[c]}")
     r, k, cl = (math.prod(size[c] for c in g) for g in (rows, inner, cols))
     a3, b3 = sa[:nb] + (r, k), sb[:nb] + (k, cl)
     bshape = tuple(max(x, y) for x, y in zip(sa[:nb], sb[:nb]))
