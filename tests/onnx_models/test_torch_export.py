@@ -7,6 +7,7 @@ through both of torch's exporters: the TorchScript one at opset 17 (where the
 installed torch still has it) and the ``torch.export`` one, torch's default,
 at its own opset (it needs onnxscript). Skipped where torch or onnxruntime is
 missing."""
+import importlib.util
 import inspect
 import warnings
 
@@ -129,16 +130,13 @@ class UNetDenoiser(torch.nn.Module):
         up = torch.nn.functional.interpolate(self.down(skip), scale_factor=2, mode="bilinear", align_corners=False)
         return x + self.out(torch.relu(self.dec(torch.cat([up, skip], dim=1))))
 
+
 def exporters():
     """The exporters this torch offers: "torchscript" (``dynamo=False``) and
     "dynamo" (``torch.export``, which needs onnxscript)."""
     names = ["torchscript"]
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        try:
-            import onnxscript  # noqa: F401
-            names.append("dynamo")
-        except ImportError:
-            pass
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters and importlib.util.find_spec("onnxscript"):
+        names.append("dynamo")
     return names
 
 
@@ -220,11 +218,16 @@ def check_nerf(ctx, path):
     np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
 
 
+def check_against_onnxruntime(ctx, path, x, shape):
+    """The model bound for ``x``'s shape gives ``shape`` and onnxruntime's values."""
+    y = gc.onnx.load(path).bind(ctx, x=x.shape).run(x=x)["y"]
+    assert y.shape == shape
+    np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
+
+
 def check_upscaler(ctx, path):
     x = np.random.default_rng(3).normal(size=(1, 3, 12, 10)).astype(np.float32)
-    y = gc.onnx.load(path).bind(ctx, x=(1, 3, 12, 10)).run(x=x)["y"]
-    assert y.shape == (1, 3, 48, 40)
-    np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
+    check_against_onnxruntime(ctx, path, x, (1, 3, 48, 40))
 
 
 def test_exported_mlp(ctx, tmp_path, exporter):
@@ -245,12 +248,6 @@ def test_exported_nerf_with_skip_concat(ctx, tmp_path, exporter):
 def test_exported_upscaler_with_batch_norm_transposed_conv_and_pixel_shuffle(ctx, tmp_path, exporter):
     check_upscaler(ctx, export(made(Upscaler), torch.zeros(1, 3, 12, 10), tmp_path / "up.onnx",
                                dynamic_batch=False, exporter=exporter))
-
-
-def check_against_onnxruntime(ctx, path, x, shape):
-    y = gc.onnx.load(path).bind(ctx, x=x.shape).run(x=x)["y"]
-    assert y.shape == shape
-    np.testing.assert_allclose(y, onnxruntime_y(path, x), **F32)
 
 
 def test_exported_transformer_block(ctx, tmp_path, exporter):
