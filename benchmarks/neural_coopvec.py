@@ -235,6 +235,8 @@ def reference_seconds(host: CoopVecDevice, layers, x, y, timer, layout: str) -> 
 
 
 def gpu_rows(env, quick: bool) -> list:
+    from guestcompute.ops.mlp_op import kernel_for
+
     from . import neural_mlp as mlp
     from .gpu_ops import Timer, warm_up
     try:
@@ -252,7 +254,7 @@ def gpu_rows(env, quick: bool) -> list:
         mlp.check_against_numpy(out.numpy(), net, x_np.astype(np.float32), "rec.mlp")
         warm_up(ctx, 1.0)
         mine = timer.gpu_seconds(lambda rec: rec.mlp(x, net, out=out))
-        kernel = mlp_kernel_name(ctx, net)
+        kernel = kernel_for(ctx, net)
         rates, failures = {}, []
         x_words = ctx.tensor(x_np.view(np.uint32).reshape(-1))
         y_words = ctx.empty((mlp.QUERIES * mlp.WIDTHS[-1] // 2,), "uint32")
@@ -276,11 +278,6 @@ def gpu_rows(env, quick: bool) -> list:
                        "vk_cooperative_vector_perf sample not built here", rates[best], GOAL, note=note)]
     finally:
         host.close()
-
-
-def mlp_kernel_name(ctx, net) -> str:
-    from guestcompute.ops.mlp_op import kernel_for
-    return kernel_for(ctx, net)
 
 
 def run(env) -> list:
