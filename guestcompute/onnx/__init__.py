@@ -18,8 +18,8 @@ is made or recorded.
 """
 from __future__ import annotations
 
-from . import (nodes_activation, nodes_einsum, nodes_image, nodes_linear, nodes_math, nodes_norm,  # noqa: F401
-               nodes_pad, nodes_reduce, nodes_shape, resize)  # (each registers its rules)
+from . import (nodes_activation, nodes_einsum, nodes_image, nodes_linear, nodes_logic, nodes_math,  # noqa: F401
+               nodes_norm, nodes_pad, nodes_reduce, nodes_shape, resize)  # (each registers its rules)
 from .graph import INSTALL_HINT, ValueInfo, as_model_proto, read_graph, require_onnx
 from .model import BoundModel, OnnxModel
 from .table import RULES

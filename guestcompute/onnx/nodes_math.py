@@ -125,9 +125,10 @@ UNARY = {
     "Relu": ("relu", lambda x: np.maximum(x, 0)), "Sigmoid": ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
     "Tanh": ("tanh", np.tanh), "Neg": ("neg", np.negative), "Abs": ("abs", np.abs),
     "Exp": ("exp", np.exp), "Log": ("log", np.log), "Sqrt": ("sqrt", np.sqrt),
-    "Sin": ("sin", np.sin), "Cos": ("cos", np.cos),
+    "Sin": ("sin", np.sin), "Cos": ("cos", np.cos), "Floor": ("floor", np.floor), "Ceil": ("ceil", np.ceil),
+    "Round": ("rint", np.rint), "Sign": ("sign", np.sign),      # Round: halves to even, as numpy's rint
 }
-_ANY_SIGN = ("Relu", "Neg", "Abs")     # these also take int32
+_ANY_SIGN = ("Relu", "Neg", "Abs", "Sign")     # these also take int32
 
 
 @rule(*UNARY)

@@ -28,7 +28,7 @@ from ..errors import UnsupportedError
 # int64 (shapes, indices: what exporters write) is carried as int32 on the
 # guest; its values must fit (checked where they are host data).
 GUEST_DTYPES = {"float32": "float32", "float16": "float16", "int32": "int32", "int64": "int32",
-                "uint32": "uint32", "uint8": "uint8"}
+                "uint32": "uint32", "uint8": "uint8", "bool": "uint8"}     # bool: a mask of 1s and 0s
 FLOATS = ("float32", "float16")
 NUMBERS = ("float32", "float16", "int32", "uint32")
 

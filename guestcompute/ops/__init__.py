@@ -2,6 +2,7 @@
 and every built-in kernel variant on the kernel catalogue."""
 from . import elementwise  # noqa: F401
 from . import math  # noqa: F401
+from . import predicates  # noqa: F401  (comparisons, logical ops, isnan/isinf/isfinite: uint8 masks)
 from . import cast  # noqa: F401  (rec.cast)
 from . import complex_math  # noqa: F401  (complex64 in add sub mul div neg abs; conj, angle)
 from . import reduce  # noqa: F401

@@ -141,7 +141,7 @@ class Helper:
         return glsl
 
 
-def _expr(entry, operands, uniform=()):
+def entry_expr(entry, operands, uniform=()):
     """(expression, helpers renderer) for a table entry applied to operands."""
     if isinstance(entry, Helper):
         return entry.call(*operands), entry.renderer(uniform)
@@ -254,13 +254,13 @@ def _binary(name: str, table: dict, hint: str):
         check_dtype(ctx, dtype, NUMERIC, name)
         entry = _entry(table, dtype, name, hint)
         if isinstance(b, Tensor):
-            expr, helpers = _expr(entry, ("x0", "x1"))
+            expr, helpers = entry_expr(entry, ("x0", "x1"))
             return elementwise(ctx, expr, [a, b], out, out_dtype=_result_dtype(name, dtype), allowed=NUMERIC,
                                name=name, helpers=helpers)
         if name == "pow" and dtype.kind != "float" and isinstance(b, (int, float)) and b < 0:
             raise InvalidArgumentError("integers to negative integer powers are not allowed "
                                        "(as in numpy); cast to float32 first")
-        expr, helpers = _expr(entry, ("x0", "s"), uniform=(1,))
+        expr, helpers = entry_expr(entry, ("x0", "s"), uniform=(1,))
         return elementwise(ctx, expr, [a], out, out_dtype=_result_dtype(name, dtype), scalar=b, allowed=NUMERIC,
                            name=name, helpers=helpers)
     binary_op.__name__ = name
@@ -359,6 +359,21 @@ _GELU_TANH = Helper("gc_gelu_tanh", "float", ("float",), f"""\
   return 0.5 * a * (1.0 + tanh(u));""")
 
 _FLOAT_ONLY = "cast integers to float32 first"
+
+
+def _rounding(name: str, glsl: str) -> Helper:
+    """A float rounding whose result takes the operand's sign bit: IEEE's
+    (floor(-0.5) == -1, ceil(-0.5) == -0.0) without trusting the driver's
+    signed zeros, which Vulkan leaves loose."""
+    return Helper(f"gc_{name}", "float", ("float",),
+                  f"  return uintBitsToFloat(floatBitsToUint({glsl}(a)) | (floatBitsToUint(a) & 0x80000000u));")
+
+
+_SIGN = Helper("gc_sign", "float", ("float",), """\
+  // From the bits: a compiler free of signed zeros may make 0.0 here -0.0.
+  uint bits = floatBitsToUint(a), mag = bits & 0x7fffffffu;
+  if (mag > 0x7f800000u) return a;                                      // NaN stays NaN
+  return uintBitsToFloat(mag == 0u ? 0u : (bits & 0x80000000u) | 0x3f800000u);   // ±1; ±0 gives +0.0""")
 UNARY_OPS = {
     "neg": ({"float": "-x0", "int": "-x0", "uint": "-x0"}, "-x (uints wrap, as in numpy)"),
     # Clearing the sign bit keeps subnormals on devices whose abs() flushes them.
@@ -374,6 +389,17 @@ UNARY_OPS = {
     "sigmoid": ({"float": _SIGMOID}, "1 / (1 + e**-x) (within 3 ulp)"),
     "relu": ({"float": _RELU, "int": "max(x0, 0)"}, "max(x, 0) (NaN stays NaN)"),
     "silu": ({"float": _SILU}, "x * sigmoid(x) (within 3 ulp)"),
+    # Integers are whole already: numpy 2 keeps their dtype for these three.
+    "floor": ({"float": _rounding("floor", "floor"), "int": "x0", "uint": "x0"},
+              "the largest whole number <= x (exact; integers as they are)"),
+    "ceil": ({"float": _rounding("ceil", "ceil"), "int": "x0", "uint": "x0"},
+             "the smallest whole number >= x (exact; integers as they are)"),
+    "trunc": ({"float": _rounding("trunc", "trunc"), "int": "x0", "uint": "x0"},
+              "x rounded toward zero (exact; integers as they are)"),
+    "rint": ({"float": _rounding("rint", "roundEven")}, "x rounded to the nearest whole number, halves to even "
+             "(exact)"),
+    "sign": ({"float": _SIGN, "int": "sign(x0)", "uint": "min(x0, 1u)"},
+             "-1, 0 or 1 by the sign of x (NaN stays NaN; -0.0 gives +0.0, as numpy)"),
 }
 
 
@@ -381,7 +407,7 @@ def _unary(name: str, table: dict, doc: str):
     def unary_op(ctx, x, *, out=None):
         x = check_tensor(ctx, x, f"{name} x")
         check_dtype(ctx, x.dtype, NUMERIC, name)
-        expr, helpers = _expr(_entry(table, x.dtype, name, _FLOAT_ONLY), ("x0",))
+        expr, helpers = entry_expr(_entry(table, x.dtype, name, _FLOAT_ONLY), ("x0",))
         return elementwise(ctx, expr, [x], out, allowed=NUMERIC, name=name, helpers=helpers)
     unary_op.__name__ = name
     unary_op.__doc__ = f"Elementwise {doc}. Allocates ``out`` when omitted."
@@ -406,7 +432,7 @@ def gelu(ctx, x, *, approximate: str = "none", out=None):
         raise InvalidArgumentError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
     x = check_tensor(ctx, x, "gelu x")
     check_dtype(ctx, x.dtype, NUMERIC, "gelu")
-    expr, helpers = _expr(_entry(GELU[approximate], x.dtype, "gelu", _FLOAT_ONLY), ("x0",))
+    expr, helpers = entry_expr(_entry(GELU[approximate], x.dtype, "gelu", _FLOAT_ONLY), ("x0",))
     return elementwise(ctx, expr, [x], out, allowed=NUMERIC, name="gelu", helpers=helpers)
 
 
@@ -428,7 +454,7 @@ CLAMP = {"float": _FCLAMP, "int": "min(max(x0, s), t)", "uint": "min(max(x0, s),
 
 def _clamp_expr(kind: str):
     """(expression over x0, s, t; helpers) for clamp on ``kind``."""
-    return _expr(CLAMP[kind], ("x0", "s", "t"), uniform=(1, 2))
+    return entry_expr(CLAMP[kind], ("x0", "s", "t"), uniform=(1, 2))
 
 
 @op("clamp", windows=POINTWISE)
@@ -499,14 +525,14 @@ def _math_variants():
             if entry is None:
                 continue
             result = _result_dtype(op_name, d)
-            expr, helpers = _expr(entry, ("x0", "x1"))
+            expr, helpers = entry_expr(entry, ("x0", "x1"))
             yield from map_variants(expr, [d, d], result, helpers=helpers)
-            expr, helpers = _expr(entry, ("x0", "s"), uniform=(1,))
+            expr, helpers = entry_expr(entry, ("x0", "s"), uniform=(1,))
             yield from map_variants(expr, [d], result, kind, helpers=helpers)
         for table in [t for t, _ in UNARY_OPS.values()] + list(GELU.values()):
             entry = table.get(kind)
             if entry is not None:
-                expr, helpers = _expr(entry, ("x0",))
+                expr, helpers = entry_expr(entry, ("x0",))
                 yield from map_variants(expr, [d], d, helpers=helpers)
         expr, helpers = _clamp_expr(kind)
         yield from map_variants(expr, [d], d, kind, helpers=helpers, nscalars=2)
