@@ -80,6 +80,13 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def ceil(self, x, *, out=...) -> Any:
+        """
+        Elementwise the smallest whole number >= x (exact; integers as they are). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def clamp(self, x, lo=..., hi=..., *, out=...) -> Any:
         """
         ``min(max(x, lo), hi)`` with Python-number bounds, like ``np.clip``
@@ -232,6 +239,13 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def equal(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``a == b`` elementwise with broadcasting: 1 where it holds, else 0 (false where either is NaN); ``b`` may be a Python number. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def exp(self, x, *, out=...) -> Any:
         """
         Elementwise e**x (within 2 ulp). Allocates ``out`` when omitted.
@@ -282,6 +296,13 @@ class OpMethods:
     def fill(self, out, value) -> Any:
         """
         Set every element of ``out`` (any view) to ``value``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def floor(self, x, *, out=...) -> Any:
+        """
+        Elementwise the largest whole number <= x (exact; integers as they are). Allocates ``out`` when omitted.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -343,6 +364,20 @@ class OpMethods:
         texels each output pixel covers, as ``resize(filter="box")``). One
         dispatch per level; each reads the level its predecessor wrote, and
         the recorder orders them (the image stays in GENERAL throughout).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def greater(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``a > b`` elementwise with broadcasting: 1 where it holds, else 0 (false where either is NaN); ``b`` may be a Python number. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def greater_equal(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``a >= b`` elementwise with broadcasting: 1 where it holds, else 0 (false where either is NaN); ``b`` may be a Python number. A uint8 mask.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -451,10 +486,45 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def isfinite(self, x, *, out=...) -> Any:
+        """
+        numpy's ``isfinite``: 1 where it holds (integers: never NaN or infinite), else 0. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def isinf(self, x, *, out=...) -> Any:
+        """
+        numpy's ``isinf``: 1 where it holds (integers: never NaN or infinite), else 0. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def isnan(self, x, *, out=...) -> Any:
+        """
+        numpy's ``isnan``: 1 where it holds (integers: never NaN or infinite), else 0. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def layer_norm(self, x, weight=..., bias=..., *, eps=..., out=...) -> Any:
         """
         ``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis
         (biased variance, as in torch). ``weight``/``bias``: shape ``(x.shape[-1],)``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def less(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``a < b`` elementwise with broadcasting: 1 where it holds, else 0 (false where either is NaN); ``b`` may be a Python number. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def less_equal(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``a <= b`` elementwise with broadcasting: 1 where it holds, else 0 (false where either is NaN); ``b`` may be a Python number. A uint8 mask.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -469,6 +539,34 @@ class OpMethods:
     def log_softmax(self, x, axis=..., *, out=...) -> Any:
         """
         ``(x - max) - log(sum(exp(x - max)))`` along ``axis``. ``out`` may be ``x``.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def logical_and(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``logical_and`` elementwise with broadcasting: nonzero is true (NaN too), the result 1 or 0. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def logical_not(self, x, *, out=...) -> Any:
+        """
+        numpy's ``logical_not``: 1 where x is zero (either sign), else 0. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def logical_or(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``logical_or`` elementwise with broadcasting: nonzero is true (NaN too), the result 1 or 0. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def logical_xor(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``logical_xor`` elementwise with broadcasting: nonzero is true (NaN too), the result 1 or 0. A uint8 mask.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -579,6 +677,13 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def not_equal(self, a, b, *, out=...) -> Any:
+        """
+        numpy's ``a != b`` elementwise with broadcasting: 1 where it holds, else 0 (false where either is NaN, except not_equal: true); ``b`` may be a Python number. A uint8 mask.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def permute(self, x, axes, *, out=...) -> Any:
         """
         ``x`` with its axes reordered, materialised (``x.permute`` is the view).
@@ -638,6 +743,13 @@ class OpMethods:
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
 
+    def rint(self, x, *, out=...) -> Any:
+        """
+        Elementwise x rounded to the nearest whole number, halves to even (exact). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
     def rms_norm(self, x, weight=..., *, eps=..., out=...) -> Any:
         """
         ``x / sqrt(mean(x²) + eps) * weight`` over the last axis.
@@ -689,6 +801,13 @@ class OpMethods:
     def sigmoid(self, x, *, out=...) -> Any:
         """
         Elementwise 1 / (1 + e**-x) (within 3 ulp). Allocates ``out`` when omitted.
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def sign(self, x, *, out=...) -> Any:
+        """
+        Elementwise -1, 0 or 1 by the sign of x (NaN stays NaN; -0.0 gives +0.0, as numpy). Allocates ``out`` when omitted.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
@@ -794,6 +913,13 @@ class OpMethods:
     def transpose(self, x, axis0=..., axis1=..., *, out=...) -> Any:
         """
         ``x`` with two axes swapped, materialised (``x.transpose`` is the view).
+
+        Thread-safety: the recorder's own thread only; tensors may be shared between threads.
+        """
+
+    def trunc(self, x, *, out=...) -> Any:
+        """
+        Elementwise x rounded toward zero (exact; integers as they are). Allocates ``out`` when omitted.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """

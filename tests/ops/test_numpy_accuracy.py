@@ -17,7 +17,8 @@ DATA = pathlib.Path(np.__file__).parent / "_core" / "tests" / "data"
 # guestcompute op -> numpy's validation file name
 VALIDATED = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh"}
 # the bound the op docs state, in float32 ulp, checked on the sweeps below
-DOCUMENTED_ULP = {"exp": 2, "log": 2, "sin": 2, "cos": 2, "tanh": 2, "sigmoid": 3, "silu": 3, "pow": 8}
+DOCUMENTED_ULP = {"exp": 2, "log": 2, "sin": 2, "cos": 2, "tanh": 2, "sigmoid": 3, "silu": 3, "pow": 8,
+                  "floor": 0, "ceil": 0, "trunc": 0, "rint": 0, "sign": 0}
 # ops that are one GLSL operation: Vulkan's required precision for it
 DEVICE_ULP = {"sqrt": 3, "div": 3}
 
@@ -102,6 +103,11 @@ SWEEPS = {
     "tanh": (np.tanh, lambda rng: np.concatenate([random_floats(rng, 80000, 0, f32_bits(12), True),
                                                   rng.uniform(-3, 3, 20000).astype(F32)])),
 }
+# floor, ceil, trunc, rint, sign: exact for every normal float of either sign (subnormal inputs
+# are the device's business), whole and half-way values near zero included
+for _name in ("floor", "ceil", "trunc", "rint", "sign"):
+    SWEEPS[_name] = (getattr(np, _name), lambda rng: np.concatenate([
+        random_floats(rng, 80000, 0x00800000, 0x7f800000, True), (rng.integers(-40, 40, 20000) / 4).astype(F32)]))
 
 
 @pytest.mark.parametrize("name", sorted(SWEEPS))

@@ -40,7 +40,11 @@ def _indices(ctx, rows):
 # name -> (ctx, rows) -> (args, kwargs): a valid call; the output parameter
 # is added (or replaced) by the test.
 CALLS = {
-    **{name: _binary for name in ("add", "sub", "mul", "div", "maximum", "minimum", "pow")},
+    **{name: _binary for name in ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "greater",
+                                  "greater_equal", "less", "less_equal", "equal", "not_equal", "logical_and",
+                                  "logical_or", "logical_xor")},
+    **{name: _unary for name in ("floor", "ceil", "trunc", "rint", "sign", "logical_not", "isnan", "isinf",
+                                 "isfinite")},
     **{name: _unary for name in ("abs", "cos", "exp", "log", "neg", "relu", "rsqrt", "sigmoid", "silu", "sin",
                                  "sqrt", "tanh", "gelu", "copy", "contiguous", "transpose", "sum", "mean", "max",
                                  "min", "softmax", "log_softmax", "cumsum", "layer_norm", "rms_norm")},

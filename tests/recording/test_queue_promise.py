@@ -181,6 +181,13 @@ SAMPLES = {
     "tonemap": [lambda rec, s: rec.tonemap(s.hdr, srgb=True), lambda rec, s: rec.tonemap(s.hdr, curve="reinhard", srgb=True)],
     "transpose": [lambda rec, s: rec.transpose(s.x)],
     "where": [lambda rec, s: rec.where(s.x, s.y, 0.0)],
+    **{name: [lambda rec, s, name=name: getattr(rec, name)(s.x, s.y),
+              lambda rec, s, name=name: getattr(rec, name)(s.x, 1.0)]
+       for name in ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal")},
+    **{name: [lambda rec, s, name=name: getattr(rec, name)(s.x, s.y)]
+       for name in ("logical_and", "logical_or", "logical_xor")},
+    **{name: [lambda rec, s, name=name: getattr(rec, name)(s.x)]
+       for name in ("logical_not", "isnan", "isinf", "isfinite", "floor", "ceil", "trunc", "rint", "sign")},
 }
 
 
