@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .table import NUMBERS, Const, Plan, Sym, all_const, attr, require_dtype, rule, unsupported
+from .table import (NUMBERS, Const, Plan, Sym, all_const, attr, broadcast_shape, require_dtype, rule,
+                    unsupported)
 
 BOOL = "uint8"                 # the guest dtype of an ONNX bool tensor
 COMPARED = NUMBERS + (BOOL,)
@@ -16,13 +17,6 @@ COMPARE = {"Equal": ("equal", np.equal), "Less": ("less", np.less), "Greater": (
            "LessOrEqual": ("less_equal", np.less_equal), "GreaterOrEqual": ("greater_equal", np.greater_equal)}
 LOGIC = {"And": ("logical_and", np.logical_and), "Or": ("logical_or", np.logical_or),
          "Xor": ("logical_xor", np.logical_xor)}
-
-
-def _broadcast(node, *args) -> tuple:
-    try:
-        return tuple(np.broadcast_shapes(*(a.shape for a in args)))
-    except ValueError:
-        raise unsupported(node, f"shapes {[a.shape for a in args]} do not broadcast") from None
 
 
 @rule(*COMPARE, *LOGIC)
@@ -37,7 +31,7 @@ def binary_predicate(node, args, opset):
     da, db = require_dtype(node, a, allowed), require_dtype(node, b, allowed)
     if da != db:
         raise unsupported(node, f"mixed input dtypes {da} and {db}")
-    shape = _broadcast(node, a, b)
+    shape = broadcast_shape(node, a, b)
 
     def record(rec, t):
         getattr(rec, method)(t.ins[0], t.ins[1], out=t.outs[0])
@@ -95,7 +89,7 @@ def where(node, args, opset):
     dx, dy = require_dtype(node, x, NUMBERS), require_dtype(node, y, NUMBERS)
     if dx != dy:
         raise unsupported(node, f"mixed value dtypes {dx} and {dy}")
-    shape = _broadcast(node, cond, x, y)
+    shape = broadcast_shape(node, cond, x, y)
 
     def record(rec, t):
         rec.where(t.ins[0], t.ins[1], t.ins[2], out=t.outs[0])
