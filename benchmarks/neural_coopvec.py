@@ -17,12 +17,12 @@ fetch, so the row's baseline says which reference ran. Both weight layouts run �
 row-major, and the device's inferencing-optimal one converted on the host
 with ``vkConvertCooperativeVectorMatrixNV`` — and the faster counts.
 
-Both run on one device this module creates: the extensions and features of
-``gc.requirements`` plus VK_NV_cooperative_vector (``cooperativeVector``),
-VK_EXT_shader_replicated_composites (slangc builds the zero vector with it)
-and ``uniformAndStorageBuffer16BitAccess`` (slangc's half loads declare
-it), adopted with ``gc.Context.adopt``. The row is skipped, saying why,
-where the device lacks any of them, and on a CPU device. The reference's
+Both run on one device this module creates with what ``gc.requirements``
+lists — where the device has them, that includes VK_NV_cooperative_vector,
+VK_EXT_shader_replicated_composites and ``uniformAndStorageBuffer16BitAccess``,
+which the reference's SPIR-V (like ``rec.mlp``'s own cooperative-vector
+kernel) declares — adopted with ``gc.Context.adopt``. The row is skipped,
+saying why, where the device lacks any of them, and on a CPU device. The reference's
 SPIR-V names capabilities newer than Debian 12's spirv-val (2023.1), which
 ``ctx.kernel`` runs on SPIR-V it did not compile: there the row is skipped
 with spirv-val's message (run with a newer SPIRV-Tools, or without
@@ -53,24 +53,7 @@ EXTENSIONS = ("VK_NV_cooperative_vector", "VK_EXT_shader_replicated_composites")
 WORKGROUP = 64                    # the Slang kernel's numthreads
 MATRIX_ALIGN, BIAS_ALIGN = 64, 16     # VK_NV_cooperative_vector's offset alignments (bytes)
 
-# VK_NV_cooperative_vector / VK_EXT_shader_replicated_composites values the
-# vulkan package predates (vulkan_core.h).
-STYPE_COOPVEC_FEATURES = 1000491000
-STYPE_CONVERT_INFO = 1000491004
-STYPE_REPLICATED_FEATURES = 1000564000
-COMPONENT_FLOAT16 = 0
-LAYOUT_CODES = {"RowMajor": 0, "InferencingOptimal": 2}
-_CDEF = """
-typedef struct { int sType; void* pNext; uint32_t cooperativeVector; uint32_t cooperativeVectorTraining; }
-    CoopVecFeatures;
-typedef struct { int sType; void* pNext; uint32_t shaderReplicatedComposites; } ReplicatedFeatures;
-typedef union { uint64_t deviceAddress; const void* hostAddress; } AddressConst;
-typedef union { uint64_t deviceAddress; void* hostAddress; } Address;
-typedef struct { int sType; const void* pNext; size_t srcSize; AddressConst srcData; size_t* pDstSize;
-    Address dstData; int srcComponentType; int dstComponentType; uint32_t numRows; uint32_t numColumns;
-    int srcLayout; size_t srcStride; int dstLayout; size_t dstStride; } ConvertInfo;
-typedef int (*ConvertFn)(void* device, const ConvertInfo* info);
-"""
+FEATURES = ("cooperativeVector", "shaderReplicatedComposites", "uniformAndStorageBuffer16BitAccess")
 
 
 class Unavailable(Exception):
@@ -115,15 +98,12 @@ class CoopVecDevice:
     :meth:`close` destroys what it made."""
 
     def __init__(self, device_name=None):
-        import cffi
-        import vulkan as vk
         from vulkan import ffi, lib
 
         import guestcompute as gc
         from guestcompute.host.requirements import supported_extensions
         from guestcompute.vk import bootstrap
-        self._lib, self._ffi, self.own = lib, ffi, cffi.FFI()
-        self.own.cdef(_CDEF)
+        self._lib, self._ffi = lib, ffi
         self.instance, self._messenger, api = bootstrap.create_instance((1, 3), False)
         self.device = None
         try:
@@ -132,24 +112,19 @@ class CoopVecDevice:
             if missing:
                 raise Unavailable(f"the device has no {' or '.join(missing)}")
             req = gc.requirements(pd, api)
-            chain = req.feature_chain()
-            self._set_16bit_uniform_access(chain, vk)
-            coopvec = self.own.new("CoopVecFeatures *", {"sType": STYPE_COOPVEC_FEATURES, "cooperativeVector": 1,
-                                                         "pNext": self.own.cast("void *", self._address(chain))})
-            replicated = self.own.new("ReplicatedFeatures *", {"sType": STYPE_REPLICATED_FEATURES,
-                                                               "shaderReplicatedComposites": 1, "pNext": coopvec})
-            self._keep = (chain, coopvec, replicated)
+            lacking = [f for f in FEATURES if f not in req.features]
+            if lacking or any(e not in req.device_extensions for e in EXTENSIONS):
+                raise Unavailable(f"gc.requirements() does not enable {', '.join(lacking or EXTENSIONS)} here")
+            self._keep = chain = req.feature_chain()
             qf = bootstrap.compute_queue_family(pd)
-            exts = list(req.device_extensions) + list(EXTENSIONS)
-            head = ffi.cast("void *", int(self.own.cast("uintptr_t", replicated)))
+            exts = list(req.device_extensions)
             try:
-                self.device = bootstrap.create_device(pd, qf, exts, head, req.core_feature_struct())
+                self.device = bootstrap.create_device(pd, qf, exts, chain, req.core_feature_struct())
             except Exception as e:    # noqa: BLE001 (a feature it lacks: the row says so)
                 raise Unavailable(f"vkCreateDevice with cooperative vectors enabled failed: {e}") from None
             queue = ffi.new("VkQueue *")
             lib.vkGetDeviceQueue(self.device, qf, 0, queue)
             features = {f: True for f in req.features + req.core_features}
-            features["uniformAndStorageBuffer16BitAccess"] = True
             self.ctx = gc.Context.adopt(instance=self.instance, physical_device=pd, device=self.device,
                                         queue_family_index=qf, api_version=req.api_version, enabled_extensions=exts,
                                         features=features, queue=queue[0])
@@ -157,45 +132,13 @@ class CoopVecDevice:
             self._destroy()
             raise
 
-    def _address(self, cdata) -> int:
-        return int(self._ffi.cast("uintptr_t", cdata)) if cdata is not None else 0
-
-    def _set_16bit_uniform_access(self, chain, vk) -> None:
-        """Switch on uniformAndStorageBuffer16BitAccess in the chain's 16-bit storage struct."""
-        ffi, node = self._ffi, chain
-        while node is not None and node != ffi.NULL:
-            base = ffi.cast("VkBaseOutStructure *", node)
-            if base.sType == vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
-                ffi.cast("VkPhysicalDevice16BitStorageFeatures *", node).uniformAndStorageBuffer16BitAccess = 1
-                return
-            node = base.pNext
-        raise Unavailable("requirements() enables no 16-bit storage here (the reference reads fp16 buffers)")
-
     def convert(self, matrix: np.ndarray) -> bytes:
         """A row-major fp16 (N, K) matrix in the device's inferencing-optimal layout."""
-        own = self.own
-        fn = self._lib.vkGetDeviceProcAddr(self.device, b"vkConvertCooperativeVectorMatrixNV")
-        if fn == self._ffi.NULL:
-            raise Unavailable("vkConvertCooperativeVectorMatrixNV is not exposed")
-        convert = own.cast("ConvertFn", self._address(fn))
-        src = np.ascontiguousarray(matrix, np.float16)
-        size = own.new("size_t *")
-        info = own.new("ConvertInfo *", {"sType": STYPE_CONVERT_INFO, "srcSize": src.nbytes, "pDstSize": size,
-                                         "srcComponentType": COMPONENT_FLOAT16, "dstComponentType": COMPONENT_FLOAT16,
-                                         "numRows": src.shape[0], "numColumns": src.shape[1],
-                                         "srcLayout": LAYOUT_CODES["RowMajor"], "srcStride": src.shape[1] * 2,
-                                         "dstLayout": LAYOUT_CODES["InferencingOptimal"], "dstStride": 0})
-        keep = own.from_buffer(src)
-        info.srcData.hostAddress = keep
-        info.dstData.hostAddress = own.NULL
-        device = own.cast("void *", self._address(self.device))
-        if convert(device, info) != 0:
-            raise RuntimeError("vkConvertCooperativeVectorMatrixNV: the size query failed")
-        dst = own.new("char[]", size[0])
-        info.dstData.hostAddress = dst
-        if convert(device, info) != 0:
-            raise RuntimeError("vkConvertCooperativeVectorMatrixNV failed")
-        return bytes(own.buffer(dst, size[0]))
+        from guestcompute.vk.cooperative_vector import to_inferencing_optimal
+        try:
+            return to_inferencing_optimal(self.device, matrix)
+        except RuntimeError as e:
+            raise Unavailable(str(e)) from None
 
     def close(self) -> None:
         ctx = getattr(self, "ctx", None)

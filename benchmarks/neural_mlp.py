@@ -39,13 +39,23 @@ ROWS = tuple(GOALS)
 FLOPS_PER_QUERY = 2 * sum(a * b for a, b in zip(WIDTHS, WIDTHS[1:]))
 
 
+def accumulator(ctx) -> str:
+    """float32, unless the device's cooperative-vector products give only
+    fp16 results: then float16, so that the kernel NVIDIA made for such
+    networks runs (the cooperative-vector reference accumulates in fp16 too)."""
+    types = ctx.limits.coopvec_types
+    if types and ("float16", "float16", "float16", "float32") not in types:
+        return "float16"
+    return "float32"
+
+
 def network(ctx):
     import guestcompute as gc
     rng = np.random.default_rng(41)
     layers = [gc.Dense(rng.standard_normal((a, b)) / np.sqrt(a), rng.standard_normal(b) * 0.1,
                        "relu" if i + 2 < len(WIDTHS) else "none")
               for i, (a, b) in enumerate(zip(WIDTHS, WIDTHS[1:]))]
-    return ctx.mlp(layers, dtype="float16"), layers
+    return ctx.mlp(layers, dtype="float16", accumulate=accumulator(ctx)), layers
 
 
 def check_against_numpy(got: np.ndarray, net, x: np.ndarray, what: str) -> None:
@@ -90,6 +100,7 @@ def _torch_baseline(layers, x_np: np.ndarray, reps: int) -> float:
 
 def gpu_rows(ctx, quick: bool) -> list:
     import guestcompute as gc
+    from guestcompute.ops.mlp_op import kernel_for
     reps = 3 if quick else 10
     timer = Timer(ctx, reps, rounds=3)
     net, layers = network(ctx)
@@ -112,7 +123,8 @@ def gpu_rows(ctx, quick: bool) -> list:
         check_against_numpy(out.numpy(), net, x_np.astype(np.float32), name)
         mine = timer.gpu_seconds(lambda rec: rec.mlp(x, net, out=out, kernel=kernel))
         rows.append(Result(SECTION, name, mine * 1e3, "ms", baseline, base_s * 1e3, GOALS[name],
-                           note=f"{QUERIES} queries, {QUERIES / mine / 1e9:.2f} G queries/s, "
+                           note=f"{kernel_for(ctx, net, kernel)}, {net.accumulate} accumulators, "
+                                f"{QUERIES} queries, {QUERIES / mine / 1e9:.2f} G queries/s, "
                                 f"{QUERIES * FLOPS_PER_QUERY / mine / 1e12:.0f} TFLOP/s"))
     return rows
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .paths import atomic_write
 from .spirv.cache import BAKED_DIR
-from .spirv.compiler import compile_glsl, glslc_path, is_spirv, source_key
+from .spirv.compiler import compile_source, glslc_path, is_spirv, source_key
 from .errors import InvalidArgumentError, KernelError
 from .ops import all_specs
 
@@ -50,6 +50,19 @@ def glslc_version() -> str:
     return proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else "unknown"
 
 
+def slangc_version():
+    """``slangc -v`` (the Slang release), or None without slangc."""
+    from .errors import CompilerNotFoundError
+    from .spirv.slang import slangc_path
+    try:
+        exe = slangc_path()
+    except CompilerNotFoundError:
+        return None
+    proc = subprocess.run([exe, "-v"], capture_output=True, text=True)
+    said = (proc.stdout + proc.stderr).strip()
+    return said.splitlines()[0] if said else "unknown"
+
+
 def plan(specs) -> dict:
     """source key -> (glsl, target_env, [specs]) for every spec."""
     sources: dict = {}
@@ -60,12 +73,13 @@ def plan(specs) -> dict:
     return sources
 
 
-def index_for(sources: dict, compiler: str) -> dict:
+def index_for(sources: dict, compiler: str, slangc: str = None) -> dict:
+    """``slangc``: the Slang release that compiled the Slang kernels."""
     kernels = {}
     for key, (_, env, specs) in sources.items():
         for spec in specs:
             kernels[spec.key] = {"file": f"{key}.spv", "family": spec.family, "target_env": env}
-    return {"format": INDEX_FORMAT, "compiler": compiler,
+    return {"format": INDEX_FORMAT, "compiler": compiler, "slangc": slangc,
             "kernels": dict(sorted(kernels.items()))}
 
 
@@ -106,7 +120,7 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
     def build(key):
         glsl, env, family_specs = sources[key]
         try:
-            data = compile_glsl(glsl, env)
+            data = compile_source(glsl, env)
         except KernelError as e:
             raise KernelError(f"baking {family_specs[0].family} kernel {family_specs[0].key}: {e}") from e
         atomic_write(out / f"{key}.spv", data)
@@ -126,7 +140,11 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
             if path.stem not in sources:
                 path.unlink()
                 removed.append(path.name)
-    atomic_write(out / INDEX_NAME, _index_text(index_for(sources, compiler)).encode())
+    # The Slang release is recorded when it compiled something (else the
+    # one recorded before stays: the files are still its output).
+    slang_todo = any(sources[k][2][0].language == "slang" for k in todo)
+    slangc = slangc_version() if slang_todo else read_index(out).get("slangc")
+    atomic_write(out / INDEX_NAME, _index_text(index_for(sources, compiler, slangc)).encode())
     return BakeReport(out_dir=str(out), specs=len(specs), sources=len(sources), compiled=len(todo),
                       kept=len(sources) - len(todo), removed=removed,
                       seconds=time.perf_counter() - t0, compiler=compiler)
@@ -134,7 +152,8 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
 
 def _index_text(index: dict) -> str:
     """JSON with one kernel per line: stable, diff-friendly, no timestamps."""
-    lines = [f'{{"format": {index["format"]}, "compiler": {json.dumps(index["compiler"])}, "kernels": {{']
+    lines = [f'{{"format": {index["format"]}, "compiler": {json.dumps(index["compiler"])}, '
+             f'"slangc": {json.dumps(index.get("slangc"))}, "kernels": {{']
     items = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in index["kernels"].items()]
     lines.append(",\n".join(items))
     lines.append("}}")

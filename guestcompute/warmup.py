@@ -44,6 +44,7 @@ def _feature_enabled(caps, feature: str) -> bool:
         "subgroup": lambda: caps.api_version >= (1, 1),
         "cooperative_matrix": lambda: caps.cooperative_matrix,
         "cooperative_matrix_khr": lambda: caps.cooperative_matrix_khr,
+        "cooperative_vector": lambda: caps.cooperative_vector,
         "image_write_without_format": lambda: caps.feature("shaderStorageImageWriteWithoutFormat"),
     }
     check = checks.get(feature)
@@ -53,6 +54,8 @@ def _feature_enabled(caps, feature: str) -> bool:
 def supported(ctx, spec: KernelSpec) -> bool:
     """Whether ``ctx`` can create this spec's pipeline with what the host enabled."""
     if spec.target_env != "vulkan1.0" and ctx.caps.api_version < (1, 1):
+        return False
+    if spec.target_env == "vulkan1.2" and ctx.caps.api_version < (1, 2):
         return False
     return all(_feature_enabled(ctx.caps, f) for f in spec.features)
 

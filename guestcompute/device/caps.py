@@ -15,6 +15,7 @@ from vulkan import ffi, lib
 
 from ..host.declarations import version_tuple
 from ..host.requirements import CORE_FEATURES
+from ..vk import cooperative_vector as coopvec
 from ..vk.formats import FORMATS, format_features
 from ..vk.functions import instance_function
 from ..vk.structs import chain, new
@@ -78,6 +79,10 @@ class DeviceLimits:
     # (M, N, K, accumulator) fragment shapes of VK_KHR_cooperative_matrix for
     # fp16 A/B at subgroup scope; () unless the host enabled it.
     coopmat_khr_shapes: tuple = ()
+    # (input, matrix, bias, result) component types of the VK_NV_cooperative_vector
+    # matrix-vector products the device runs ("float16"/"float32"); () unless
+    # the host enabled what HostCaps.cooperative_vector asks.
+    coopvec_types: tuple = ()
     # Largest width or height of a 2-D image, and array layers of one image.
     max_image_dimension_2d: int = 4096
     max_image_array_layers: int = 256
@@ -142,6 +147,7 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         forward_progress=has_forward_progress(props.vendorID, props.deviceType),
         coopmat_shapes=coopmat_shapes(instance, pd, caps),
         coopmat_khr_shapes=coopmat_khr_shapes(instance, pd, caps),
+        coopvec_types=coopvec.matmul_types(instance, pd) if caps.cooperative_vector else (),
         loop_iteration_cap=LLVMPIPE_LOOP_CAP if name.startswith("llvmpipe") else 0,
         max_image_dimension_2d=lim.maxImageDimension2D, max_image_array_layers=lim.maxImageArrayLayers,
         max_memory_allocation_size=max_allocation)

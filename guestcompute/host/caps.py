@@ -12,12 +12,16 @@ from dataclasses import dataclass, field
 import vulkan as vk
 from vulkan import ffi
 
+from ..vk import cooperative_vector as coopvec
 from ..vk.structs import structure_type
 from .declarations import extension_names, version_tuple
 
 # Feature name → the struct that holds it, for the pNext chain a host builds.
 FEATURE_STRUCTS = {
     "storageBuffer16BitAccess": "VkPhysicalDevice16BitStorageFeatures",
+    # slangc's 16-bit loads declare the capability of this one too (the
+    # cooperative-vector MLP kernel)
+    "uniformAndStorageBuffer16BitAccess": "VkPhysicalDevice16BitStorageFeatures",
     "storageBuffer8BitAccess": "VkPhysicalDevice8BitStorageFeatures",
     "shaderFloat16": "VkPhysicalDeviceShaderFloat16Int8Features",
     "shaderInt8": "VkPhysicalDeviceShaderFloat16Int8Features",
@@ -100,6 +104,21 @@ class HostCaps:
         return "VK_KHR_cooperative_matrix" in self.extensions and self.feature("cooperativeMatrixKHR") \
             and self.feature("shaderFloat16") and self.feature("vulkanMemoryModel")
 
+    @property
+    def cooperative_vector(self) -> bool:
+        """The fused MLP's cooperative-vector kernel may run: slangc's SPIR-V
+        for it declares fp16 arithmetic and 16-bit buffer access of both
+        kinds, replicated composites and the Vulkan memory model."""
+        return self.api_version >= (1, 2) and coopvec.EXTENSION in self.extensions \
+            and coopvec.REPLICATED_EXTENSION in self.extensions \
+            and all(self.feature(f) for f in COOPERATIVE_VECTOR_FEATURES)
+
+
+# Every feature HostCaps.cooperative_vector needs.
+COOPERATIVE_VECTOR_FEATURES = ("cooperativeVector", "shaderReplicatedComposites", "shaderFloat16",
+                               "storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess",
+                               "vulkanMemoryModel")
+
 
 def declared_caps(api_version, enabled_extensions, features) -> HostCaps:
     """HostCaps from what a host says it enabled (``Context.adopt``'s
@@ -154,6 +173,8 @@ def features_from_chain(pnext) -> dict:
         struct = by_stype.get(node.sType)
         if struct is not None:
             _read_flags(ffi.cast(struct + " *", node), struct, found)
+        for name, on in coopvec.read_features(node.sType, int(ffi.cast("uintptr_t", node))).items():
+            found[name] = found.get(name, False) or on
         node = node.pNext
     return found
 

@@ -12,8 +12,9 @@ import vulkan as vk
 from vulkan import ffi, lib
 
 from ..errors import InvalidArgumentError, UnsupportedError
+from ..vk import cooperative_vector as coopvec
 from ..vk.functions import instance_function
-from ..vk.structs import chain, new
+from ..vk.structs import chain, keep_alive, new
 from .caps import CORE_SINCE, FEATURE_FIELDS, FEATURE_STRUCTS
 from .declarations import as_handle, extension_names, version_tuple
 
@@ -34,6 +35,8 @@ OPTIONAL_EXTENSIONS = (
     "VK_KHR_external_memory_fd",      # exportable tensors (another VkDevice, CUDA/PyTorch)
     "VK_KHR_external_semaphore_fd",   # shared timelines (GPU-side order with them)
     "VK_NV_shader_subgroup_partitioned",  # one-instruction digit matching in the radix sort
+    "VK_NV_cooperative_vector",       # fused MLP (rec.mlp): matrix-vector products on the tensor cores
+    "VK_EXT_shader_replicated_composites",  # slangc builds the cooperative-vector kernel's constants with it
 )
 
 GET_PROPERTIES2 = "VK_KHR_get_physical_device_properties2"
@@ -65,6 +68,8 @@ _DEPENDENCIES = {
     "VK_KHR_vulkan_memory_model": _NEEDS_PROPERTIES2,
     "VK_KHR_cooperative_matrix": _NEEDS_PROPERTIES2,
     "VK_EXT_memory_budget": _NEEDS_PROPERTIES2,
+    "VK_NV_cooperative_vector": _NEEDS_PROPERTIES2,
+    "VK_EXT_shader_replicated_composites": _NEEDS_PROPERTIES2,
     # Below 1.1 each needs its base extension on the device and the base's
     # capabilities extension (which needs properties2) on the instance.
     "VK_KHR_external_memory_fd": _Dependencies(
@@ -78,11 +83,13 @@ _DEPENDENCIES = {
 # fp16 arithmetic, subgroup control or cooperative matrices are SPIR-V 1.3,
 # which only a Vulkan 1.1 device runs (see KernelSpec.target_env and HostCaps).
 _SPIRV_1_3 = ((1, 1), "guestcompute's kernels that use it are SPIR-V 1.3")
+_SPIRV_1_5 = ((1, 2), "guestcompute's kernel that uses it is SPIR-V 1.5")
 USED_SINCE = {
     "VK_KHR_16bit_storage": _SPIRV_1_3, "VK_KHR_8bit_storage": _SPIRV_1_3,
     "VK_KHR_shader_float16_int8": _SPIRV_1_3, "VK_EXT_subgroup_size_control": _SPIRV_1_3,
     "VK_NV_cooperative_matrix": _SPIRV_1_3, "VK_KHR_vulkan_memory_model": _SPIRV_1_3,
     "VK_KHR_cooperative_matrix": _SPIRV_1_3,
+    "VK_NV_cooperative_vector": _SPIRV_1_5, "VK_EXT_shader_replicated_composites": _SPIRV_1_5,
     "VK_KHR_storage_buffer_storage_class": ((1, 1), "guestcompute needs it only for 16/8-bit storage"),
     "VK_EXT_memory_budget": ((1, 1), "the budget is read with vkGetPhysicalDeviceMemoryProperties2"),
     "VK_KHR_external_memory_fd": ((1, 1), "the device UUID that names shared memory is a Vulkan 1.1 property"),
@@ -99,6 +106,7 @@ CORE_FEATURES = ("shaderStorageImageWriteWithoutFormat", "shaderStorageImageRead
 # core, the API version in caps.CORE_SINCE).
 _FEATURE_EXTENSION = {
     "storageBuffer16BitAccess": "VK_KHR_16bit_storage",
+    "uniformAndStorageBuffer16BitAccess": "VK_KHR_16bit_storage",
     "storageBuffer8BitAccess": "VK_KHR_8bit_storage",
     "shaderFloat16": "VK_KHR_shader_float16_int8",
     "shaderInt8": "VK_KHR_shader_float16_int8",
@@ -108,6 +116,7 @@ _FEATURE_EXTENSION = {
     "cooperativeMatrixKHR": "VK_KHR_cooperative_matrix",
     "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
     "vulkanMemoryModelDeviceScope": "VK_KHR_vulkan_memory_model",
+    **coopvec.FEATURE_EXTENSION,
 }
 
 
@@ -163,9 +172,11 @@ class Requirements:
         ``features``; put it in VkDeviceCreateInfo.pNext (keep it alive)."""
         groups: dict = {}
         for feat in self.features:
-            groups.setdefault(FEATURE_STRUCTS[feat], {})[FEATURE_FIELDS.get(feat, feat)] = vk.VK_TRUE
+            if feat in FEATURE_STRUCTS:
+                groups.setdefault(FEATURE_STRUCTS[feat], {})[FEATURE_FIELDS.get(feat, feat)] = vk.VK_TRUE
         structs = [new(s, **flags) for s, flags in groups.items()]
-        return chain(*structs) if structs else None
+        own = [coopvec.feature_struct(f) for f in self.features if f in coopvec.FEATURES]
+        return _with_own_structs(chain(*structs) if structs else None, own)
 
 
 def requirements(physical_device=None, instance_api_version=None, instance_extensions=(), *,
@@ -196,7 +207,7 @@ def requirements(physical_device=None, instance_api_version=None, instance_exten
         api = min((1, 3), version_tuple(props.apiVersion), instance_api)
     exts, held_back = _choose_extensions(api, enabled_on_instance, supported)
     if physical_device is None:
-        feats = [f for f in FEATURE_STRUCTS if _feature_struct_usable(f, api, exts)]
+        feats = [f for f in ALL_FEATURES if _feature_struct_usable(f, api, exts)]
     else:
         read_features = _features2_function(api, enabled_on_instance, instance)
         feats = [f for f, on in query_features(pd, api, exts, read_features).items() if on]
@@ -301,11 +312,34 @@ def supported_extensions(pd) -> list:
     return [ffi.string(props[i].extensionName).decode() for i in range(count[0])]
 
 
+ALL_FEATURES = tuple(FEATURE_STRUCTS) + tuple(coopvec.FEATURES)
+
+
 def _feature_struct_usable(feat: str, api: tuple, extensions) -> bool:
     """A feature's struct may be chained when its extension is enabled, or
     the API version has it in core."""
     ext = _FEATURE_EXTENSION[feat]
     return ext in extensions or api >= CORE_SINCE.get(ext, (9, 9))
+
+
+def _with_own_structs(head, own: list):
+    """``head``'s chain (None for none) followed by ``own`` (structs of
+    vk/cooperative_vector.py, linked by address and kept alive by the head)."""
+    for a, b in zip(own, own[1:]):
+        coopvec.link(a, b)
+    if not own:
+        return head
+    if head is None:
+        # A head of the vulkan package's cffi for callers to pass on: a
+        # struct of Vulkan 1.1 core with nothing switched on (our features
+        # are only listed on Vulkan 1.2 and later).
+        head = new("VkPhysicalDevice16BitStorageFeatures")
+    tail = head
+    while tail.pNext != ffi.NULL:
+        tail = ffi.cast("VkBaseOutStructure *", tail.pNext)
+    coopvec.link(tail, own[0])
+    keep_alive(head, *own)
+    return head
 
 
 def query_features(pd, api: tuple, extensions, read_features) -> dict:
@@ -317,10 +351,13 @@ def query_features(pd, api: tuple, extensions, read_features) -> dict:
     for feat, struct in FEATURE_STRUCTS.items():
         if _feature_struct_usable(feat, api, extensions):
             structs.setdefault(struct, new(struct))
-    if read_features is None or not structs:
+    own = {f: coopvec.feature_struct(f, False) for f in coopvec.FEATURES if _feature_struct_usable(f, api, extensions)}
+    if read_features is None or not (structs or own):
         return {}
-    f2 = new("VkPhysicalDeviceFeatures2")
-    chain(f2, *structs.values())
+    f2 = _with_own_structs(chain(new("VkPhysicalDeviceFeatures2"), *structs.values()), list(own.values()))
     read_features(pd, f2)
-    return {feat: bool(getattr(structs[s], FEATURE_FIELDS.get(feat, feat)))
-            for feat, s in FEATURE_STRUCTS.items() if s in structs}
+    found = {feat: bool(getattr(structs[s], FEATURE_FIELDS.get(feat, feat)))
+             for feat, s in FEATURE_STRUCTS.items() if s in structs}
+    for feat, struct in own.items():
+        found[feat] = bool(getattr(struct, coopvec.FEATURES[feat][2]))
+    return found

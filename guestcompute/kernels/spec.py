@@ -6,6 +6,12 @@ A kernel *family* is a function ``spec -> GLSL body`` registered with
 :func:`family`. The body sees the bindings by name, the push constants as
 ``pc.<field>``, and the helpers from :mod:`.glsl_lib`. Everything the body
 may depend on must be in the spec: its bindings, push layout and ``params``.
+
+A family registered with ``language="slang"`` renders Slang instead
+(compiled by slangc when baking: what GLSL compilers here cannot express,
+such as VK_NV_cooperative_vector): its buffers are byte-address buffers,
+its push constants ``pc.<field>`` too, its entry point ``main`` with its
+own ``[numthreads]`` (the spec's workgroup must match it).
 """
 from __future__ import annotations
 
@@ -21,14 +27,26 @@ READ, WRITE, READWRITE = "read", "write", "readwrite"
 VULKAN_1_0_FEATURES = frozenset({"image_write_without_format"})
 
 _families: dict = {}
+_slang_families: set = set()
+# The first line of every rendered Slang kernel: how the SPIR-V cache tells
+# a Slang source from a GLSL one (GLSL starts with #version).
+SLANG_FIRST_LINE = "// guestcompute built-in kernel: Slang"
+_SLANG_TYPES = {"uint": "uint", "int": "int", "float": "float", "uvec2": "uint2", "ivec2": "int2", "vec2": "float2",
+                "uvec4": "uint4", "ivec4": "int4", "vec4": "float4"}
 
 
-def family(name: str):
-    """Register ``fn(spec) -> str`` as the GLSL body of kernel family ``name``."""
+def family(name: str, language: str = "glsl"):
+    """Register ``fn(spec) -> str`` as the body of kernel family ``name``,
+    written in ``language`` ("glsl" or "slang")."""
+    if language not in ("glsl", "slang"):
+        raise ValueError(f"kernel family {name!r}: language {language!r}")
+
     def register(fn: Callable):
         if name in _families and _families[name] is not fn:
             raise ValueError(f"kernel family {name!r} registered twice")
         _families[name] = fn
+        if language == "slang":
+            _slang_families.add(name)
         return fn
     return register
 
@@ -125,10 +143,17 @@ class KernelSpec:
                                     self.features)).encode()).hexdigest()[:24]
 
     @property
+    def language(self) -> str:
+        return "slang" if self.family in _slang_families else "glsl"
+
+    @property
     def target_env(self) -> str:
         """SPIR-V target: 1.0 where possible (runs on Vulkan 1.0 devices);
         16/8-bit storage and subgroup ops need the StorageBuffer storage
-        class / SPIR-V 1.3, i.e. a Vulkan 1.1 device."""
+        class / SPIR-V 1.3, i.e. a Vulkan 1.1 device. Slang kernels are
+        SPIR-V 1.5 (slangc's cooperative-vector code needs it): Vulkan 1.2."""
+        if self.language == "slang":
+            return "vulkan1.2"
         return "vulkan1.1" if set(self.features) - VULKAN_1_0_FEATURES else "vulkan1.0"
 
     @property
@@ -154,7 +179,10 @@ class KernelSpec:
         return bytes(out)
 
     def render(self) -> str:
-        """The complete GLSL compute shader of this spec."""
+        """The complete compute shader of this spec (GLSL, or Slang for a
+        Slang family)."""
+        if self.language == "slang":
+            return self._render_slang()
         lines = ["#version 450"]
         for ext in self.glsl_extensions:
             lines.append(f"#extension {ext} : require")
@@ -175,6 +203,20 @@ class KernelSpec:
             fields = " ".join(f"{f.type} {f.name}{f'[{f.count}]' if f.count > 1 else ''};"
                               for f in self.push)
             lines.append(f"layout(push_constant, std430) uniform Push {{ {fields} }} pc;")
+        lines.append(_families[self.family](self))
+        return "\n".join(lines) + "\n"
+
+
+    def _render_slang(self) -> str:
+        lines = [SLANG_FIRST_LINE]
+        for i, b in enumerate(self.bindings):
+            kind = "ByteAddressBuffer" if b.access == READ else "RWByteAddressBuffer"
+            lines.append(f"[[vk::binding({i}, 0)]] {kind} {b.name};")
+        if self.push:
+            fields = " ".join(f"{_SLANG_TYPES[f.type]} {f.name}{f'[{f.count}]' if f.count > 1 else ''};"
+                              for f in self.push)
+            lines.append(f"struct Push {{ {fields} }};")
+            lines.append("[[vk::push_constant]] ConstantBuffer<Push> pc;")
         lines.append(_families[self.family](self))
         return "\n".join(lines) + "\n"
 

@@ -77,6 +77,7 @@ class MatmulDevice:
     max_invocations: int = 128
     coopmat_shapes: tuple = ()      # empty unless the host enabled cooperative matrices
     coopmat_khr_shapes: tuple = ()  # (M, N, K, accumulator) of VK_KHR_cooperative_matrix, when enabled
+    coopvec_types: tuple = ()       # VK_NV_cooperative_vector's (input, matrix, bias, result) types, when enabled
 
     @classmethod
     def of(cls, ctx) -> "MatmulDevice":
@@ -87,7 +88,8 @@ class MatmulDevice:
 def _matmul_device(lim: DeviceLimits) -> MatmulDevice:
     return MatmulDevice(subgroup_size=lim.subgroup_size, subgroup_arithmetic=lim.subgroup_arithmetic,
                         max_shared_memory=lim.max_shared_memory, max_invocations=lim.max_workgroup_invocations,
-                        coopmat_shapes=lim.coopmat_shapes, coopmat_khr_shapes=lim.coopmat_khr_shapes)
+                        coopmat_shapes=lim.coopmat_shapes, coopmat_khr_shapes=lim.coopmat_khr_shapes,
+                        coopvec_types=lim.coopvec_types)
 
 
 # -- the canonical problem ---------------------------------------------------------

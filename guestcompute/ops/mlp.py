@@ -23,6 +23,8 @@ import numpy as np
 
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, WrongContextError
 from ..tensor import Tensor
+from ..vk.cooperative_vector import to_inferencing_optimal
+from .mlp_coopvec import pack as coopvec_pack
 from .mlp_kernels import ACTIVATIONS, PAD, TABLE_WORDS, WEIGHT_DTYPES
 
 MAX_INPUT = 64
@@ -186,6 +188,19 @@ class Network:
         self.ctx, self.dtype, self.accumulate = ctx, dtype, accumulate
         self.layers = layers
         self.weights = ctx.tensor(pack(layers, dtype))
+        self._coopvec = None            # (width classes, weights) of the cooperative-vector kernel, once made
+
+    def coopvec_weights(self, classes: tuple) -> Tensor:
+        """The network buffer of the cooperative-vector kernel for width
+        ``classes`` (ops/mlp_coopvec.py), made on first use: its matrices
+        converted to this device's inferencing-optimal layout."""
+        if self._coopvec is None or self._coopvec[0] != classes:
+            self._coopvec = (classes, self.ctx.tensor(self._coopvec_words(self.layers, classes)))
+        return self._coopvec[1]
+
+    def _coopvec_words(self, layers, classes: tuple) -> np.ndarray:
+        device = self.ctx.device.handle
+        return coopvec_pack(layers, classes, lambda m: to_inferencing_optimal(device, m))
 
     # -- what the op reads ---------------------------------------------------------------
     @property
@@ -223,12 +238,16 @@ class Network:
                              f"has {[layer.shape for layer in self.layers]}; make a new network with ctx.mlp")
         _check_range(layers, self.dtype)
         packed = pack(layers, self.dtype)
+        if rec is not None and getattr(rec, "ctx", None) is not self.ctx:
+            raise WrongContextError("mlp update: rec records for another context")
         if rec is None:
             self.weights = self.ctx.tensor(packed)
+            self._coopvec = None
         else:
-            if getattr(rec, "ctx", None) is not self.ctx:
-                raise WrongContextError("mlp update: rec records for another context")
             rec.copy(self.ctx.tensor(packed), out=self.weights)
+            if self._coopvec is not None:
+                classes, words = self._coopvec
+                rec.copy(self.ctx.tensor(self._coopvec_words(layers, classes)), out=words)
         self.layers = layers
 
     def set_weights(self, weights, biases=None, *, transposed: bool = False, rec=None) -> None:

@@ -4,15 +4,20 @@ variants-as-data like matmul's.
 
 Preference order (:func:`explain` says why each is skipped):
 
+0. ``nv_coopvec`` float16 weights, the host enabled VK_NV_cooperative_vector
+               (what ``HostCaps.cooperative_vector`` lists: ``gc.requirements()``
+               recommends it where the device has it), the device multiplies
+               fp16 vectors by fp16 matrices with the network's accumulator
+               type, and tensor operands (an image input or output takes
+               the next kernel). One query per invocation, each layer one
+               matrix-vector product on the tensor cores (ops/mlp_coopvec.py);
+               activations rounded to fp16 between layers, as below.
 1. ``khr_coopmat`` float16 weights, the host enabled VK_KHR_cooperative_matrix
                (with shaderFloat16 and vulkanMemoryModel), the device has
                16x16x16 fp16 fragments with the network's accumulator,
                32-wide subgroups, and one of the kernel's tilings fits its
                shared memory and invocations. Activations are rounded to
                fp16 between layers (and the input on entry).
-   (A ``VK_NV_cooperative_vector`` kernel — one query per invocation,
-   matrix-vector products on the tensor cores — would come first here once
-   the shader compiler knows that extension.)
 2. ``fma``     every device: 16 queries per workgroup of 64, fp32
                activations and accumulators.
 
@@ -36,6 +41,7 @@ from ..dtypes import float16, float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.spec import groups_for
 from ..tensor import Tensor
+from . import mlp_coopvec as coopvec
 from . import mlp_kernels as kernels
 from . import pixels as px
 from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
@@ -49,12 +55,16 @@ FLOATS = ("float16", "float32")
 @dataclass(frozen=True)
 class Problem:
     """What selection reads: the weights' dtype, the accumulator, the
-    widest padded layer, and the operand layouts."""
+    widest padded layer, the operand layouts, the cooperative-vector
+    kernel's width classes (None: they do not fit) and whether an operand
+    reaches past 4 GiB (its byte addresses are 32-bit)."""
     dtype: str
     acc: str
     wmax: int
     x: str
     o: str
+    classes: tuple = None
+    huge: bool = False
 
 
 def khr_tiling(p: Problem, d: MatmulDevice):
@@ -76,8 +86,25 @@ def _khr_why_not(p: Problem, d: MatmulDevice):
     return None
 
 
+def _coopvec_why_not(p: Problem, d: MatmulDevice):
+    if p.dtype != "float16":
+        return "cooperative vectors are used for float16 weights only"
+    if not d.coopvec_types:
+        return ("the host did not enable VK_NV_cooperative_vector with what its kernel needs (see "
+                "gc.requirements())")
+    if ("float16", "float16", "float16", p.acc) not in d.coopvec_types:
+        return f"the device has no fp16 matrix-vector product with {p.acc} results"
+    if p.x not in ("f16", "f32") or p.o not in ("f16", "f32"):
+        return "it takes tensor operands (an image is read or written by the next kernel)"
+    if p.classes is None:
+        return "a width does not fit its width classes"
+    if p.huge:
+        return "an operand reaches past 4 GiB of its buffer (the kernel's byte addresses are 32-bit)"
+    return None
+
+
 CANDIDATES = (
-    # A VK_NV_cooperative_vector kernel would be listed first (see the notes).
+    Candidate("nv_coopvec", _coopvec_why_not, lambda p, d: coopvec.coopvec_spec(*p.classes, p.acc)),
     Candidate("khr_coopmat", _khr_why_not, lambda p, d: kernels.khr_spec(khr_tiling(p, d), p.acc, p.x, p.o)),
     # Every device runs it: 64 invocations and 16 KiB of shared memory.
     Candidate("fma", lambda p, d: None, lambda p, d: kernels.fma_spec(p.dtype, p.x, p.o)),
@@ -188,8 +215,23 @@ def _tensor_push(t: Tensor) -> dict:
     return {"o_off": t.offset, "o_sr": _row_stride(t), "o_sc": t.strides[-1]}
 
 
-def _problem(ctx, net, x_layout: str, o_layout: str) -> Problem:
-    return Problem(net.dtype, net.accumulate, max(net.padded_widths), x_layout, o_layout)
+def _problem(ctx, net, x_layout: str, o_layout: str, huge: bool = False) -> Problem:
+    return Problem(net.dtype, net.accumulate, max(net.padded_widths), x_layout, o_layout,
+                   coopvec.classes_of(net.widths), huge)
+
+
+def _reach(push: dict, rows: int, width: int, prefix: str) -> int:
+    """Elements from the buffer's start to one past the operand's last (an
+    upper bound), for the 4 GiB check."""
+    return push[prefix + "off"] + abs(push[prefix + "sr"]) * rows + abs(push[prefix + "sc"]) * width + 1
+
+
+def _vector_mode(elem_push: dict, prefix: str, dtype: str, width: int, cls: int) -> int:
+    """The kernel's x_mode/o_mode (ops/mlp_coopvec.py) of a tensor operand."""
+    if dtype == "f32":
+        return 2
+    aligned = all((elem_push[prefix + k] * 2) % coopvec.VECTOR_ALIGN == 0 for k in ("off", "sr"))
+    return 0 if elem_push[prefix + "sc"] == 1 and width == cls and aligned else 1
 
 
 def kernel_for(ctx, net, kernel: str = None) -> str:
@@ -223,15 +265,28 @@ def mlp(ctx, x, net, *, out=None, kernel: str = None):
     pre, post = [], []
     x_layout, x_res, x_push, lead = _x_operand(ctx, x, net, pre)
     result, o_layout, o_res, o_push, fills = _o_operand(ctx, out, x, lead, net, post)
-    name, spec = select(_problem(ctx, net, x_layout, o_layout), MatmulDevice.of(ctx), kernel)
-    _check_loop_cap(ctx, name, net)
     rows = math.prod(lead)
+    huge = x_layout != "tex" and o_layout in ("f16", "f32") and \
+        max(_reach(x_push, rows, net.in_width, "x_") * (2 if x_layout == "f16" else 4),
+            _reach(o_push, rows, net.out_width, "o_") * (2 if o_layout == "f16" else 4)) >= 1 << 32
+    problem = _problem(ctx, net, x_layout, o_layout, huge)
+    name, spec = select(problem, MatmulDevice.of(ctx), kernel)
+    _check_loop_cap(ctx, name, net)
     if rows == 0:
         return OpResult(result, [])
     if o_layout not in ("f16", "f32"):
         x_push["img_w"] = lead[1]
     values = {"rows": rows, "depth": net.depth, "in_w": net.in_width, "out_w": net.out_width, **x_push, **o_push}
-    per_group = kernels.khr_tiling(spec).rows if spec.family == "mlp_khr" else kernels.FMA_ROWS
+    weights = net.weights
+    if name == "nv_coopvec":
+        in_c, _, out_c = problem.classes
+        values["x_mode"] = _vector_mode(x_push, "x_", x_layout, net.in_width, in_c)
+        values["o_mode"] = _vector_mode(o_push, "o_", o_layout, net.out_width, out_c)
+        weights = net.coopvec_weights(problem.classes)
+        per_group = coopvec.THREADS
+    else:
+        per_group = kernels.khr_tiling(spec).rows if spec.family == "mlp_khr" else kernels.FMA_ROWS
     groups = groups_for(-(-rows // per_group), 1, ctx.limits.max_workgroup_count)
-    main = Dispatch(spec, (x_res, net.weights.buffer, o_res), spec.pack(values), groups)
+    values["groups_x"], values["groups_y"] = groups[0], groups[1]
+    main = Dispatch(spec, (x_res, weights.buffer, o_res), spec.pack(values), groups)
     return OpResult(result, pre + fills + [main] + post)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..log import log
 from ..paths import CacheFileRefused, atomic_write, cache_root, read_cache_file
-from .compiler import TARGET_ENV, compile_glsl, is_spirv, source_key
+from .compiler import TARGET_ENV, compile_source, is_spirv, source_key
 
 BAKED_DIR = Path(__file__).resolve().parent.parent / "kernels" / "baked"
 DISK_MAGIC = b"GCSPV1\n\0"   # disk-cache header: this magic, then sha256(key + spirv)
@@ -52,7 +52,7 @@ class SpirvCache:
             if data is None:
                 data = self._load(self.dir / f"{key}.spv", "spirv_disk_hits", key=key)
             if data is None:
-                data = compile_glsl(glsl, target_env)
+                data = compile_source(glsl, target_env)
                 self.store(key, data)
             self._memory[key] = data
             return data

@@ -134,6 +134,17 @@ def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
     return proc.stdout
 
 
+def compile_source(source: str, target_env: str = TARGET_ENV) -> bytes:
+    """SPIR-V of a built-in kernel's rendered source: Slang (its first line
+    says so, see kernels/spec.py) through slangc, GLSL through
+    :func:`compile_glsl`."""
+    from ..kernels.spec import SLANG_FIRST_LINE
+    if source.startswith(SLANG_FIRST_LINE):
+        from .slang import compile_builtin
+        return compile_builtin(source)
+    return compile_glsl(source, target_env)
+
+
 def _compile_with_glslang(glsl: str, target_env: str) -> bytes:
     import subprocess, tempfile
     with tempfile.TemporaryDirectory(prefix="guestcompute-") as tmp:

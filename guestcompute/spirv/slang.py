@@ -101,6 +101,29 @@ def diagnostics(output: str, name_of) -> list:
     return found
 
 
+# How built-in Slang kernels compile: SPIR-V 1.5, whose StorageBuffer
+# class the cooperative-vector instructions need (at 1.3 slangc declares
+# byte-address buffers in the Uniform class, which they refuse).
+BUILTIN_FLAGS = ("-target", "spirv", "-profile", "spirv_1_5", "-entry", "main", "-stage", "compute", "-O0", "-g0")
+
+
+def compile_builtin(text: str) -> bytes:
+    """SPIR-V of a built-in kernel's rendered Slang (KernelSpec.render);
+    KernelCompileError with slangc's words when it fails."""
+    import subprocess, tempfile     # as compile_glsl: only when compiling
+    exe = slangc_path()
+    with tempfile.TemporaryDirectory(prefix="guestcompute-") as tmp:
+        src, out = Path(tmp) / "kernel.slang", Path(tmp) / "kernel.spv"
+        src.write_text(text, encoding="utf-8")
+        proc = subprocess.run([exe, str(src), *BUILTIN_FLAGS, "-o", str(out)], capture_output=True,
+                              encoding="utf-8", errors="replace")
+        said = (proc.stderr + proc.stdout).strip()
+        if proc.returncode != 0 or not out.is_file():
+            raise KernelCompileError(f"a built-in Slang kernel failed to compile (slangc says):\n{said}",
+                                     output=said, tool="slangc")
+        return strip_debug(out.read_bytes())
+
+
 def _deps(depfile: Path) -> list:
     try:
         text = depfile.read_text()

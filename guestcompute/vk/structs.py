@@ -126,3 +126,9 @@ def chain(*structs):
         a.pNext = ffi.cast("void *", b)
         _children.setdefault(a, []).append(b)
     return structs[0] if structs else ffi.NULL
+
+
+def keep_alive(owner, *children) -> None:
+    """Keep ``children`` (cdata of any cffi, e.g. structs a pNext chain
+    points to by address) alive as long as ``owner`` lives."""
+    _children.setdefault(owner, []).extend(children)

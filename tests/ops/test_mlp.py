@@ -38,9 +38,9 @@ def _layers(widths, acts=None, scale=1.0):
 def _bound(net, ref, tol):
     """The documented error bound of the kernel this device runs ``net``
     with: the portable kernel's ``tol * (1 + |ref|)``, or the
-    cooperative-matrix kernel's ``KHR_TOL * max(1, max |ref|)``."""
+    cooperative-matrix (or cooperative-vector) kernel's ``KHR_TOL * max(1, max |ref|)``."""
     bound = tol * (1 + np.abs(ref))
-    if mlp_op.kernel_for(net.ctx, net) == "khr_coopmat":
+    if mlp_op.kernel_for(net.ctx, net) in ("khr_coopmat", "nv_coopvec"):
         bound = np.maximum(bound, KHR_TOL * max(1.0, float(np.abs(ref).max(initial=0))))
     return bound
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from guestcompute.spirv.cache import BAKED_DIR
-from guestcompute.spirv.compiler import compile_glsl, glslc_path, needs_glslang, source_key
+from guestcompute.spirv.compiler import compile_glsl, compile_source, glslc_path, needs_glslang, source_key
 from guestcompute.errors import CompilerNotFoundError
 from guestcompute import bake
 from guestcompute.ops import all_specs
@@ -62,8 +62,18 @@ def test_baked_spirv_equals_a_fresh_compile(catalogue):
     # Kernels that only glslangValidator 13+ compiles (the bake extra) are
     # compared where it is installed; their SPIR-V must still be baked.
     glslang = shutil.which("glslangValidator") is not None
+    # Slang kernels are compared where the slangc release that baked them is installed.
+    same_slangc = bake.read_index().get("slangc") not in (None, "unknown") and \
+        bake.slangc_version() == bake.read_index().get("slangc")
     for s in specs:
         glsl = s.render()
+        if s.language == "slang":
+            path = BAKED_DIR / f"{source_key(glsl, s.target_env)}.spv"
+            assert path.is_file(), STALE
+            if same_slangc:
+                assert path.read_bytes() == compile_source(glsl, s.target_env), \
+                    f"{s.family} {s.key}: baked SPIR-V differs from its source; {STALE}"
+            continue
         if needs_glslang(glsl) and not glslang:
             assert (BAKED_DIR / f"{source_key(glsl, s.target_env)}.spv").is_file(), STALE
             continue

@@ -1,0 +1,187 @@
+"""The fused MLP's VK_NV_cooperative_vector kernel: one query per
+invocation, each layer one matrix-vector multiply-add that the driver runs
+on the tensor cores (NVIDIA's route for exactly such networks), with the
+weights in the device's inferencing-optimal layout.
+
+Written in Slang (kernels/spec.py's Slang families): the GLSL compilers
+baking uses here predate GL_NV_cooperative_vector, slangc knows it. The
+vector lengths are compile-time, so a variant is a width class for the
+input (IN), the hidden layers (W, all padded to it) and the output (OUT),
+and the accumulator (the matrix-vector result's type); depth, widths
+within the classes and activations are data — one kernel serves every
+network of its classes.
+
+The network buffer (:func:`pack`): a table of four words per layer (the
+matrix's and the bias's byte offsets, activation code, slope bits), then
+each layer's matrix (N x K, converted by the caller, at 64-byte offsets)
+and bias (N fp16, at 16-byte offsets), each padded with zeros to its class.
+
+Operands are float16/float32 tensors (byte-address buffers: the element
+type is a mode in the push constants): ``x_mode`` 0 loads a query's
+inputs as one vector (fp16, contiguous, 16-byte aligned, exactly IN of
+them), 1 element by element from fp16, 2 from fp32; ``o_mode`` 0 stores
+one fp16 vector (the same conditions), 1 fp16 elements, 2 fp32 elements.
+``groups_x``, ``groups_y``: the dispatch's grid (a large one folds into y
+and z, as :func:`~guestcompute.kernels.spec.groups_for` says).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels.catalogue import variants
+from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+from .mlp_kernels import ACTIVATIONS
+
+IN_CLASSES = (16, 32, 64)
+WIDTH_CLASSES = (16, 32, 64, 128)
+ACCUMULATORS = {"float16": "half", "float32": "float"}
+THREADS = 64
+MATRIX_ALIGN, BIAS_ALIGN = 64, 16         # VK_NV_cooperative_vector's offset alignments (bytes)
+VECTOR_ALIGN = 16                         # what a vector load or store of the operands is given
+TABLE_BYTES = 16                          # one layer's entry
+
+PUSH = (Push("rows", "uint"), Push("depth", "uint"), Push("in_w", "uint"), Push("out_w", "uint"),
+        Push("x_off", "uint"), Push("x_sr", "int"), Push("x_sc", "int"), Push("x_mode", "uint"),
+        Push("o_off", "uint"), Push("o_sr", "int"), Push("o_sc", "int"), Push("o_mode", "uint"),
+        Push("groups_x", "uint"), Push("groups_y", "uint"))
+
+
+def width_class(width: int, classes=WIDTH_CLASSES):
+    """The smallest class holding ``width``, or None."""
+    return next((c for c in classes if c >= width), None)
+
+
+def classes_of(widths: tuple):
+    """(IN, W, OUT) of a network's widths (in, hidden..., out), or None
+    when one does not fit a class."""
+    hidden = widths[1:-1]
+    classes = (width_class(widths[0], IN_CLASSES), width_class(max(hidden)) if hidden else IN_CLASSES[0],
+               width_class(widths[-1]))
+    return None if None in classes else classes
+
+
+def coopvec_spec(in_c: int, w_c: int, out_c: int, acc: str) -> KernelSpec:
+    bindings = (Binding("x", "uint", READ), Binding("net", "uint", READ), Binding("o", "uint", WRITE))
+    return KernelSpec("mlp_coopvec", bindings, PUSH, (("in", in_c), ("w", w_c), ("out", out_c), ("acc", acc)),
+                      (THREADS, 1, 1), (), ("float16", "cooperative_vector"))
+
+
+# Activation codes are ACTIVATIONS' indices; tanh and the sigmoid saturate
+# (exp(-v) overflowing to inf gives 0, not inf/inf).
+_BODY = """
+static const int IN = %(in)d;
+static const int W = %(w)d;
+static const int OUT = %(out)d;
+typealias Acc = %(acc)s;
+
+CoopVec<Acc, N> dense<let N : int, let K : int>(CoopVec<half, K> v, uint layer)
+{
+    uint at = layer * %(table)du;
+    return coopVecMatMulAdd<Acc, N>(v, CoopVecComponentType::Float16, net, net.Load(at),
+                                    CoopVecComponentType::Float16, net, net.Load(at + 4u),
+                                    CoopVecComponentType::Float16, CoopVecMatrixLayout::InferencingOptimal,
+                                    false, 0);
+}
+
+CoopVec<Acc, N> activate<let N : int>(CoopVec<Acc, N> v, uint layer)
+{
+    uint at = layer * %(table)du;
+    uint code = net.Load(at + 8u);
+    if (code == 0u) return v;
+    CoopVec<Acc, N> zero = CoopVec<Acc, N>(Acc(0));
+    if (code == 1u) return max(v, zero);
+    if (code == 2u) return max(v, zero) + min(v, zero) * Acc(asfloat(net.Load(at + 12u)));
+    if (code == 4u) return tanh(v);
+    CoopVec<Acc, N> one = CoopVec<Acc, N>(Acc(1));
+    CoopVec<Acc, N> s = one / (one + exp(-v));
+    return code == 3u ? s : v * s;
+}
+
+CoopVec<half, IN> load_x(uint q)
+{
+    int row = int(pc.x_off) + int(q) * pc.x_sr;
+    if (pc.x_mode == 0u) return coopVecLoad<IN, half>(x, uint(row) * 2u);
+    CoopVec<half, IN> v = CoopVec<half, IN>(half(0));
+    for (int k = 0; k < int(pc.in_w); ++k) {
+        uint i = uint(row + k * pc.x_sc);
+        v[k] = pc.x_mode == 1u ? x.Load<half>(i * 2u) : half(asfloat(x.Load(i * 4u)));
+    }
+    return v;
+}
+
+void store_o(uint q, CoopVec<Acc, OUT> v)
+{
+    int row = int(pc.o_off) + int(q) * pc.o_sr;
+    if (pc.o_mode == 0u) { CoopVec<half, OUT>(v).store(o, uint(row) * 2u); return; }
+    for (int c = 0; c < int(pc.out_w); ++c) {
+        uint i = uint(row + c * pc.o_sc);
+        if (pc.o_mode == 1u) o.Store<half>(i * 2u, half(v[c]));
+        else o.Store(i * 4u, asuint(float(v[c])));
+    }
+}
+
+[shader("compute")]
+[numthreads(%(threads)d, 1, 1)]
+void main(uint3 gid: SV_GroupID, uint3 tid: SV_GroupThreadID)
+{
+    uint q = (gid.x + pc.groups_x * (gid.y + pc.groups_y * gid.z)) * %(threads)du + tid.x;
+    if (q >= pc.rows) return;
+    CoopVec<half, IN> v = load_x(q);
+    uint last = pc.depth - 1u;
+    if (last == 0u) { store_o(q, activate<OUT>(dense<OUT, IN>(v, 0u), 0u)); return; }
+    CoopVec<half, W> h = CoopVec<half, W>(activate<W>(dense<W, IN>(v, 0u), 0u));
+    for (uint l = 1u; l < last; ++l)
+        h = CoopVec<half, W>(activate<W>(dense<W, W>(h, l), l));
+    store_o(q, activate<OUT>(dense<OUT, W>(h, last), last));
+}
+"""
+
+
+@family("mlp_coopvec", language="slang")
+def _render(spec: KernelSpec) -> str:
+    return _BODY % {"in": spec.param("in"), "w": spec.param("w"), "out": spec.param("out"),
+                    "acc": ACCUMULATORS[spec.param("acc")], "table": TABLE_BYTES, "threads": THREADS}
+
+
+@variants("mlp_coopvec")
+def _coopvec_variants():
+    for in_c in IN_CLASSES:
+        for w_c in WIDTH_CLASSES:
+            for out_c in WIDTH_CLASSES:
+                for acc in ACCUMULATORS:
+                    yield coopvec_spec(in_c, w_c, out_c, acc)
+
+
+# -- the network buffer ------------------------------------------------------------------
+
+def _padded_layers(layers, classes: tuple):
+    """[(N x K float16 matrix, N float16 bias)] per layer, padded to the classes."""
+    in_c, w_c, out_c = classes
+    out = []
+    for i, layer in enumerate(layers):
+        k = in_c if i == 0 else w_c
+        n = out_c if i == len(layers) - 1 else w_c
+        m = np.zeros((n, k), np.float16)
+        m[:layer.shape[1], :layer.shape[0]] = layer.weight.T
+        b = np.zeros(n, np.float16)
+        b[:layer.shape[1]] = layer.bias
+        out.append((m, b))
+    return out
+
+
+def pack(layers, classes: tuple, convert) -> np.ndarray:
+    """The network buffer as uint32 words; ``convert(matrix)`` gives a
+    padded (N, K) float16 matrix's bytes in the kernel's layout."""
+    blob = bytearray(len(layers) * TABLE_BYTES)
+    for i, ((m, b), layer) in enumerate(zip(_padded_layers(layers, classes), layers)):
+        blob += bytes(-len(blob) % MATRIX_ALIGN)
+        w_at = len(blob)
+        blob += convert(m)
+        blob += bytes(-len(blob) % BIAS_ALIGN)
+        b_at = len(blob)
+        blob += b.tobytes()
+        slope = np.array([layer.slope], np.float32).view(np.uint32)[0]
+        entry = np.array([w_at, b_at, ACTIVATIONS.index(layer.activation), slope], np.uint32)
+        blob[i * TABLE_BYTES:(i + 1) * TABLE_BYTES] = entry.tobytes()
+    blob += bytes(-len(blob) % 16)
+    return np.frombuffer(bytes(blob), np.uint32).copy()

@@ -1,0 +1,159 @@
+"""The fused MLP's VK_NV_cooperative_vector kernel (ops/mlp_coopvec.py):
+selection from hand-built device facts and the network buffer's layout on
+every device; numpy parity where the device runs it (skipped elsewhere,
+saying why)."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import guestcompute as gc
+from guestcompute.ops import all_specs
+from guestcompute.ops import matmul as mm
+from guestcompute.ops import mlp_coopvec as cv
+from guestcompute.ops import mlp_op
+
+RNG = np.random.default_rng(5)
+FP16_ONLY = (("float16",) * 4,)
+BOTH = FP16_ONLY + (("float16", "float16", "float16", "float32"),)
+COOPVEC = mm.MatmulDevice(subgroup_size=32, subgroup_arithmetic=True, max_shared_memory=49152,
+                          max_invocations=1024, coopmat_khr_shapes=((16, 16, 16, "float16"),
+                                                                    (16, 16, 16, "float32")),
+                          coopvec_types=FP16_ONLY)
+# The documented bound (fp16 activations between layers, as the
+# cooperative-matrix kernel): |got - ref| <= TOL * max(1, max |ref|).
+TOL = 2e-2
+
+
+def _p(acc="float16", x="f16", o="f16", classes=(32, 64, 16), huge=False, dtype="float16"):
+    return mlp_op.Problem(dtype, acc, 64, x, o, classes, huge)
+
+
+def test_width_classes():
+    assert cv.classes_of((32, 64, 64, 16)) == (32, 64, 16)
+    assert cv.classes_of((3, 100, 20, 4)) == (16, 128, 16)
+    assert cv.classes_of((64, 128)) == (64, 16, 128)          # one layer: no hidden width
+    assert cv.classes_of((65, 16, 16)) is None
+
+
+def test_selection_prefers_cooperative_vectors():
+    name, spec = mlp_op.select(_p(), COOPVEC)
+    assert name == "nv_coopvec" and spec.family == "mlp_coopvec" and spec.language == "slang"
+    assert (spec.param("in"), spec.param("w"), spec.param("out"), spec.param("acc")) == (32, 64, 16, "float16")
+    assert spec.target_env == "vulkan1.2" and "cooperative_vector" in spec.features
+    both = dataclasses.replace(COOPVEC, coopvec_types=BOTH)
+    assert mlp_op.select(_p(acc="float32", x="f32", o="f32"), both)[0] == "nv_coopvec"
+
+
+@pytest.mark.parametrize("device,problem,why", [
+    (COOPVEC, _p(dtype="float32"), "float16 weights"),
+    (dataclasses.replace(COOPVEC, coopvec_types=()), _p(), "did not enable VK_NV_cooperative_vector"),
+    (COOPVEC, _p(acc="float32"), "float32 results"),
+    (COOPVEC, _p(x="tex"), "tensor operands"),
+    (COOPVEC, _p(o="put:rgba16f"), "tensor operands"),
+    (COOPVEC, _p(classes=None), "width classes"),
+    (COOPVEC, _p(huge=True), "4 GiB"),
+])
+def test_selection_falls_back_saying_why(device, problem, why):
+    assert mlp_op.select(problem, device)[0] == ("fma" if problem.dtype == "float32" else "khr_coopmat")
+    assert why in dict(mlp_op.explain(problem, device))["nv_coopvec"]
+    with pytest.raises(gc.UnsupportedError, match=why):
+        mlp_op.select(problem, device, "nv_coopvec")
+
+
+def test_every_coopvec_spec_the_selector_makes_is_baked():
+    catalogue = set(all_specs())
+    device = dataclasses.replace(COOPVEC, coopvec_types=BOTH)
+    for in_c in cv.IN_CLASSES:
+        for w_c in cv.WIDTH_CLASSES:
+            for out_c in cv.WIDTH_CLASSES:
+                for acc in ("float16", "float32"):
+                    name, spec = mlp_op.select(_p(acc=acc, classes=(in_c, w_c, out_c)), device)
+                    assert name == "nv_coopvec" and spec in catalogue
+
+
+def test_the_network_buffer_layout():
+    """Table entries point at 64-byte aligned matrices (N x K, padded to
+    the classes with zeros) and 16-byte aligned biases; row-major bytes
+    stand in for the device's conversion here."""
+    layers = [gc.Dense(RNG.standard_normal((20, 50)), RNG.standard_normal(50), "relu"),
+              gc.Dense(RNG.standard_normal((50, 33)), RNG.standard_normal(33), "leaky_relu", slope=0.25),
+              gc.Dense(RNG.standard_normal((33, 3)), RNG.standard_normal(3), "sigmoid")]
+    classes = cv.classes_of((20, 50, 33, 3))
+    assert classes == (32, 64, 16)
+    blob = cv.pack(layers, classes, lambda m: m.tobytes()).tobytes()
+    shapes = [(64, 32), (64, 64), (16, 64)]
+    for i, (layer, (n, k)) in enumerate(zip(layers, shapes)):
+        w_at, b_at, code, slope = np.frombuffer(blob, np.uint32, 4, i * cv.TABLE_BYTES)
+        assert w_at % cv.MATRIX_ALIGN == 0 and b_at % cv.BIAS_ALIGN == 0
+        m = np.frombuffer(blob, np.float16, n * k, w_at).reshape(n, k)
+        want = np.zeros((n, k), np.float16)
+        want[:layer.shape[1], :layer.shape[0]] = layer.weight.T
+        assert np.array_equal(m, want)
+        b = np.frombuffer(blob, np.float16, n, b_at)
+        assert np.array_equal(b[:layer.shape[1]], layer.bias.astype(np.float16)) and not b[layer.shape[1]:].any()
+        assert mlp_op.kernels.ACTIVATIONS[code] == layer.activation
+        assert np.uint32(slope).view(np.float32) == np.float32(layer.slope)
+    assert len(blob) % 16 == 0
+
+
+# -- on a device that runs it -------------------------------------------------------------
+
+def _coopvec_ctx(ctx, acc):
+    """``ctx``, or a skip saying why its device does not run the kernel."""
+    probe = ctx.mlp([gc.Dense(np.ones((16, 16)))], accumulate=acc)
+    try:
+        mlp_op.kernel_for(ctx, probe, "nv_coopvec")
+    except gc.UnsupportedError as e:
+        pytest.skip(f"this device does not run the cooperative-vector kernel: {e}")
+    return ctx
+
+
+def _check(got, net, x):
+    ref = net.numpy(np.asarray(x, np.float32))
+    got = np.asarray(got, np.float32)
+    assert got.shape == ref.shape
+    err = np.abs(got - ref).max(initial=0)
+    assert err <= TOL * max(1.0, float(np.abs(ref).max(initial=0))), err
+
+
+@pytest.mark.parametrize("acc", ["float16", "float32"])
+@pytest.mark.parametrize("widths,acts", [
+    ((32, 64, 64, 64, 64, 16), None),
+    ((3, 16), ["sigmoid"]),
+    ((64, 128, 128), ["tanh", "none"]),
+    ((7, 40, 24, 100, 5), ["leaky_relu", "silu", "relu", "sigmoid"]),
+])
+def test_networks_match_numpy(modern_host, modern_ctx, acc, widths, acts):
+    ctx = _coopvec_ctx(modern_ctx, acc)
+    acts = acts or ["relu"] * (len(widths) - 2) + ["none"]
+    layers = [gc.Dense(RNG.standard_normal((a, b)) / np.sqrt(a), RNG.standard_normal(b) * 0.1, act, slope=0.1)
+              for a, b, act in zip(widths, widths[1:], acts)]
+    net = ctx.mlp(layers, accumulate=acc)
+    x = RNG.standard_normal((1000, widths[0])).astype(np.float32)
+    for x_dtype in ("float16", "float32"):
+        for out_dtype in ("float16", "float32"):
+            xt = ctx.tensor(x.astype(x_dtype))
+            out = ctx.empty((1000, widths[-1]), out_dtype)
+            ctx.run(lambda rec: rec.mlp(xt, net, out=out, kernel="nv_coopvec"))
+            _check(out.numpy(), net, x.astype(x_dtype))
+
+
+def test_strided_operands_and_weight_updates(modern_host, modern_ctx):
+    ctx = _coopvec_ctx(modern_ctx, "float16")
+    layers = [gc.Dense(RNG.standard_normal((32, 64)) / 6, None, "relu"), gc.Dense(RNG.standard_normal((64, 16)) / 8)]
+    net = ctx.mlp(layers, accumulate="float16")
+    x = RNG.standard_normal((300, 40)).astype(np.float16)
+    xt = ctx.tensor(x)[:, 4:36]                      # rows 80 bytes apart: element loads
+    out = ctx.empty((300, 32), "float16")
+    ctx.run(lambda rec: rec.mlp(xt, net, out=out[:, ::2], kernel="nv_coopvec"))
+    _check(out.numpy()[:, ::2], net, x[:, 4:36])
+    new = [gc.Dense(RNG.standard_normal((32, 64)) / 6, None, "tanh"), gc.Dense(RNG.standard_normal((64, 16)) / 8)]
+    dense = ctx.tensor(x[:, 4:36].copy())
+    y = ctx.empty((300, 16), "float16")
+
+    def body(rec):
+        net.update(new, rec=rec)                     # the converted weights are rewritten in place too
+        rec.mlp(dense, net, out=y, kernel="nv_coopvec")
+    ctx.run(body)
+    _check(y.numpy(), net, x[:, 4:36])
