@@ -92,10 +92,13 @@ def encoding_rows(ctx, w: int, h: int, timer: Timer, goals: bool) -> list:
 def _grid_mlp_row(ctx, timer, uv, grid, encoded, hash_s: float, size: str, goals: bool) -> Result:
     """The hash grid's 32 features through a 4 x 64 ReLU network to 16 outputs."""
     import guestcompute as gc
+
+    from .neural_mlp import accumulator
     rng = np.random.default_rng(43)
     pairs = list(zip(MLP_WIDTHS, MLP_WIDTHS[1:]))
     net = ctx.mlp([gc.Dense(rng.standard_normal((a, b)) / np.sqrt(a), rng.standard_normal(b) * 0.1,
-                            "relu" if k + 1 < len(pairs) else "none") for k, (a, b) in enumerate(pairs)])
+                            "relu" if k + 1 < len(pairs) else "none") for k, (a, b) in enumerate(pairs)],
+                  accumulate=accumulator(ctx))
     out = ctx.empty((encoded.shape[0], MLP_WIDTHS[-1]), "float16")
 
     def body(rec):
@@ -109,7 +112,8 @@ def _grid_mlp_row(ctx, timer, uv, grid, encoded, hash_s: float, size: str, goals
     kernel = gc.ops.mlp_op.kernel_for(ctx, net)
     return Result(SECTION, GRID_MLP_ROW.replace("1920x1080", size), mine * 1e3, "ms",
                   "the hash grid alone, same run", hash_s * 1e3, GOALS[GRID_MLP_ROW] if goals else "",
-                  note=f"hash grid (16 x 2, 2^19 fp16) then rec.mlp 32 -> 4x64 -> 16 ReLU fp16 ({kernel} kernel)")
+                  note=f"hash grid (16 x 2, 2^19 fp16) then rec.mlp 32 -> 4x64 -> 16 ReLU fp16 ({kernel} kernel, "
+                       f"{net.accumulate} accumulators)")
 
 
 def gpu_rows(ctx, quick: bool) -> list:
