@@ -22,7 +22,8 @@ from pathlib import Path
 from .paths import atomic_write
 from .spirv.cache import BAKED_DIR
 from .spirv.compiler import compile_source, glslc_path, is_spirv, source_key
-from .errors import InvalidArgumentError, KernelError
+from .spirv.slang import slangc_path
+from .errors import CompilerNotFoundError, InvalidArgumentError, KernelError
 from .ops import all_specs
 
 INDEX_NAME = "index.json"
@@ -52,8 +53,6 @@ def glslc_version() -> str:
 
 def slangc_version():
     """``slangc -v`` (the Slang release), or None without slangc."""
-    from .errors import CompilerNotFoundError
-    from .spirv.slang import slangc_path
     try:
         exe = slangc_path()
     except CompilerNotFoundError:

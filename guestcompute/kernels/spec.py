@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import InvalidArgumentError
+from ..spirv.slang import SLANG_FIRST_LINE
 
 READ, WRITE, READWRITE = "read", "write", "readwrite"
 # Spec features a Vulkan 1.0 device can have (core features, no SPIR-V 1.3 needed).
@@ -28,9 +29,6 @@ VULKAN_1_0_FEATURES = frozenset({"image_write_without_format"})
 
 _families: dict = {}
 _slang_families: set = set()
-# The first line of every rendered Slang kernel: how the SPIR-V cache tells
-# a Slang source from a GLSL one (GLSL starts with #version).
-SLANG_FIRST_LINE = "// guestcompute built-in kernel: Slang"
 _SLANG_TYPES = {"uint": "uint", "int": "int", "float": "float", "uvec2": "uint2", "ivec2": "int2", "vec2": "float2",
                 "uvec4": "uint4", "ivec4": "int4", "vec4": "float4"}
 

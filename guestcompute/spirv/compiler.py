@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import CompilerNotFoundError, InvalidArgumentError, KernelCompileError, KernelError
 from ..log import log
+from .slang import SLANG_FIRST_LINE, compile_builtin
 
 TARGET_ENV = "vulkan1.0"  # SPIR-V 1.0 runs on every Vulkan 1.0 device
 SPIRV_MAGIC = b"\x03\x02\x23\x07"
@@ -138,9 +139,7 @@ def compile_source(source: str, target_env: str = TARGET_ENV) -> bytes:
     """SPIR-V of a built-in kernel's rendered source: Slang (its first line
     says so, see kernels/spec.py) through slangc, GLSL through
     :func:`compile_glsl`."""
-    from ..kernels.spec import SLANG_FIRST_LINE
     if source.startswith(SLANG_FIRST_LINE):
-        from .slang import compile_builtin
         return compile_builtin(source)
     return compile_glsl(source, target_env)
 

@@ -101,6 +101,10 @@ def diagnostics(output: str, name_of) -> list:
     return found
 
 
+# The first line of every rendered built-in Slang kernel (kernels/spec.py):
+# how the SPIR-V cache tells a Slang source from a GLSL one (GLSL starts
+# with #version).
+SLANG_FIRST_LINE = "// guestcompute built-in kernel: Slang"
 # How built-in Slang kernels compile: SPIR-V 1.5, whose StorageBuffer
 # class the cooperative-vector instructions need (at 1.3 slangc declares
 # byte-address buffers in the Uniform class, which they refuse).

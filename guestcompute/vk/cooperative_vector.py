@@ -9,12 +9,13 @@ chain. The chain's owner keeps them alive (:func:`structs.keep_alive`).
 """
 from __future__ import annotations
 
+import functools
+
 import cffi
 import numpy as np
 from vulkan import ffi, lib
 
-own = cffi.FFI()
-own.cdef("""
+_DECLARATIONS = """
 typedef struct { int sType; void* pNext; uint32_t cooperativeVector; uint32_t cooperativeVectorTraining; }
     CoopVecFeatures;
 typedef struct { int sType; void* pNext; uint32_t shaderReplicatedComposites; } ReplicatedFeatures;
@@ -27,7 +28,18 @@ typedef struct { int sType; const void* pNext; size_t srcSize; AddressConst srcD
     int srcLayout; size_t srcStride; int dstLayout; size_t dstStride; } ConvertInfo;
 typedef int (*PropertiesFn)(void* physicalDevice, uint32_t* count, CoopVecProperties* properties);
 typedef int (*ConvertFn)(void* device, const ConvertInfo* info);
-""")
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def own():
+    """Our cffi, made on first use: declaring it runs cffi's C parser,
+    which imports more of the standard library than importing guestcompute
+    may (an application's own selectors.py beside its script must not break
+    the import)."""
+    made = cffi.FFI()
+    made.cdef(_DECLARATIONS)
+    return made
 
 EXTENSION = "VK_NV_cooperative_vector"
 REPLICATED_EXTENSION = "VK_EXT_shader_replicated_composites"
@@ -49,7 +61,7 @@ _ROW_MAJOR, _INFERENCING_OPTIMAL = 0, 2
 
 def address(cdata) -> int:
     """The address of a struct made by either cffi."""
-    for f in (own, ffi):
+    for f in (own(), ffi):
         try:
             return int(f.cast("uintptr_t", cdata))
         except TypeError:
@@ -60,7 +72,7 @@ def address(cdata) -> int:
 def feature_struct(name: str, value: bool = True):
     """Our struct holding feature ``name``, set to ``value``."""
     struct, stype, member = FEATURES[name]
-    return own.new(struct + " *", {"sType": stype, member: int(bool(value))})
+    return own().new(struct + " *", {"sType": stype, member: int(bool(value))})
 
 
 def link(first, then) -> None:
@@ -75,7 +87,7 @@ def read_features(stype: int, node_address: int) -> dict:
     found = {}
     for name, (struct, want, member) in FEATURES.items():
         if stype == want:
-            found[name] = bool(getattr(own.cast(struct + " *", node_address), member))
+            found[name] = bool(getattr(own().cast(struct + " *", node_address), member))
     return found
 
 
@@ -87,12 +99,13 @@ def matmul_types(instance, pd) -> tuple:
     fn = lib.vkGetInstanceProcAddr(instance, b"vkGetPhysicalDeviceCooperativeVectorPropertiesNV")
     if fn == ffi.NULL:
         return ()
-    query = own.cast("PropertiesFn", address(fn))
-    handle = own.cast("void *", address(pd))
-    count = own.new("uint32_t *")
-    if query(handle, count, own.NULL) < 0 or count[0] == 0:
+    c = own()
+    query = c.cast("PropertiesFn", address(fn))
+    handle = c.cast("void *", address(pd))
+    count = c.new("uint32_t *")
+    if query(handle, count, c.NULL) < 0 or count[0] == 0:
         return ()
-    props = own.new("CoopVecProperties[]", count[0])
+    props = c.new("CoopVecProperties[]", count[0])
     for i in range(count[0]):
         props[i].sType = STYPE_PROPERTIES
     if query(handle, count, props) < 0:
@@ -113,22 +126,23 @@ def to_inferencing_optimal(device, matrix: np.ndarray) -> bytes:
     fn = lib.vkGetDeviceProcAddr(device, b"vkConvertCooperativeVectorMatrixNV")
     if fn == ffi.NULL:
         raise RuntimeError("the device exposes no vkConvertCooperativeVectorMatrixNV")
-    convert = own.cast("ConvertFn", address(fn))
+    c = own()
+    convert = c.cast("ConvertFn", address(fn))
     src = np.ascontiguousarray(matrix, np.float16)
-    size = own.new("size_t *")
-    info = own.new("ConvertInfo *", {
+    size = c.new("size_t *")
+    info = c.new("ConvertInfo *", {
         "sType": STYPE_CONVERT_INFO, "srcSize": src.nbytes, "pDstSize": size,
         "srcComponentType": _FLOAT16, "dstComponentType": _FLOAT16,
         "numRows": src.shape[0], "numColumns": src.shape[1], "srcLayout": _ROW_MAJOR,
         "srcStride": src.shape[1] * 2, "dstLayout": _INFERENCING_OPTIMAL, "dstStride": 0})
-    keep = own.from_buffer(src)
+    keep = c.from_buffer(src)
     info.srcData.hostAddress = keep
-    info.dstData.hostAddress = own.NULL
-    handle = own.cast("void *", address(device))
+    info.dstData.hostAddress = c.NULL
+    handle = c.cast("void *", address(device))
     if convert(handle, info) != 0:
         raise RuntimeError("vkConvertCooperativeVectorMatrixNV: the size query failed")
-    dst = own.new("char[]", size[0])
+    dst = c.new("char[]", size[0])
     info.dstData.hostAddress = dst
     if convert(handle, info) != 0:
         raise RuntimeError("vkConvertCooperativeVectorMatrixNV failed")
-    return bytes(own.buffer(dst, size[0]))
+    return bytes(c.buffer(dst, size[0]))
