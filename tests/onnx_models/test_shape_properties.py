@@ -58,7 +58,8 @@ def test_pad(modern_ctx, shape, mode, data_):
         while n - sum(crops) < min(least, n):
             crops[crops.index(True)] = False
         left = n - sum(crops)
-        grow = st.integers(0, left - 1 if mode == "reflect" else 3)
+        # wrap: at most the kept length (some onnxruntime releases return stray values for more)
+        grow = st.integers(0, {"reflect": left - 1, "wrap": left}.get(mode, 3))
         begin.append(-1 if crops[0] else data_.draw(grow))
         end.append(-1 if crops[1] else data_.draw(grow))
     pads = begin + end
@@ -71,7 +72,10 @@ def test_pad(modern_ctx, shape, mode, data_):
 @given(shape=shapes, data_=st.data())
 def test_split_and_cumsum(modern_ctx, shape, data_):
     axis = data_.draw(st.integers(-len(shape), len(shape) - 1))
-    k = data_.draw(st.integers(1, shape[axis]))
+    # k parts whose last is not empty: some onnxruntime releases refuse the others (4 in 3 parts of
+    # 2, 2 and 0), which opset 18 allows
+    n = shape[axis]
+    k = data_.draw(st.sampled_from([k for k in range(1, n + 1) if -(-n // k) * (k - 1) < n]))
     outs = tuple(f"y{i}" for i in range(k))
     matches_onnxruntime(modern_ctx, [helper.make_node("Split", ["x"], list(outs), axis=axis, num_outputs=k)],
                         data(shape), {}, outputs=outs)
