@@ -102,13 +102,9 @@ CoopVec<half, IN> load_x(uint q)
     int row = int(pc.x_off) + int(q) * pc.x_sr;
     if (pc.x_mode == 0u) return coopVecLoad<IN, half>(x, uint(row) * 2u);
     CoopVec<half, IN> v = CoopVec<half, IN>(half(0));
-    // Unrolled: constant indices keep the vector in registers (a runtime
-    // index would put it in local memory, in every path of the kernel).
-    [ForceUnroll] for (int k = 0; k < IN; ++k) {
-        if (uint(k) < pc.in_w) {
-            uint i = uint(row + k * pc.x_sc);
-            v[k] = pc.x_mode == 1u ? x.Load<half>(i * 2u) : half(asfloat(x.Load(i * 4u)));
-        }
+    for (int k = 0; k < int(pc.in_w); ++k) {
+        uint i = uint(row + k * pc.x_sc);
+        v[k] = pc.x_mode == 1u ? x.Load<half>(i * 2u) : half(asfloat(x.Load(i * 4u)));
     }
     return v;
 }
@@ -117,12 +113,10 @@ void store_o(uint q, CoopVec<Acc, OUT> v)
 {
     int row = int(pc.o_off) + int(q) * pc.o_sr;
     if (pc.o_mode == 0u) { CoopVec<half, OUT>(v).store(o, uint(row) * 2u); return; }
-    [ForceUnroll] for (int c = 0; c < OUT; ++c) {
-        if (uint(c) < pc.out_w) {
-            uint i = uint(row + c * pc.o_sc);
-            if (pc.o_mode == 1u) o.Store<half>(i * 2u, half(v[c]));
-            else o.Store(i * 4u, asuint(float(v[c])));
-        }
+    for (int c = 0; c < int(pc.out_w); ++c) {
+        uint i = uint(row + c * pc.o_sc);
+        if (pc.o_mode == 1u) o.Store<half>(i * 2u, half(v[c]));
+        else o.Store(i * 4u, asuint(float(v[c])));
     }
 }
 
