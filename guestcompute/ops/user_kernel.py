@@ -289,6 +289,10 @@ _KINDS = {"storage_buffer": ("buffer", "a tensor"), "storage_image": ("storage",
 
 def _bindings(r, name) -> tuple:
     for i, b in enumerate(r.bindings):
+        if b.kind == "mixed":
+            raise UnsupportedError(f"kernel {name!r}: binding {b.binding} is declared by variables of different "
+                                   "kinds; a binding holds one resource (several views of one storage buffer "
+                                   "are fine)")
         if b.kind not in _KINDS:
             raise UnsupportedError(f"kernel {name!r}: binding {b.binding} ({b.name or 'unnamed'}) is a "
                                    f"{b.kind.replace('_', ' ')}; guestcompute binds storage buffers, storage "

@@ -25,6 +25,7 @@ stream is read by :mod:`.module`, type sizes by :mod:`.type_sizes`.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from . import module as spv
@@ -42,7 +43,8 @@ class ReflectedBinding:
     # "storage_buffer", "uniform_buffer", "storage_image", "sampled_image",
     # "combined_image_sampler", "sampler", "uniform_texel_buffer",
     # "storage_texel_buffer", "input_attachment", "acceleration_structure"
-    # or "unknown"; callers reject the kinds they do not support.
+    # "unknown", or "mixed" (variables of different kinds at one binding);
+    # callers reject the kinds they do not support.
     kind: str
     readonly: bool   # NonWritable on the variable or on every block member
     writeonly: bool  # NonReadable on the variable or on every block member
@@ -153,6 +155,26 @@ def _all_members(module: SpirvModule, struct_id: int, n_members: int, deco: int)
         module.has_deco(struct_id, deco, m) for m in range(n_members))
 
 
+def _merge_aliases(bindings: list) -> tuple:
+    """One binding per (set, binding). Several storage-buffer variables at
+    one binding are views of one buffer (slangc declares a byte-address
+    buffer once per element type it loads or stores): they merge, read-only
+    or write-only only if every view is. Other kinds sharing a binding make
+    one binding of kind "mixed", which callers refuse."""
+    merged = []
+    for b in bindings:
+        prev = merged[-1] if merged else None
+        if prev is None or (prev.set, prev.binding) != (b.set, b.binding):
+            merged.append(b)
+            continue
+        if prev.kind != "storage_buffer" or b.kind != "storage_buffer":
+            merged[-1] = dataclasses.replace(prev, kind="mixed", image=None)
+            continue
+        merged[-1] = dataclasses.replace(prev, readonly=prev.readonly and b.readonly,
+                                         writeonly=prev.writeonly and b.writeonly, name=prev.name or b.name)
+    return tuple(merged)
+
+
 def _binding(module: SpirvModule, var_id: int, ptr_type: int, storage: int) -> ReflectedBinding:
     ptr_op, ptr_ops = module.type(ptr_type)
     if ptr_op != spv.OP_TYPE_POINTER:
@@ -248,7 +270,7 @@ def reflect(spirv: bytes) -> ReflectedShader:
 
     return ReflectedShader(
         entry_point=entry_name,
-        bindings=tuple(sorted(bindings, key=lambda b: (b.set, b.binding))),
+        bindings=_merge_aliases(sorted(bindings, key=lambda b: (b.set, b.binding))),
         push_constant_size=push_size,
         local_size=local_size,
         local_size_spec_ids=spec_ids,

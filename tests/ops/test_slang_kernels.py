@@ -91,3 +91,35 @@ def test_bad_slang_arguments(slang_ctx):
         slang_ctx.kernel(SCALE, language="hlsl")
     with pytest.raises(gc.InvalidArgumentError, match="Slang text or a .slang file"):
         slang_ctx.kernel(b"\x03\x02\x23\x07", language="slang")
+
+
+# A byte-address buffer read as float16 and as uint32: slangc declares one
+# variable per element type at the same binding, which is one binding.
+TYPED_LOADS = """
+ByteAddressBuffer src;
+RWByteAddressBuffer dst;
+
+[shader("compute")]
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID)
+{
+    uint i = id.x;
+    float lo = float(src.Load<half>(i * 4));
+    dst.Store(i * 8, src.Load(i * 4));
+    dst.Store<float>(i * 8 + 4, lo);
+}
+"""
+
+
+def test_typed_loads_of_a_byte_address_buffer(slang_ctx):
+    ctx = slang_ctx
+    if not ctx.caps.float16_storage:
+        pytest.skip("reads float16 from a buffer: needs 16-bit storage")
+    k = ctx.kernel(TYPED_LOADS, language="slang", name="typed_loads")
+    assert len(k.bindings) == 2
+    halves = np.linspace(-2, 2, 128).astype(np.float16)
+    src, dst = ctx.tensor(halves.view(np.uint32)), ctx.zeros((128,), "uint32")
+    ctx.run(lambda rec: k(rec, src, dst, groups=1))
+    got = dst.numpy().reshape(64, 2)
+    np.testing.assert_array_equal(got[:, 0], halves.view(np.uint32))
+    np.testing.assert_array_equal(got[:, 1].view(np.float32), halves[0::2].astype(np.float32))

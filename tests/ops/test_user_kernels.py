@@ -52,6 +52,32 @@ def test_glsl_kernel_runs_with_every_push_form(host, ctx):
     np.testing.assert_array_equal(outs[3].numpy(), np.zeros(100, np.float32))
 
 
+# Two views of one buffer at binding 0 (slangc declares a byte-address
+# buffer once per element type it loads or stores): one binding, read and
+# written, so the barriers treat it as read-write.
+ALIASED = """#version 450
+layout(local_size_x = 32) in;
+layout(std430, binding = 0) readonly buffer Bits { uint bits[]; };
+layout(std430, binding = 0) writeonly buffer Vals { float vals[]; };
+layout(std430, binding = 1) writeonly buffer Out { uint out_bits[]; };
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    out_bits[i] = bits[i];
+    vals[i] = 2.0 * float(i);
+}
+"""
+
+
+def test_aliased_views_of_one_buffer_are_one_binding(host, ctx):
+    k = ctx.kernel(ALIASED, name="aliased")
+    assert len(k.bindings) == 2 and not k.bindings[0].readonly and not k.bindings[0].writeonly
+    x_np = np.linspace(-1, 1, 64, dtype=np.float32)
+    x, bits = ctx.tensor(x_np), ctx.zeros((64,), "uint32")
+    host.run(ctx, lambda rec: k(rec, x, bits, groups=2))
+    np.testing.assert_array_equal(bits.numpy(), x_np.view(np.uint32))
+    np.testing.assert_array_equal(x.numpy(), 2.0 * np.arange(64, dtype=np.float32))
+
+
 def test_spirv_bytes_and_pipeline_cache(host):
     ctx = host.adopt()
     try:
@@ -156,6 +182,12 @@ layout(constant_id = 1) const uint FACTOR = 2;
 layout(std430, binding = 0) buffer B { uint b[]; };
 void main() { b[0] = FACTOR; }
 """
+MIXED = """#version 450
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) buffer B { float b[]; };
+layout(binding = 0, r32f) uniform image2D img;
+void main() { b[0] = imageLoad(img, ivec2(0)).x; }
+"""
 OTHER_ID = """#version 450
 layout(local_size_x_id = 3) in;
 layout(std430, binding = 0) buffer B { uint b[]; };
@@ -164,7 +196,7 @@ void main() { b[0] = 1u; }
 
 
 @pytest.mark.parametrize("name", ["IMAGE", "UNIFORM", "SET1", "GAP", "HUGE_PUSH", "CLASH", "OTHER_ID",
-                                  "WORKGROUP"])
+                                  "WORKGROUP", "MIXED"])
 def test_unsupported_declarations(host, ctx, name):
     with pytest.raises(gc.UnsupportedError):
         if name == "HUGE_PUSH":
