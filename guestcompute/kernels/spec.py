@@ -211,8 +211,11 @@ class KernelSpec:
             kind = "ByteAddressBuffer" if b.access == READ else "RWByteAddressBuffer"
             lines.append(f"[[vk::binding({i}, 0)]] {kind} {b.name};")
         if self.push:
-            fields = " ".join(f"{_SLANG_TYPES[f.type]} {f.name}{f'[{f.count}]' if f.count > 1 else ''};"
-                              for f in self.push)
+            # Arrays are left out: Slang may lay a push-constant array out
+            # with another stride than push_layout's std430.
+            if any(f.count > 1 for f in self.push):
+                raise ValueError(f"kernel family {self.family!r}: a Slang family takes no push-constant arrays")
+            fields = " ".join(f"{_SLANG_TYPES[f.type]} {f.name};" for f in self.push)
             lines.append(f"struct Push {{ {fields} }};")
             lines.append("[[vk::push_constant]] ConstantBuffer<Push> pc;")
         lines.append(_families[self.family](self))
