@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .nodes_math import broadcast_binary
 from .table import (NUMBERS, Const, Plan, Sym, all_const, attr, broadcast_shape, require_dtype, rule,
                     unsupported)
 
@@ -22,20 +23,8 @@ LOGIC = {"And": ("logical_and", np.logical_and), "Or": ("logical_or", np.logical
 @rule(*COMPARE, *LOGIC)
 def binary_predicate(node, args, opset):
     method, fn = {**COMPARE, **LOGIC}[node.op_type]
-    if len(args) != 2 or any(a is None for a in args):
-        raise unsupported(node, f"{len(args)} inputs (two are supported)")
-    a, b = args
-    if all_const(args):
-        return [Const(np.asarray(fn(a.value, b.value)))]
     allowed = COMPARED if node.op_type in COMPARE else (BOOL,)
-    da, db = require_dtype(node, a, allowed), require_dtype(node, b, allowed)
-    if da != db:
-        raise unsupported(node, f"mixed input dtypes {da} and {db}")
-    shape = broadcast_shape(node, a, b)
-
-    def record(rec, t):
-        getattr(rec, method)(t.ins[0], t.ins[1], out=t.outs[0])
-    return Plan([Sym(shape, BOOL)], record)
+    return broadcast_binary(node, args, method, fn, allowed, result=BOOL)
 
 
 def _is_inf_np(x, node):

@@ -29,6 +29,14 @@ BINARY = {
 @rule(*BINARY)
 def binary(node, args, opset):
     method, fn, allowed = BINARY[node.op_type]
+    return broadcast_binary(node, args, method, fn, allowed)
+
+
+def broadcast_binary(node, args, method: str, fn, allowed, result: str = None):
+    """Two inputs of one dtype among ``allowed``, broadcast as numpy does:
+    folded with ``fn`` when both are constants, else recorded as
+    ``rec.<method>(a, b, out=)``; the result has dtype ``result`` (None:
+    the inputs')."""
     if len(args) != 2 or any(a is None for a in args):
         raise unsupported(node, f"{len(args)} inputs (two are supported)")
     a, b = args
@@ -41,7 +49,7 @@ def binary(node, args, opset):
 
     def record(rec, t):
         getattr(rec, method)(t.ins[0], t.ins[1], out=t.outs[0])
-    return Plan([Sym(shape, da)], record)
+    return Plan([Sym(shape, result or da)], record)
 
 
 POW_BASES = ("float32", "float16", "int32")
