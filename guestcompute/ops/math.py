@@ -152,10 +152,12 @@ def entry_expr(entry, operands, uniform=()):
     return entry, None
 
 
-def _entry(table: dict, dtype, name: str, hint: str):
+def table_entry(table: dict, dtype, name: str, hint: str = ""):
+    """The entry of ``table`` (keyed by compute type) for ``dtype``;
+    DTypeError naming ``name`` (and ``hint``, what to do) when it has none."""
     entry = table.get(COMPUTE_TYPE[dtype.kind])
     if entry is None:
-        raise DTypeError(f"{name} is not defined for {dtype}; {hint}")
+        raise DTypeError(f"{name} is not defined for {dtype}" + (f"; {hint}" if hint else ""))
     return entry
 
 
@@ -252,7 +254,7 @@ def _binary(name: str, table: dict, hint: str):
         else:
             dtype = a.dtype
         check_dtype(ctx, dtype, NUMERIC, name)
-        entry = _entry(table, dtype, name, hint)
+        entry = table_entry(table, dtype, name, hint)
         if isinstance(b, Tensor):
             expr, helpers = entry_expr(entry, ("x0", "x1"))
             return elementwise(ctx, expr, [a, b], out, out_dtype=_result_dtype(name, dtype), allowed=NUMERIC,
@@ -407,7 +409,7 @@ def _unary(name: str, table: dict, doc: str):
     def unary_op(ctx, x, *, out=None):
         x = check_tensor(ctx, x, f"{name} x")
         check_dtype(ctx, x.dtype, NUMERIC, name)
-        expr, helpers = entry_expr(_entry(table, x.dtype, name, _FLOAT_ONLY), ("x0",))
+        expr, helpers = entry_expr(table_entry(table, x.dtype, name, _FLOAT_ONLY), ("x0",))
         return elementwise(ctx, expr, [x], out, allowed=NUMERIC, name=name, helpers=helpers)
     unary_op.__name__ = name
     unary_op.__doc__ = f"Elementwise {doc}. Allocates ``out`` when omitted."
@@ -432,7 +434,7 @@ def gelu(ctx, x, *, approximate: str = "none", out=None):
         raise InvalidArgumentError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
     x = check_tensor(ctx, x, "gelu x")
     check_dtype(ctx, x.dtype, NUMERIC, "gelu")
-    expr, helpers = entry_expr(_entry(GELU[approximate], x.dtype, "gelu", _FLOAT_ONLY), ("x0",))
+    expr, helpers = entry_expr(table_entry(GELU[approximate], x.dtype, "gelu", _FLOAT_ONLY), ("x0",))
     return elementwise(ctx, expr, [x], out, allowed=NUMERIC, name="gelu", helpers=helpers)
 
 

@@ -22,7 +22,7 @@ from ..kernels.catalogue import variants
 from ..tensor import Tensor
 from .base import check_tensor, op, same_dtype
 from .elementwise import COMPUTE_TYPE, NUMERIC, elementwise, map_variants
-from .math import Helper, entry_expr
+from .math import Helper, entry_expr, table_entry
 from .windows import POINTWISE
 
 MASK = "uint8"                      # the dtype a predicate writes
@@ -86,13 +86,6 @@ def _mask_dtype(out, what: str):
     return as_dtype(MASK)
 
 
-def _entry(table: dict, dtype, what: str):
-    entry = table.get(COMPUTE_TYPE[dtype.kind])
-    if entry is None:
-        raise DTypeError(f"{what} is not defined for {dtype}")
-    return entry
-
-
 def _binary_predicate(name: str, table: dict, takes_scalar: bool):
     def predicate(ctx, a, b, *, out=None):
         a = check_tensor(ctx, a, f"{name} a")
@@ -104,7 +97,7 @@ def _binary_predicate(name: str, table: dict, takes_scalar: bool):
         else:
             operands, dtype, scalar, names = [a], a.dtype, b, ("x0", "s")
         mask = _mask_dtype(out, name)
-        entry = _entry(table, dtype, name)
+        entry = table_entry(table, dtype, name)
         expr, helpers = entry_expr(entry, names, uniform=(1,) if scalar is not None else ())
         return elementwise(ctx, expr, operands, out, out_dtype=mask, scalar=scalar, allowed=OPERANDS, name=name,
                            helpers=helpers)
@@ -116,7 +109,7 @@ def _unary_predicate(name: str, table: dict):
     def predicate(ctx, x, *, out=None):
         x = check_tensor(ctx, x, f"{name} x")
         mask = _mask_dtype(out, name)
-        expr, helpers = entry_expr(_entry(table, x.dtype, name), ("x0",))
+        expr, helpers = entry_expr(table_entry(table, x.dtype, name), ("x0",))
         return elementwise(ctx, expr, [x], out, out_dtype=mask, allowed=OPERANDS, name=name, helpers=helpers)
     predicate.__name__ = name
     return predicate
