@@ -152,6 +152,23 @@ def _dft(code: _Code, xs: list) -> list:
     return out
 
 
+def _twiddles(code: _Code, k: str, step: int, radix: int) -> list:
+    """Names of w^s for s < radix (index 0 unused), w the root of index
+    ``k * step``: the powers of two read from the table, the others each
+    the product of the one without its lowest bit and that bit's power.
+    log2(radix) reads a butterfly instead of radix - 1: the reads, not the
+    multiplications, are what a butterfly's twiddles cost; each power is at
+    most log2(radix) - 1 products of table entries rounded from float64."""
+    turns = [None] * radix
+    for s in range(1, radix):
+        low = s & -s
+        if low == s:
+            turns[s] = code.let(f"twiddle({k} * {s * step}u)")
+        else:
+            turns[s] = code.let(f"cmul({turns[s - low]}, {turns[low]})")
+    return turns
+
+
 # -- GLSL ----------------------------------------------------------------------------
 
 _LOAD, _HERMITIAN = row_loads("p", "N", "q")
@@ -168,8 +185,8 @@ def _stage(code: _Code, regs: list, radix: int, ls: int, n: int, threads: int, w
         ins = [regs[q + s * group] for s in range(radix)]
         if ls > 1:
             code.lines.append(f"{{ uint b = j + {q * threads}u; k{q} = b % {ls}u; base{q} = (b - k{q}) * {radix}u + k{q}; }}")
-            step = n // (radix * ls)
-            ins = [ins[0]] + [code.let(f"cmul({ins[s]}, twiddle(k{q} * {s * step}u))") for s in range(1, radix)]
+            turns = _twiddles(code, f"k{q}", n // (radix * ls), radix)
+            ins = [ins[0]] + [code.let(f"cmul({ins[s]}, {turns[s]})") for s in range(1, radix)]
         else:
             code.lines.append(f"base{q} = (j + {q * threads}u) * {radix}u;")
         outs = _dft(code, ins)
