@@ -7,7 +7,8 @@ over any strided view and batched over all the other axes, is read
 written, scaled by the ``norm`` factor, into the output. Powers of two up
 to 4,096 take their own fixed-length kernel (ops/fft_fixed.py: the plan
 unrolled, the row in registers, a layout for rows along memory and one for
-columns); every other length the generic ``fft_rows`` kernel
+columns; real rows along memory through a transform of half their length,
+ops/fft_halves.py); every other length the generic ``fft_rows`` kernel
 (ops/fft_kernels.py: the plan in push constants). An n-dimensional transform is one such pass per axis, in
 numpy's order; a pass that keeps its axis's length works in place on the
 output, one that changes it writes a new intermediate tensor.
@@ -205,7 +206,7 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
     if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns)):
         spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None)
         bindings = (source_binding(src), dst.buffer, fk.roots(ctx, n).buffer)
-        per_group = fft_fixed.layout(n, columns)[1]
+        per_group = fft_fixed.shape(spec)[2]
         if spectrum is not None:
             bindings += (spectrum[0].buffer,)
             values.update(k_step=spectrum[1][axis])

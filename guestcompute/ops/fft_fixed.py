@@ -25,6 +25,10 @@ and divisions. For the lengths renderers use most (powers of two up to
   neighbours in memory (the columns of a row-major array) the invocations
   run across the rows first, so each access covers whole memory sectors.
 
+Real rows along memory (a real input's forward transform, a Hermitian
+input's inverse to real values) go through a complex transform of half
+their length and one more step (ops/fft_halves.py).
+
 The row's length, stages and thread layout are compiled in; the views,
 batch, crop / zero-padding, direction and scale are push constants, so
 any batch or view still reuses the pipeline.
@@ -37,6 +41,7 @@ import numpy as np
 
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, Binding, KernelSpec, Push, family
+from . import fft_halves
 from .fft_kernels import CMUL, KINDS, STORED, load_glsl, row_bindings, row_loads, row_push, row_storage, texel_source
 from .scan_tiles import WG_INDEX
 
@@ -226,19 +231,37 @@ def _stages(code: _Code, regs: list, radices: list, n: int, threads: int, where,
     return regs
 
 
+def shape(spec: KernelSpec) -> tuple:
+    """(points transformed, elements an invocation holds, rows a
+    workgroup transforms, stage radices) of a fixed kernel's spec: half
+    its length for real rows (ops/fft_halves.py)."""
+    return _shape(spec.param("n"), spec.param("columns"), spec.param("halves"))
+
+
+def _shape(n: int, columns: bool, halves) -> tuple:
+    points = n // 2 if halves else n
+    return (points,) + layout(points, columns)
+
+
 @family("fft_fixed")
 def _render(spec: KernelSpec) -> str:
     n, load, store = spec.param("n"), spec.param("load"), spec.param("store")
-    columns = spec.param("columns")
-    per, rows, radices = layout(n, columns)
-    threads, shift = n // per, pad_shift(n, rows)
-    words, split = shared_elements(n, rows), split_exchange(n, rows)
+    columns, halves = spec.param("columns"), spec.param("halves")
+    points, per, rows, radices = shape(spec)
+    threads, shift = points // per, pad_shift(points, rows)
+    words, split = shared_elements(points, rows), split_exchange(points, rows)
     where = lambda p: slot(p, shift, columns)          # noqa: E731
     code = _Code()
-    regs = [code.let(f"live ? load(j + {e * threads}u, ib) : vec2(0.0)") for e in range(per)]
+    if halves == "r2c":
+        regs = fft_halves.r2c_loads(code, per, threads)
+    elif halves == "c2r":
+        regs = fft_halves.c2r_loads(code, per, threads, n)
+    else:
+        regs = [code.let(f"live ? load(j + {e * threads}u, ib) : vec2(0.0)") for e in range(per)]
     code.lines.append("uint " + ", ".join(f"k{q} = 0u, base{q} = 0u" for q in range(per)) + ";")
     if len(radices) == 1 and load == "hermitian":
         code.lines.append("barrier();")      # a row read across invocations before any writes it in place
+    # The twiddles' steps count in n-th roots (the table's), also for a half-length transform.
     regs = _stages(code, regs, radices, n, threads, where, split)
     if spec.param("convolve"):
         # The row's spectrum times the kernel's, then the inverse transform.
@@ -246,10 +269,16 @@ def _render(spec: KernelSpec) -> str:
                 for e, r in enumerate(regs)]
         code.lines.append("sg = -sg;")
         regs = _stages(code, regs, radices, n, threads, where, split)
-    value = STORED[store]("v")
-    stores = "\n    ".join(
-        f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {regs[e]} * pc.scale; "
-        f"dst[ob + int(p) * pc.out_step] = {value}; }} }}" for e in range(per))
+    if halves == "r2c":
+        stores = fft_halves.r2c_stores(fft_halves.r2c_spectrum(code, regs, threads, where, split, n),
+                                       regs[0], threads, n)
+    elif halves == "c2r":
+        stores = fft_halves.c2r_stores(regs, threads, STORED[store])
+    else:
+        value = STORED[store]("v")
+        stores = "\n    ".join(
+            f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {regs[e]} * pc.scale; "
+            f"dst[ob + int(p) * pc.out_step] = {value}; }} }}" for e in range(per))
     body = "\n  ".join(code.lines)
     return f"""const uint N = {n}u, T = {threads}u, R = {rows}u, NP = {words // rows}u;
 shared {"float" if split else "vec2"} sh[{words}];
@@ -288,14 +317,17 @@ def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = Fa
     rows along memory or for ``columns`` (neighbouring rows neighbours in
     memory); ``convolve``: forward transform, product with the
     ``spectrum`` binding's row, inverse transform (complex rows)."""
-    per, rows, _ = layout(n, columns)
     bindings = row_bindings(load, store)
     push = row_push(_PUSH, load)
     if convolve:
         bindings += (Binding("spectrum", "vec2", READ),)
         push += _CONVOLVE_PUSH
     params = (("n", n), ("load", load), ("store", store), ("columns", columns), ("convolve", convolve))
-    return KernelSpec("fft_fixed", bindings, push, params, (rows * (n // per), 1, 1), **row_storage(load, store))
+    halves = fft_halves.halves(n, load, store, columns, convolve)
+    if halves:
+        params += (("halves", halves),)
+    points, per, rows, _ = _shape(n, columns, halves)
+    return KernelSpec("fft_fixed", bindings, push, params, (rows * (points // per), 1, 1), **row_storage(load, store))
 
 
 @variants("fft_fixed")
