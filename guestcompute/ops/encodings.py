@@ -23,6 +23,14 @@ rounded to float32 (zeros of the exact result are exact); float16 results
 within one float16 ulp. Inputs of 2**24 and above are even integers: sine
 ±0, cosine 1. NaN and ±inf give NaN (their block of ``x`` keeps them).
 Subnormal inputs are the device's business (ops/math.py's notes).
+
+Kernel: a workgroup owns a tile of whole output rows (a row wider than the
+tile: a chunk of its coordinates, in every block). Each (row, k,
+coordinate) is reduced once and both polynomials run, sine and cosine
+picked by selects, into shared memory in the output's order; then the tile
+is written with consecutive invocations on consecutive elements. (One
+invocation per output element reduced every argument twice, and a warp
+whose quadrants differed ran both polynomials one after the other.)
 """
 from __future__ import annotations
 
@@ -33,13 +41,13 @@ import numpy as np
 from ..dtypes import float16, float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.catalogue import variants
-from ..kernels.glsl_lib import LINEAR_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, op
 from .elementwise import storage_extensions, storage_features
 from .trig_glsl import TRIG_POLYS
 
 WORKGROUP = 128
+TILE = 2048                   # floats of shared memory a workgroup fills (8 KB; Vulkan guarantees 16)
 MAX_FREQUENCIES = 64          # 2**63 is a float32; every larger k gives the same as k = 24
 MAX_INVOCATIONS = 1 << 31     # indices and element offsets are GLSL ints
 
@@ -84,39 +92,90 @@ def _count(value, what: str, lo: int, hi: int) -> int:
     return n
 
 
-@family("frequency_encoding")
-def _render_frequency(spec: KernelSpec) -> str:
-    out_t = as_glsl(spec.param("output"))
-    return f"""{TRIG_POLYS}
-float sin_cos_pi(float x, uint k, uint offset) {{
-  // sin (offset 0) or cos (offset 1) of pi 2**k x. From 2**24 on every
+_SIN_COS_PI = """\
+vec2 sin_cos_pi(float x, uint k) {
+  // (sin, cos) of pi 2**k x from one reduction. From 2**24 on every
   // float32 is an even integer (so is 2**k x); below, 2**k x is exact and
   // so are a - n / 2 (|r| <= 1/4) and the quadrant n: only r pi rounds.
+  // Both polynomials run and selects pick (no branch for a warp to split on).
   uint bits = floatBitsToUint(x), mag = bits & 0x7fffffffu;
-  if (mag >= 0x7f800000u) return uintBitsToFloat(0x7fc00000u);
   float a = mag >= 0x4b800000u ? 0.0 : uintBitsToFloat(mag) * uintBitsToFloat((k + 127u) << 23u);
   if (a >= 16777216.0) a = 0.0;
   float n = roundEven(a + a);
   float r = a - 0.5 * n;
-  uint quadrant = uint(n) + offset;
+  uint q = uint(n);
   float y = r * 3.14159265358979324;
-  float s = (quadrant & 1u) == 0u ? gc_sin_poly(y) : gc_cos_poly(y);
-  bool flip = ((quadrant & 2u) != 0u) != (offset == 0u && (bits >> 31u) != 0u);
-  return flip ? -s : s;
+  float sp = gc_sin_poly(y), cp = gc_cos_poly(y);
+  bool odd = (q & 1u) != 0u;
+  float s = odd ? cp : sp, c = odd ? sp : cp;
+  // sine: quadrant q, odd in x; cosine: quadrant q + 1
+  s = (((q & 2u) != 0u) != ((bits >> 31u) != 0u)) ? -s : s;
+  c = (((q + 1u) & 2u) != 0u) ? -c : c;
+  if (mag >= 0x7f800000u) { s = uintBitsToFloat(0x7fc00000u); c = s; }   // inf and NaN
+  return vec2(s, c);
+}
+
+// A tile item t as digits (row, middle, column) of radices (-, m, l), and
+// an item's digits advanced by a whole workgroup's (the host's pc.*_step):
+// divisions only to start, none per item.
+uvec3 digits(uint t, uint m, uint l) {
+  uint q = t / l, row = q / m;
+  return uvec3(row, q - row * m, t - q * l);
+}
+
+uvec3 advance(uvec3 at, uvec3 by, uint m, uint l) {
+  at += by;
+  if (at.z >= l) { at.z -= l; at.y += 1u; }
+  if (at.y >= m) { at.y -= m; at.x += 1u; }
+  return at;
+}
+"""
+
+
+@family("frequency_encoding")
+def _render_frequency(spec: KernelSpec) -> str:
+    # A tile: pc.tile_rows rows, pc.cols of their d coordinates (all d
+    # unless a row is too wide), laid out in shared memory as in the output
+    # row: (row, block, coordinate). The module notes say why tiles.
+    out_t = as_glsl(spec.param("output"))
+    return f"""{TRIG_POLYS}{_SIN_COS_PI}
+shared float tile[{spec.param("tile")}];
+
+float load_x(uint row, uint c) {{
+  return float(src[pc.x_off + int(row) * pc.x_row + int(c) * pc.x_col]);
 }}
 
 void main() {{
-  uint i = {LINEAR_INDEX};
-  if (i >= pc.total) return;
-  uint row = i / pc.width, j = i - row * pc.width;
-  uint block = j / pc.d, c = j - block * pc.d;
-  float x = float(src[pc.x_off + int(row) * pc.x_row + int(c) * pc.x_col]);
-  float v = x;
-  if (block >= pc.inc) {{
-    uint b = block - pc.inc;
-    v = sin_cos_pi(x, b >> 1u, b & 1u);
+  uint g = gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z);
+  if (g >= pc.tiles) return;              // a folded grid's spare workgroups, all of them
+  uint band = g / pc.chunks, c0 = (g - band * pc.chunks) * pc.cols, r0 = band * pc.tile_rows;
+  uint rows = min(pc.tile_rows, pc.rows - r0), cols = pc.cols;
+  uint blocks = pc.inc + 2u * pc.n, lid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  // The last chunk of a row can reach past d: its items past d are skipped.
+  uvec3 at = digits(lid, 1u, cols);
+  for (uint t = lid; t < rows * pc.inc * cols; t += wg) {{
+    if (c0 + at.z < pc.d) tile[at.x * blocks * cols + at.z] = load_x(r0 + at.x, c0 + at.z);
+    at = advance(at, pc.copy_step.xyz, 1u, cols);
   }}
-  dst[pc.o_off + int(row) * pc.o_row + int(j) * pc.o_col] = {out_t}(v);
+  uint nk = max(pc.n, 1u);
+  at = digits(lid, nk, cols);
+  for (uint t = lid; t < rows * pc.n * cols; t += wg) {{
+    if (c0 + at.z < pc.d) {{
+      vec2 sc = sin_cos_pi(load_x(r0 + at.x, c0 + at.z), at.y);
+      uint i = (at.x * blocks + pc.inc + 2u * at.y) * cols + at.z;
+      tile[i] = sc.x;
+      tile[i + cols] = sc.y;
+    }}
+    at = advance(at, pc.sin_step.xyz, nk, cols);
+  }}
+  memoryBarrierShared();
+  barrier();
+  at = digits(lid, blocks, cols);
+  for (uint t = lid; t < rows * blocks * cols; t += wg) {{
+    uint c = c0 + at.z;
+    if (c < pc.d) dst[pc.o_off + int(r0 + at.x) * pc.o_row + int(at.y * pc.d + c) * pc.o_col] = {out_t}(tile[t]);
+    at = advance(at, pc.out_step.xyz, blocks, cols);
+  }}
 }}"""
 
 
@@ -125,13 +184,32 @@ def as_glsl(name: str) -> str:
 
 
 def frequency_spec(src, dst) -> KernelSpec:
-    push = (Push("total", "uint"), Push("width", "uint"), Push("d", "uint"), Push("inc", "uint"),
+    push = (Push("rows", "uint"), Push("d", "uint"), Push("n", "uint"), Push("inc", "uint"),
+            Push("tile_rows", "uint"), Push("cols", "uint"), Push("chunks", "uint"), Push("tiles", "uint"),
             Push("x_off", "int"), Push("x_row", "int"), Push("x_col", "int"),
-            Push("o_off", "int"), Push("o_row", "int"), Push("o_col", "int"))
+            Push("o_off", "int"), Push("o_row", "int"), Push("o_col", "int"),
+            Push("copy_step", "uvec4"), Push("sin_step", "uvec4"), Push("out_step", "uvec4"))
     return KernelSpec("frequency_encoding",
                       bindings=(Binding("src", src.glsl, READ), Binding("dst", dst.glsl, WRITE)), push=push,
-                      params=(("input", src.name), ("output", dst.name)), workgroup=(WORKGROUP, 1, 1),
+                      params=(("input", src.name), ("output", dst.name), ("tile", TILE)),
+                      workgroup=(WORKGROUP, 1, 1),
                       glsl_extensions=storage_extensions((src, dst)), features=storage_features((src, dst)))
+
+
+def tile_shape(rows: int, d: int, blocks: int) -> tuple:
+    """(rows, coordinates) of a tile of TILE values: as many whole rows as
+    fit, or where one row of ``blocks`` blocks of d does not, one row's
+    coordinates in chunks (blocks <= 2 MAX_FREQUENCIES + 1 < TILE)."""
+    if blocks * d <= TILE:
+        return max(1, min(rows, TILE // (blocks * d))), d
+    return 1, TILE // blocks
+
+
+def _step(m: int, cols: int) -> tuple:
+    """WORKGROUP items as the kernel's digits (row, middle, column), a uvec4."""
+    q, c = divmod(WORKGROUP, cols)
+    r, k = divmod(q, m)
+    return (r, k, c, 0)
 
 
 @op("frequency_encoding", windows=None)
@@ -155,14 +233,19 @@ def frequency_encoding(ctx, x, n_frequencies, include_input=True, out=None):
     else:
         out = ctx.empty(shape, x.dtype)
     rows, x_row, o_row = batch_layout(x, out, width, "frequency_encoding")
-    total = rows * width
-    if total == 0:
+    if rows * width == 0:
         return OpResult(out, [])
     spec = frequency_spec(x.dtype, out.dtype)
-    values = {"total": total, "width": width, "d": d, "inc": inc, "x_off": x.offset, "x_row": x_row,
-              "x_col": x.strides[-1], "o_off": out.offset, "o_row": o_row, "o_col": out.strides[-1]}
+    blocks = inc + 2 * n
+    tile_rows, cols = tile_shape(rows, d, blocks)
+    chunks = -(-d // cols)
+    tiles = -(-rows // tile_rows) * chunks
+    values = {"rows": rows, "d": d, "n": n, "inc": inc, "tile_rows": tile_rows, "cols": cols, "chunks": chunks,
+              "tiles": tiles, "x_off": x.offset, "x_row": x_row, "x_col": x.strides[-1], "o_off": out.offset,
+              "o_row": o_row, "o_col": out.strides[-1], "copy_step": _step(1, cols),
+              "sin_step": _step(max(n, 1), cols), "out_step": _step(blocks, cols)}
     return OpResult(out, [Dispatch(spec, (x.buffer, out.buffer), spec.pack(values),
-                                   groups_for(total, WORKGROUP, ctx.limits.max_workgroup_count))])
+                                   groups_for(tiles * WORKGROUP, WORKGROUP, ctx.limits.max_workgroup_count))])
 
 
 @variants("frequency_encoding")

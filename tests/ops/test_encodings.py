@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import guestcompute as gc
+from guestcompute.ops.encodings import TILE, tile_shape
 
 from encoding_refs import ref_frequency, ref_hash_grid
 from refusals import assert_refused
@@ -83,6 +84,47 @@ def test_frequency_reads_views_and_writes_into_a_wider_tensor(host, ctx):
     got = features.numpy()
     np.testing.assert_allclose(got[:, 2:20], ref_frequency(base[:, 1:3], 4), rtol=0, atol=4e-7)
     assert not got[:, :2].any() and not got[:, 20:].any()
+
+
+@pytest.mark.parametrize("rows, d, n, include_input", [
+    (1000, 3, 10, True),      # 32-row tiles, the last one partial
+    (7, 40, 32, True),        # a row of 2600 values: chunks of 31 coordinates, the last of 9
+    (5, 40, 32, False),       # 2560 values: chunks of 32 and 8
+])
+def test_frequency_tiles_partial_chunked_and_strided(host, ctx, rows, d, n, include_input):
+    """A workgroup encodes a tile of whole rows, or of one row's coordinates
+    where a row does not fit: every tile boundary lands where it should,
+    through strided input and output views."""
+    width = d * (include_input + 2 * n)
+    tile_rows, cols = tile_shape(rows, d, include_input + 2 * n)
+    assert tile_rows * cols * (include_input + 2 * n) <= TILE             # the kernel's shared tile
+    assert (cols < d) == (width > TILE) and (rows % tile_rows or d % cols)
+    rng = np.random.default_rng(rows + d)
+    base = rng.uniform(-4, 4, (rows, d + 3)).astype(np.float32)
+    base[0, 1:4] = [np.nan, -np.inf, 2.0 ** 25]         # and in the last tile, -0 and a quarter turn
+    base[-1, d - 1:d + 1] = [-0.0, 0.75]
+    x = ctx.tensor(base)[:, 1:d + 1]                    # strided rows
+    table = ctx.zeros((rows + 2, width + 9))           # the rows past the last tile's stay 0
+    host.run(ctx, lambda rec: rec.frequency_encoding(x, n, include_input=include_input,
+                                                     out=table[:rows, 4:width + 4]))
+    got = table.numpy()
+    ref = ref_frequency(base[:, 1:d + 1], n, include_input)
+    np.testing.assert_allclose(got[:rows, 4:width + 4], ref, rtol=0, atol=4e-7)
+    if include_input:
+        np.testing.assert_array_equal(got[:rows, 4:d + 4], base[:, 1:d + 1])
+    assert not got[:, :4].any() and not got[:, width + 4:].any() and not got[rows:].any()
+
+
+def test_frequency_folded_grid(host, ctx):
+    """More tiles than maxComputeWorkGroupCount[0]: the grid folds into y,
+    and the workgroups past the last tile write nothing."""
+    x_np = np.random.default_rng(8).uniform(-1, 1, (1000, 3)).astype(np.float32)
+    object.__setattr__(ctx.limits, "max_workgroup_count", (3, 65535, 65535))     # 32 tiles: 11 x 3 groups
+    table = ctx.zeros((1100, 63))
+    host.run(ctx, lambda rec: rec.frequency_encoding(ctx.tensor(x_np), 10, out=table[:1000]))
+    got = table.numpy()
+    np.testing.assert_allclose(got[:1000], ref_frequency(x_np, 10), rtol=0, atol=4e-7)
+    assert not got[1000:].any()
 
 
 def test_frequency_argument_errors(host, ctx):
