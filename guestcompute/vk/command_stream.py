@@ -320,9 +320,10 @@ class CommandInterpreter:
                 continue
             (pipeline, layout, descriptors, writes, dset, push, indirect, offset, hazard_reads, hazard_writes,
              count, push_size, gx, gy, gz, flags, _, _) = word.py_fields
-            if flags & TRACK_HAZARDS and hz.needs_barrier(hazard_reads, hazard_writes):
+            if flags & TRACK_HAZARDS and hz.needs_barrier_before(hazard_reads, hazard_writes, indirect is not None):
                 src_stage, src_access = hz.hazard_sources()
-                self._barrier(stream, src_stage, hz.dst_stages, src_access, hz.dst_access)
+                dst_stage, dst_access = hz.hazard_scope(indirect is not None)
+                self._barrier(stream, src_stage, dst_stage, src_access, dst_access)
                 hz.hazard_barriers += 1
             if pipeline != bound[0]:
                 fns.vkCmdBindPipeline(cmd, _BIND, pipeline)
@@ -349,7 +350,7 @@ class CommandInterpreter:
         bar = stream.barrier_struct
         bar.srcAccessMask, bar.dstAccessMask = src_access, dst_access
         self._fns.vkCmdPipelineBarrier(stream._cmd, src_stage, dst_stage, 0, 1, bar, 0, ffi.NULL, 0, ffi.NULL)
-        stream.tracker.barrier_recorded(src_stage, src_access)
+        stream.tracker.barrier_recorded(src_stage, src_access, dst_stage, dst_access)
 
 
 # -- finding and building the C walker ---------------------------------------------

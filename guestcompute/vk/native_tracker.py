@@ -10,18 +10,22 @@ from __future__ import annotations
 
 from vulkan import ffi
 
-from .sync import COMPUTE, GUEST_ACCESS, GUEST_STAGES, SHADER_WRITE, TrackerRules
+from .sync import COMPUTE, DISPATCH_ACCESS, DISPATCH_STAGES, GUEST_ACCESS, GUEST_STAGES, SHADER_WRITE, TrackerRules
 
 # The part of gc_tracker Python reads and writes, in order, every field a
 # 64-bit integer (the loader checks the library's gc_tracker_fields).
 TRACKER_FIELDS = ("stages", "access", "dst_stages", "dst_access", "dispatch_stages", "dispatch_access",
-                  "barriers", "hazard_barriers", "covered_stages", "covered_access")
+                  "barriers", "hazard_barriers", "covered_stages", "covered_access", "near_stages", "near_access",
+                  "narrowed")
 _STAGES, _ACCESS = TRACKER_FIELDS.index("stages"), TRACKER_FIELDS.index("access")
 _DST_STAGES, _DST_ACCESS = TRACKER_FIELDS.index("dst_stages"), TRACKER_FIELDS.index("dst_access")
-# A new tracker's fields: nothing tracked; a tracked dispatch adds COMPUTE / SHADER_WRITE.
+# A new tracker's fields: nothing tracked; a tracked dispatch adds COMPUTE /
+# SHADER_WRITE; a hazard barrier before a direct one reaches compute shaders.
 _START = [0] * len(TRACKER_FIELDS)
 _START[TRACKER_FIELDS.index("dispatch_stages")] = COMPUTE
 _START[TRACKER_FIELDS.index("dispatch_access")] = SHADER_WRITE
+_START[TRACKER_FIELDS.index("near_stages")] = DISPATCH_STAGES
+_START[TRACKER_FIELDS.index("near_access")] = DISPATCH_ACCESS
 
 
 def tracker_offsets() -> tuple:

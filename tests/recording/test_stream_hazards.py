@@ -26,7 +26,7 @@ DESCRIPTORS = [FakeDescriptors(count=2), FakeDescriptors(bound_set=0x3000)]
 INDIRECT = (FakeBuffer(0x4000), 16)
 CMD = 0x5000
 STATE = ("stages", "access", "dst_stages", "dst_access", "barriers", "hazard_barriers", "covered_stages",
-         "covered_access")
+         "covered_access", "narrowed")
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +90,12 @@ def model(steps):
 
     def barrier(src, dst, src_access, dst_access):
         log.append(("barrier", CMD, src, dst, 0, 1, src_access, dst_access))
+        # From the dispatches to every guest stage: all earlier work ordered
+        # for everything; else what was tracked (and left) stays ordered for
+        # compute shaders only.
+        everything = (src & sync.COMPUTE and src_access & sync.SHADER_WRITE
+                      and dst & DST_STAGES == DST_STAGES and dst_access & DST_ACCESS == DST_ACCESS)
+        t["narrowed"] = 0 if everything else int(bool(t["narrowed"] or t["stages"]))
         t["barriers"] += 1
         t["covered_stages"] |= src
         t["covered_access"] |= src_access
@@ -111,8 +117,11 @@ def model(steps):
         kind = step[0]
         if kind == "dispatch":
             py = step[1].py_fields
-            if py.flags and conflict(py.hazard_reads, py.hazard_writes):
-                barrier(sync.COMPUTE | t["stages"], DST_STAGES, sync.SHADER_WRITE | t["access"], DST_ACCESS)
+            indirect = py.indirect_buffer is not None
+            if py.flags and ((indirect and t["narrowed"]) or conflict(py.hazard_reads, py.hazard_writes)):
+                # Before a direct dispatch the barrier reaches compute shaders only.
+                dst, dst_access = (DST_STAGES, DST_ACCESS) if indirect else (sync.COMPUTE, sync.SHADER_RW)
+                barrier(sync.COMPUTE | t["stages"], dst, sync.SHADER_WRITE | t["access"], dst_access)
                 t["hazard_barriers"] += 1
             pipe, layout, desc = address(py.pipeline), address(py.layout), py.descriptors
             if bound[0] != pipe:

@@ -12,7 +12,12 @@
  * vk/sync.py's HazardTracker keeps them for the Python walker); on a
  * read-after-write, write-after-read or write-after-write the walker
  * records one global memory barrier before it. Every barrier recorded
- * clears the tracker.
+ * clears the tracker. Before a direct dispatch that barrier reaches only
+ * compute shaders (a wider second scope costs a GPU microseconds per
+ * dependent dispatch); the tracker then notes that earlier work is ordered
+ * before compute shaders alone (`narrowed`), and an indirect dispatch, whose
+ * parameters the command processor reads, gets a barrier to every guest
+ * stage first. vk/sync.py says the same for the work Python orders.
  *
  * guestcompute/vk/command_stream.py writes gc_dispatch from its FIELDS
  * table, and its Python walker does exactly what this one does. The table
@@ -140,6 +145,9 @@ typedef struct gc_tracker {
     u64 hazard_barriers;  /* of them, the ones the walker added for a hazard */
     u64 covered_stages;   /* OR of the source stages of every barrier recorded */
     u64 covered_access;   /* likewise, source accesses */
+    u64 near_stages;      /* second scope of a hazard barrier before a direct dispatch: compute shaders */
+    u64 near_access;
+    u64 narrowed;         /* a barrier since the last one to every guest stage reached compute shaders only */
     key_set written;
     key_set read;
 } gc_tracker;
@@ -309,7 +317,8 @@ static const gc_field tracker_fields[] = {
     FIELD(gc_tracker, stages), FIELD(gc_tracker, access), FIELD(gc_tracker, dst_stages),
     FIELD(gc_tracker, dst_access), FIELD(gc_tracker, dispatch_stages), FIELD(gc_tracker, dispatch_access),
     FIELD(gc_tracker, barriers), FIELD(gc_tracker, hazard_barriers), FIELD(gc_tracker, covered_stages),
-    FIELD(gc_tracker, covered_access),
+    FIELD(gc_tracker, covered_access), FIELD(gc_tracker, near_stages), FIELD(gc_tracker, near_access),
+    FIELD(gc_tracker, narrowed),
     {0, (u32)offsetof(gc_tracker, written), 0},
 };
 
@@ -318,12 +327,28 @@ const gc_field *gc_tracker_fields(void) { return tracker_fields; }
 
 /* -- the walker ----------------------------------------------------------------- */
 
+/* Whether earlier guest work is left ordered before compute shaders only
+ * after a barrier with these scopes (TrackerRules.narrowed_after in
+ * vk/sync.py): a barrier from the dispatches' stage to every guest stage
+ * orders all of it (a narrower barrier before it reached that stage); one
+ * that reaches less leaves the work tracked so far, and any left before. */
+static u64 narrowed_after(const gc_tracker *t, u64 src_stages, u64 src_access, u64 dst_stages, u64 dst_access)
+{
+    int from_dispatches = (src_stages & t->dispatch_stages) == t->dispatch_stages
+                          && (src_access & t->dispatch_access) == t->dispatch_access;
+    int to_guest = (dst_stages & t->dst_stages) == t->dst_stages && (dst_access & t->dst_access) == t->dst_access;
+    if (from_dispatches && to_guest)
+        return 0;
+    return (t->narrowed || t->stages) ? 1 : 0;
+}
+
 static void record_barrier(const gc_functions *fn, gc_tracker *t, void *cmd, u32 src_stages, u32 dst_stages,
                            u32 src_access, u32 dst_access)
 {
     memory_barrier b = {STRUCTURE_TYPE_MEMORY_BARRIER, 0, src_access, dst_access};
     fn->barrier(cmd, src_stages, dst_stages, 0, 1, &b, 0, 0, 0, 0);
     if (t) {
+        t->narrowed = narrowed_after(t, src_stages, src_access, dst_stages, dst_access);
         t->barriers += 1;
         t->covered_stages |= src_stages;
         t->covered_access |= src_access;
@@ -385,9 +410,12 @@ unsigned long long gc_record(const gc_functions *fn, gc_bound *bound, gc_tracker
             if (!t || !set_reserve(&t->read, d->hazard_read_count)
                 || !set_reserve(&t->written, d->hazard_write_count))
                 return i;
-            if (gc_tracker_needs_barrier(t, reads, d->hazard_read_count, writes, d->hazard_write_count)) {
-                record_barrier(fn, t, cmd, (u32)(t->dispatch_stages | t->stages), (u32)t->dst_stages,
-                               (u32)(t->dispatch_access | t->access), (u32)t->dst_access);
+            int indirect = d->indirect_buffer != 0;
+            if (gc_tracker_needs_barrier(t, reads, d->hazard_read_count, writes, d->hazard_write_count)
+                || (indirect && t->narrowed)) {
+                record_barrier(fn, t, cmd, (u32)(t->dispatch_stages | t->stages),
+                               (u32)(indirect ? t->dst_stages : t->near_stages),
+                               (u32)(t->dispatch_access | t->access), (u32)(indirect ? t->dst_access : t->near_access));
                 t->hazard_barriers += 1;
             }
         }
