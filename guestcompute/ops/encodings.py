@@ -44,6 +44,7 @@ from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, op
 from .elementwise import storage_extensions, storage_features
+from .scan_tiles import WG_INDEX
 from .trig_glsl import TRIG_POLYS
 
 WORKGROUP = 128
@@ -146,7 +147,7 @@ float load_x(uint row, uint c) {{
 }}
 
 void main() {{
-  uint g = gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z);
+  uint g = {WG_INDEX};
   if (g >= pc.tiles) return;              // a folded grid's spare workgroups, all of them
   uint band = g / pc.chunks, c0 = (g - band * pc.chunks) * pc.cols, r0 = band * pc.tile_rows;
   uint rows = min(pc.tile_rows, pc.rows - r0), cols = pc.cols;
