@@ -320,7 +320,9 @@ class CommandInterpreter:
                 continue
             (pipeline, layout, descriptors, writes, dset, push, indirect, offset, hazard_reads, hazard_writes,
              count, push_size, gx, gy, gz, flags, _, _) = word.py_fields
-            if flags & TRACK_HAZARDS and hz.needs_barrier_before(hazard_reads, hazard_writes, indirect is not None):
+            # An indirect dispatch after a narrowed barrier waits too (vk/sync.py's notes).
+            if flags & TRACK_HAZARDS and ((indirect is not None and hz.narrowed)
+                                          or hz.needs_barrier(hazard_reads, hazard_writes)):
                 src_stage, src_access = hz.hazard_sources()
                 dst_stage, dst_access = hz.hazard_scope(indirect is not None)
                 self._barrier(stream, src_stage, dst_stage, src_access, dst_access)

@@ -202,10 +202,6 @@ class TrackerRules:
         one (the command processor reads its parameters)."""
         return (self.dst_stages, self.dst_access) if indirect else (self.near_stages, self.near_access)
 
-    def needs_barrier_before(self, reads, writes, indirect: bool) -> bool:
-        """A dispatch's hazard, or an indirect dispatch after a narrowed barrier."""
-        return (indirect and bool(self.narrowed)) or self.needs_barrier(reads, writes)
-
     def narrowed_after(self, src_stage: int, src_access: int, dst_stage: int, dst_access: int) -> int:
         """1 where earlier guest work is left ordered before compute shaders
         only after a barrier with these scopes: a barrier from the
