@@ -65,7 +65,7 @@ def layout(n: int, columns: bool) -> tuple:
     if columns:
         per = min(n, 16 if n >= 256 else 8)
         threads = n // per
-        rows = min(max(8, 128 // threads), max(2, 8192 // n if n <= 1024 else 2))
+        rows = min(max(8, 128 // threads), 8192 // n) if n <= 1024 else 2
     else:
         per = min(n, 8 if n <= 512 else 16)
         threads = n // per
