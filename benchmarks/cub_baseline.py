@@ -1,10 +1,8 @@
 """CUB on the same GPU, as the baseline of the ``sort`` section.
 
-``baselines/cub_sort.cu`` is built with ``nvcc -O3 -arch=native`` into the
-cache folder (``<guestcompute cache>/bench``, keyed by the source, the
-compiler's version and the GPUs it is built for, so it is built once per
-machine) and run in a child process; it prints one JSON object, which
-:func:`parse` checks.
+``baselines/cub_sort.cu`` is built with ``nvcc -O3 -arch=native`` (once
+per machine: :mod:`benchmarks.nvcc_build`) and run in a child process; it
+prints one JSON object, which :func:`parse` checks.
 
 Nothing here makes up a number: without ``nvcc`` on PATH, or when the build
 or the run fails, :func:`measure` returns no baseline and says why, and the
@@ -12,18 +10,17 @@ section reports the rows that need it as skipped.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import nvcc_build
+
 SOURCE = Path(__file__).resolve().parent / "baselines" / "cub_sort.cu"
 TIMINGS = ("sort_keys", "sort_pairs", "sort_pairs_small", "inclusive_sum", "select_flagged", "memcpy",
            "skeleton_tile_scan", "skeleton_lookback_scan")
-BUILD_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 600
 
 
@@ -83,42 +80,12 @@ def parse(text: str) -> CubBaseline:
         raise BaselineError(f"the CUB program's JSON lacks a field: {e!r}") from None
 
 
-def cache_dir() -> Path:
-    from guestcompute.paths import cache_root
-    return cache_root() / "bench"
-
-
-def _gpu_models() -> str:
-    """Name and compute capability of each GPU (``-arch=native`` builds for
-    those), or "" where nvidia-smi cannot say."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return ""
-    try:
-        return subprocess.run([exe, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 def build(nvcc: str, folder: Path | None = None) -> Path:
-    """The built program, compiled now unless this source was already built
-    by this compiler for these GPUs (the binary's name holds a hash of all three)."""
-    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode() + _gpu_models().encode()).hexdigest()[:16]
-    folder = folder or cache_dir()
-    exe = folder / f"cub_sort-{digest}"
-    if exe.is_file() and os.access(exe, os.X_OK):
-        return exe
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f"{exe.name}.{os.getpid()}.tmp"
-    proc = subprocess.run([nvcc, "-O3", "-arch=native", "-std=c++17", "-o", str(partial), str(SOURCE)],
-                          capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    if proc.returncode != 0:
-        partial.unlink(missing_ok=True)
-        raise BaselineError(f"nvcc failed: {(proc.stderr or proc.stdout)[-600:]}")
-    partial.replace(exe)        # another run building at once ends with the same file
-    return exe
+    """The built program (compiled once per source, compiler and GPUs)."""
+    try:
+        return nvcc_build.build(nvcc, SOURCE, ["-O3", "-arch=native", "-std=c++17"], folder=folder)
+    except nvcc_build.BuildError as e:
+        raise BaselineError(str(e)) from None
 
 
 def measure(n: int, small_pairs: int, reps: int, copy_bytes: int = 1 << 30) -> tuple:

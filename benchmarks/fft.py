@@ -20,6 +20,13 @@ Rows (the goals of the FFT work, judged on a GPU with torch):
   the rows), GPU µs, <= 120 (torch's rfft2, product, irfft2 in a CUDA graph
   beside it).
 
+Where VkFFT's headers are at hand (``GUESTCOMPUTE_VKFFT_INCLUDE``, see
+:mod:`benchmarks.vkfft_baseline`) and nvcc is on PATH, VkFFT's CUDA backend
+times the same transforms in the same run: the rows "<transform> vs VkFFT"
+(no goal) put our time beside VkFFT's, and their note says how fast VkFFT
+was against the goal row's baseline. They are the measured reference for a
+goal row missed.
+
 Every result is checked against numpy (a slice of the large ones) before
 its time counts. torch is timed with CUDA events: eagerly for the large
 transforms, inside a CUDA graph of 20 calls for the small ones (eager calls
@@ -35,6 +42,7 @@ import sys
 import numpy as np
 
 from .gpu_ops import Timer, compute_copy_seconds, numpy_seconds, run_on_device, torch_available, torch_seconds, warm_up
+from . import vkfft_baseline
 from .results import Result, standalone_main
 
 SECTION = "fft"
@@ -46,6 +54,10 @@ GOALS = {"fft2 c2c 1024x1024x32 vs cuFFT": "ratio>=0.9", "rfft2 1024x1024x32 vs 
          "fft 512x512 single": "value<=9", "ocean cascade 6x512 c2r": "value<=20",
          "fft bloom 1024x2048": "value<=120"}
 ROWS = tuple(GOALS)
+VKFFT_CASES = {"fft2 c2c 1024x1024x32 vs cuFFT": "c2c_2d_1024x1024x32", "rfft2 1024x1024x32 vs cuFFT": "r2c_2d_1024x1024x32",
+               "irfft2 1024x1024x32 vs cuFFT": "c2r_2d_1024x1024x32", "fft c2c 1-D 256 batched vs copy": "c2c_1d_256",
+               "fft c2c 1-D 1024 batched vs copy": "c2c_1d_1024", "fft c2c 1-D 4096 batched vs copy": "c2c_1d_4096",
+               "fft 512x512 single": "c2c_2d_512_single", "ocean cascade 6x512 c2r": "c2r_2d_512x6"}
 
 
 def check_close(got: np.ndarray, ref: np.ndarray, what: str) -> None:
@@ -53,6 +65,30 @@ def check_close(got: np.ndarray, ref: np.ndarray, what: str) -> None:
     err = np.sqrt(np.mean(np.abs(got - ref) ** 2)) / scale
     if not err <= 1e-5:
         raise AssertionError(f"{what}: relative RMS error {err:.2e} against numpy")
+
+
+def times(mine: float, base: float) -> dict:
+    """A goal row's two times in µs, for the VkFFT rows beside it."""
+    return {"ours_us": mine * 1e6, "baseline_us": base * 1e6}
+
+
+def vkfft_rows(goal_rows: list, reference, why: str) -> list:
+    """For each goal row VkFFT also ran: our time against VkFFT's. Without a
+    reference, one skipped row says why."""
+    if reference is None:
+        return [Result(SECTION, "fft vs VkFFT", skipped=why)]
+    rows = []
+    for row in goal_rows:
+        case = VKFFT_CASES.get(row.name)
+        if case is None or row.skipped or "ours_us" not in row.extra:
+            continue
+        theirs, base = reference.us[case], row.extra["baseline_us"]
+        against = "copy" if "vs copy" in row.name else "cuFFT"
+        name = row.name.removesuffix(" vs cuFFT").removesuffix(" vs copy") + " vs VkFFT"
+        rows.append(Result(SECTION, name, row.extra["ours_us"], "µs", f"{reference.label}, same GPU", theirs,
+                           note=f"time ratio, lower is better; VkFFT at {base / theirs:.2f}x the speed of {against} "
+                                f"({base:.1f} µs) in this run"))
+    return rows
 
 
 def _ours(timer: Timer, ctx, body) -> float:
@@ -85,7 +121,8 @@ def _big_rows(ctx, timer: Timer, reps: int) -> list:
         mine = _ours(timer, ctx, ours)
         base = torch_seconds(theirs, reps, graph=False)
         rows.append(Result(SECTION, name, nbytes / mine / 1e9, "GB/s", "torch.fft (cuFFT), same GPU",
-                           nbytes / base / 1e9, GOALS[name], note=f"ours {mine * 1e6:.0f} µs, cuFFT {base * 1e6:.0f} µs"))
+                           nbytes / base / 1e9, GOALS[name], note=f"ours {mine * 1e6:.0f} µs, cuFFT {base * 1e6:.0f} µs",
+                           extra=times(mine, base)))
     return rows
 
 
@@ -105,7 +142,7 @@ def _batched_rows(ctx, timer: Timer) -> list:
         name = f"fft c2c 1-D {n} batched vs copy"
         nbytes = 2 * 8 * total
         rows.append(Result(SECTION, name, nbytes / mine / 1e9, "GB/s", "rec.copy of the same bytes (same run)",
-                           nbytes / copy_s / 1e9, GOALS[name], note="bytes read + written"))
+                           nbytes / copy_s / 1e9, GOALS[name], note="bytes read + written", extra=times(mine, copy_s)))
     return rows
 
 
@@ -127,7 +164,7 @@ def _small_rows(ctx, timer: Timer, reps: int) -> list:
         mine = _ours(timer, ctx, ours)
         base = torch_seconds(theirs, reps, graph=True)
         rows.append(Result(SECTION, name, mine * 1e6, "µs", "torch.fft (cuFFT) in a CUDA graph, same GPU",
-                           base * 1e6, GOALS[name]))
+                           base * 1e6, GOALS[name], extra=times(mine, base)))
     rows.append(_bloom_row(ctx, timer, reps))
     return rows
 
@@ -164,7 +201,8 @@ def gpu_rows(ctx, quick: bool) -> list:
     rows += _guarded(lambda: _batched_rows(ctx, timer), [n for n in ROWS if "vs copy" in n])
     rows += _guarded(lambda: _small_rows(ctx, timer, reps), ["fft 512x512 single", "ocean cascade 6x512 c2r",
                                                                "fft bloom 1024x2048"])
-    return rows
+    reference, why = vkfft_baseline.measure(rounds=5 if quick else 20)
+    return rows + vkfft_rows(rows, reference, why)
 
 
 def _guarded(step, names) -> list:

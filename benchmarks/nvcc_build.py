@@ -1,0 +1,63 @@
+"""Building the CUDA reference programs of the benchmark suite.
+
+A program is built with ``nvcc`` into the cache folder
+(``<guestcompute cache>/bench``) under a name that holds a hash of its
+source, of what it is built against, of the compiler's version and of the
+GPUs it runs on, so a machine builds each program once.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from guestcompute.paths import cache_root
+
+BUILD_TIMEOUT_S = 600
+
+
+class BuildError(Exception):
+    """nvcc failed; ``str(e)`` holds the end of what it printed."""
+
+
+def cache_dir() -> Path:
+    return cache_root() / "bench"
+
+
+def gpu_models() -> str:
+    """Name and compute capability of each GPU (``-arch=native`` builds for
+    those), or "" where nvidia-smi cannot say."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return ""
+    try:
+        return subprocess.run([exe, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def build(nvcc: str, source: Path, flags: list, libraries: list = (), inputs: bytes = b"",
+          folder: Path | None = None) -> Path:
+    """The program built from ``source`` with ``flags`` and linked with
+    ``libraries``, compiled now unless an identical build is cached.
+    ``inputs`` is whatever else the build reads (headers outside the CUDA
+    toolkit), hashed into the name."""
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    recipe = "\0".join([*flags, *libraries]).encode()
+    digest = hashlib.sha256(source.read_bytes() + recipe + inputs + version.encode() + gpu_models().encode())
+    folder = folder or cache_dir()
+    exe = folder / f"{source.stem}-{digest.hexdigest()[:16]}"
+    if exe.is_file() and os.access(exe, os.X_OK):
+        return exe
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f"{exe.name}.{os.getpid()}.tmp"
+    proc = subprocess.run([nvcc, *flags, "-o", str(partial), str(source), *libraries],
+                          capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    if proc.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise BuildError(f"nvcc failed: {(proc.stderr or proc.stdout)[-600:]}")
+    partial.replace(exe)        # another run building at once ends with the same file
+    return exe
