@@ -1,7 +1,7 @@
 """CUB on the same GPU, as the baseline of the ``sort`` section.
 
 ``baselines/cub_sort.cu`` is built with ``nvcc -O3 -arch=native`` (once
-per machine: :mod:`benchmarks.nvcc_build`) and run in a child process; it
+per machine: :mod:`benchmarks.program_build`) and run in a child process; it
 prints one JSON object, which :func:`parse` checks.
 
 Nothing here makes up a number: without ``nvcc`` on PATH, or when the build
@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import nvcc_build
+from . import program_build
 
 SOURCE = Path(__file__).resolve().parent / "baselines" / "cub_sort.cu"
 TIMINGS = ("sort_keys", "sort_pairs", "sort_pairs_small", "inclusive_sum", "select_flagged", "memcpy",
@@ -83,8 +83,8 @@ def parse(text: str) -> CubBaseline:
 def build(nvcc: str, folder: Path | None = None) -> Path:
     """The built program (compiled once per source, compiler and GPUs)."""
     try:
-        return nvcc_build.build(nvcc, SOURCE, ["-O3", "-arch=native", "-std=c++17"], folder=folder)
-    except nvcc_build.BuildError as e:
+        return program_build.build(nvcc, SOURCE, ["-O3", "-arch=native", "-std=c++17"], folder=folder)
+    except program_build.BuildError as e:
         raise BaselineError(str(e)) from None
 
 

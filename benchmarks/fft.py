@@ -21,11 +21,11 @@ Rows (the goals of the FFT work, judged on a GPU with torch):
   beside it).
 
 Where VkFFT's headers are at hand (``GUESTCOMPUTE_VKFFT_INCLUDE``, see
-:mod:`benchmarks.vkfft_baseline`) and nvcc is on PATH, VkFFT's CUDA backend
-times the same transforms in the same run: the rows "<transform> vs VkFFT"
-(no goal) put our time beside VkFFT's, and their note says how fast VkFFT
-was against the goal row's baseline. They are the measured reference for a
-goal row missed.
+:mod:`benchmarks.vkfft_baseline`), VkFFT times the same transforms in the
+same run, through Vulkan on the same device and through CUDA: the rows
+"<transform> vs VkFFT (Vulkan)" and "... (CUDA)" (no goal) put our time
+beside VkFFT's, and their note says how fast VkFFT was against the goal
+row's baseline. They are the measured reference for a goal row missed.
 
 Every result is checked against numpy (a slice of the large ones) before
 its time counts. torch is timed with CUDA events: eagerly for the large
@@ -72,11 +72,12 @@ def times(mine: float, base: float) -> dict:
     return {"ours_us": mine * 1e6, "baseline_us": base * 1e6}
 
 
-def vkfft_rows(goal_rows: list, reference, why: str) -> list:
-    """For each goal row VkFFT also ran: our time against VkFFT's. Without a
-    reference, one skipped row says why."""
+def vkfft_rows(goal_rows: list, backend: str, reference, why: str) -> list:
+    """For each goal row VkFFT's ``backend`` also ran: our time against
+    VkFFT's. Without a reference, one skipped row says why."""
+    suffix = f" vs VkFFT ({'CUDA' if backend == 'cuda' else 'Vulkan'})"
     if reference is None:
-        return [Result(SECTION, "fft vs VkFFT", skipped=why)]
+        return [Result(SECTION, "fft" + suffix, skipped=why)]
     rows = []
     for row in goal_rows:
         case = VKFFT_CASES.get(row.name)
@@ -84,7 +85,7 @@ def vkfft_rows(goal_rows: list, reference, why: str) -> list:
             continue
         theirs, base = reference.us[case], row.extra["baseline_us"]
         against = "copy" if "vs copy" in row.name else "cuFFT"
-        name = row.name.removesuffix(" vs cuFFT").removesuffix(" vs copy") + " vs VkFFT"
+        name = row.name.removesuffix(" vs cuFFT").removesuffix(" vs copy") + suffix
         rows.append(Result(SECTION, name, row.extra["ours_us"], "µs", f"{reference.label}, same GPU", theirs,
                            note=f"time ratio, lower is better; VkFFT at {base / theirs:.2f}x the speed of {against} "
                                 f"({base:.1f} µs) in this run"))
@@ -201,8 +202,10 @@ def gpu_rows(ctx, quick: bool) -> list:
     rows += _guarded(lambda: _batched_rows(ctx, timer), [n for n in ROWS if "vs copy" in n])
     rows += _guarded(lambda: _small_rows(ctx, timer, reps), ["fft 512x512 single", "ocean cascade 6x512 c2r",
                                                                "fft bloom 1024x2048"])
-    reference, why = vkfft_baseline.measure(rounds=5 if quick else 20)
-    return rows + vkfft_rows(rows, reference, why)
+    for backend in ("vulkan", "cuda"):
+        reference, why = vkfft_baseline.measure(backend, 5 if quick else 20, ctx.limits.device_name)
+        rows += vkfft_rows(rows, backend, reference, why)
+    return rows
 
 
 def _guarded(step, names) -> list:

@@ -30,7 +30,7 @@ def test_a_wrong_result_is_not_timed():
 
 def vkfft_output(**changes) -> str:
     import json
-    doc = {"device": "NVIDIA H200", "vkfft_version": 10304, "cuda_runtime": 12090, "rounds": 5, "graph": True,
+    doc = {"device": "NVIDIA H200", "backend": "vulkan", "vkfft_version": 10304, "rounds": 5,
            "us": {case: 10.0 + i for i, case in enumerate(vkfft_baseline.CASES)}, "checks": {}, "ok": True,
            "errors": []}
     doc.update(changes)
@@ -39,7 +39,7 @@ def vkfft_output(**changes) -> str:
 
 def test_the_vkfft_program_output_is_parsed_and_checked():
     ref = vkfft_baseline.parse(vkfft_output())
-    assert ref.label == "VkFFT 1.3.4 (CUDA)" and ref.us["c2c_2d_1024x1024x32"] == 10.0
+    assert ref.label == "VkFFT 1.3.4 (Vulkan)" and ref.us["c2c_2d_1024x1024x32"] == 10.0
     with pytest.raises(vkfft_baseline.VkfftError, match="failed"):
         vkfft_baseline.parse(vkfft_output(ok=False, errors=["c2c_1d_256: round trip 0.3"]))
     with pytest.raises(vkfft_baseline.VkfftError, match="no valid time"):
@@ -50,17 +50,19 @@ def test_the_vkfft_program_output_is_parsed_and_checked():
 
 def test_without_headers_or_nvcc_there_is_no_reference_and_the_reason(tmp_path, monkeypatch):
     monkeypatch.delenv(vkfft_baseline.INCLUDE_ENV, raising=False)
-    assert vkfft_baseline.measure(rounds=1) == (None, f"VkFFT reference not run: {vkfft_baseline.INCLUDE_ENV} "
-                                                      "names no VkFFT headers")
+    assert vkfft_baseline.measure("cuda", 1) == (None, f"VkFFT (cuda) reference not run: "
+                                                       f"{vkfft_baseline.INCLUDE_ENV} names no VkFFT headers")
     monkeypatch.setenv(vkfft_baseline.INCLUDE_ENV, str(tmp_path))
-    assert "no vkFFT.h" in vkfft_baseline.measure(rounds=1)[1]
+    assert "no vkFFT.h" in vkfft_baseline.measure("vulkan", 1)[1]
     (tmp_path / "vkFFT.h").write_text("/* headers */")
     monkeypatch.setattr(vkfft_baseline.shutil, "which", lambda name: None)
-    assert vkfft_baseline.measure(rounds=1)[1].endswith("nvcc not on PATH")
+    assert vkfft_baseline.measure("cuda", 1)[1].endswith("nvcc not on PATH")
+    assert vkfft_baseline.measure("vulkan", 1)[1].endswith("no C++ compiler not on PATH")
 
 
-def test_the_program_is_built_once_per_headers(tmp_path, monkeypatch):
-    # A stand-in nvcc whose "program" prints a canned run; it counts its builds.
+@pytest.mark.parametrize("backend", ["cuda", "vulkan"])
+def test_the_program_is_built_once_per_headers(tmp_path, monkeypatch, backend):
+    # A stand-in compiler whose "program" prints a canned run; it counts its builds.
     canned = tmp_path / "canned.json"
     canned.write_text(vkfft_output())
     builds = tmp_path / "builds"
@@ -78,11 +80,12 @@ printf '#!/bin/sh\\ncat {canned}\\n' > "$2" && chmod +x "$2" && echo built >> {b
     monkeypatch.setenv("PATH", f"{nvcc.parent}:/usr/bin:/bin")
     monkeypatch.setenv("GUESTCOMPUTE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(vkfft_baseline.INCLUDE_ENV, str(include))
+    monkeypatch.setenv("CXX", "nvcc")
     for _ in range(2):
-        ref, why = vkfft_baseline.measure(rounds=1)
+        ref, why = vkfft_baseline.measure(backend, 1, "H200")
         assert why == "" and ref.us["c2r_2d_512x6"] == 17.0
     (include / "vkFFT.h").write_text("/* version 2 */")
-    assert vkfft_baseline.measure(rounds=1)[1] == ""
+    assert vkfft_baseline.measure(backend, 1)[1] == ""
     assert builds.read_text().split() == ["built", "built"]
 
 
@@ -92,11 +95,11 @@ def test_each_goal_row_vkfft_ran_gets_a_row_beside_it():
                  Result(fft.SECTION, "fft c2c 1-D 4096 batched vs copy", 1.0, extra=fft.times(200e-6, 180e-6)),
                  Result(fft.SECTION, "fft bloom 1024x2048", 1.0, extra=fft.times(110e-6, 130e-6)),
                  Result(fft.SECTION, "fft 512x512 single", skipped="no torch")]
-    rows = fft.vkfft_rows(goal_rows, ref, "")
-    assert [r.name for r in rows] == ["rfft2 1024x1024x32 vs VkFFT", "fft c2c 1-D 4096 batched vs VkFFT"]
+    rows = fft.vkfft_rows(goal_rows, "vulkan", ref, "")
+    assert [r.name for r in rows] == ["rfft2 1024x1024x32 vs VkFFT (Vulkan)", "fft c2c 1-D 4096 batched vs VkFFT (Vulkan)"]
     rfft2, batched = rows
     assert rfft2.value == pytest.approx(250) and rfft2.baseline_value == ref.us["r2c_2d_1024x1024x32"] == 11.0
     assert "VkFFT at 20.45x the speed of cuFFT" in rfft2.note and not rfft2.goal
     assert "the speed of copy (180.0 µs)" in batched.note
-    [skipped] = fft.vkfft_rows(goal_rows, None, "VkFFT reference not run: nvcc not on PATH")
-    assert skipped.skipped.endswith("nvcc not on PATH")
+    [skipped] = fft.vkfft_rows(goal_rows, "cuda", None, "VkFFT (cuda) reference not run: nvcc not on PATH")
+    assert skipped.name == "fft vs VkFFT (CUDA)" and skipped.skipped.endswith("nvcc not on PATH")

@@ -1,6 +1,7 @@
-"""Building the CUDA reference programs of the benchmark suite.
+"""Building the compiled reference programs of the benchmark suite.
 
-A program is built with ``nvcc`` into the cache folder
+A program is built with ``nvcc`` (or a C++ compiler, with the same
+``-o`` convention) into the cache folder
 (``<guestcompute cache>/bench``) under a name that holds a hash of its
 source, of what it is built against, of the compiler's version and of the
 GPUs it runs on, so a machine builds each program once.
@@ -19,7 +20,7 @@ BUILD_TIMEOUT_S = 600
 
 
 class BuildError(Exception):
-    """nvcc failed; ``str(e)`` holds the end of what it printed."""
+    """The compiler failed; ``str(e)`` holds the end of what it printed."""
 
 
 def cache_dir() -> Path:
@@ -39,13 +40,13 @@ def gpu_models() -> str:
         return ""
 
 
-def build(nvcc: str, source: Path, flags: list, libraries: list = (), inputs: bytes = b"",
+def build(compiler: str, source: Path, flags: list, libraries: list = (), inputs: bytes = b"",
           folder: Path | None = None) -> Path:
-    """The program built from ``source`` with ``flags`` and linked with
+    """The program ``compiler`` builds from ``source`` with ``flags``, linked with
     ``libraries``, compiled now unless an identical build is cached.
     ``inputs`` is whatever else the build reads (headers outside the CUDA
     toolkit), hashed into the name."""
-    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
     recipe = "\0".join([*flags, *libraries]).encode()
     digest = hashlib.sha256(source.read_bytes() + recipe + inputs + version.encode() + gpu_models().encode())
     folder = folder or cache_dir()
@@ -54,10 +55,10 @@ def build(nvcc: str, source: Path, flags: list, libraries: list = (), inputs: by
         return exe
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f"{exe.name}.{os.getpid()}.tmp"
-    proc = subprocess.run([nvcc, *flags, "-o", str(partial), str(source), *libraries],
+    proc = subprocess.run([compiler, *flags, "-o", str(partial), str(source), *libraries],
                           capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     if proc.returncode != 0:
         partial.unlink(missing_ok=True)
-        raise BuildError(f"nvcc failed: {(proc.stderr or proc.stdout)[-600:]}")
+        raise BuildError(f"{Path(compiler).name} failed: {(proc.stderr or proc.stdout)[-600:]}")
     partial.replace(exe)        # another run building at once ends with the same file
     return exe
