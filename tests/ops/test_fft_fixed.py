@@ -41,17 +41,18 @@ def test_layouts_stay_within_their_shared_memory_budget():
                 assert rows >= (4 if n <= 1024 else 2)   # whole 32-byte sectors for accesses across columns
 
 
-def test_a_butterfly_reads_only_its_power_of_two_twiddles():
-    """Each stage after the first reads log2(radix) roots a butterfly from
-    the table (the others are products of them): the table reads, not the
-    multiplications, were what the twiddles cost on a GPU."""
+def test_a_butterfly_reads_two_twiddles_at_most():
+    """Each stage after the first reads w and w^4 from the table a
+    butterfly (w alone below radix 8; the others are squares and products
+    of them): the table reads, not the multiplications, were what the
+    twiddles cost on a GPU."""
     for n in fft_fixed.LENGTHS:
         for columns in (False, True):
             per, _, radices = fft_fixed.layout(n, columns)
             reads, span = 0, 1
             for radix in radices:
                 if span > 1:
-                    reads += (per // radix) * (radix.bit_length() - 1)
+                    reads += (per // radix) * (1 if radix <= 4 else 2)
                 span *= radix
             source = fft_fixed.fixed_spec(n, "complex", "complex", columns).render()
             # one more for the function's own definition
