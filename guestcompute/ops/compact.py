@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..dtypes import as_dtype
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch, OpResult, check_out, check_tensor, op, registered_ops
 from .compact_vector import plan_vector_compact, use_vector_compact
@@ -38,7 +39,7 @@ from .indirect import check_count
 from .scan import plan_scan
 from .scan_chained import (WG as CHAINED_WG, chained_shared, counted_length, look_back, plan_setup, publication,
                            spin_budget, take_ticket, use_chained)
-from .scan_tiles import SUBGROUP_EXTENSIONS, WG_INDEX, Operand, group_scan, thread_rank, use_subgroups
+from .scan_tiles import SUBGROUP_EXTENSIONS, Operand, group_scan, thread_rank, use_subgroups
 
 ITEMS = 8                       # elements per thread (bits of one flags word)
 PORTABLE_WG = 128               # Vulkan 1.0's guaranteed workgroup size

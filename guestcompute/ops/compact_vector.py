@@ -31,10 +31,11 @@ ops/compact.py's kernels.
 from __future__ import annotations
 
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch
 from .scan_chained import counted_length
-from .scan_tiles import SUBGROUP_EXTENSIONS, WG_INDEX, use_subgroups
+from .scan_tiles import SUBGROUP_EXTENSIONS, use_subgroups
 from .scan_vector import TILE, V, WG, plan_offsets, segment_sums, segments, tile_sums, workgroup_segment_scan
 
 MASKS = ("uint8", "word", "float32")      # ops/compact.py's kinds

@@ -41,10 +41,10 @@ import numpy as np
 from ..dtypes import float16, float32
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedError
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, op
 from .elementwise import storage_extensions, storage_features
-from .scan_tiles import WG_INDEX
 from .trig_glsl import TRIG_POLYS
 
 WORKGROUP = 128

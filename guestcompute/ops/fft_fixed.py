@@ -46,11 +46,11 @@ import math
 import numpy as np
 
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, Binding, KernelSpec, Push, family
 from . import fft_halves
 from .pixels import is_image_layout
 from .fft_kernels import CMUL, KINDS, STORED, load_glsl, row_bindings, row_loads, row_push, row_storage, texel_source
-from .scan_tiles import WG_INDEX
 
 LENGTHS = tuple(1 << k for k in range(1, 13))      # 2 .. 4096
 SHARED_BUDGET = 32 * 1024                           # bytes a workgroup's exchange buffer may take

@@ -31,10 +31,10 @@ import numpy as np
 
 from ..dtypes import complex64, float16, float32
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
 from .elementwise import storage_extensions, storage_features
 from .pixels import binding as pixel_binding, is_image_layout
-from .scan_tiles import WG_INDEX
 
 RADICES = (8, 4, 2, 3, 5, 7)        # the stage radices, in the order a plan uses them
 MAX_STAGES = 16                     # two 32-bit words of 4-bit radix codes

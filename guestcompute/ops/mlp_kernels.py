@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..kernels.catalogue import variants
-from ..kernels.glsl_lib import F16_EXTENSIONS
+from ..kernels.glsl_lib import F16_EXTENSIONS, WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
 from . import pixels as px
 
@@ -110,9 +110,6 @@ def _weight_fn(dtype: str) -> str:
     return "float weight(uint base, uint i) { return uintBitsToFloat(net[base + i]); }"
 
 
-WG_INDEX = "gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z)"
-
-
 @family("mlp_fma")
 def _render_fma(spec: KernelSpec) -> str:
     x, o = spec.param("x"), spec.param("o")
@@ -148,7 +145,7 @@ def _render_fma(spec: KernelSpec) -> str:
         ACTIVATE,
         "void main() {",
         "  uint tid = gl_LocalInvocationID.x;",
-        f"  uint row0 = ({WG_INDEX}) * R;",
+        f"  uint row0 = {WG_INDEX} * R;",
         "  uint K0 = net[0];",
         *load,
         "  barrier();",
@@ -308,7 +305,7 @@ def _render_khr(spec: KernelSpec) -> str:
         ACTIVATE,
         "void main() {",
         "  uint tid = gl_LocalInvocationID.x, sm = gl_SubgroupID * RF * 16u;",
-        f"  uint row0 = ({WG_INDEX}) * BM;",
+        f"  uint row0 = {WG_INDEX} * BM;",
         "  uint K0 = net[0].x;",
         *_khr_load(spec.param("x")),
         f"  {acc_m} acc[RF][NF];",

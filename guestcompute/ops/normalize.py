@@ -41,11 +41,12 @@ from __future__ import annotations
 from ..dtypes import as_dtype
 from ..errors import InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import Tensor
 from .base import Dispatch, OpResult, check_dtype, check_tensor, normalize_axis, op, same_dtype
 from .elementwise import output_tensor, storage_extensions, storage_features
-from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
+from .rows import (Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
                    rows_push, split_rows)
 from .windows import rowwise
 
@@ -77,7 +78,7 @@ def _row_loop(body: str) -> str:
             f"    float v = float(in0[base0 + elem0(r)]);\n    {body}\n  }}")
 
 
-_HEAD = ["void main() {", f"  uint row = {GROUP_INDEX};",
+_HEAD = ["void main() {", f"  uint row = {WG_INDEX};",
          "  if (row >= pc.rows) return;   // whole workgroups leave together",
          glsl_row_bases(2), "  uint lid = gl_LocalInvocationID.x;"]
 
@@ -90,7 +91,7 @@ def _chunk_loop(body: str) -> str:
 def _chunk_head(operands: int) -> list:
     """The start of a chunked kernel: workgroup ``g`` takes chunk ``chunk``
     (elements ``lo..hi``) of row ``row``; its partials live at ``stats[2g]``."""
-    return ["void main() {", f"  uint g = {GROUP_INDEX};",
+    return ["void main() {", f"  uint g = {WG_INDEX};",
             "  if (g >= pc.rows * pc.chunks) return;   // whole workgroups leave together",
             "  uint row = g / pc.chunks, chunk = g % pc.chunks;",
             glsl_row_bases(operands), "  uint lid = gl_LocalInvocationID.x;",

@@ -44,11 +44,11 @@ from __future__ import annotations
 
 from ..dtypes import uint32
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch
 from .indirect import plan_groups
 from .radix_keys import KEY_DTYPES, PAYLOADS, SORTABLE, key_mask, payload_io, plan_clear, radix_passes
-from .scan import WG_INDEX
 
 BITS = 8
 RADIX = 1 << BITS

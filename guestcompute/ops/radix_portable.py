@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from ..dtypes import uint32
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch
 from .radix_keys import KEY_DTYPES, PAYLOADS, SORTABLE, key_mask, payload_io, radix_passes
-from .scan import ROW_RANK, WG_INDEX, Operand, blelloch, plan_scan
+from .scan import ROW_RANK, Operand, blelloch, plan_scan
 
 WG = 128
 ITEMS = 8

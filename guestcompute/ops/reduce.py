@@ -46,13 +46,13 @@ from typing import Callable
 from ..dtypes import as_dtype, float32, int32, uint32
 from ..errors import DTypeError, ShapeError
 from ..kernels.catalogue import variants
-from ..kernels.glsl_lib import LINEAR_INDEX
+from ..kernels.glsl_lib import LINEAR_INDEX, WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
 from .base import (Dispatch, OpResult, check_dtype, check_tensor, normalize_axes, normalize_axis,
                    op)
 from .elementwise import COMPUTE_TYPE, NUMERIC, output_tensor, storage_extensions, storage_features
-from .rows import (GROUP_INDEX, Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
+from .rows import (Rows, glsl_element_offset, glsl_row_bases, glsl_tree, loop_budget, row_chunks,
                    rows_push, split_rows)
 from .windows import rowwise
 
@@ -123,7 +123,7 @@ def _render_reduce(spec: KernelSpec) -> str:
         lines.append("shared uint si[gl_WorkGroupSize.x];")
     tree_load = f"{t} v = sv[lid + s];" + (" uint vi = si[lid + s];" if arg else "")
     tree_store = "sv[lid] = acc;" + (" si[lid] = ai;" if arg else "")
-    lines += ["void main() {", f"  uint g = {GROUP_INDEX};",
+    lines += ["void main() {", f"  uint g = {WG_INDEX};",
               "  if (g >= pc.rows * pc.chunks) return;   // whole workgroups leave together",
               "  uint row = g / pc.chunks, chunk = g % pc.chunks;",
               glsl_row_bases(2), "  uint lid = gl_LocalInvocationID.x;",

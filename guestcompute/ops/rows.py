@@ -28,10 +28,6 @@ KEPT_RANK = 4
 RED_RANK = 4
 
 # Linear workgroup index for grids folded by spec.groups_for().
-GROUP_INDEX = ("(gl_WorkGroupID.x + gl_NumWorkGroups.x * "
-               "(gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z))")
-
-
 @dataclass(frozen=True)
 class Rows:
     """A tensor's dims split into rows × row elements, coalesced and padded.

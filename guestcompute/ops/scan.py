@@ -38,10 +38,11 @@ import numpy as np
 from ..dtypes import as_dtype
 from ..errors import DTypeError, InvalidArgumentError, ShapeError
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from ..tensor import contiguous_strides
 from .base import Dispatch, OpResult, check_out, check_tensor, coalesce, normalize_axis, op, overlaps
-from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, WG_INDEX, Operand, blelloch,  # noqa: F401 (sort)
+from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, Operand, blelloch,  # noqa: F401 (sort)
                          operand_push, row_base, tile_scan, tile_store, use_subgroups)
 from .indirect import check_count
 from .scan_chained import counted_length, plan_chained, use_chained

@@ -43,9 +43,10 @@ from __future__ import annotations
 
 from ..dtypes import as_dtype
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, READWRITE, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch, overlaps
-from .scan_tiles import ROW_RANK, SUBGROUP_EXTENSIONS, VEC4, WG_INDEX, row_base, tile_scan, tile_store, use_subgroups
+from .scan_tiles import ROW_RANK, SUBGROUP_EXTENSIONS, VEC4, row_base, tile_scan, tile_store, use_subgroups
 
 DTYPES = ("float32", "int32", "uint32")
 

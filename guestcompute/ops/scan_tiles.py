@@ -7,10 +7,6 @@ from ..kernels.spec import Push
 
 ROW_RANK = 4              # coalesced non-axis dims addressed by push constants
 
-# Workgroup linear id for grids folded by groups_for().
-WG_INDEX = ("(gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + "
-            "gl_NumWorkGroups.y * gl_WorkGroupID.z))")
-
 SUBGROUP_EXTENSIONS = ("GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic")
 
 # The 16-byte vector of each scanned GLSL element type.

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 from ..dtypes import as_dtype
 from ..kernels.catalogue import variants
+from ..kernels.glsl_lib import WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family, groups_for
 from .base import Dispatch
-from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, VEC4, WG_INDEX, Operand, blelloch, operand_push,
+from .scan_tiles import (ROW_RANK, SUBGROUP_EXTENSIONS, VEC4, Operand, blelloch, operand_push,
                          row_base, use_subgroups)
 
 DTYPES = ("float32", "int32", "uint32")

@@ -33,7 +33,7 @@ from .base import Dispatch, OpResult, check_out, check_tensor, op, overlaps
 from .elementwise import storage_extensions, storage_features
 from .scan_chained import (WG as CHAINED_WG, chained_shared, look_back, plan_setup, publication, spin_budget,
                            take_ticket, use_chained)
-from .scan_tiles import WG_INDEX
+from ..kernels.glsl_lib import WG_INDEX
 
 ITEMS = 8
 PORTABLE_WG = 128
