@@ -28,7 +28,9 @@ Kernel: a workgroup owns a tile of whole output rows (a row wider than the
 tile: a chunk of its coordinates, in every block). Each (row, k,
 coordinate) is reduced once and both polynomials run, sine and cosine
 picked by selects, into shared memory in the output's order; then the tile
-is written with consecutive invocations on consecutive elements. (One
+is written with consecutive invocations on consecutive elements (where
+the output is contiguous and the tile holds whole rows, as one run with no
+index arithmetic per element). (One
 invocation per output element reduced every argument twice, and a warp
 whose quadrants differed ran both polynomials one after the other.)
 """
@@ -171,6 +173,12 @@ void main() {{
   }}
   memoryBarrierShared();
   barrier();
+  if (cols == pc.d && pc.o_col == 1 && pc.o_row == int(blocks * pc.d)) {{
+    // Whole rows of a contiguous output: the tile is one consecutive run.
+    int base = pc.o_off + int(r0) * pc.o_row;
+    for (uint t = lid; t < rows * blocks * cols; t += wg) dst[base + int(t)] = {out_t}(tile[t]);
+    return;
+  }}
   at = digits(lid, blocks, cols);
   for (uint t = lid; t < rows * blocks * cols; t += wg) {{
     uint c = c0 + at.z;
