@@ -10,7 +10,6 @@ section reports the rows that need it as skipped.
 """
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -59,19 +58,8 @@ def parse(text: str) -> CubBaseline:
     """The program's JSON (the last line of ``text`` that holds an object),
     checked: every timing present and positive, and the program's own checks
     of its outputs passed."""
-    lines = [line for line in text.strip().splitlines() if line.lstrip().startswith("{")]
-    if not lines:
-        raise BaselineError(f"no JSON object in the CUB program's output: {text[-300:]!r}")
-    try:
-        doc = json.loads(lines[-1])
-    except json.JSONDecodeError as e:
-        raise BaselineError(f"the CUB program printed invalid JSON: {e}") from None
-    if not doc.get("ok", False):
-        raise BaselineError(f"the CUB program's outputs were wrong: {doc.get('errors')}")
-    ms = doc.get("ms") or {}
-    missing = [k for k in TIMINGS if not isinstance(ms.get(k), (int, float)) or not ms[k] > 0]
-    if missing:
-        raise BaselineError(f"the CUB program gave no valid time for {missing}")
+    doc = program_build.checked_output(text, "CUB", "ms", TIMINGS, BaselineError)
+    ms = doc["ms"]
     try:
         return CubBaseline(str(doc["device"]), int(doc["n"]), int(doc["small_pairs"]), int(doc["copy_bytes"]),
                            int(doc["selected"]), {k: float(ms[k]) for k in TIMINGS},

@@ -9,6 +9,7 @@ GPUs it runs on, so a machine builds each program once.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -62,3 +63,25 @@ def build(compiler: str, source: Path, flags: list, libraries: list = (), inputs
         raise BuildError(f"{Path(compiler).name} failed: {(proc.stderr or proc.stdout)[-600:]}")
     partial.replace(exe)        # another run building at once ends with the same file
     return exe
+
+
+def checked_output(text: str, program: str, key: str, timings, error) -> dict:
+    """The JSON object a reference program printed (the last line of
+    ``text`` that holds one), checked: the program's own checks passed
+    ("ok") and ``doc[key]`` holds a positive number for each of
+    ``timings``. Raises ``error`` (the caller's exception class) saying
+    what is wrong."""
+    lines = [line for line in text.strip().splitlines() if line.lstrip().startswith("{")]
+    if not lines:
+        raise error(f"no JSON object in the {program} program's output: {text[-300:]!r}")
+    try:
+        doc = json.loads(lines[-1])
+    except json.JSONDecodeError as e:
+        raise error(f"the {program} program printed invalid JSON: {e}") from None
+    if not doc.get("ok", False):
+        raise error(f"the {program} program's checks failed, its outputs were wrong: {doc.get('errors')}")
+    values = doc.get(key) or {}
+    missing = [k for k in timings if not isinstance(values.get(k), (int, float)) or not values[k] > 0]
+    if missing:
+        raise error(f"the {program} program gave no valid time for {missing}")
+    return doc

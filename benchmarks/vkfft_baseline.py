@@ -22,7 +22,6 @@ returns no reference and says why, and the section says so in a skipped row.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -68,19 +67,8 @@ class VkfftReference:
 def parse(text: str) -> VkfftReference:
     """The program's JSON (the last line of ``text`` that holds an object),
     checked: its own correctness checks passed and every case has a time."""
-    lines = [line for line in text.strip().splitlines() if line.lstrip().startswith("{")]
-    if not lines:
-        raise VkfftError(f"no JSON object in the VkFFT program's output: {text[-300:]!r}")
-    try:
-        doc = json.loads(lines[-1])
-    except json.JSONDecodeError as e:
-        raise VkfftError(f"the VkFFT program printed invalid JSON: {e}") from None
-    if not doc.get("ok", False):
-        raise VkfftError(f"the VkFFT program failed: {doc.get('errors')}")
-    us = doc.get("us") or {}
-    missing = [k for k in CASES if not isinstance(us.get(k), (int, float)) or not us[k] > 0]
-    if missing:
-        raise VkfftError(f"the VkFFT program gave no valid time for {missing}")
+    doc = program_build.checked_output(text, "VkFFT", "us", CASES, VkfftError)
+    us = doc["us"]
     try:
         return VkfftReference(str(doc["device"]), str(doc["backend"]), int(doc["vkfft_version"]),
                               {k: float(us[k]) for k in CASES})

@@ -7,7 +7,7 @@
 // a direct sum in double precision, then times the case's direction and
 // prints one object: {"device", "backend", "vkfft_version", "rounds", "us":
 // {case: median µs of one transform}, "checks": {case: [round trip, bin]},
-// "ok", "errors"}.
+// "ok", "errors"}. Include it after vkFFT.h.
 #pragma once
 
 #include <algorithm>
@@ -136,6 +136,28 @@ inline bool check(const Case& c, const std::vector<float>& in, const std::vector
     m.bin = forward_bin_error(c, in, fwd);
     if (m.round_trip <= 1e-5 && m.bin <= 1e-4) return true;
     return fail(std::string(c.name) + ": round trip " + std::to_string(m.round_trip) + ", bin " + std::to_string(m.bin));
+}
+
+// The case's transform in VkFFT's terms, whichever the backend.
+inline void describe(VkFFTConfiguration& config, const Case& c) {
+    config.FFTdim = c.dims;
+    config.size[0] = c.size[0];
+    config.size[1] = c.dims == 2 ? c.size[1] : 1;
+    config.numberBatches = c.batches;
+    config.performR2C = c.real ? 1 : 0;
+}
+
+// Every case through ``run(case, measured)`` (false: stop there), in order,
+// none when ``ok`` is false.
+template <class Run>
+std::vector<std::pair<Case, Measured>> run_all(bool quick, bool ok, Run run) {
+    std::vector<std::pair<Case, Measured>> done;
+    for (const Case& c : all(quick)) {
+        Measured m;
+        if (!ok || !run(c, m)) break;
+        done.emplace_back(c, m);
+    }
+    return done;
 }
 
 inline double median(std::vector<double> v) {

@@ -72,11 +72,7 @@ bool run_case(const Case& c, CUdevice& device, cudaStream_t stream, int rounds, 
     void* buffer = nullptr;
     if (!cuda_ok(cudaMalloc(&buffer, bytes), c.name)) return false;
     VkFFTConfiguration config = VKFFT_ZERO_INIT;
-    config.FFTdim = c.dims;
-    config.size[0] = c.size[0];
-    config.size[1] = c.dims == 2 ? c.size[1] : 1;
-    config.numberBatches = c.batches;
-    config.performR2C = c.real ? 1 : 0;
+    cases::describe(config, c);
     config.device = &device;
     config.stream = &stream;
     config.num_streams = 1;
@@ -116,12 +112,9 @@ int main(int argc, char** argv) {
     ok = ok && cuda_ok(cudaSetDevice(0), "cudaSetDevice") && cuda_ok(cudaFree(nullptr), "context")
          && cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream")
          && cuda_ok(cudaGetDeviceProperties(&prop, 0), "properties");
-    std::vector<std::pair<Case, cases::Measured>> done;
-    for (const Case& c : cases::all(quick)) {
-        cases::Measured m;
-        if (!ok || !run_case(c, device, stream, rounds, m)) break;
-        done.emplace_back(c, m);
-    }
+    const auto done = cases::run_all(quick, ok, [&](const Case& c, cases::Measured& m) {
+        return run_case(c, device, stream, rounds, m);
+    });
     cases::print_json("cuda", prop.name, VkFFTGetVersion(), rounds, done);
     return cases::errors().empty() ? 0 : 1;
 }

@@ -231,11 +231,7 @@ bool run_case(Gpu& gpu, const Case& c, int rounds, cases::Measured& m) {
               && staging.make(gpu, bytes, usage, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
                                                  | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
     VkFFTConfiguration config = VKFFT_ZERO_INIT;
-    config.FFTdim = c.dims;
-    config.size[0] = c.size[0];
-    config.size[1] = c.dims == 2 ? c.size[1] : 1;
-    config.numberBatches = c.batches;
-    config.performR2C = c.real ? 1 : 0;
+    cases::describe(config, c);
     config.physicalDevice = &gpu.physical;
     config.device = &gpu.device;
     config.queue = &gpu.queue;
@@ -264,12 +260,9 @@ int main(int argc, char** argv) {
     const bool quick = argc > 2 && std::string(argv[2]) == "quick";
     Gpu gpu;
     const bool ok = gpu.open(argc > 3 ? argv[3] : "");
-    std::vector<std::pair<Case, cases::Measured>> done;
-    for (const Case& c : cases::all(quick)) {
-        cases::Measured m;
-        if (!ok || !run_case(gpu, c, rounds, m)) break;
-        done.emplace_back(c, m);
-    }
+    const auto done = cases::run_all(quick, ok, [&](const Case& c, cases::Measured& m) {
+        return run_case(gpu, c, rounds, m);
+    });
     cases::print_json("vulkan", gpu.props.deviceName, VkFFTGetVersion(), rounds, done);
     gpu.close();
     return cases::errors().empty() ? 0 : 1;

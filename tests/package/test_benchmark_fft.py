@@ -5,6 +5,7 @@ import pytest
 
 from benchmarks import fft, vkfft_baseline
 from benchmarks.results import Result
+from stand_in_compiler import stand_in_compiler
 
 
 def test_the_gpu_path_reports_every_row(ctx, monkeypatch):
@@ -40,7 +41,7 @@ def vkfft_output(**changes) -> str:
 def test_the_vkfft_program_output_is_parsed_and_checked():
     ref = vkfft_baseline.parse(vkfft_output())
     assert ref.label == "VkFFT 1.3.4 (Vulkan)" and ref.us["c2c_2d_1024x1024x32"] == 10.0
-    with pytest.raises(vkfft_baseline.VkfftError, match="failed"):
+    with pytest.raises(vkfft_baseline.VkfftError, match="checks failed"):
         vkfft_baseline.parse(vkfft_output(ok=False, errors=["c2c_1d_256: round trip 0.3"]))
     with pytest.raises(vkfft_baseline.VkfftError, match="no valid time"):
         vkfft_baseline.parse(vkfft_output(us={"c2c_1d_256": 1.0}))
@@ -62,25 +63,14 @@ def test_without_headers_or_nvcc_there_is_no_reference_and_the_reason(tmp_path, 
 
 @pytest.mark.parametrize("backend", ["cuda", "vulkan"])
 def test_the_program_is_built_once_per_headers(tmp_path, monkeypatch, backend):
-    # A stand-in compiler whose "program" prints a canned run; it counts its builds.
-    canned = tmp_path / "canned.json"
-    canned.write_text(vkfft_output())
-    builds = tmp_path / "builds"
-    nvcc = tmp_path / "bin" / "nvcc"
-    nvcc.parent.mkdir()
-    nvcc.write_text(f"""#!/bin/sh
-if [ "$1" = "--version" ]; then echo "nvcc stand-in 1.0"; exit 0; fi
-while [ "$1" != "-o" ]; do shift; done
-printf '#!/bin/sh\\ncat {canned}\\n' > "$2" && chmod +x "$2" && echo built >> {builds}
-""")
-    nvcc.chmod(0o755)
+    compiler, builds = stand_in_compiler(tmp_path, vkfft_output(), "nvcc" if backend == "cuda" else "c++")
     include = tmp_path / "vkfft"
     include.mkdir()
     (include / "vkFFT.h").write_text("/* version 1 */")
-    monkeypatch.setenv("PATH", f"{nvcc.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{compiler}:/usr/bin:/bin")
     monkeypatch.setenv("GUESTCOMPUTE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(vkfft_baseline.INCLUDE_ENV, str(include))
-    monkeypatch.setenv("CXX", "nvcc")
+    monkeypatch.delenv("CXX", raising=False)
     for _ in range(2):
         ref, why = vkfft_baseline.measure(backend, 1, "H200")
         assert why == "" and ref.us["c2r_2d_512x6"] == 17.0

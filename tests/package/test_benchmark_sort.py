@@ -11,6 +11,7 @@ import vulkan as vk
 from benchmarks import cub_baseline, sort
 from benchmarks.cub_baseline import BaselineError, parse
 from benchmarks.report import page_table
+from stand_in_compiler import stand_in_compiler
 from benchmarks.sort import (COMPACT_ROW, COUNT_ROW, CUMSUM_ROW, KEYS_ROW, PAIRS_ROW, Measured, compact_bytes,
                              rows_from)
 
@@ -165,19 +166,8 @@ def test_the_gpu_path_gives_all_rows_at_a_small_size(ctx, monkeypatch, with_cub)
 
 
 def test_the_program_is_built_once_and_its_output_parsed(tmp_path, monkeypatch):
-    # A stand-in nvcc whose "program" prints a canned run; it counts its builds.
-    canned = tmp_path / "canned.json"
-    canned.write_text(program_output())
-    builds = tmp_path / "builds"
-    nvcc = tmp_path / "bin" / "nvcc"
-    nvcc.parent.mkdir()
-    nvcc.write_text(f"""#!/bin/sh
-if [ "$1" = "--version" ]; then echo "nvcc stand-in 1.0"; exit 0; fi
-while [ "$1" != "-o" ]; do shift; done
-printf '#!/bin/sh\\ncat {canned}\\n' > "$2" && chmod +x "$2" && echo built >> {builds}
-""")
-    nvcc.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{nvcc.parent}:/usr/bin:/bin")
+    compiler, builds = stand_in_compiler(tmp_path, program_output())
+    monkeypatch.setenv("PATH", f"{compiler}:/usr/bin:/bin")
     monkeypatch.setenv("GUESTCOMPUTE_CACHE_DIR", str(tmp_path / "cache"))
     for _ in range(2):
         base, why = cub_baseline.measure(N, SMALL, reps=3)
