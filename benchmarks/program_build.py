@@ -4,7 +4,8 @@ A program is built with ``nvcc`` (or a C++ compiler, with the same
 ``-o`` convention) into the cache folder
 (``<guestcompute cache>/bench``) under a name that holds a hash of its
 source, of what it is built against, of the compiler's version and of the
-GPUs it runs on, so a machine builds each program once.
+GPUs it runs on, so a machine builds each program once. What such a
+program prints (one JSON object) is checked by :func:`checked_output`.
 """
 from __future__ import annotations
 

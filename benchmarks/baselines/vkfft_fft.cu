@@ -7,7 +7,7 @@
 // VkFFT generates and compiles its kernels at plan time (NVRTC), so this file
 // holds host code only.
 //
-// Usage: vkfft_fft ROUNDS [quick]
+// Usage: vkfft_fft ROUNDS [quick|full]
 // Each case's time is the median over ROUNDS of CUDA events around a CUDA
 // graph of 20 transforms (the way the section times cuFFT's small ones), per
 // transform; vkfft_cases.h has the cases, the checks and the JSON printed.

@@ -7,7 +7,7 @@
 //       vkfft_vulkan.cpp <glslang and SPIRV-Tools static libraries> -lvulkan
 // VkFFT generates GLSL at plan time and compiles it with glslang.
 //
-// Usage: vkfft_vulkan ROUNDS [quick] [DEVICE]
+// Usage: vkfft_vulkan ROUNDS [quick|full] [DEVICE]
 // DEVICE picks the first physical device whose name contains it (default:
 // the first that is not a CPU). Each case's time is the median over ROUNDS of
 // timestamps around 20 VkFFTAppend calls in one command buffer (VkFFT ends
