@@ -100,10 +100,9 @@ def build(backend: str, include: Path, folder: Path | None = None) -> Path:
         raise VkfftError(str(e)) from None
 
 
-def measure(backend: str, rounds: int, device: str = "") -> tuple:
-    """``(VkfftReference, "")`` from VkFFT's ``backend`` ("vulkan" on the
-    Vulkan device whose name contains ``device``, or "cuda"), or ``(None,
-    why)`` when there is none."""
+def prepare(backend: str) -> tuple:
+    """``(the built program of backend, "")``, or ``(None, why)``. It only
+    compiles (no GPU), so the section runs it while the GPU times other work."""
     include = os.environ.get(INCLUDE_ENV, "")
     prefix = f"VkFFT ({backend}) reference not run"
     if not include:
@@ -111,13 +110,31 @@ def measure(backend: str, rounds: int, device: str = "") -> tuple:
     if not (Path(include) / "vkFFT.h").is_file():
         return None, f"{prefix}: no vkFFT.h in {INCLUDE_ENV}={include}"
     try:
-        exe = build(backend, Path(include))
-        args = [str(exe), str(rounds), "full"] + ([device] if backend == "vulkan" and device else [])
+        return build(backend, Path(include)), ""
+    except VkfftError as e:
+        return None, f"{prefix}: {e}"
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"{prefix}: {type(e).__name__}: {e}"
+
+
+def run(exe: Path, backend: str, rounds: int, device: str = "") -> tuple:
+    """``(VkfftReference, "")`` from the built program ``exe`` of
+    ``backend`` ("vulkan": on the Vulkan device whose name contains
+    ``device``), or ``(None, why)``."""
+    args = [str(exe), str(rounds), "full"] + ([device] if backend == "vulkan" and device else [])
+    try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         if proc.returncode != 0 and not proc.stdout.strip():
             raise VkfftError(f"the VkFFT program exited with {proc.returncode}: {proc.stderr[-400:]}")
         return parse(proc.stdout), ""
     except VkfftError as e:
-        return None, f"{prefix}: {e}"
+        return None, f"VkFFT ({backend}) reference not run: {e}"
     except (OSError, subprocess.SubprocessError) as e:
-        return None, f"{prefix}: {type(e).__name__}: {e}"
+        return None, f"VkFFT ({backend}) reference not run: {type(e).__name__}: {e}"
+
+
+def measure(backend: str, rounds: int, device: str = "") -> tuple:
+    """``(VkfftReference, "")`` from VkFFT's ``backend``, built now unless
+    cached, or ``(None, why)`` when there is none."""
+    exe, why = prepare(backend)
+    return (None, why) if exe is None else run(exe, backend, rounds, device)

@@ -93,3 +93,27 @@ def test_each_goal_row_vkfft_ran_gets_a_row_beside_it():
     assert "the speed of copy (180.0 µs)" in batched.note
     [skipped] = fft.vkfft_rows(goal_rows, "cuda", None, "VkFFT (cuda) reference not run: nvcc not on PATH")
     assert skipped.name == "fft vs VkFFT (CUDA)" and skipped.skipped.endswith("nvcc not on PATH")
+
+
+def test_vkfft_compiles_while_ours_is_timed_and_runs_after(monkeypatch):
+    events = []
+
+    def prepare(backend):
+        events.append(f"build {backend}")
+        return (None, "VkFFT (cuda) reference not run: nvcc not on PATH") if backend == "cuda" else ("exe", "")
+
+    def run(exe, backend, rounds, device):
+        events.append(f"run {backend} on {device}")
+        return vkfft_baseline.parse(vkfft_output()), ""
+
+    def ours():
+        events.append("ours")
+        return [Result(fft.SECTION, "fft 512x512 single", 10.0, extra=fft.times(10e-6, 6e-6))]
+    monkeypatch.setattr(vkfft_baseline, "prepare", prepare)
+    monkeypatch.setattr(vkfft_baseline, "run", run)
+    rows = fft.with_vkfft(ours, 5, "NVIDIA H200")
+    assert [r.name for r in rows] == ["fft 512x512 single", "fft 512x512 single vs VkFFT (Vulkan)",
+                                      "fft vs VkFFT (CUDA)"]
+    assert rows[1].baseline_value == 16.0 and rows[2].skipped.endswith("nvcc not on PATH")
+    assert sorted(events[:3]) == ["build cuda", "build vulkan", "ours"]
+    assert events[3:] == ["run vulkan on NVIDIA H200"]
