@@ -306,24 +306,24 @@ def _read_rows(code: _Code, halves: str, per: int, threads: int, n: int, load: s
     addresses a constant apart; else through ``load()``. (With the
     division-free batch index, on an H100: batched 4,096-point rows 0.87x
     -> 0.90x of a copy's speed, irfft2 of 32 x 1,024^2 295 -> 250 us.)"""
-    def emit(c):
+    def emit(c, load_fn):
         if halves == "r2c":
-            return fft_halves.r2c_loads(c, per, threads)
+            return fft_halves.r2c_loads(c, per, threads, load_fn)
         if halves == "c2r":
-            return fft_halves.c2r_loads(c, per, threads, n)
-        return [c.let(f"live ? load(j + {e * threads}u, ib) : vec2(0.0)") for e in range(per)]
+            return fft_halves.c2r_loads(c, per, threads, n, load_fn)
+        return [c.let(f"live ? {load_fn}(j + {e * threads}u, ib) : vec2(0.0)") for e in range(per)]
     if is_image_layout(load):
-        return emit(code)
+        return emit(code, "load")
     general, dense = _Code(), _Code()
     general.count = dense.count = code.count
-    regs = emit(general)
-    emit(dense)                   # the same statements and names
+    regs = emit(general, "load")
+    emit(dense, "load_dense")     # the same statements and names
     code.count = general.count
     names = [line.split()[1] for line in general.lines if line.startswith("vec2 ")]
     assign = lambda line: line.removeprefix("vec2 ")      # noqa: E731
     code.lines.append("vec2 " + ", ".join(names) + ";")
     code.lines.append("if (dense) {")
-    code.lines += [assign(line).replace("load(", "load_dense(") for line in dense.lines]
+    code.lines += [assign(line) for line in dense.lines]
     code.lines.append("} else {")
     code.lines += [assign(line) for line in general.lines]
     code.lines.append("}")

@@ -67,19 +67,21 @@ def _root_powers(code, per: int, threads: int, n: int) -> list:
     return [_turned(code, wj, threads * e, n) for e in range(per)]
 
 
-def r2c_loads(code, per: int, threads: int) -> list:
-    """Names of z at the invocation's positions: pairs of real points."""
-    return [code.let(f"live ? vec2(load(2u * (j + {e * threads}u), ib).x, "
-                     f"load(2u * (j + {e * threads}u) + 1u, ib).x) : vec2(0.0)") for e in range(per)]
+def r2c_loads(code, per: int, threads: int, load: str = "load") -> list:
+    """Names of z at the invocation's positions: pairs of real points, read
+    by the GLSL function ``load``."""
+    return [code.let(f"live ? vec2({load}(2u * (j + {e * threads}u), ib).x, "
+                     f"{load}(2u * (j + {e * threads}u) + 1u, ib).x) : vec2(0.0)") for e in range(per)]
 
 
-def c2r_loads(code, per: int, threads: int, n: int) -> list:
-    """Names of Z at the invocation's positions, from the Hermitian half."""
+def c2r_loads(code, per: int, threads: int, n: int, load: str = "load") -> list:
+    """Names of Z at the invocation's positions, from the Hermitian half
+    read by the GLSL function ``load``."""
     m, turns, out = n // 2, _root_powers(code, per, threads, n), []
     for e in range(per):
         p = f"(j + {e * threads}u)"
-        a = code.let(f"live ? load({p}, ib) : vec2(0.0)")
-        b = code.let(f"live ? load({m}u - {p}, ib) : vec2(0.0)")
+        a = code.let(f"live ? {load}({p}, ib) : vec2(0.0)")
+        b = code.let(f"live ? {load}({m}u - {p}, ib) : vec2(0.0)")
         if e == 0:
             # X[0] and X[m] count by their real parts, as in numpy's irfft.
             code.lines.append(f"if (j == 0u) {{ {a}.y = 0.0; {b}.y = 0.0; }}")
