@@ -17,8 +17,8 @@ built once per machine (:mod:`benchmarks.program_build`) and run in a child
 process that prints one JSON object, which :func:`parse` checks.
 
 Nothing here makes up a number: without the headers or a compiler, or when
-the build, the run or the program's own checks fail, :func:`measure`
-returns no reference and says why, and the section says so in a skipped row.
+the build, the run or the program's own checks fail, :func:`prepare` or
+:func:`run` returns no reference and says why, and the section says so in a skipped row.
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def build(backend: str, include: Path, folder: Path | None = None) -> Path:
         compiler, libraries = shutil.which(os.environ.get("CXX", "c++")), list(GLSLANG_LIBS)
         flags.append(f"-I{os.environ.get(GLSLANG_ENV, '/usr/include/glslang/Include')}")
     if compiler is None:
-        raise VkfftError(f"{'nvcc' if backend == 'cuda' else 'no C++ compiler'} not on PATH")
+        raise VkfftError(f"{'nvcc' if backend == 'cuda' else os.environ.get('CXX', 'c++')} not on PATH")
     try:
         return program_build.build(compiler, SOURCES[backend], flags, libraries, SHARED.read_bytes() + headers(include),
                                 folder)
@@ -100,27 +100,32 @@ def build(backend: str, include: Path, folder: Path | None = None) -> Path:
         raise VkfftError(str(e)) from None
 
 
+def not_run(backend: str, why) -> tuple:
+    """``(None, why)``: no reference from ``backend``, and the reason."""
+    return None, f"VkFFT ({backend}) reference not run: {why}"
+
+
 def prepare(backend: str) -> tuple:
-    """``(the built program of backend, "")``, or ``(None, why)``. It only
-    compiles (no GPU), so the section runs it while the GPU times other work."""
+    """``(the built program of backend, "")``, built now unless cached, or
+    ``not_run(...)``. It only compiles (no GPU), so the section runs it
+    while the GPU times other work."""
     include = os.environ.get(INCLUDE_ENV, "")
-    prefix = f"VkFFT ({backend}) reference not run"
     if not include:
-        return None, f"{prefix}: {INCLUDE_ENV} names no VkFFT headers"
+        return not_run(backend, f"{INCLUDE_ENV} names no VkFFT headers")
     if not (Path(include) / "vkFFT.h").is_file():
-        return None, f"{prefix}: no vkFFT.h in {INCLUDE_ENV}={include}"
+        return not_run(backend, f"no vkFFT.h in {INCLUDE_ENV}={include}")
     try:
         return build(backend, Path(include)), ""
     except VkfftError as e:
-        return None, f"{prefix}: {e}"
+        return not_run(backend, e)
     except (OSError, subprocess.SubprocessError) as e:
-        return None, f"{prefix}: {type(e).__name__}: {e}"
+        return not_run(backend, f"{type(e).__name__}: {e}")
 
 
 def run(exe: Path, backend: str, rounds: int, device: str = "") -> tuple:
     """``(VkfftReference, "")`` from the built program ``exe`` of
     ``backend`` ("vulkan": on the Vulkan device whose name contains
-    ``device``), or ``(None, why)``."""
+    ``device``), or ``not_run(...)``."""
     args = [str(exe), str(rounds), "full"] + ([device] if backend == "vulkan" and device else [])
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
@@ -128,13 +133,6 @@ def run(exe: Path, backend: str, rounds: int, device: str = "") -> tuple:
             raise VkfftError(f"the VkFFT program exited with {proc.returncode}: {proc.stderr[-400:]}")
         return parse(proc.stdout), ""
     except VkfftError as e:
-        return None, f"VkFFT ({backend}) reference not run: {e}"
+        return not_run(backend, e)
     except (OSError, subprocess.SubprocessError) as e:
-        return None, f"VkFFT ({backend}) reference not run: {type(e).__name__}: {e}"
-
-
-def measure(backend: str, rounds: int, device: str = "") -> tuple:
-    """``(VkfftReference, "")`` from VkFFT's ``backend``, built now unless
-    cached, or ``(None, why)`` when there is none."""
-    exe, why = prepare(backend)
-    return (None, why) if exe is None else run(exe, backend, rounds, device)
+        return not_run(backend, f"{type(e).__name__}: {e}")

@@ -51,14 +51,15 @@ def test_the_vkfft_program_output_is_parsed_and_checked():
 
 def test_without_headers_or_nvcc_there_is_no_reference_and_the_reason(tmp_path, monkeypatch):
     monkeypatch.delenv(vkfft_baseline.INCLUDE_ENV, raising=False)
-    assert vkfft_baseline.measure("cuda", 1) == (None, f"VkFFT (cuda) reference not run: "
-                                                       f"{vkfft_baseline.INCLUDE_ENV} names no VkFFT headers")
+    assert vkfft_baseline.prepare("cuda") == (None, f"VkFFT (cuda) reference not run: "
+                                                    f"{vkfft_baseline.INCLUDE_ENV} names no VkFFT headers")
     monkeypatch.setenv(vkfft_baseline.INCLUDE_ENV, str(tmp_path))
-    assert "no vkFFT.h" in vkfft_baseline.measure("vulkan", 1)[1]
+    assert "no vkFFT.h" in vkfft_baseline.prepare("vulkan")[1]
     (tmp_path / "vkFFT.h").write_text("/* headers */")
     monkeypatch.setattr(vkfft_baseline.shutil, "which", lambda name: None)
-    assert vkfft_baseline.measure("cuda", 1)[1].endswith("nvcc not on PATH")
-    assert vkfft_baseline.measure("vulkan", 1)[1].endswith("no C++ compiler not on PATH")
+    assert vkfft_baseline.prepare("cuda")[1].endswith("nvcc not on PATH")
+    monkeypatch.delenv("CXX", raising=False)
+    assert vkfft_baseline.prepare("vulkan")[1].endswith(": c++ not on PATH")
 
 
 @pytest.mark.parametrize("backend", ["cuda", "vulkan"])
@@ -72,10 +73,12 @@ def test_the_program_is_built_once_per_headers(tmp_path, monkeypatch, backend):
     monkeypatch.setenv(vkfft_baseline.INCLUDE_ENV, str(include))
     monkeypatch.delenv("CXX", raising=False)
     for _ in range(2):
-        ref, why = vkfft_baseline.measure(backend, 1, "H200")
+        exe, why = vkfft_baseline.prepare(backend)
+        assert why == ""
+        ref, why = vkfft_baseline.run(exe, backend, 1, "H200")
         assert why == "" and ref.us["c2r_2d_512x6"] == 17.0
     (include / "vkFFT.h").write_text("/* version 2 */")
-    assert vkfft_baseline.measure(backend, 1)[1] == ""
+    assert vkfft_baseline.prepare(backend)[1] == ""
     assert builds.read_text().split() == ["built", "built"]
 
 
