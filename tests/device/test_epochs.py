@@ -1,6 +1,5 @@
 """Epochs: transient guest memory retires when the host says its GPU work
 finished — by value, by a fence, or by a timeline semaphore value."""
-import time
 
 import numpy as np
 import pytest
@@ -151,7 +150,6 @@ def test_memory_stays_bounded_over_10000_frames(host):
         acc = ctx.zeros((64,))
         prog = ctx.program(lambda rec, p: rec.add(acc, rec.mul(a, p.k), out=acc), params={"k": "float32"})
         snapshot = None
-        t0 = time.perf_counter()
         total = 10_000
         for frame in range(total):
             cmd, fence = frames.begin(frame)
@@ -177,12 +175,10 @@ def test_memory_stays_bounded_over_10000_frames(host):
                 if snapshot is None:
                     snapshot = state
                 assert state == snapshot, (frame, state, snapshot)
-        elapsed = time.perf_counter() - t0
         frames.drain()
         np.testing.assert_array_equal(acc.numpy(), np.full(64, float(total)))
         assert prog.stats["rerecords"] == 40
         assert snapshot[0]["command_buffers"] <= 3 and snapshot[0]["pending_free"] <= 4
-        assert elapsed < 120
     finally:
         frames.close()
         ctx.close()
