@@ -385,29 +385,28 @@ class Context:
         self.device.check_open()
         return Program(self, fn, params)
 
-    def kernel(self, source, *, entry: str = "main", workgroup=None, name: str = None,
-               push_layout=None, defines=None, include_dirs=None, watch: bool = False,
-               on_reload=None, prints: bool = True, on_print=None, language: str = "glsl") -> UserKernel:
-        """A user kernel from GLSL (text or a file's path; compiled once, by
-        glslc) or SPIR-V bytes: reflected, and its pipeline created now, so
-        recording never compiles. ``workgroup``
-        sizes a kernel declared with ``local_size_*_id``; ``push_layout=[(name,
-        type), ...]`` lets ``push=`` be a dict. GLSL may ``#include`` files
-        (beside the includer, then in ``include_dirs``) and takes
-        ``defines={"NAME": value}``. ``watch=True`` reloads it when a file
-        changes, telling ``on_reload(kernel, error)``; compile errors are
-        KernelCompileErrors at file:line:column. ``debugPrintfEXT`` calls
-        reach ``on_print(kernel_name, text)`` (default: the logger) when
-        their epoch retires; ``prints=False`` compiles them out;
-        ``language="slang"`` compiles Slang (slangc). Record with
-        ``rec.run_kernel(k, [resources], ...)`` or ``k(rec, ...)``; see
+    def kernel(self, source, *, entry: str = "main", workgroup=None, name: str = None, push_layout=None,
+               defines=None, include_dirs=None, watch: bool = False, on_reload=None, prints: bool = True,
+               on_print=None, language: str = "glsl", validate: bool = True) -> UserKernel:
+        """A user kernel from GLSL (text or a file's path; compiled once, by glslc) or SPIR-V
+        bytes: reflected, and its pipeline created now, so recording never compiles.
+        ``workgroup`` sizes a kernel declared with ``local_size_*_id``; ``push_layout=[(name,
+        type), ...]`` lets ``push=`` be a dict. GLSL may ``#include`` files (beside the
+        includer, then in ``include_dirs``) and takes ``defines={"NAME": value}``.
+        ``watch=True`` reloads it when a file changes, telling ``on_reload(kernel, error)``;
+        compile errors are KernelCompileErrors at file:line:column. ``debugPrintfEXT`` calls
+        reach ``on_print(kernel_name, text)`` (default: the logger) when their epoch retires;
+        ``prints=False`` compiles them out; ``language="slang"`` compiles Slang (slangc).
+        SPIR-V that glslc did not write (bytes, or slangc's) goes through ``spirv-val`` first;
+        ``validate=False`` skips that for a trusted module newer than the installed validator.
+        Record with ``rec.run_kernel(k, [resources], ...)`` or ``k(rec, ...)``; see
         docs/integration.md §17 and :mod:`guestcompute.ops.user_kernel`.
 
         Thread-safety: any thread, also while other threads record."""
         return build_user_kernel(self, source, entry=entry, workgroup=workgroup, name=name,
                                  push_layout=push_layout, defines=defines, include_dirs=include_dirs,
                                  watch=watch, on_reload=on_reload, prints=prints, on_print=on_print,
-                                 language=language)
+                                 language=language, validate=validate)
 
     def hash_grid(self, n_input_dims=3, n_levels=16, n_features_per_level=2, log2_hashmap_size=19,
                   base_resolution=16, per_level_scale=2.0, dtype="float32", params=None, seed=0) -> HashGrid:

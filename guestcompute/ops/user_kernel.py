@@ -450,7 +450,7 @@ def compile_recipe(ctx, recipe: Recipe, name: str = None, unchanged: str = None,
 
 def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None, push_layout=None,
           defines=None, include_dirs=None, watch: bool = False, on_reload=None, prints: bool = True,
-          on_print=None, language: str = "glsl") -> UserKernel:
+          on_print=None, language: str = "glsl", validate: bool = True) -> UserKernel:
     """Compile/reflect/validate ``source`` and create its pipeline (see
     :meth:`guestcompute.Context.kernel`)."""
     for what, fn, form in (("on_reload", on_reload, "(kernel, error)"), ("on_print", on_print, "(kernel_name, text)")):
@@ -458,7 +458,9 @@ def build(ctx, source, *, entry: str = "main", workgroup=None, name: str = None,
             raise InvalidArgumentError(f"{what} must be callable{form}, got {type(fn).__name__}")
     if language not in ("glsl", "slang"):
         raise InvalidArgumentError(f"language must be 'glsl' or 'slang', got {language!r}")
-    recipe = Recipe(source, entry, workgroup, push_layout, defines, include_dirs, bool(prints), language)
+    if not isinstance(validate, bool):
+        raise InvalidArgumentError(f"validate must be True or False, got {validate!r}")
+    recipe = Recipe(source, entry, workgroup, push_layout, defines, include_dirs, bool(prints), language, validate)
     compiled = compile_recipe(ctx, recipe, name, on_print=on_print)
     kernel = UserKernel(ctx, compiled, name or compiled.reflection.entry_point, recipe, on_reload, on_print)
     if watch:

@@ -240,6 +240,27 @@ def test_a_validator_that_does_not_know_an_operand_says_it_may_be_too_old(host, 
         ctx.kernel(spirv)
 
 
+@needs_glslc
+def test_validate_false_passes_a_module_the_validator_cannot_read(host, ctx, tmp_path, monkeypatch):
+    """A trusted module newer than the installed spirv-val runs with
+    validate=False; the capability check still applies (not this kernel's
+    concern: it needs nothing)."""
+    spirv = compile_glsl(_kernel_body("", "x[i] = x[i] * 3u + 1u;"), _env(ctx))
+    _fake_validator(tmp_path, monkeypatch, "error: line 1: Invalid capability operand: 6022")
+    with pytest.raises(gc.KernelError, match="may predate"):
+        ctx.kernel(spirv, name="checked")
+    k = ctx.kernel(spirv, name="trusted", validate=False)
+    x = ctx.tensor(np.arange(64, dtype=np.uint32))
+    ctx.run(lambda rec: k(rec, x, groups=(1, 1, 1)))
+    np.testing.assert_array_equal(x.numpy(), np.arange(64, dtype=np.uint32) * 3 + 1)
+
+
+@pytest.mark.parametrize("value", [0, "no", None])
+def test_validate_takes_only_a_bool(host, ctx, value):
+    with pytest.raises(gc.InvalidArgumentError, match="validate must be True or False"):
+        ctx.kernel(b"\x03\x02\x23\x07" + bytes(16), validate=value)
+
+
 def test_glsl_with_a_lone_surrogate_is_an_argument_error(host, ctx):
     source = _kernel_body("", "x[i] = 1u; // caf\udce9")      # surrogateescape'd Latin-1 byte
     with pytest.raises(gc.InvalidArgumentError, match=r"'\\udce9' at index \d+.*no UTF-8 form"):
