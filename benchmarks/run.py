@@ -46,6 +46,7 @@ SECTIONS = (
     ("torch", "benchmarks.torch_interop"),
     ("neural", "benchmarks.neural_mlp"),
     ("neural", "benchmarks.neural_coopvec"),
+    ("neural", "benchmarks.neural_coopmat"),
     ("kernels", "benchmarks.hot_reload"),
     ("prints", "benchmarks.kernel_prints"),
 )

@@ -106,3 +106,104 @@ def test_the_reference_device_adopts_with_its_extra_features(monkeypatch):
     finally:
         host.close()
     assert host.device is None and host.instance is None
+
+
+# -- the cooperative-matrix reference ---------------------------------------------------------
+
+def test_every_cooperative_matrix_reference_variant_is_committed_with_its_interface():
+    """The committed modules: four storage buffers, no push constants, the
+    variant's workgroup and shared memory (its activation tiles, plus the
+    weights where they are staged), the CooperativeMatrixKHR capability."""
+    from guestcompute.spirv.reflect import reflect, workgroup_memory_size
+    from benchmarks import neural_coopmat as cm
+    blobs = set()
+    for variant in cm.VARIANTS:
+        subgroups, row_frags, shared = variant
+        for acc in cm.ACCUMULATORS:
+            blob = cm.spirv_path(variant, acc).read_bytes()
+            blobs.add(blob)
+            r = reflect(blob)
+            assert [b.name for b in r.bindings] == ["X", "Wt", "Bt", "Y"]
+            assert [b.kind for b in r.bindings] == ["storage_buffer"] * 4
+            assert r.push_constant_size == 0 and r.local_size == (subgroups * cm.SUBGROUP, 1, 1)
+            tiles = subgroups * row_frags * 16 * 9 * 16              # rows x 9 uvec4s
+            weights = sum(k * n for k, n in zip(cm.WIDTHS, cm.WIDTHS[1:])) * 2 if shared else 0
+            assert workgroup_memory_size(blob, {}) == tiles + weights
+            assert 6022 in r.capabilities                            # CooperativeMatrixKHR
+    assert len(blobs) == len(cm.VARIANTS) * len(cm.ACCUMULATORS)
+
+
+def test_the_committed_cooperative_matrix_spirv_is_what_its_source_compiles_to(tmp_path):
+    """Rebuilt where glslangValidator 13+ exists: the same interface and
+    shared memory as the committed modules (bytes may differ between
+    compiler versions)."""
+    from guestcompute.errors import CompilerNotFoundError
+    from guestcompute.spirv.compiler import glslang_path
+    from guestcompute.spirv.reflect import reflect, workgroup_memory_size
+    from benchmarks import neural_coopmat as cm
+    try:
+        glslang_path()
+    except CompilerNotFoundError:
+        pytest.skip("no glslangValidator")
+    cm.build(tmp_path)
+    for variant in cm.VARIANTS:
+        for acc in cm.ACCUMULATORS:
+            fresh, committed = cm.spirv_path(variant, acc, tmp_path).read_bytes(), cm.spirv_path(variant, acc).read_bytes()
+            assert reflect(fresh) == reflect(committed)
+            assert workgroup_memory_size(fresh, {}) == workgroup_memory_size(committed, {})
+
+
+def _fragment(words: np.ndarray, at: int, stride: int) -> np.ndarray:
+    """A 16 x 16 fp16 fragment as coopMatLoad reads it row-major from a
+    uvec4 array: row r starts at uvec4 ``at + r * stride``."""
+    halves = words.view(np.float16)
+    return np.stack([halves[(at + r * stride) * 8:(at + r * stride) * 8 + 16] for r in range(16)]).astype(np.float32)
+
+
+def test_the_reference_weights_sit_where_its_fragment_loads_read_them():
+    """The kernel's addressing (the offsets of MULTIPLY and LOAD_BIAS in
+    coopmat_mlp.comp, with pack() and offsets()) replayed in numpy over 16
+    queries gives the network's output."""
+    import guestcompute as gc
+    from guestcompute.ops.mlp import apply_activation
+    from benchmarks import neural_coopmat as cm
+    rng = np.random.default_rng(3)
+    widths = cm.WIDTHS
+    layers = [gc.Dense(rng.standard_normal((a, b)) / np.sqrt(a), rng.standard_normal(b),
+                       "relu" if i + 2 < len(widths) else "none") for i, (a, b) in enumerate(zip(widths, widths[1:]))]
+    words, biases = cm.pack(layers)
+    w_at, b_at = cm.offsets()
+    assert words.size * 4 == sum(k * n for k, n in zip(widths, widths[1:])) * 2
+    assert len(cm.defines(cm.VARIANTS[0], "float16")) == 5 + 2 * len(layers)
+    x = rng.standard_normal((16, widths[0])).astype(np.float16)
+    h = x.astype(np.float32)
+    for layer, (k, n), wo, bo in zip(layers, zip(widths, widths[1:]), w_at, b_at):
+        nf, kf = n // 16, k // 16
+        out = np.zeros((16, n), np.float32)
+        for j in range(nf):
+            acc = _fragment(biases, bo + 2 * j, 2 * nf)
+            for kk in range(kf):
+                acc = acc + h[:, kk * 16:(kk + 1) * 16] @ _fragment(words, wo + 32 * nf * kk + 2 * j, 2 * nf)
+            out[:, j * 16:(j + 1) * 16] = acc
+        h = apply_activation(out, layer.activation).astype(np.float16).astype(np.float32)
+    want = x.astype(np.float32)
+    for layer in layers:
+        want = apply_activation(want @ layer.weight.astype(np.float16).astype(np.float32)
+                                + layer.bias.astype(np.float16).astype(np.float32), layer.activation)
+    np.testing.assert_allclose(h, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+
+
+def test_the_cooperative_matrix_row_is_skipped_on_a_cpu_device(ctx, monkeypatch):
+    import types
+
+    import vulkan as vk
+
+    import guestcompute
+    from benchmarks import neural_coopmat as cm
+    if ctx.limits.device_type != vk.VK_PHYSICAL_DEVICE_TYPE_CPU:
+        pytest.skip("the CPU path of the row")
+    monkeypatch.setattr(guestcompute.context.Context, "create", staticmethod(lambda device=None: ctx))
+    monkeypatch.setattr(ctx, "close", lambda: None)
+    rows = cm.run(types.SimpleNamespace(quick=True, device=None, out=None))
+    assert [r.name for r in rows] == [cm.ROW]
+    assert rows[0].skipped == "a GPU's reference: this device runs on the CPU"

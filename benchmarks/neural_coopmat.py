@@ -1,0 +1,192 @@
+"""A reference for the fused MLP's VK_KHR_cooperative_matrix kernel: a
+minimal KHR cooperative-matrix MLP of the library's own
+(``baselines/coopmat_mlp.comp``), timed beside ``rec.mlp(...,
+kernel="khr_coopmat")`` in the same run. It shows what a kernel on that
+extension reaches on this device and driver. Then the "fused mlp khr only"
+row's miss is either explained by a measured reference, or shown to be the
+library kernel's own.
+
+Row (no goal): "fused mlp khr only vs own cooperative-matrix reference".
+It gives ``rec.mlp``'s khr_coopmat kernel against the fastest reference
+variant, in GPU ms. The run is the benchmark network of
+``neural_mlp`` (32 -> 4x64 -> 16, ReLU, fp16) over 3840 x 2160 queries,
+with the network's accumulators (``neural_mlp.accumulator``). Each variant
+is checked against numpy before its time counts, and the note lists every
+variant's rate.
+
+The reference fixes everything at compile time: the widths, the weight
+offsets, ReLU, and whole tiles of queries with no bounds checks. Its
+variants (:data:`VARIANTS`) differ in subgroups per workgroup, 16-row
+fragments per subgroup, and whether the weights are staged in shared memory
+or loaded from the buffer; each comes with fp16 and fp32 accumulators. The
+SPIR-V is compiled by glslangValidator 13 or later (Debian 12's glslc
+predates GL_KHR_cooperative_matrix; ``pip install 'guestcompute[bake]'``
+brings one) and committed; ``--build`` rebuilds it. It is loaded with
+``ctx.kernel(..., validate=False)``, because Debian 12's spirv-val predates
+the extension.
+
+The row is skipped, saying why, on a CPU device and wherever ``rec.mlp``'s
+own KHR kernel does not apply. A variant that cannot run there (its shared
+memory, its grid) is listed as failed in the note.
+
+Run alone: ``python -m benchmarks.neural_coopmat [--quick] [--device NAME]``.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .results import Result, standalone_main
+
+SECTION = "neural"
+ROW = "fused mlp khr only vs own cooperative-matrix reference"
+BASELINES = Path(__file__).resolve().parent / "baselines"
+SOURCE = BASELINES / "coopmat_mlp.comp"
+WIDTHS = (32, 64, 64, 64, 64, 16)          # what the source is written for
+# (subgroups per workgroup, 16-row fragments per subgroup, weights in shared memory)
+VARIANTS = ((4, 2, False), (4, 4, False), (4, 2, True), (2, 4, True))
+ACCUMULATORS = ("float16", "float32")
+SUBGROUP = 32
+TARGET_ENV = "vulkan1.1"                   # as the library's own KHR kernels
+
+
+def offsets(widths=WIDTHS) -> tuple:
+    """([matrix offsets], [bias offsets]) in uvec4s (eight fp16): each
+    layer's K x N matrix, and its 16 x N bias block, back to back."""
+    w_at, b_at, w, b = [], [], 0, 0
+    for k, n in zip(widths, widths[1:]):
+        w_at.append(w)
+        b_at.append(b)
+        w += k * n // 8
+        b += 16 * n // 8
+    return w_at, b_at
+
+
+def pack(layers) -> tuple:
+    """(matrix words, bias words) as uint32 arrays in the layout of
+    :func:`offsets`: matrices row-major (K x N, as ``Dense.weight``), each
+    bias written as 16 equal rows."""
+    mats = [np.ascontiguousarray(layer.weight, np.float16).ravel() for layer in layers]
+    biases = [np.tile(np.asarray(layer.bias, np.float16), 16) for layer in layers]
+    return (np.concatenate(mats).view(np.uint32).copy(), np.concatenate(biases).view(np.uint32).copy())
+
+
+def variant_name(variant, acc: str) -> str:
+    subgroups, row_frags, shared = variant
+    return f"sg{subgroups}_rf{row_frags}_{'shared' if shared else 'buffer'}_{acc}"
+
+
+def rows_per_group(variant) -> int:
+    subgroups, row_frags, _ = variant
+    return subgroups * row_frags * 16
+
+
+def spirv_path(variant, acc: str, folder: Path = BASELINES) -> Path:
+    return folder / f"coopmat_mlp_{variant_name(variant, acc)}.spv"
+
+
+def defines(variant, acc: str) -> dict:
+    subgroups, row_frags, shared = variant
+    w_at, b_at = offsets()
+    out = {"THREADS": subgroups * SUBGROUP, "SUBGROUPS": subgroups, "ROW_FRAGS": row_frags,
+           "WEIGHTS_SHARED": int(shared), "ACC_F32": int(acc == "float32")}
+    out.update({f"W{i}": v for i, v in enumerate(w_at)})
+    out.update({f"B{i}": v for i, v in enumerate(b_at)})
+    return out
+
+
+def build(folder: Path = BASELINES) -> None:
+    """Compile every variant with glslangValidator into ``folder`` (by
+    default the committed files)."""
+    from guestcompute.spirv.compiler import glslang_path
+    exe = glslang_path()
+    for variant in VARIANTS:
+        for acc in ACCUMULATORS:
+            flags = [f"-D{k}={v}" for k, v in defines(variant, acc).items()]
+            subprocess.run([exe, "-V", "--target-env", TARGET_ENV, *flags, "-S", "comp", str(SOURCE),
+                            "-o", str(spirv_path(variant, acc, folder))], check=True, capture_output=True)
+
+
+def reference_seconds(ctx, variant, acc: str, operands: tuple, timer) -> float:
+    """GPU seconds of one reference dispatch over ``operands`` (queries,
+    matrices, biases, outputs: uint32 tensors of fp16 pairs)."""
+    queries = operands[0].shape[0] // (WIDTHS[0] // 2)
+    per_group = rows_per_group(variant)
+    if queries % per_group:
+        raise ValueError(f"{queries} queries are not whole tiles of {per_group}")
+    groups = queries // per_group
+    if groups > ctx.limits.max_workgroup_count[0]:
+        raise ValueError(f"{groups} workgroups exceed the device's {ctx.limits.max_workgroup_count[0]}")
+    kernel = ctx.kernel(spirv_path(variant, acc).read_bytes(), name=f"coopmat_mlp_{variant_name(variant, acc)}",
+                        validate=False)
+
+    def body(rec):
+        rec.run_kernel(kernel, list(operands), groups=(groups, 1, 1))
+    ctx.run(body)
+    return timer.gpu_seconds(body)
+
+
+def gpu_rows(ctx, quick: bool) -> list:
+    import guestcompute as gc
+    from guestcompute.ops.mlp_op import kernel_for
+
+    from . import neural_mlp as mlp
+    from .gpu_ops import Timer, warm_up
+    assert mlp.WIDTHS == WIDTHS, "baselines/coopmat_mlp.comp is written for the benchmark network"
+    net, layers = mlp.network(ctx)
+    try:
+        kernel_for(ctx, net, "khr_coopmat")
+    except gc.UnsupportedError as e:
+        return [Result(SECTION, ROW, skipped=f"rec.mlp's KHR kernel does not apply here: {e}")]
+    timer = Timer(ctx, 3 if quick else 10, rounds=3)
+    x_np = np.random.default_rng(42).standard_normal((mlp.QUERIES, WIDTHS[0])).astype(np.float16)
+    x, out = ctx.tensor(x_np), ctx.empty((mlp.QUERIES, WIDTHS[-1]), "float16")
+
+    def ours(rec):
+        rec.mlp(x, net, out=out, kernel="khr_coopmat")
+    ctx.run(ours)
+    mlp.check_against_numpy(out.numpy(), net, x_np, "rec.mlp khr_coopmat")
+    warm_up(ctx, 1.0)
+    mine = timer.gpu_seconds(ours)
+    words, biases = pack(layers)
+    operands = (ctx.tensor(x_np.view(np.uint32).reshape(-1)), ctx.tensor(words), ctx.tensor(biases),
+                ctx.empty((mlp.QUERIES * WIDTHS[-1] // 2,), "uint32"))
+    flops = mlp.QUERIES * mlp.FLOPS_PER_QUERY
+    times, failures = {}, []
+    for variant in VARIANTS:
+        name = variant_name(variant, net.accumulate)
+        try:
+            s = reference_seconds(ctx, variant, net.accumulate, operands, timer)
+            got = operands[3].numpy().view(np.float16).reshape(mlp.QUERIES, WIDTHS[-1])
+            mlp.check_against_numpy(got, net, x_np, f"cooperative-matrix reference {name}")
+        except (gc.GuestComputeError, ValueError, AssertionError) as e:
+            failures.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        times[name] = s
+    if not times:
+        return [Result(SECTION, ROW, skipped="no reference variant ran: " + "; ".join(failures))]
+    best = min(times, key=times.get)
+    note = (f"rec.mlp khr_coopmat {flops / mine / 1e12:.0f} TFLOP/s, {net.accumulate} accumulators; reference "
+            + ", ".join(f"{k} {flops / v / 1e12:.0f} TFLOP/s" for k, v in times.items())
+            + (f"; failed: {'; '.join(failures)}" if failures else ""))
+    return [Result(SECTION, ROW, mine * 1e3, "ms",
+                   f"own minimal VK_KHR_cooperative_matrix MLP ({best}), same GPU", times[best] * 1e3, note=note)]
+
+
+def cpu_rows(ctx, quick: bool) -> list:
+    return [Result(SECTION, ROW, skipped="a GPU's reference: this device runs on the CPU")]
+
+
+def run(env) -> list:
+    from .gpu_ops import run_on_device
+    return run_on_device(env, gpu_rows, cpu_rows)
+
+
+if __name__ == "__main__":
+    if "--build" in sys.argv:
+        build()
+        sys.exit(0)
+    sys.exit(standalone_main(__doc__.split("\n\n")[0], [run]))
