@@ -17,8 +17,9 @@ variant's rate.
 The reference fixes everything at compile time: the widths, the weight
 offsets, ReLU, and whole tiles of queries with no bounds checks. Its
 variants (:data:`VARIANTS`) differ in subgroups per workgroup, 16-row
-fragments per subgroup, and whether the weights are staged in shared memory
-or loaded from the buffer; each comes with fp16 and fp32 accumulators. The
+fragments per subgroup, whether the weights are staged in shared memory or
+loaded from the buffer, and whether the activation's element loop is
+unrolled; each comes with fp16 and fp32 accumulators. The
 SPIR-V is compiled by glslangValidator 13 or later (Debian 12's glslc
 predates GL_KHR_cooperative_matrix; ``pip install 'guestcompute[bake]'``
 brings one) and committed; ``--build`` rebuilds it. It is loaded with
@@ -46,8 +47,12 @@ ROW = "fused mlp khr only vs own cooperative-matrix reference"
 BASELINES = Path(__file__).resolve().parent / "baselines"
 SOURCE = BASELINES / "coopmat_mlp.comp"
 WIDTHS = (32, 64, 64, 64, 64, 16)          # what the source is written for
-# (subgroups per workgroup, 16-row fragments per subgroup, weights in shared memory)
-VARIANTS = ((4, 2, False), (4, 4, False), (4, 2, True), (2, 4, True))
+# (subgroups per workgroup, 16-row fragments per subgroup, weights in shared
+# memory, the activation's loop over fragment elements marked [[unroll]]).
+# The last one differs from the first only in that loop: rec.mlp's kernel
+# leaves it unmarked, so the pair shows what the mark is worth.
+VARIANTS = ((4, 2, False, True), (4, 4, False, True), (4, 2, True, True), (2, 4, True, True),
+            (4, 2, False, False))
 ACCUMULATORS = ("float16", "float32")
 SUBGROUP = 32
 TARGET_ENV = "vulkan1.1"                   # as the library's own KHR kernels
@@ -75,12 +80,13 @@ def pack(layers) -> tuple:
 
 
 def variant_name(variant, acc: str) -> str:
-    subgroups, row_frags, shared = variant
-    return f"sg{subgroups}_rf{row_frags}_{'shared' if shared else 'buffer'}_{acc}"
+    subgroups, row_frags, shared, unrolled = variant
+    return (f"sg{subgroups}_rf{row_frags}_{'shared' if shared else 'buffer'}"
+            f"{'' if unrolled else '_rolled'}_{acc}")
 
 
 def rows_per_group(variant) -> int:
-    subgroups, row_frags, _ = variant
+    subgroups, row_frags, _, _ = variant
     return subgroups * row_frags * 16
 
 
@@ -89,10 +95,10 @@ def spirv_path(variant, acc: str, folder: Path = BASELINES) -> Path:
 
 
 def defines(variant, acc: str) -> dict:
-    subgroups, row_frags, shared = variant
+    subgroups, row_frags, shared, unrolled = variant
     w_at, b_at = offsets()
     out = {"THREADS": subgroups * SUBGROUP, "SUBGROUPS": subgroups, "ROW_FRAGS": row_frags,
-           "WEIGHTS_SHARED": int(shared), "ACC_F32": int(acc == "float32")}
+           "WEIGHTS_SHARED": int(shared), "ACC_F32": int(acc == "float32"), "UNROLL_ELEMENTS": int(unrolled)}
     out.update({f"W{i}": v for i, v in enumerate(w_at)})
     out.update({f"B{i}": v for i, v in enumerate(b_at)})
     return out

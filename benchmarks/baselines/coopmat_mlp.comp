@@ -19,6 +19,8 @@
 //                       workgroup; 0: B fragments load straight from the
 //                       buffer, where L1 keeps the 30 KiB of weights
 //   ACC_F32             1: fp32 accumulators; 0: fp16
+//   UNROLL_ELEMENTS     1: the ReLU's loop over a fragment's elements is marked
+//                       [[unroll]]; 0: it is not (as rec.mlp's kernel writes it)
 //   W0..W4, B0..B4      each layer's matrix and bias offsets, in uvec4s
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -47,6 +49,11 @@ layout(std430, binding = 3) writeonly buffer Y { uvec4 y[]; };
 #define MAT_A coopmat<float16_t, gl_ScopeSubgroup, 16u, 16u, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeSubgroup, 16u, 16u, gl_MatrixUseB>
 #define ROW_MAJOR gl_CooperativeMatrixLayoutRowMajor
+#if UNROLL_ELEMENTS
+#define EACH_ELEMENT [[unroll]] for
+#else
+#define EACH_ELEMENT for
+#endif
 
 const uint RF = ROW_FRAGS;
 const uint SUB_ROWS = RF * 16u;
@@ -84,7 +91,7 @@ shared uvec4 wsh[W_WORDS];
 #define RELU(NF) \
   [[unroll]] for (uint i = 0u; i < RF; ++i) \
     [[unroll]] for (uint j = 0u; j < NF; ++j) \
-      [[unroll]] for (int e = 0; e < acc[i][j].length(); ++e) acc[i][j][e] = max(acc[i][j][e], ACC_T(0.0));
+      EACH_ELEMENT (int e = 0; e < acc[i][j].length(); ++e) acc[i][j][e] = max(acc[i][j][e], ACC_T(0.0));
 
 // The layer's output, rounded to fp16, becomes the next layer's input in
 // the subgroup's tile. Every lane has read the tile (the loads above) before

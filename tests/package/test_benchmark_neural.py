@@ -118,7 +118,7 @@ def test_every_cooperative_matrix_reference_variant_is_committed_with_its_interf
     from benchmarks import neural_coopmat as cm
     blobs = set()
     for variant in cm.VARIANTS:
-        subgroups, row_frags, shared = variant
+        subgroups, row_frags, shared, _ = variant
         for acc in cm.ACCUMULATORS:
             blob = cm.spirv_path(variant, acc).read_bytes()
             blobs.add(blob)
@@ -174,7 +174,7 @@ def test_the_reference_weights_sit_where_its_fragment_loads_read_them():
     words, biases = cm.pack(layers)
     w_at, b_at = cm.offsets()
     assert words.size * 4 == sum(k * n for k, n in zip(widths, widths[1:])) * 2
-    assert len(cm.defines(cm.VARIANTS[0], "float16")) == 5 + 2 * len(layers)
+    assert len(cm.defines(cm.VARIANTS[0], "float16")) == 6 + 2 * len(layers)
     x = rng.standard_normal((16, widths[0])).astype(np.float16)
     h = x.astype(np.float32)
     for layer, (k, n), wo, bo in zip(layers, zip(widths, widths[1:]), w_at, b_at):
