@@ -123,3 +123,19 @@ def test_typed_loads_of_a_byte_address_buffer(slang_ctx):
     got = dst.numpy().reshape(64, 2)
     np.testing.assert_array_equal(got[:, 0], halves.view(np.uint32))
     np.testing.assert_array_equal(got[:, 1].view(np.float32), halves[0::2].astype(np.float32))
+
+
+def test_validate_false_skips_spirv_val_for_slangc_output(slang_ctx, tmp_path, monkeypatch):
+    """slangc's SPIR-V goes through spirv-val like any module guestcompute's
+    glslc did not write; validate=False leaves it out (here: a validator
+    that rejects everything)."""
+    import os
+    exe = tmp_path / "spirv-val"
+    exe.write_text("#!/bin/sh\necho 'error: line 1: Invalid capability operand: 6022' >&2\nexit 1\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    with pytest.raises(gc.KernelError, match="may predate"):
+        slang_ctx.kernel(SCALE, language="slang", defines={"OFFSET": 0.25})
+    k = slang_ctx.kernel(SCALE, language="slang", defines={"OFFSET": 0.25}, validate=False)
+    src, got = _run(slang_ctx, k)
+    np.testing.assert_array_equal(got, src * 2 + np.float32(0.25))
