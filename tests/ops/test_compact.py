@@ -6,6 +6,8 @@ multi-pass one wherever the device does not promise forward progress and
 the single-pass one forced on a fresh context that claims it."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import guestcompute as gc
 from guestcompute.ops.base import registered_ops
@@ -16,6 +18,7 @@ from guestcompute.ops.scan_chained import WG as CHAINED_WG
 from guestcompute.ops.scan_chained import use_chained
 from partial_subgroups import as_if_subgroups_were_partial
 from single_pass import forced_single_pass, skip_first_tickets
+from strided_views import draw_view, shapes
 
 TILE = CHAINED_WG * ITEMS
 LAYOUTS = pytest.mark.parametrize("layout", ["aligned", "offset"])
@@ -332,3 +335,22 @@ def test_single_pass_fallback_counts_tiles_that_never_publish(host, monkeypatch)
         np.testing.assert_array_equal(out.numpy()[skipped:ref.size], ref[skipped:])
     finally:
         ctx.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), shape=shapes(0, 3, 30), density=st.sampled_from([0.0, 0.1, 0.5, 1.0]))
+def test_compact_and_nonzero_of_any_views_match_numpy(host, ctx, data, shape, density):
+    """x and mask are separate views (steps, reversal, permuted axes, offsets)
+    of one shape; dtypes drawn from what the host enabled."""
+    dtypes = [d for d in ("float32", "int32", "uint32", "uint8", "float16") if usable(ctx, d)]
+    dtype = data.draw(st.sampled_from(dtypes))
+    mask_dtype = data.draw(st.sampled_from([d for d in ("uint8", "uint32", "int32", "float32") if usable(ctx, d)]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x, x_np = draw_view(data, ctx, shape, lambda s: values_of(rng, s, dtype))
+    m, m_np = draw_view(data, ctx, shape, lambda s: mask_of(rng, s, mask_dtype, density))
+    got, n = host.run(ctx, lambda rec: rec.compact(x, m))
+    check_compact(got, n, x_np, m_np)
+    idx, n2 = host.run(ctx, lambda rec: rec.nonzero(m))
+    ref = np.flatnonzero(m_np)
+    assert n2.numpy().tolist() == [ref.size] and idx.shape == (m_np.size,)
+    np.testing.assert_array_equal(idx.numpy()[:ref.size], ref)

@@ -4,12 +4,15 @@ multiresolution hash grid) — against the float64 numpy references of
 encoding_refs.py, and their argument errors, raised before recording."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import guestcompute as gc
 from guestcompute.ops.encodings import TILE, tile_shape
 
 from encoding_refs import ref_frequency, ref_hash_grid
 from refusals import assert_refused
+from strided_views import draw_view, shapes
 
 
 def ulp_errors(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -272,3 +275,47 @@ def test_hash_grid_encode_argument_errors(host, ctx, modern_host):
         assert_refused(host, ctx, gc.WrongContextError, lambda rec: rec.hash_grid_encode(x, foreign))
     finally:
         other.close()
+
+
+# -- any view -------------------------------------------------------------------------------------
+
+def _batch_merges(t) -> bool:
+    """Whether the batch dims of ``t`` (all but the last) are one strided dim."""
+    dims = [(n, s) for n, s in zip(t.shape[:-1], t.strides[:-1]) if n != 1]
+    return all(s_outer == s_inner * n_inner for (_, s_outer), (n_inner, s_inner) in zip(dims, dims[1:]))
+
+
+ANY_VIEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _encoded_or_refused(host, ctx, x, encode, ref):
+    """``encode(rec, x)`` matches ``ref``, or (exactly where x's batch dims do
+    not merge) is refused with a ShapeError, and then encodes rec.contiguous(x)."""
+    if _batch_merges(x):
+        got = host.run(ctx, lambda rec: encode(rec, x))
+    else:
+        assert_refused(host, ctx, gc.ShapeError, lambda rec: encode(rec, x), "contiguous")
+        got = host.run(ctx, lambda rec: encode(rec, rec.contiguous(x)))
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got.numpy(), ref, rtol=0, atol=2e-6)
+
+
+@ANY_VIEW
+@given(data=st.data(), batch=shapes(0, 3, 6), d=st.integers(1, 4), n=st.integers(0, 8), include_input=st.booleans())
+def test_frequency_encoding_of_any_view(host, ctx, data, batch, d, n, include_input):
+    """Any view of the points (steps, reversal, permuted axes, offsets)."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x, x_np = draw_view(data, ctx, batch + (d,), lambda s: rng.uniform(-2, 2, s).astype(np.float32))
+    _encoded_or_refused(host, ctx, x, lambda rec, v: rec.frequency_encoding(v, n, include_input=include_input),
+                        ref_frequency(x_np, n, include_input))
+
+
+@ANY_VIEW
+@given(data=st.data(), batch=shapes(0, 3, 6), dims=st.integers(2, 3), features=st.sampled_from([1, 2, 4]))
+def test_hash_grid_encode_of_any_view(host, ctx, data, batch, dims, features):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    grid = random_grid(ctx, rng, n_input_dims=dims, n_levels=3, n_features_per_level=features, log2_hashmap_size=8,
+                       base_resolution=3)
+    x, x_np = draw_view(data, ctx, batch + (dims,), lambda s: rng.uniform(0, 1, s).astype(np.float32))
+    _encoded_or_refused(host, ctx, x, lambda rec, v: rec.hash_grid_encode(v, grid),
+                        ref_hash_grid(x_np, grid, grid.params.numpy()))

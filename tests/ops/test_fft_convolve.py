@@ -4,11 +4,14 @@ a spectrum broadcast over channels or one per image, in place, and the
 typed errors raised before anything is recorded."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import guestcompute as gc
 from guestcompute.ops import all_specs
 from guestcompute.ops.base import registered_ops
 from refusals import assert_refused
+from strided_views import draw_view, shapes
 
 CASES = [
     ((3, 64, 128), (-2, -1), "one"),        # fused, the spectrum broadcast over the leading axis
@@ -83,3 +86,33 @@ def test_planned_kernels_are_in_the_bake_catalogue(modern_ctx):
     planned = [d for name, args in calls for d in ops[name](ctx, *args).dispatches]
     missing = {d.spec.family + str(d.spec.params)[:120] for d in planned if d.spec not in catalogue}
     assert not missing
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), batch=shapes(0, 2, 3), h=st.sampled_from([1, 2, 5, 8, 12, 16, 17, 32]),
+       w=st.sampled_from([1, 2, 3, 8, 9, 16, 31, 64]), per_image=st.booleans())
+def test_any_view_and_axis_pair_matches_numpy(host, ctx, data, batch, h, w, per_image):
+    """x a view (steps, reversal, permuted axes, offsets) with the two
+    transformed axes anywhere in it; the spectrum one for all, or one per
+    batch entry laid out as x's other axes are."""
+    shape = list(batch)
+    ax0 = data.draw(st.integers(0, len(shape)))
+    shape.insert(ax0, h)
+    ax1 = data.draw(st.integers(0, len(shape)))
+    shape.insert(ax1, w)
+    ax0 += ax1 <= ax0                      # the h axis moved right if w went before it
+    axes = (ax0, ax1)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x, x_np = draw_view(data, ctx, tuple(shape), lambda s: rng.standard_normal(s).astype(np.float32))
+    rest = [n if per_image else 1 for i, n in enumerate(shape) if i not in axes]
+    kernel = rng.standard_normal(rest + [h, w])
+    spectrum = np.fft.rfft2(kernel).astype(np.complex64)
+    # x's layout: its other axes in order, (h, w // 2 + 1) where x has (h, w)
+    spectrum_view = np.moveaxis(spectrum, (-2, -1), axes)
+    st_ = ctx.tensor(np.ascontiguousarray(spectrum_view))
+    got = host.run(ctx, lambda rec: rec.fft_convolve(x, st_, axes=axes)).numpy()
+    ref = reference(x_np, spectrum_view.astype(np.complex128), axes)
+    scale = max(np.sqrt(np.mean(ref ** 2)), 1e-30)
+    bound = 1e-6 * max(np.log2(h * w), 1.0)
+    assert np.sqrt(np.mean((got - ref) ** 2)) / scale <= bound
+    assert np.abs(got - ref).max() / scale <= 10 * bound

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import guestcompute as gc
-from strided_views import draw_view, need, shapes
+from strided_views import draw_view, need, random, shapes
 
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -27,6 +27,11 @@ def layer_norm_ref(x, w=None, b=None, eps=1e-5):
 def rms_norm_ref(x, w=None, eps=1e-6):
     x = x.astype(np.float64)
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * (1 if w is None else w)
+
+
+def float_dtypes(ctx):
+    """float32, and float16 where the host enabled 16-bit storage."""
+    return st.sampled_from(["float32", "float16"] if ctx.caps.float16_storage else ["float32"])
 
 
 def close(got, ref, dtype, atol=2e-6):
@@ -88,6 +93,39 @@ def test_strided_views_and_in_place(host, ctx):
     host.run(ctx, lambda rec: (rec.softmax(x, out=x), rec.layer_norm(y, out=y)))
     close(x, softmax_ref(x_np, -1), "float32")
     close(y, layer_norm_ref(x_np), "float32", atol=1e-5)
+
+
+@HYP
+@given(data=st.data(), shape=shapes(1, 3, 40), log=st.booleans())
+def test_softmax_of_any_view_along_any_axis_matches_numpy(host, ctx, data, shape, log):
+    dtype = data.draw(float_dtypes(ctx))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x, x_np = draw_view(data, ctx, shape, lambda s: random(rng, s, dtype))
+    got = host.run(ctx, lambda rec: (rec.log_softmax if log else rec.softmax)(x, axis))
+    assert got.shape == shape and got.dtype.name == dtype
+    close(got, softmax_ref(x_np, axis, log), dtype, atol=2e-5 if log else 2e-6)
+
+
+@HYP
+@given(data=st.data(), shape=shapes(1, 3, 40), kind=st.sampled_from(["layer", "rms"]), weighted=st.booleans(),
+       biased=st.booleans())
+def test_norms_of_any_view_with_strided_weights_match_numpy(host, ctx, data, shape, kind, weighted, biased):
+    """Weight and bias are views of their own (steps, reversal, offsets)."""
+    dtype = data.draw(float_dtypes(ctx))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x, x_np = draw_view(data, ctx, shape, lambda s: random(rng, s, dtype, 1.0, 5.0))
+    n = shape[-1]
+    w, w_np = draw_view(data, ctx, (n,), lambda s: random(rng, s, dtype)) if weighted else (None, None)
+    b, b_np = draw_view(data, ctx, (n,), lambda s: random(rng, s, dtype)) if biased and kind == "layer" else (None, None)
+    if kind == "layer":
+        got = host.run(ctx, lambda rec: rec.layer_norm(x, w, b))
+        ref = layer_norm_ref(x_np, w_np, b_np)
+    else:
+        got = host.run(ctx, lambda rec: rec.rms_norm(x, w))
+        ref = rms_norm_ref(x_np, w_np)
+    assert got.shape == shape and got.dtype.name == dtype
+    close(got, ref, dtype, atol=1e-5)
 
 
 def test_typed_errors(host, ctx):

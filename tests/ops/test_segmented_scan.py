@@ -3,12 +3,15 @@ each segment, on both host profiles and both variants (multi-level, and
 the single pass forced on a fresh context claiming forward progress)."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import guestcompute as gc
 from guestcompute.ops.base import registered_ops
 from guestcompute.ops.scan_chained import use_chained
 from guestcompute.ops.segmented import ITEMS, PORTABLE_WG
 from single_pass import forced_single_pass, full_range as data, skip_first_tickets
+from strided_views import draw_view
 
 BLOCK = PORTABLE_WG * ITEMS
 
@@ -157,3 +160,17 @@ def test_single_pass_fallback_over_tiles_that_never_publish(host, monkeypatch, s
         np.testing.assert_array_equal(out.numpy()[3 * 2048:], ref[3 * 2048:])
     finally:
         ctx.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(draw=st.data(), n=st.integers(0, 5000), density=st.sampled_from([0.0, 0.01, 0.3, 1.0]),
+       dtype=st.sampled_from(["float32", "int32", "uint32"]), exclusive=st.booleans())
+def test_any_strided_views_match_numpy(host, ctx, draw, n, density, dtype, exclusive):
+    """x and starts are separate 1-D views (steps, reversal, offsets)."""
+    starts_dtype = draw.draw(st.sampled_from(["uint32", "int32"] + (["uint8"] if ctx.caps.uint8_storage else [])))
+    rng = np.random.default_rng(draw.draw(st.integers(0, 2**16)))
+    x, x_np = draw_view(draw, ctx, (n,), lambda s: data(rng, s, dtype))
+    s, s_np = draw_view(draw, ctx, (n,), lambda s: starts_of(rng, s, density, starts_dtype))
+    y = host.run(ctx, lambda rec: rec.segmented_cumsum(x, s, exclusive=exclusive))
+    assert y.shape == (n,) and y.dtype.name == dtype
+    check(y.numpy(), x_np, s_np, exclusive)
