@@ -73,7 +73,8 @@ def test_signed_zeros_are_different_scalars(host, ctx):
     x, y = ctx.tensor(np.ones(8, np.float32)), ctx.empty((8,))
     for zero in (0.0, -0.0, 0.0):
         host.run(ctx, lambda rec: rec.div(x, zero, out=y))
-        np.testing.assert_array_equal(y.numpy(), np.float32(1) / np.float32(zero))
+        with np.errstate(divide="ignore"):          # numpy's ±inf is the expectation
+            np.testing.assert_array_equal(y.numpy(), np.float32(1) / np.float32(zero))
     for zero in (-0.0, 0.0):
         host.run(ctx, lambda rec: rec.fill(y, zero))
         assert np.signbit(y.numpy()).tolist() == [np.signbit(zero)] * 8
