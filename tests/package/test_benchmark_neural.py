@@ -72,18 +72,23 @@ def test_the_reference_weights_are_packed_at_the_extension_alignments():
     np.testing.assert_array_equal(np.frombuffer(converted, np.float16, 64 * 32, 0).reshape(64, 32), matrices[0][::-1])
 
 
-def test_the_cooperative_vector_row_is_skipped_on_a_cpu_device(ctx, monkeypatch):
+def _rows_on_this_cpu_device(module, ctx, monkeypatch) -> list:
+    """``module.run`` with ``ctx`` (a CPU device) as the device it creates."""
     import types
 
     import vulkan as vk
 
     import guestcompute
-    from benchmarks import neural_coopvec as cv
     if ctx.limits.device_type != vk.VK_PHYSICAL_DEVICE_TYPE_CPU:
         pytest.skip("the CPU path of the row")
     monkeypatch.setattr(guestcompute.context.Context, "create", staticmethod(lambda device=None: ctx))
     monkeypatch.setattr(ctx, "close", lambda: None)
-    rows = cv.run(types.SimpleNamespace(quick=True, device=None, out=None))
+    return module.run(types.SimpleNamespace(quick=True, device=None, out=None))
+
+
+def test_the_cooperative_vector_row_is_skipped_on_a_cpu_device(ctx, monkeypatch):
+    from benchmarks import neural_coopvec as cv
+    rows = _rows_on_this_cpu_device(cv, ctx, monkeypatch)
     assert [(r.name, r.goal) for r in rows] == [(cv.ROW, cv.GOAL)]
     assert rows[0].skipped == "a GPU's goal: this device runs on the CPU"
 
@@ -194,16 +199,7 @@ def test_the_reference_weights_sit_where_its_fragment_loads_read_them():
 
 
 def test_the_cooperative_matrix_row_is_skipped_on_a_cpu_device(ctx, monkeypatch):
-    import types
-
-    import vulkan as vk
-
-    import guestcompute
     from benchmarks import neural_coopmat as cm
-    if ctx.limits.device_type != vk.VK_PHYSICAL_DEVICE_TYPE_CPU:
-        pytest.skip("the CPU path of the row")
-    monkeypatch.setattr(guestcompute.context.Context, "create", staticmethod(lambda device=None: ctx))
-    monkeypatch.setattr(ctx, "close", lambda: None)
-    rows = cm.run(types.SimpleNamespace(quick=True, device=None, out=None))
+    rows = _rows_on_this_cpu_device(cm, ctx, monkeypatch)
     assert [r.name for r in rows] == [cm.ROW]
     assert rows[0].skipped == "a GPU's reference: this device runs on the CPU"
