@@ -9,13 +9,20 @@ exactly such networks. Goal: at least half its rate.
 
 The reference is the library's own minimal cooperative-vector MLP
 (``baselines/coopvec_mlp.slang``, one query per invocation, compiled by
-slangc to ``baselines/coopvec_mlp_<layout>.spv``, which are committed:
-a GPU host needs no Slang compiler). NVIDIA's
+slangc to ``baselines/coopvec_mlp_<layout>[_step<n>].spv``, which are
+committed: a GPU host needs no Slang compiler). NVIDIA's
 ``vk_cooperative_vector_perf`` sample is the reference the goal names; it
 needs its repository and a build of its own, which this suite does not
 fetch, so the row's baseline says which reference ran. Both weight layouts run —
 row-major, and the device's inferencing-optimal one converted on the host
 with ``vkConvertCooperativeVectorMatrixNV`` — and the faster counts.
+
+Beside it the row's note gives the steps of :data:`STEPS`: the same source
+built with one more of ``rec.mlp``'s ways at each step (offsets from a
+table, the hidden layers in a loop, activation codes, operand modes), with
+inferencing-optimal weights, so that a run shows which one costs the
+reference's lead. Every result is checked against numpy, over outputs
+filled with NaNs first; one that fails is named in the note.
 
 Both run on one device this module creates with what ``gc.requirements``
 lists — where the device has them, that includes VK_NV_cooperative_vector,
@@ -48,6 +55,12 @@ GOAL = "ratio>=0.5"
 BASELINES = Path(__file__).resolve().parent / "baselines"
 SOURCE = BASELINES / "coopvec_mlp.slang"
 LAYOUTS = ("RowMajor", "InferencingOptimal")
+# The source's STEP define: each step adds one of rec.mlp's kernel's ways to the reference.
+STEPS = {1: "offsets from the table", 2: "+ the hidden layers in a loop", 3: "+ activation codes",
+         4: "+ operand modes"}
+STEP_LAYOUT = "InferencingOptimal"
+TABLE_BYTES = 16                  # a layer's entry in the table: matrix offset, bias offset, code, slope bits
+NAN_PAIR = 0x7E007E00             # two fp16 NaNs in one uint32
 EXTENSIONS = ("VK_NV_cooperative_vector", "VK_EXT_shader_replicated_composites")
 WORKGROUP = 64                    # the Slang kernel's numthreads
 MATRIX_ALIGN, BIAS_ALIGN = 64, 16     # VK_NV_cooperative_vector's offset alignments (bytes)
@@ -59,26 +72,33 @@ class Unavailable(Exception):
     """Why the reference cannot run on this device (the row's skip reason)."""
 
 
-def spirv_path(layout: str, folder: Path = BASELINES) -> Path:
-    return folder / f"coopvec_mlp_{layout}.spv"
+def spirv_path(layout: str, folder: Path = BASELINES, step: int = 0) -> Path:
+    return folder / (f"coopvec_mlp_{layout}.spv" if step == 0 else f"coopvec_mlp_{layout}_step{step}.spv")
 
 
 def build(folder: Path = BASELINES) -> None:
     """Compile the Slang source with slangc into ``folder``'s SPIR-V files
-    (by default the committed ones)."""
+    (by default the committed ones): both layouts, then the steps."""
     from guestcompute.spirv.slang import slangc_path, strip_debug
-    for layout in LAYOUTS:
-        out = spirv_path(layout, folder)
+    builds = [(layout, 0) for layout in LAYOUTS] + [(STEP_LAYOUT, step) for step in STEPS]
+    for layout, step in builds:
+        out = spirv_path(layout, folder, step)
         subprocess.run([slangc_path(), str(SOURCE), "-target", "spirv", "-entry", "main", "-stage", "compute",
-                        f"-DLAYOUT={layout}", "-O0", "-g0", "-o", str(out)], check=True)
+                        f"-DLAYOUT={layout}", f"-DSTEP={step}", "-O0", "-g0", "-o", str(out)], check=True)
         out.write_bytes(strip_debug(out.read_bytes()))
 
 
-def pack(matrices, biases, convert=None) -> tuple:
+def pack(matrices, biases, convert=None, codes=None, slopes=None) -> tuple:
     """(weights bytes, biases bytes, matrix offsets, bias offsets): each
     layer's (N, K) fp16 matrix at a 64-byte aligned offset, row-major or as
-    ``convert(matrix)`` returns it, each bias (N fp16) at a 16-byte one."""
-    weights, bias_bytes, w_offsets, b_offsets = bytearray(), bytearray(), [], []
+    ``convert(matrix)`` returns it. The biases buffer starts with the table
+    the later steps read (TABLE_BYTES a layer: matrix offset, bias offset,
+    activation code (``codes``, default 0), slope bits), then each bias
+    (N fp16) at a 16-byte aligned offset."""
+    n = len(matrices)
+    codes = [0] * n if codes is None else list(codes)
+    slopes = [0.0] * n if slopes is None else list(slopes)
+    weights, bias_bytes, w_offsets, b_offsets = bytearray(), bytearray(n * TABLE_BYTES), [], []
     for m, b in zip(matrices, biases):
         m = np.ascontiguousarray(m, np.float16)
         weights += bytes(-len(weights) % MATRIX_ALIGN)
@@ -89,6 +109,9 @@ def pack(matrices, biases, convert=None) -> tuple:
         bias_bytes += np.asarray(b, np.float16).tobytes()
     weights += bytes(-len(weights) % 16)
     bias_bytes += bytes(-len(bias_bytes) % 16)
+    slope_bits = np.asarray(slopes, np.float32).view(np.uint32)
+    table = np.array([[w, b, c, sb] for w, b, c, sb in zip(w_offsets, b_offsets, codes, slope_bits)], np.uint32)
+    bias_bytes[:n * TABLE_BYTES] = table.tobytes()
     return bytes(weights), bytes(bias_bytes), w_offsets, b_offsets
 
 
@@ -157,21 +180,28 @@ class CoopVecDevice:
             self.instance = None
 
 
-def reference_seconds(host: CoopVecDevice, layers, x, y, timer, layout: str) -> float:
+def reference_seconds(host: CoopVecDevice, layers, x, y, timer, layout: str, step: int = 0) -> float:
     """GPU seconds of one reference dispatch over the queries ``x`` (their
-    fp16 values as uint32 words, 16 a query), writing ``y`` (8 words a query)."""
+    fp16 values as uint32 words, 16 a query), writing ``y`` (8 words a
+    query), which is first filled with NaNs (a kernel that writes nothing
+    does not pass on an earlier one's results)."""
+    from guestcompute.ops.mlp_kernels import ACTIVATIONS
     ctx = host.ctx
     matrices = [layer.weight.T for layer in layers]                  # (N, K): a row per output
     weights, biases, w_off, b_off = pack(matrices, [layer.bias for layer in layers],
-                                         None if layout == "RowMajor" else host.convert)
+                                         None if layout == "RowMajor" else host.convert,
+                                         [ACTIVATIONS.index(layer.activation) for layer in layers],
+                                         [layer.slope for layer in layers])
     wt = ctx.tensor(np.frombuffer(weights, np.uint32).copy())
     bt = ctx.tensor(np.frombuffer(biases, np.uint32).copy())
-    kernel = ctx.kernel(spirv_path(layout).read_bytes(), name=f"coopvec_mlp_{layout}", validate=False)
+    kernel = ctx.kernel(spirv_path(layout, step=step).read_bytes(), name=f"coopvec_mlp_{layout}_{step}",
+                        validate=False)
     rows = x.shape[0] // 16
-    push = np.array([rows] + w_off + b_off, np.uint32).tobytes()
+    push = np.array([rows] + w_off + b_off + [len(layers), 0, 0], np.uint32).tobytes()
 
     def body(rec):
         rec.run_kernel(kernel, [x, wt, bt, y], push=push, groups=(math.ceil(rows / WORKGROUP), 1, 1))
+    ctx.run(lambda rec: rec.fill(y, NAN_PAIR))
     ctx.run(body)
     return timer.gpu_seconds(body)
 
@@ -197,23 +227,29 @@ def gpu_rows(env, quick: bool) -> list:
         warm_up(ctx, 1.0)
         mine = timer.gpu_seconds(lambda rec: rec.mlp(x, net, out=out))
         kernel = kernel_for(ctx, net)
-        rates, failures = {}, []
+        rates, steps, failures = {}, {}, []
         x_words = ctx.tensor(x_np.view(np.uint32).reshape(-1))
         y_words = ctx.empty((mlp.QUERIES * mlp.WIDTHS[-1] // 2,), "uint32")
-        for layout in LAYOUTS:
+        for layout, step in [(layout, 0) for layout in LAYOUTS] + [(STEP_LAYOUT, step) for step in STEPS]:
+            what = f"{layout}, step {step}"
             try:
-                s = reference_seconds(host, layers, x_words, y_words, timer, layout)
-            except Exception as e:     # noqa: BLE001 (one layout failing leaves the other)
-                failures.append(f"{layout}: {type(e).__name__}: {str(e)[:300]}")
+                s = reference_seconds(host, layers, x_words, y_words, timer, layout, step)
+                got = y_words.numpy().view(np.float16).reshape(mlp.QUERIES, mlp.WIDTHS[-1])
+                mlp.check_against_numpy(got, net, x_np, f"cooperative-vector reference ({what})")
+            except Exception as e:     # noqa: BLE001 (one failing leaves the others)
+                failures.append(f"{what}: {type(e).__name__}: {str(e)[:300]}")
                 continue
-            got = y_words.numpy().view(np.float16).reshape(mlp.QUERIES, mlp.WIDTHS[-1])
-            mlp.check_against_numpy(got, net, x_np.astype(np.float32), f"cooperative-vector reference ({layout})")
-            rates[layout] = flops / s / 1e12
+            if step == 0:
+                rates[layout] = flops / s / 1e12
+            else:
+                steps[step] = flops / s / 1e12
         if not rates:
             return [Result(SECTION, ROW, goal=GOAL, skipped="the reference did not run: " + "; ".join(failures))]
         best = max(rates, key=rates.get)
         note = (f"rec.mlp ({kernel}) {mine * 1e3:.3f} ms; reference "
                 + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in rates.items())
+                + (f"; towards rec.mlp's kernel ({STEP_LAYOUT}): "
+                   + ", ".join(f"step {k} ({STEPS[k]}) {v:.0f} TFLOP/s" for k, v in steps.items()) if steps else "")
                 + (f"; failed: {'; '.join(failures)}" if failures else ""))
         return [Result(SECTION, ROW, flops / mine / 1e12, "TFLOP/s",
                        f"own minimal VK_NV_cooperative_vector MLP ({best} weights), same GPU; NVIDIA's "

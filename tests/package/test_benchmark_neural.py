@@ -21,19 +21,24 @@ def test_the_encoding_rows_check_and_time_against_a_copy(modern_ctx):
 
 # -- the cooperative-vector reference ---------------------------------------------------------
 
+def _coopvec_builds():
+    from benchmarks import neural_coopvec as cv
+    return [(layout, 0) for layout in cv.LAYOUTS] + [(cv.STEP_LAYOUT, step) for step in cv.STEPS]
+
+
 def test_the_cooperative_vector_reference_spirv_is_the_network_the_row_claims():
-    """Both committed modules: the four buffers and 44-byte push block that
-    reference_seconds binds, 64 invocations, the CooperativeVectorNV
-    capability; they differ (the matrix layout)."""
+    """Every committed module (both layouts, every step): the four buffers
+    and the 56-byte push block that reference_seconds binds, 64
+    invocations, the CooperativeVectorNV capability; no two are alike."""
     from guestcompute.spirv.reflect import reflect
     from benchmarks import neural_coopvec as cv
-    blobs = [cv.spirv_path(layout).read_bytes() for layout in cv.LAYOUTS]
-    assert blobs[0] != blobs[1]
+    blobs = [cv.spirv_path(layout, step=step).read_bytes() for layout, step in _coopvec_builds()]
+    assert len(set(blobs)) == len(blobs) == 2 + len(cv.STEPS)
     for blob in blobs:
         r = reflect(blob)
         assert [b.name for b in r.bindings] == ["x_in", "weights", "biases", "y_out"]
         assert [b.kind for b in r.bindings] == ["storage_buffer"] * 4
-        assert r.push_constant_size == 4 * (1 + 2 * 5) and r.local_size == (cv.WORKGROUP, 1, 1)
+        assert r.push_constant_size == 4 * (1 + 2 * 5 + 3) and r.local_size == (cv.WORKGROUP, 1, 1)
         assert 5394 in r.capabilities          # CooperativeVectorNV
 
 
@@ -50,8 +55,9 @@ def test_the_committed_reference_spirv_is_what_its_slang_source_compiles_to(tmp_
     except CompilerNotFoundError:
         pytest.skip("no slangc")
     cv.build(tmp_path)
-    for layout in cv.LAYOUTS:
-        assert reflect(cv.spirv_path(layout, tmp_path).read_bytes()) == reflect(cv.spirv_path(layout).read_bytes())
+    for layout, step in _coopvec_builds():
+        assert reflect(cv.spirv_path(layout, tmp_path, step).read_bytes()) == \
+            reflect(cv.spirv_path(layout, step=step).read_bytes())
 
 
 def test_the_reference_weights_are_packed_at_the_extension_alignments():
@@ -60,13 +66,17 @@ def test_the_reference_weights_are_packed_at_the_extension_alignments():
     shapes = [(64, 32), (64, 64), (16, 64), (8, 3)]
     matrices = [rng.standard_normal(s).astype(np.float16) for s in shapes]
     biases = [rng.standard_normal(s[0]).astype(np.float16) for s in shapes]
-    weights, bias_bytes, w_off, b_off = cv.pack(matrices, biases)
+    weights, bias_bytes, w_off, b_off = cv.pack(matrices, biases, codes=[1, 1, 2, 0], slopes=[0, 0, 0.25, 0])
     assert all(o % cv.MATRIX_ALIGN == 0 for o in w_off) and all(o % cv.BIAS_ALIGN == 0 for o in b_off)
     assert len(weights) % 16 == 0 and len(bias_bytes) % 16 == 0
     for m, b, wo, bo in zip(matrices, biases, w_off, b_off):
         got = np.frombuffer(weights, np.float16, m.size, wo).reshape(m.shape)
         np.testing.assert_array_equal(got, m)                       # row-major: a row per output
         np.testing.assert_array_equal(np.frombuffer(bias_bytes, np.float16, b.size, bo), b)
+    # The table the steps read: per layer matrix offset, bias offset, code, slope bits; then the biases.
+    table = np.frombuffer(bias_bytes, np.uint32, 4 * len(shapes)).reshape(len(shapes), 4)
+    assert table[:, :3].tolist() == [[w, b, c] for w, b, c in zip(w_off, b_off, [1, 1, 2, 0])]
+    assert table[2, 3] == np.array(0.25, np.float32).view(np.uint32) and min(b_off) >= table.nbytes
     converted, _, w_off2, _ = cv.pack(matrices, biases, convert=lambda m: m[::-1].tobytes())
     assert w_off2 == w_off
     np.testing.assert_array_equal(np.frombuffer(converted, np.float16, 64 * 32, 0).reshape(64, 32), matrices[0][::-1])
