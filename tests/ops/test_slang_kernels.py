@@ -6,6 +6,7 @@ import pytest
 import guestcompute as gc
 from guestcompute.errors import CompilerNotFoundError
 from guestcompute.spirv.slang import slangc_path
+from rejecting_validator import rejecting_validator
 
 
 def _have_slangc() -> bool:
@@ -129,11 +130,7 @@ def test_validate_false_skips_spirv_val_for_slangc_output(slang_ctx, tmp_path, m
     """slangc's SPIR-V goes through spirv-val like any module guestcompute's
     glslc did not write; validate=False leaves it out (here: a validator
     that rejects everything)."""
-    import os
-    exe = tmp_path / "spirv-val"
-    exe.write_text("#!/bin/sh\necho 'error: line 1: Invalid capability operand: 6022' >&2\nexit 1\n")
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    rejecting_validator(tmp_path, monkeypatch, "error: line 1: Invalid capability operand: 6022")
     with pytest.raises(gc.KernelError, match="may predate"):
         slang_ctx.kernel(SCALE, language="slang", defines={"OFFSET": 0.25})
     k = slang_ctx.kernel(SCALE, language="slang", defines={"OFFSET": 0.25}, validate=False)

@@ -1,7 +1,6 @@
 """User kernels and caller SPIR-V are checked against what the host enabled
 (SPIR-V capabilities, shared memory) before any driver sees them; bad text
 and bad push constants are typed errors; push_layout takes numpy names."""
-import os
 import re
 import shutil
 import struct
@@ -18,6 +17,7 @@ from guestcompute.spirv.reflect import reflect, workgroup_memory_size
 from guestcompute.kernels.spec import READWRITE, Binding, KernelSpec, family
 from guestcompute.ops.base import Dispatch
 from guestcompute.vk.structs import chain, new
+from rejecting_validator import rejecting_validator
 
 needs_glslc = pytest.mark.skipif(shutil.which("glslc") is None, reason="needs glslc")
 
@@ -218,14 +218,6 @@ def test_corrupt_spirv_whose_validator_message_is_not_utf8(host, ctx):
         ctx.kernel(bytes(spirv))
 
 
-def _fake_validator(tmp_path, monkeypatch, message: str):
-    """A spirv-val first on PATH that rejects every module with ``message``."""
-    exe = tmp_path / "spirv-val"
-    exe.write_text(f"#!/bin/sh\necho '{message}' >&2\nexit 1\n")
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
-
-
 @needs_glslc
 @pytest.mark.parametrize("message, hint", [
     ("error: line 1: Invalid capability operand: 5394", "may predate a capability or extension"),
@@ -235,7 +227,7 @@ def test_a_validator_that_does_not_know_an_operand_says_it_may_be_too_old(host, 
     """SPIR-V newer than the installed SPIRV-Tools (a vendor capability) is
     told apart from SPIR-V that is wrong."""
     spirv = compile_glsl(_kernel_body("", f"x[i] = {len(message)}u;"), _env(ctx))     # bytes no run validated
-    _fake_validator(tmp_path, monkeypatch, message)
+    rejecting_validator(tmp_path, monkeypatch, message)
     with pytest.raises(gc.KernelError, match=re.escape(message) + r".*" + re.escape(hint)):
         ctx.kernel(spirv)
 
@@ -246,7 +238,7 @@ def test_validate_false_passes_a_module_the_validator_cannot_read(host, ctx, tmp
     validate=False; the capability check still applies (not this kernel's
     concern: it needs nothing)."""
     spirv = compile_glsl(_kernel_body("", "x[i] = x[i] * 3u + 1u;"), _env(ctx))
-    _fake_validator(tmp_path, monkeypatch, "error: line 1: Invalid capability operand: 6022")
+    rejecting_validator(tmp_path, monkeypatch, "error: line 1: Invalid capability operand: 6022")
     with pytest.raises(gc.KernelError, match="may predate"):
         ctx.kernel(spirv, name="checked")
     k = ctx.kernel(spirv, name="trusted", validate=False)
