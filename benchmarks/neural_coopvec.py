@@ -60,7 +60,6 @@ STEPS = {1: "offsets from the table", 2: "+ the hidden layers in a loop", 3: "+ 
          4: "+ operand modes"}
 STEP_LAYOUT = "InferencingOptimal"
 TABLE_BYTES = 16                  # a layer's entry in the table: matrix offset, bias offset, code, slope bits
-NAN_PAIR = 0x7E007E00             # two fp16 NaNs in one uint32
 EXTENSIONS = ("VK_NV_cooperative_vector", "VK_EXT_shader_replicated_composites")
 WORKGROUP = 64                    # the Slang kernel's numthreads
 MATRIX_ALIGN, BIAS_ALIGN = 64, 16     # VK_NV_cooperative_vector's offset alignments (bytes)
@@ -180,28 +179,36 @@ class CoopVecDevice:
             self.instance = None
 
 
-def reference_seconds(host: CoopVecDevice, layers, x, y, timer, layout: str, step: int = 0) -> float:
-    """GPU seconds of one reference dispatch over the queries ``x`` (their
-    fp16 values as uint32 words, 16 a query), writing ``y`` (8 words a
-    query), which is first filled with NaNs (a kernel that writes nothing
-    does not pass on an earlier one's results)."""
+def network_buffers(host: CoopVecDevice, layers, layout: str) -> tuple:
+    """(weights tensor, biases tensor, matrix offsets, bias offsets) of
+    :func:`pack` for ``layers`` with ``layout``'s matrices, on the device."""
     from guestcompute.ops.mlp_kernels import ACTIVATIONS
-    ctx = host.ctx
     matrices = [layer.weight.T for layer in layers]                  # (N, K): a row per output
     weights, biases, w_off, b_off = pack(matrices, [layer.bias for layer in layers],
                                          None if layout == "RowMajor" else host.convert,
                                          [ACTIVATIONS.index(layer.activation) for layer in layers],
                                          [layer.slope for layer in layers])
-    wt = ctx.tensor(np.frombuffer(weights, np.uint32).copy())
-    bt = ctx.tensor(np.frombuffer(biases, np.uint32).copy())
+    ctx = host.ctx
+    return (ctx.tensor(np.frombuffer(weights, np.uint32).copy()), ctx.tensor(np.frombuffer(biases, np.uint32).copy()),
+            w_off, b_off)
+
+
+def reference_seconds(host: CoopVecDevice, network: tuple, x, y, timer, layout: str, step: int = 0) -> float:
+    """GPU seconds of one reference dispatch over the queries ``x`` (their
+    fp16 values as uint32 words, 16 a query) through ``network`` (from
+    :func:`network_buffers`), writing ``y`` (8 words a query), which is
+    first filled with NaNs."""
+    from .neural_mlp import fill_with_nans
+    ctx = host.ctx
+    wt, bt, w_off, b_off = network
     kernel = ctx.kernel(spirv_path(layout, step=step).read_bytes(), name=f"coopvec_mlp_{layout}_{step}",
                         validate=False)
     rows = x.shape[0] // 16
-    push = np.array([rows] + w_off + b_off + [len(layers), 0, 0], np.uint32).tobytes()
+    push = np.array([rows] + w_off + b_off + [len(w_off), 0, 0], np.uint32).tobytes()
 
     def body(rec):
         rec.run_kernel(kernel, [x, wt, bt, y], push=push, groups=(math.ceil(rows / WORKGROUP), 1, 1))
-    ctx.run(lambda rec: rec.fill(y, NAN_PAIR))
+    fill_with_nans(ctx, y)
     ctx.run(body)
     return timer.gpu_seconds(body)
 
@@ -230,10 +237,13 @@ def gpu_rows(env, quick: bool) -> list:
         rates, steps, failures = {}, {}, []
         x_words = ctx.tensor(x_np.view(np.uint32).reshape(-1))
         y_words = ctx.empty((mlp.QUERIES * mlp.WIDTHS[-1] // 2,), "uint32")
+        networks = {}                  # layout -> its buffers, packed once
         for layout, step in [(layout, 0) for layout in LAYOUTS] + [(STEP_LAYOUT, step) for step in STEPS]:
             what = f"{layout}, step {step}"
             try:
-                s = reference_seconds(host, layers, x_words, y_words, timer, layout, step)
+                if layout not in networks:
+                    networks[layout] = network_buffers(host, layers, layout)
+                s = reference_seconds(host, networks[layout], x_words, y_words, timer, layout, step)
                 got = y_words.numpy().view(np.float16).reshape(mlp.QUERIES, mlp.WIDTHS[-1])
                 mlp.check_against_numpy(got, net, x_np, f"cooperative-vector reference ({what})")
             except Exception as e:     # noqa: BLE001 (one failing leaves the others)
