@@ -220,7 +220,7 @@ def bandwidth_results(ctx, timer: Timer, n: int, rows: int, on_cpu: bool, use_to
             out.append(skipped(SECTION, label, f"{type(e).__name__}: {e}"))
             continue
         bw = nbytes / t / 1e9
-        spec = _spec_of(ctx, body)
+        spec = spec_of(ctx, body)
         # The bandwidth goals are the GPU's; a CPU device gets a numpy row instead.
         goal = "" if on_cpu else ("ratio>=0.9" if op in ("add", "mul", "exp") else "ratio>=0.8")
         out.append(Result(SECTION, f"{label} bandwidth vs compute copy", bw, "GB/s",
@@ -234,7 +234,7 @@ def bandwidth_results(ctx, timer: Timer, n: int, rows: int, on_cpu: bool, use_to
     return out
 
 
-def _spec_of(ctx, body) -> str:
+def spec_of(ctx, body) -> str:
     """Which kernel an op picked (the family and mode of its first dispatch)."""
     class Probe:
         def __getattr__(self, name):
@@ -286,7 +286,7 @@ def matmul_results(ctx, timer: Timer, size: int, on_cpu: bool, use_torch: bool) 
         if not np.isfinite(got).all() or np.linalg.norm(got - ref) > 1e-2 * np.linalg.norm(ref):
             out.append(skipped(SECTION, label, f"wrong result{err}"))
             continue
-        kernel = _spec_of(ctx, body)
+        kernel = spec_of(ctx, body)
         note = f"{size}×{size}×{size}, {t * 1e3:.3f} ms; kernel {kernel}{err}{gpu_clock_note()}"
         base_name, base = "", None
         if use_torch:

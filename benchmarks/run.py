@@ -38,6 +38,7 @@ SECTIONS = (
     ("pipeline-cache", integrations.pipeline_cache),
     ("handoff", integrations.handoff),
     ("gpu-ops", "benchmarks.gpu_ops"),
+    ("gpu-ops", "benchmarks.matmul_reference"),
     ("sort", "benchmarks.sort"),
     ("fft", "benchmarks.fft"),
     ("neural", "benchmarks.neural_encodings"),

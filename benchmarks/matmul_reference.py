@@ -1,0 +1,178 @@
+"""A reference for the fp16 matmul goal (``rec.matmul`` with fp16
+accumulators, 4096³, at least 380 TFLOP/s): a minimal
+VK_KHR_cooperative_matrix GEMM of the library's own
+(``baselines/address_gemm.comp``), timed beside ``rec.matmul`` in the same
+run, so that the goal's miss is measured against a kernel on the same
+device and driver rather than against a figure from elsewhere.
+
+Row (no goal): "matmul float16, fp16 accumulators vs own
+cooperative-matrix reference", in TFLOP/s. The reference has the library
+kernel's tiling and staging and differs from it in two ways: every size and
+stride is compiled in, and (the ``addresses`` build) its buffers are reached
+through device addresses in push constants instead of descriptors. Its
+``bindings`` build runs through ``ctx.kernel`` on the run's context; the
+``addresses`` build needs ``bufferDeviceAddress``, which guestcompute does
+not use, so it runs on a device of the benchmark's own
+(:mod:`.address_device`) on the same GPU. The row's baseline is the faster
+build; the note gives both. Every result is checked against numpy over an
+output filled with NaNs first.
+
+Skipped, saying why, on a CPU device and wherever ``rec.matmul`` does not
+take its KHR cooperative-matrix kernel. The SPIR-V is compiled by
+glslangValidator 13 or later (``pip install 'guestcompute[bake]'``) and
+committed; ``--build`` rebuilds it.
+
+Run alone: ``python -m benchmarks.matmul_reference [--quick] [--device NAME]``.
+"""
+from __future__ import annotations
+
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .results import Result, standalone_main
+
+SECTION = "gpu-ops"
+ROW = "matmul float16, fp16 accumulators vs own cooperative-matrix reference"
+BASELINES = Path(__file__).resolve().parent / "baselines"
+SOURCE = BASELINES / "address_gemm.comp"
+SIZE = 4096
+BLOCK = 256                        # the source's block edge: sizes are whole blocks
+BUILDS = ("bindings", "addresses")
+TARGET_ENV = "vulkan1.2"           # device addresses are core from 1.2
+NAN_PAIR = 0x7E007E00              # two fp16 NaNs
+CHECKED_ROWS = 16
+
+
+def spirv_path(build: str, folder: Path = BASELINES) -> Path:
+    return folder / f"address_gemm_{build}.spv"
+
+
+def defines(build: str, size: int = SIZE) -> dict:
+    return {"M": size, "N": size, "K": size, "ADDRESSES": int(build == "addresses")}
+
+
+def build(folder: Path = BASELINES) -> None:
+    """Compile both builds with glslangValidator into ``folder`` (by default
+    the committed files)."""
+    from guestcompute.spirv.compiler import glslang_path
+    for name in BUILDS:
+        flags = [f"-D{k}={v}" for k, v in defines(name).items()]
+        subprocess.run([glslang_path(), "-V", "--target-env", TARGET_ENV, *flags, "-S", "comp", str(SOURCE),
+                        "-o", str(spirv_path(name, folder))], check=True, capture_output=True)
+
+
+def groups(size: int = SIZE) -> tuple:
+    return (size // BLOCK, size // BLOCK, 1)
+
+
+def check_product(got: np.ndarray, an: np.ndarray, bn: np.ndarray, what: str) -> None:
+    """``got``'s first rows (fp16, size x size) against float64 numpy; fp16
+    accumulation over 4096 terms keeps the relative error near 1e-3."""
+    ref = an[:CHECKED_ROWS].astype(np.float64) @ bn.astype(np.float64)
+    rows = got.reshape(an.shape[0], bn.shape[1])[:CHECKED_ROWS].astype(np.float64)
+    err = np.linalg.norm(rows - ref) / np.linalg.norm(ref)
+    if not np.isfinite(rows).all() or err > 1e-2:
+        raise AssertionError(f"{what}: wrong product (relative error {err:.1e})")
+
+
+def bindings_seconds(ctx, an, bn, timer) -> float:
+    """GPU seconds of the ``bindings`` build through ``ctx.kernel``."""
+    kernel = ctx.kernel(spirv_path("bindings").read_bytes(), name="address_gemm_bindings", validate=False)
+    a, b = ctx.tensor(an.view(np.uint32).ravel()), ctx.tensor(bn.view(np.uint32).ravel())
+    c = ctx.empty((an.shape[0] * bn.shape[1] // 2,), "uint32")
+    ctx.run(lambda rec: rec.fill(c, NAN_PAIR))
+
+    def body(rec):
+        rec.run_kernel(kernel, [a, b, c], groups=groups(an.shape[0]))
+    ctx.run(body)
+    check_product(c.numpy().view(np.float16), an, bn, "reference (bindings)")
+    return timer.gpu_seconds(body)
+
+
+def addresses_seconds(device_name: str, an, bn, reps: int, rounds: int = 3) -> float:
+    """GPU seconds of the ``addresses`` build on a device of its own (the
+    same GPU), after a second of itself to bring the clocks up."""
+    from guestcompute.errors import UnsupportedError
+    from .address_device import AddressDevice
+    with AddressDevice(device_name) as dev:
+        if "cooperativeMatrixKHR" not in dev.features:
+            raise UnsupportedError("the device offers no VK_KHR_cooperative_matrix")
+        a, b, c = (dev.buffer(x.nbytes) for x in (an, bn, an))
+        dev.upload(a, an)
+        dev.upload(b, bn)
+        dev.upload(c, np.full(an.size // 2, NAN_PAIR, np.uint32))
+        kernel = dev.pipeline(spirv_path("addresses").read_bytes(), 24)
+        push = struct.pack("<3Q", a.address, b.address, c.address)
+        start = time.perf_counter()
+        while time.perf_counter() - start < 1.0:
+            dev.gpu_seconds(kernel, push, groups(an.shape[0]), reps)
+        check_product(dev.download(c, np.float16), an, bn, "reference (addresses)")
+        return statistics.median(dev.gpu_seconds(kernel, push, groups(an.shape[0]), reps) for _ in range(rounds))
+
+
+def library_kernel(ctx, body) -> str:
+    """The family of ``body``'s first dispatch (its kernel)."""
+    from .gpu_ops import spec_of
+    return spec_of(ctx, body).split(" ")[0]
+
+
+def gpu_rows(ctx, quick: bool) -> list:
+    import guestcompute as gc
+
+    from .gpu_ops import Timer, warm_up
+    if not ctx.caps.float16_storage:
+        return [Result(SECTION, ROW, skipped="device without 16-bit storage")]
+    rng = np.random.default_rng(0)
+    an, bn = (rng.standard_normal((SIZE, SIZE)).astype(np.float16) for _ in range(2))
+    a, b, c = ctx.tensor(an), ctx.tensor(bn), ctx.empty((SIZE, SIZE), "float16")
+
+    def ours(rec):
+        rec.matmul(a, b, out=c, accumulate="float16")
+    family = library_kernel(ctx, ours)
+    if family != "matmul_coopmat_khr":
+        return [Result(SECTION, ROW, skipped=f"rec.matmul runs {family or 'no kernel'} here, "
+                                           "not its KHR cooperative-matrix kernel")]
+    reps = 3 if quick else 10
+    timer = Timer(ctx, reps, rounds=3)
+    warm_up(ctx, 1.0)
+    mine = timer.gpu_seconds(ours)
+    check_product(c.numpy(), an, bn, "rec.matmul")
+    times, failures = {}, []
+    for name in BUILDS:
+        try:
+            times[name] = (bindings_seconds(ctx, an, bn, timer) if name == "bindings"
+                           else addresses_seconds(ctx.limits.device_name, an, bn, reps))
+        except (gc.GuestComputeError, AssertionError, OSError) as e:
+            failures.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
+    flops = 2 * SIZE ** 3
+    if not times:
+        return [Result(SECTION, ROW, skipped="no reference build ran: " + "; ".join(failures))]
+    best = min(times, key=times.get)
+    note = (f"{SIZE}³; rec.matmul {mine * 1e3:.3f} ms; reference "
+            + ", ".join(f"{k} {flops / v / 1e12:.0f} TFLOP/s" for k, v in times.items())
+            + (f"; failed: {'; '.join(failures)}" if failures else ""))
+    return [Result(SECTION, ROW, flops / mine / 1e12, "TFLOP/s",
+                   f"own minimal VK_KHR_cooperative_matrix GEMM ({best}), same GPU", flops / times[best] / 1e12,
+                   note=note)]
+
+
+def cpu_rows(ctx, quick: bool) -> list:
+    return [Result(SECTION, ROW, skipped="a GPU's reference: this device runs on the CPU")]
+
+
+def run(env) -> list:
+    from .gpu_ops import run_on_device
+    return run_on_device(env, gpu_rows, cpu_rows)
+
+
+if __name__ == "__main__":
+    if "--build" in sys.argv:
+        build()
+        sys.exit(0)
+    sys.exit(standalone_main(__doc__.split("\n\n")[0], [run]))
