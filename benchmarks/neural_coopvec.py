@@ -276,7 +276,4 @@ def run(env) -> list:
 
 
 if __name__ == "__main__":
-    if "--build" in sys.argv:
-        build()
-        sys.exit(0)
-    sys.exit(standalone_main(__doc__.split("\n\n")[0], [run]))
+    sys.exit(standalone_main(__doc__.split("\n\n")[0], [run], build=build))

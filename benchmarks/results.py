@@ -104,11 +104,12 @@ def interleaved(fns: dict, repeat: int, warmup: int = 1) -> dict:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def standalone_main(description: str, runners, argv=None) -> int:
+def standalone_main(description: str, runners, argv=None, build=None) -> int:
     """``python -m benchmarks.<name>``: run one section's ``run(env)``
     functions outside the suite and print their results as JSON. A CUDA
     context is held throughout, as in the suite (gpu_ops.hold_cuda_context
-    says why)."""
+    says why). A reference that commits its compiled kernels passes their
+    ``build()``: ``--build`` then rebuilds them and runs nothing."""
     import argparse
     import json
     import types
@@ -117,7 +118,12 @@ def standalone_main(description: str, runners, argv=None) -> int:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--device")
     p.add_argument("--quick", action="store_true")
+    if build is not None:
+        p.add_argument("--build", action="store_true", help="rebuild the committed SPIR-V, run nothing")
     args = p.parse_args(argv)
+    if build is not None and args.build:
+        build()
+        return 0
     env = types.SimpleNamespace(quick=args.quick, device=args.device, out=None)
     cuda_context = hold_cuda_context()
     try:
