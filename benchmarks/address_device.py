@@ -59,17 +59,15 @@ class AddressDevice:
             self.close()
             raise UnsupportedError("buffer device addresses need Vulkan 1.2 here")
         self.timestamp_period = props.limits.timestampPeriod
-        self.max_groups = tuple(props.limits.maxComputeWorkGroupCount)
-        self.name = ffi.string(props.deviceName).decode()
         self._open(requirements(self.physical_device, api))
 
     def _open(self, req) -> None:
         self.queue_family = bootstrap.compute_queue_family(self.physical_device)
-        self._features = chain(new("VkPhysicalDeviceBufferDeviceAddressFeatures", bufferDeviceAddress=vk.VK_TRUE),
-                               req.feature_chain())
+        features = chain(new("VkPhysicalDeviceBufferDeviceAddressFeatures", bufferDeviceAddress=vk.VK_TRUE),
+                         req.feature_chain())
         self.features = set(req.features)
         self.device = bootstrap.create_device(self.physical_device, self.queue_family, req.device_extensions,
-                                              self._features, req.core_feature_struct())
+                                              features, req.core_feature_struct())
         self.fns = DeviceFunctions(self.device)
         self._get_address = ffi.cast("PFN_vkGetBufferDeviceAddress",
                                      lib.vkGetDeviceProcAddr(self.device, b"vkGetBufferDeviceAddress"))

@@ -301,6 +301,17 @@ def matmul_results(ctx, timer: Timer, size: int, on_cpu: bool, use_torch: bool) 
     return out
 
 
+# Two fp16 NaNs in one uint32 word: what a reference's output is filled with first.
+NAN_PAIR = 0x7E007E00
+
+
+def fill_with_nans(ctx, words) -> None:
+    """Fill a uint32 tensor of fp16 pairs with NaNs, so that a kernel which
+    then writes nothing fails its check against numpy instead of passing on
+    an earlier run's results."""
+    ctx.run(lambda rec: rec.fill(words, NAN_PAIR))
+
+
 def warm_up(ctx, seconds: float = 1.0) -> None:
     """Keep the GPU busy for ``seconds`` first: an idle GPU clocks down, and
     short timings taken right after read several times low."""

@@ -45,7 +45,6 @@ SIZE = 4096
 BLOCK = 256                        # the source's block edge: sizes are whole blocks
 BUILDS = ("bindings", "addresses")
 TARGET_ENV = "vulkan1.2"           # device addresses are core from 1.2
-NAN_PAIR = 0x7E007E00              # two fp16 NaNs
 CHECKED_ROWS = 16
 
 
@@ -84,10 +83,11 @@ def check_product(got: np.ndarray, an: np.ndarray, bn: np.ndarray, what: str) ->
 
 def bindings_seconds(ctx, an, bn, timer) -> float:
     """GPU seconds of the ``bindings`` build through ``ctx.kernel``."""
+    from .gpu_ops import fill_with_nans
     kernel = ctx.kernel(spirv_path("bindings").read_bytes(), name="address_gemm_bindings", validate=False)
     a, b = ctx.tensor(an.view(np.uint32).ravel()), ctx.tensor(bn.view(np.uint32).ravel())
     c = ctx.empty((an.shape[0] * bn.shape[1] // 2,), "uint32")
-    ctx.run(lambda rec: rec.fill(c, NAN_PAIR))
+    fill_with_nans(ctx, c)
 
     def body(rec):
         rec.run_kernel(kernel, [a, b, c], groups=groups(an.shape[0]))
@@ -101,6 +101,7 @@ def addresses_seconds(device_name: str, an, bn, reps: int, rounds: int = 3) -> f
     same GPU), after a second of itself to bring the clocks up."""
     from guestcompute.errors import UnsupportedError
     from .address_device import AddressDevice
+    from .gpu_ops import NAN_PAIR
     with AddressDevice(device_name) as dev:
         if "cooperativeMatrixKHR" not in dev.features:
             raise UnsupportedError("the device offers no VK_KHR_cooperative_matrix")

@@ -120,7 +120,7 @@ def reference_seconds(ctx, variant, acc: str, operands: tuple, timer) -> float:
     """GPU seconds of one reference dispatch over ``operands`` (queries,
     matrices, biases, outputs: uint32 tensors of fp16 pairs); the outputs
     are filled with NaNs first."""
-    from .neural_mlp import fill_with_nans
+    from .gpu_ops import fill_with_nans
     queries = operands[0].shape[0] // (WIDTHS[0] // 2)
     per_group = rows_per_group(variant)
     if queries % per_group:

@@ -198,7 +198,7 @@ def reference_seconds(host: CoopVecDevice, network: tuple, x, y, timer, layout: 
     fp16 values as uint32 words, 16 a query) through ``network`` (from
     :func:`network_buffers`), writing ``y`` (8 words a query), which is
     first filled with NaNs."""
-    from .neural_mlp import fill_with_nans
+    from .gpu_ops import fill_with_nans
     ctx = host.ctx
     wt, bt, w_off, b_off = network
     kernel = ctx.kernel(spirv_path(layout, step=step).read_bytes(), name=f"coopvec_mlp_{layout}_{step}",

@@ -68,17 +68,6 @@ def check_against_numpy(got: np.ndarray, net, x: np.ndarray, what: str) -> None:
         raise AssertionError(f"{what}: error {err:.2e} against numpy")
 
 
-# Two fp16 NaNs in one uint32 word: what a reference's output is filled with first.
-NAN_PAIR = 0x7E007E00
-
-
-def fill_with_nans(ctx, words) -> None:
-    """Fill a uint32 tensor of fp16 pairs with NaNs, so that a kernel which
-    then writes nothing fails check_against_numpy instead of passing on an
-    earlier run's results."""
-    ctx.run(lambda rec: rec.fill(words, NAN_PAIR))
-
-
 def _layer_by_layer(ctx, layers, x):
     """The network as separate recorded ops: matmul, bias add, ReLU per layer."""
     ws = [ctx.tensor(layer.weight.astype(np.float16)) for layer in layers]
