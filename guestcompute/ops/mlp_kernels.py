@@ -216,7 +216,9 @@ class KhrTiling:
 
     @property
     def pool(self) -> int:
-        """uvec4s of shared memory: activations and one layer's weights, or the output tile."""
+        """uvec4s of shared memory: activations and room for one layer's
+        weights (unused: the weights are read from the buffer), or the
+        output tile."""
         return max((self.rows + self.wmax) * self.alen, self.rows * self.olen)
 
     @property
@@ -232,13 +234,17 @@ KHR_ACC = ("float32", "float16")
 
 def khr_spec(tiling: KhrTiling, acc: str, x: str, o: str) -> KernelSpec:
     """A workgroup owns ``tiling.rows`` queries. The input rows are staged
-    into shared memory as fp16; per layer the weights are staged into
-    shared memory, each subgroup loads its accumulators with the bias
-    (a bias block of 16 identical rows, loaded as a fragment), multiplies
-    its rows by every weight fragment, applies the activation on the
-    accumulator elements and stores its rows back as fp16 (its own rows
-    only: no workgroup barrier between the layer's loads and stores). The
-    last layer goes through an fp32 tile to the output."""
+    into shared memory as fp16; per layer each subgroup loads its
+    accumulators with the bias (a bias block of 16 identical rows, loaded
+    as a fragment), multiplies its rows by every weight fragment, loaded
+    straight from the network buffer (every workgroup reads the same few
+    kilobytes, which stay in cache; staging them through shared memory
+    costs two workgroup barriers a layer, and the minimal reference,
+    benchmarks/baselines/coopmat_mlp.comp, ran 70 TFLOP/s that way against
+    82 from the buffer on an H100), applies the activation
+    on the accumulator elements and stores its rows back as fp16 (its own
+    rows only: no workgroup barrier between layers). The last layer goes
+    through an fp32 tile to the output."""
     bindings = (_binding("x", x, READ), Binding("net", "uvec4", READ), _binding("o", o, WRITE))
     params = (("acc", acc), ("x", x), ("o", o), ("wmax", tiling.wmax), ("subgroups", tiling.subgroups),
               ("row_frags", tiling.row_frags))
@@ -309,15 +315,12 @@ def _render_khr(spec: KernelSpec) -> str:
         "  uint K0 = net[0].x;",
         *_khr_load(spec.param("x")),
         f"  {acc_m} acc[RF][NF];",
+        # Any invocation staged any row; from here on a subgroup touches its own rows only.
+        "  barrier();",
         "  for (uint l = 0u; l < pc.depth; ++l) {",
         "    uvec4 t0 = net[2u * l], t1 = net[2u * l + 1u];",
         "    uint K = t0.x, N = t0.y, nf = N / 16u, wo = t1.x / 4u, bo = t1.y / 4u;",
         "    float slope = uintBitsToFloat(t0.w);",
-        # The previous layer's stores and reads of the weights are done
-        # (every subgroup), then this layer's weights are staged.
-        "    barrier();",
-        "    for (uint v = tid; v < K * (N / 8u); v += NT) pool[WS + (v / (N / 8u)) * ALEN + v % (N / 8u)] = net[wo + v];",
-        "    barrier();",
         "    [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
         f"      {h_m} b;",
         f"      coopMatLoad(b, net, bo + 2u * j, N / 8u, {row});",
@@ -329,13 +332,22 @@ def _render_khr(spec: KernelSpec) -> str:
         f"        coopMatLoad(fa[i], pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {row});",
         "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
         f"        {b_m} fb;",
-        f"        coopMatLoad(fb, pool, WS + kk * 16u * ALEN + 2u * j, ALEN, {row});",
+        f"        coopMatLoad(fb, net, wo + kk * 2u * N + 2u * j, N / 8u, {row});",
         "        [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);",
         "      }",
         "    }",
+        # The code is uniform: one branch per layer, and every element loop
+        # unrolled, so that no fragment element is indexed dynamically.
+        "    if (t0.z == 1u) {",
         *each,
-        "      for (int e = 0; e < acc[i][j].length(); ++e)",
-        f"        acc[i][j][e] = {acc_t}(activate(float(acc[i][j][e]), t0.z, slope));",
+        "        [[unroll]] for (int e = 0; e < acc[i][j].length(); ++e)",
+        f"          acc[i][j][e] = max(acc[i][j][e], {acc_t}(0.0));",
+        "      }",
+        "    } else if (t0.z != 0u) {",
+        *each,
+        "        [[unroll]] for (int e = 0; e < acc[i][j].length(); ++e)",
+        f"          acc[i][j][e] = {acc_t}(activate(float(acc[i][j][e]), t0.z, slope));",
+        "      }",
         "    }",
         "    if (l + 1u == pc.depth) break;",
         # This subgroup's rows: every lane has read them (the loads above)
