@@ -19,7 +19,13 @@ offsets, ReLU, and whole tiles of queries with no bounds checks. Its
 variants (:data:`VARIANTS`) differ in subgroups per workgroup, 16-row
 fragments per subgroup, whether the weights are staged in shared memory or
 loaded from the buffer, and whether the activation's element loop is
-unrolled; each comes with fp16 and fp32 accumulators. The
+unrolled; four more take the first one step by step towards ``rec.mlp``'s
+kernel (the source's STEP: the offsets, the depth, the widths and the
+activation read from a table in the bias buffer at run time). Each comes
+with fp16 and fp32 accumulators. What no step covers is how ``rec.mlp``
+reads its queries (staged through shared memory from fp16 or fp32 rows of
+any stride, bounds-checked) and writes its results (through an fp32 tile).
+The
 SPIR-V is compiled by glslangValidator 13 or later (Debian 12's glslc
 predates GL_KHR_cooperative_matrix; ``pip install 'guestcompute[bake]'``
 brings one) and committed; ``--build`` rebuilds it. It is loaded with
@@ -48,11 +54,14 @@ BASELINES = Path(__file__).resolve().parent / "baselines"
 SOURCE = BASELINES / "coopmat_mlp.comp"
 WIDTHS = (32, 64, 64, 64, 64, 16)          # what the source is written for
 # (subgroups per workgroup, 16-row fragments per subgroup, weights in shared
-# memory, the activation's loop over fragment elements marked [[unroll]]).
-# The last one differs from the first only in that loop: rec.mlp's kernel
-# leaves it unmarked, so the pair shows what the mark is worth.
-VARIANTS = ((4, 2, False, True), (4, 4, False, True), (4, 2, True, True), (2, 4, True, True),
-            (4, 2, False, False))
+# memory, the activation's loop over fragment elements marked [[unroll]],
+# the source's STEP). The fifth differs from the first only in that loop;
+# the last four are the first at STEP 1 to 4 (rec.mlp's tiling is the
+# first's: four subgroups of two fragments).
+VARIANTS = ((4, 2, False, True, 0), (4, 4, False, True, 0), (4, 2, True, True, 0), (2, 4, True, True, 0),
+            (4, 2, False, False, 0)) + tuple((4, 2, False, True, step) for step in (1, 2, 3, 4))
+TABLE_UVEC4S = 2 * (len(WIDTHS) - 1) + 1   # per layer two, then the depth
+TABLE_DEPTH_AT = TABLE_UVEC4S - 1
 ACCUMULATORS = ("float16", "float32")
 SUBGROUP = 32
 TARGET_ENV = "vulkan1.1"                   # as the library's own KHR kernels
@@ -60,8 +69,9 @@ TARGET_ENV = "vulkan1.1"                   # as the library's own KHR kernels
 
 def offsets(widths=WIDTHS) -> tuple:
     """([matrix offsets], [bias offsets]) in uvec4s (eight fp16): each
-    layer's K x N matrix, and its 16 x N bias block, back to back."""
-    w_at, b_at, w, b = [], [], 0, 0
+    layer's K x N matrix, and its 16 x N bias block after the table, back
+    to back."""
+    w_at, b_at, w, b = [], [], 0, TABLE_UVEC4S
     for k, n in zip(widths, widths[1:]):
         w_at.append(w)
         b_at.append(b)
@@ -72,21 +82,29 @@ def offsets(widths=WIDTHS) -> tuple:
 
 def pack(layers) -> tuple:
     """(matrix words, bias words) as uint32 arrays in the layout of
-    :func:`offsets`: matrices row-major (K x N, as ``Dense.weight``), each
-    bias written as 16 equal rows."""
+    :func:`offsets`: matrices row-major (K x N, as ``Dense.weight``); the
+    table (per layer matrix offset, bias offset, K, N; activation code as
+    rec.mlp's, slope bits; then the depth), then each bias written as 16
+    equal rows."""
+    from guestcompute.ops.mlp_kernels import ACTIVATIONS
     mats = [np.ascontiguousarray(layer.weight, np.float16).ravel() for layer in layers]
-    biases = [np.tile(np.asarray(layer.bias, np.float16), 16) for layer in layers]
-    return (np.concatenate(mats).view(np.uint32).copy(), np.concatenate(biases).view(np.uint32).copy())
+    table = np.zeros((TABLE_UVEC4S, 4), np.uint32)
+    for i, (layer, w_at, b_at) in enumerate(zip(layers, *offsets())):
+        table[2 * i] = (w_at, b_at, layer.shape[0], layer.shape[1])
+        table[2 * i + 1, :2] = (ACTIVATIONS.index(layer.activation), np.float32(layer.slope).view(np.uint32))
+    table[TABLE_DEPTH_AT, 0] = len(layers)
+    biases = [np.tile(np.asarray(layer.bias, np.float16), 16).view(np.uint32) for layer in layers]
+    return np.concatenate(mats).view(np.uint32).copy(), np.concatenate([table.ravel()] + biases)
 
 
 def variant_name(variant, acc: str) -> str:
-    subgroups, row_frags, shared, unrolled = variant
+    subgroups, row_frags, shared, unrolled, step = variant
     return (f"sg{subgroups}_rf{row_frags}_{'shared' if shared else 'buffer'}"
-            f"{'' if unrolled else '_rolled'}_{acc}")
+            f"{'' if unrolled else '_rolled'}{f'_step{step}' if step else ''}_{acc}")
 
 
 def rows_per_group(variant) -> int:
-    subgroups, row_frags, _, _ = variant
+    subgroups, row_frags = variant[:2]
     return subgroups * row_frags * 16
 
 
@@ -95,10 +113,11 @@ def spirv_path(variant, acc: str, folder: Path = BASELINES) -> Path:
 
 
 def defines(variant, acc: str) -> dict:
-    subgroups, row_frags, shared, unrolled = variant
+    subgroups, row_frags, shared, unrolled, step = variant
     w_at, b_at = offsets()
     out = {"THREADS": subgroups * SUBGROUP, "SUBGROUPS": subgroups, "ROW_FRAGS": row_frags,
-           "WEIGHTS_SHARED": int(shared), "ACC_F32": int(acc == "float32"), "UNROLL_ELEMENTS": int(unrolled)}
+           "WEIGHTS_SHARED": int(shared), "ACC_F32": int(acc == "float32"), "UNROLL_ELEMENTS": int(unrolled),
+           "STEP": step, "TABLE_DEPTH": TABLE_DEPTH_AT}
     out.update({f"W{i}": v for i, v in enumerate(w_at)})
     out.update({f"B{i}": v for i, v in enumerate(b_at)})
     return out

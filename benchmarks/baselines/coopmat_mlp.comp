@@ -22,6 +22,18 @@
 //   UNROLL_ELEMENTS     1: the ReLU's loop over a fragment's elements is marked
 //                       [[unroll]]; 0: it is not (as rec.mlp's kernel writes it)
 //   W0..W4, B0..B4      each layer's matrix and bias offsets, in uvec4s
+//   TABLE_DEPTH         the uvec4 of the table that holds the depth
+//   STEP                walks from this kernel towards rec.mlp's khr_coopmat
+//                       kernel, one difference at a time, so that a run shows
+//                       which one costs the time (each step keeps the ones
+//                       before it):
+//                       0  everything fixed at compile time, as above
+//                       1  each layer's offsets read from the table
+//                       2  the hidden layers in a loop over the table's depth
+//                       3  each layer's widths from the table: run-time loop
+//                          bounds and fragment counts, as rec.mlp's kernel
+//                       4  the activation picked by the table's code, with
+//                          rec.mlp's branches (ReLU, none, leaky ReLU)
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -32,8 +44,10 @@
 
 layout(local_size_x = THREADS) in;
 // fp16 values, eight to a uvec4. x: 32 a query. y: 16 a query. w: each
-// layer's K x N matrix, row-major. b: each layer's bias, written as 16 equal
-// rows so that it loads as one accumulator fragment.
+// layer's K x N matrix, row-major. b: the table (per layer two uvec4s:
+// matrix offset, bias offset, K, N; activation code, slope bits; then the
+// depth), then each layer's bias, written as 16 equal rows so that it loads
+// as one accumulator fragment.
 layout(std430, binding = 0) readonly buffer X { uvec4 x[]; };
 layout(std430, binding = 1) readonly buffer Wt { uvec4 w[]; };
 layout(std430, binding = 2) readonly buffer Bt { uvec4 b[]; };
@@ -55,6 +69,9 @@ layout(std430, binding = 3) writeonly buffer Y { uvec4 y[]; };
 #define EACH_ELEMENT for
 #endif
 
+#ifndef STEP
+#define STEP 0
+#endif
 const uint RF = ROW_FRAGS;
 const uint SUB_ROWS = RF * 16u;
 const uint ALEN = 9u;           // uvec4s per activation row: 64 fp16 and 8 of padding (no bank conflicts)
@@ -67,9 +84,14 @@ shared uvec4 wsh[W_WORDS];
 #define WEIGHTS w
 #endif
 
+// Where a width is a run-time value (STEP 3) the fragment loops run to the
+// widest layer (NF_MAX) and skip the fragments past the layer's NF, as
+// rec.mlp's kernel does; with constants the test folds away.
+#define NF_MAX 4u
+
 // acc[i][j] = the bias fragment j of a layer NF fragments wide.
 #define LOAD_BIAS(NF, BO) \
-  [[unroll]] for (uint j = 0u; j < NF; ++j) { \
+  [[unroll]] for (uint j = 0u; j < NF_MAX; ++j) if (j < NF) { \
     HALF_ACC bias; \
     coopMatLoad(bias, b, BO + 2u * j, 2u * NF, ROW_MAJOR); \
     [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = ACC(bias); \
@@ -81,17 +103,49 @@ shared uvec4 wsh[W_WORDS];
   [[unroll]] for (uint k = 0u; k < KF; ++k) { \
     MAT_A fa[RF]; \
     [[unroll]] for (uint i = 0u; i < RF; ++i) coopMatLoad(fa[i], A_BUF, A_AT(i) + 2u * k, A_STRIDE, ROW_MAJOR); \
-    [[unroll]] for (uint j = 0u; j < NF; ++j) { \
+    [[unroll]] for (uint j = 0u; j < NF_MAX; ++j) if (j < NF) { \
       MAT_B fb; \
       coopMatLoad(fb, WEIGHTS, WO + 32u * NF * k + 2u * j, 2u * NF, ROW_MAJOR); \
       [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]); \
     } \
   }
 
-#define RELU(NF) \
+#define EACH_FRAGMENT(NF) \
   [[unroll]] for (uint i = 0u; i < RF; ++i) \
-    [[unroll]] for (uint j = 0u; j < NF; ++j) \
-      EACH_ELEMENT (int e = 0; e < acc[i][j].length(); ++e) acc[i][j][e] = max(acc[i][j][e], ACC_T(0.0));
+    [[unroll]] for (uint j = 0u; j < NF_MAX; ++j) if (j < NF)
+
+#define RELU(NF) \
+  EACH_FRAGMENT(NF) EACH_ELEMENT (int e = 0; e < acc[i][j].length(); ++e) acc[i][j][e] = max(acc[i][j][e], ACC_T(0.0));
+
+// Layer L's activation: ReLU, or (STEP 4) what the table's code says, one
+// uniform branch a layer with every element loop unrolled, as rec.mlp's kernel.
+#if STEP >= 4
+#define ACTIVATE(NF, L) \
+  if (b[2u * (L) + 1u].x == 1u) { RELU(NF) } \
+  else if (b[2u * (L) + 1u].x == 2u) { \
+    ACC_T slope = ACC_T(uintBitsToFloat(b[2u * (L) + 1u].y)); \
+    EACH_FRAGMENT(NF) [[unroll]] for (int e = 0; e < acc[i][j].length(); ++e) \
+      acc[i][j][e] = max(acc[i][j][e], ACC_T(0.0)) + min(acc[i][j][e], ACC_T(0.0)) * slope; \
+  }
+#else
+#define ACTIVATE(NF, L) RELU(NF)
+#endif
+
+// Layer L's matrix and bias offsets, and its widths in fragments along K and N.
+#if STEP >= 1
+#define W_AT(L, CONST) b[2u * (L)].x
+#define B_AT(L, CONST) b[2u * (L)].y
+#else
+#define W_AT(L, CONST) CONST
+#define B_AT(L, CONST) CONST
+#endif
+#if STEP >= 3
+#define KF_OF(L, CONST) (b[2u * (L)].z / 16u)
+#define NF_OF(L, CONST) (b[2u * (L)].w / 16u)
+#else
+#define KF_OF(L, CONST) CONST
+#define NF_OF(L, CONST) CONST
+#endif
 
 // The layer's output, rounded to fp16, becomes the next layer's input in
 // the subgroup's tile. Every lane has read the tile (the loads above) before
@@ -99,11 +153,10 @@ shared uvec4 wsh[W_WORDS];
 #define STORE_TILE(NF) \
   subgroupMemoryBarrierShared(); \
   subgroupBarrier(); \
-  [[unroll]] for (uint i = 0u; i < RF; ++i) \
-    [[unroll]] for (uint j = 0u; j < NF; ++j) { \
-      HALF_ACC h = HALF_ACC(acc[i][j]); \
-      coopMatStore(h, act, tile_at(i) + 2u * j, ALEN, ROW_MAJOR); \
-    } \
+  EACH_FRAGMENT(NF) { \
+    HALF_ACC h = HALF_ACC(acc[i][j]); \
+    coopMatStore(h, act, tile_at(i) + 2u * j, ALEN, ROW_MAJOR); \
+  } \
   subgroupMemoryBarrierShared(); \
   subgroupBarrier();
 
@@ -118,12 +171,30 @@ void main() {
   for (uint v = gl_LocalInvocationID.x; v < W_WORDS; v += THREADS) wsh[v] = w[v];
   barrier();
 #endif
-  ACC acc[RF][4];
-  LOAD_BIAS(4u, B0) MULTIPLY(2u, 4u, W0, x, x_at, 4u) RELU(4u) STORE_TILE(4u)
-  LOAD_BIAS(4u, B1) MULTIPLY(4u, 4u, W1, act, tile_at, ALEN) RELU(4u) STORE_TILE(4u)
-  LOAD_BIAS(4u, B2) MULTIPLY(4u, 4u, W2, act, tile_at, ALEN) RELU(4u) STORE_TILE(4u)
-  LOAD_BIAS(4u, B3) MULTIPLY(4u, 4u, W3, act, tile_at, ALEN) RELU(4u) STORE_TILE(4u)
-  LOAD_BIAS(1u, B4) MULTIPLY(4u, 1u, W4, act, tile_at, ALEN)
+  ACC acc[RF][NF_MAX];
+  {
+    uint nf = NF_OF(0u, 4u), kf = KF_OF(0u, 2u), wo = W_AT(0u, W0);
+    LOAD_BIAS(nf, B_AT(0u, B0)) MULTIPLY(kf, nf, wo, x, x_at, 4u) ACTIVATE(nf, 0u) STORE_TILE(nf)
+  }
+#if STEP >= 2
+  uint last = b[TABLE_DEPTH].x - 1u;
+  for (uint l = 1u; l < last; ++l) {
+    uint nf = NF_OF(l, 4u), kf = KF_OF(l, 4u), wo = b[2u * l].x;
+    LOAD_BIAS(nf, b[2u * l].y) MULTIPLY(kf, nf, wo, act, tile_at, ALEN) ACTIVATE(nf, l) STORE_TILE(nf)
+  }
+#else
+  const uint last = 4u;
+  { uint nf = NF_OF(1u, 4u), kf = KF_OF(1u, 4u), wo = W_AT(1u, W1);
+    LOAD_BIAS(nf, B_AT(1u, B1)) MULTIPLY(kf, nf, wo, act, tile_at, ALEN) ACTIVATE(nf, 1u) STORE_TILE(nf) }
+  { uint nf = NF_OF(2u, 4u), kf = KF_OF(2u, 4u), wo = W_AT(2u, W2);
+    LOAD_BIAS(nf, B_AT(2u, B2)) MULTIPLY(kf, nf, wo, act, tile_at, ALEN) ACTIVATE(nf, 2u) STORE_TILE(nf) }
+  { uint nf = NF_OF(3u, 4u), kf = KF_OF(3u, 4u), wo = W_AT(3u, W3);
+    LOAD_BIAS(nf, B_AT(3u, B3)) MULTIPLY(kf, nf, wo, act, tile_at, ALEN) ACTIVATE(nf, 3u) STORE_TILE(nf) }
+#endif
+  {
+    uint nf = NF_OF(last, 1u), kf = KF_OF(last, 4u), wo = W_AT(last, W4);
+    LOAD_BIAS(nf, B_AT(last, B4)) MULTIPLY(kf, nf, wo, act, tile_at, ALEN)
+  }
   [[unroll]] for (uint i = 0u; i < RF; ++i) {
     HALF_ACC h = HALF_ACC(acc[i][0]);
     coopMatStore(h, y, (row0 + 16u * i) * 2u, 2u, ROW_MAJOR);     // query rows of 2 uvec4s

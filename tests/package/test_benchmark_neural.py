@@ -133,7 +133,7 @@ def test_every_cooperative_matrix_reference_variant_is_committed_with_its_interf
     from benchmarks import neural_coopmat as cm
     blobs = set()
     for variant in cm.VARIANTS:
-        subgroups, row_frags, shared, _ = variant
+        subgroups, row_frags, shared = variant[:3]
         for acc in cm.ACCUMULATORS:
             blob = cm.spirv_path(variant, acc).read_bytes()
             blobs.add(blob)
@@ -189,7 +189,7 @@ def test_the_reference_weights_sit_where_its_fragment_loads_read_them():
     words, biases = cm.pack(layers)
     w_at, b_at = cm.offsets()
     assert words.size * 4 == sum(k * n for k, n in zip(widths, widths[1:])) * 2
-    assert len(cm.defines(cm.VARIANTS[0], "float16")) == 6 + 2 * len(layers)
+    assert len(cm.defines(cm.VARIANTS[0], "float16")) == 8 + 2 * len(layers)
     x = rng.standard_normal((16, widths[0])).astype(np.float16)
     h = x.astype(np.float32)
     for layer, (k, n), wo, bo in zip(layers, zip(widths, widths[1:]), w_at, b_at):
@@ -206,6 +206,30 @@ def test_the_reference_weights_sit_where_its_fragment_loads_read_them():
         want = apply_activation(want @ layer.weight.astype(np.float16).astype(np.float32)
                                 + layer.bias.astype(np.float16).astype(np.float32), layer.activation)
     np.testing.assert_allclose(h, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+
+
+def test_the_reference_table_holds_what_its_steps_read():
+    """The table at the head of the bias buffer (STEP 1-4 of
+    coopmat_mlp.comp): per layer the offsets of offsets(), the widths, the
+    activation code as rec.mlp numbers it and the slope's bits; then the
+    depth. The steps are the first variant's, one more each."""
+    import guestcompute as gc
+    from guestcompute.ops.mlp_kernels import ACTIVATIONS
+    from benchmarks import neural_coopmat as cm
+    rng = np.random.default_rng(4)
+    widths = cm.WIDTHS
+    acts = ["relu", "leaky_relu", "relu", "relu", "none"]
+    layers = [gc.Dense(rng.standard_normal((a, b)), rng.standard_normal(b), act, slope=0.125)
+              for (a, b), act in zip(zip(widths, widths[1:]), acts)]
+    _, biases = cm.pack(layers)
+    table = biases[:cm.TABLE_UVEC4S * 4].reshape(-1, 4)
+    for i, (layer, w_at, b_at) in enumerate(zip(layers, *cm.offsets())):
+        assert tuple(table[2 * i]) == (w_at, b_at, layer.shape[0], layer.shape[1])
+        assert ACTIVATIONS[table[2 * i + 1, 0]] == layer.activation
+        assert table[2 * i + 1, 1:2].view(np.float32)[0] == np.float32(0.125)
+    assert table[cm.TABLE_DEPTH_AT, 0] == len(layers) and min(cm.offsets()[1]) == cm.TABLE_UVEC4S
+    steps = [v for v in cm.VARIANTS if v[-1]]
+    assert steps == [cm.VARIANTS[0][:-1] + (s,) for s in range(1, 5)]
 
 
 def test_the_cooperative_matrix_row_is_skipped_on_a_cpu_device(ctx, monkeypatch):
