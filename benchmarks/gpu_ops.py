@@ -305,6 +305,13 @@ def matmul_results(ctx, timer: Timer, size: int, on_cpu: bool, use_torch: bool) 
 NAN_PAIR = 0x7E007E00
 
 
+def reference_rates(flops: float, times: dict, failures: list) -> str:
+    """A reference's note: each build's or variant's rate ("name N TFLOP/s",
+    from its GPU seconds in ``times``), then what failed to run."""
+    return (", ".join(f"{k} {flops / v / 1e12:.0f} TFLOP/s" for k, v in times.items())
+            + (f"; failed: {'; '.join(failures)}" if failures else ""))
+
+
 def fill_with_nans(ctx, words) -> None:
     """Fill a uint32 tensor of fp16 pairs with NaNs, so that a kernel which
     then writes nothing fails its check against numpy instead of passing on

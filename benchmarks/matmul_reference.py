@@ -127,7 +127,7 @@ def library_kernel(ctx, body) -> str:
 def gpu_rows(ctx, quick: bool) -> list:
     import guestcompute as gc
 
-    from .gpu_ops import Timer, warm_up
+    from .gpu_ops import Timer, reference_rates, warm_up
     if not ctx.caps.float16_storage:
         return [Result(SECTION, ROW, skipped="device without 16-bit storage")]
     rng = np.random.default_rng(0)
@@ -156,9 +156,7 @@ def gpu_rows(ctx, quick: bool) -> list:
     if not times:
         return [Result(SECTION, ROW, skipped="no reference build ran: " + "; ".join(failures))]
     best = min(times, key=times.get)
-    note = (f"{SIZE}³; rec.matmul {mine * 1e3:.3f} ms; reference "
-            + ", ".join(f"{k} {flops / v / 1e12:.0f} TFLOP/s" for k, v in times.items())
-            + (f"; failed: {'; '.join(failures)}" if failures else ""))
+    note = f"{SIZE}³; rec.matmul {mine * 1e3:.3f} ms; reference " + reference_rates(flops, times, failures)
     return [Result(SECTION, ROW, flops / mine / 1e12, "TFLOP/s",
                    f"own minimal VK_KHR_cooperative_matrix GEMM ({best}), same GPU", flops / times[best] / 1e12,
                    note=note)]

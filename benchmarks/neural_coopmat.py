@@ -162,7 +162,7 @@ def gpu_rows(ctx, quick: bool) -> list:
     from guestcompute.ops.mlp_op import kernel_for
 
     from . import neural_mlp as mlp
-    from .gpu_ops import Timer, warm_up
+    from .gpu_ops import Timer, reference_rates, warm_up
     assert mlp.WIDTHS == WIDTHS, "baselines/coopmat_mlp.comp is written for the benchmark network"
     net, layers = mlp.network(ctx)
     try:
@@ -198,8 +198,7 @@ def gpu_rows(ctx, quick: bool) -> list:
         return [Result(SECTION, ROW, skipped="no reference variant ran: " + "; ".join(failures))]
     best = min(times, key=times.get)
     note = (f"rec.mlp khr_coopmat {flops / mine / 1e12:.0f} TFLOP/s, {net.accumulate} accumulators; reference "
-            + ", ".join(f"{k} {flops / v / 1e12:.0f} TFLOP/s" for k, v in times.items())
-            + (f"; failed: {'; '.join(failures)}" if failures else ""))
+            + reference_rates(flops, times, failures))
     return [Result(SECTION, ROW, mine * 1e3, "ms",
                    f"own minimal VK_KHR_cooperative_matrix MLP ({best}), same GPU", times[best] * 1e3, note=note)]
 
