@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks import matmul_reference as mr
+from rebuilt_spirv import assert_rebuilds_alike
 
 SHARED_BYTES = (256 * 5 + 32 * 33) * 16        # A tile 256 x (32 + 8) fp16, B tile 32 x (256 + 8)
 
@@ -33,18 +34,7 @@ def test_both_builds_are_committed_with_the_interface_the_row_binds():
 def test_the_committed_builds_are_what_their_source_compiles_to(tmp_path):
     """Rebuilt where glslangValidator 13+ exists: the same interface and
     shared memory (bytes may differ between compiler versions)."""
-    from guestcompute.errors import CompilerNotFoundError
-    from guestcompute.spirv.compiler import glslang_path
-    from guestcompute.spirv.reflect import reflect, workgroup_memory_size
-    try:
-        glslang_path()
-    except CompilerNotFoundError:
-        pytest.skip("no glslangValidator")
-    mr.build(tmp_path)
-    for name in mr.BUILDS:
-        fresh, committed = mr.spirv_path(name, tmp_path).read_bytes(), mr.spirv_path(name).read_bytes()
-        assert reflect(fresh) == reflect(committed)
-        assert workgroup_memory_size(fresh, {}) == workgroup_memory_size(committed, {})
+    assert_rebuilds_alike(mr.build, [mr.spirv_path(name) for name in mr.BUILDS], tmp_path)
 
 
 SCALE_BY_ADDRESS = """#version 450
@@ -92,3 +82,9 @@ def test_the_row_stands_aside_where_matmul_runs_another_kernel(modern_ctx):
     rows = mr.gpu_rows(modern_ctx, quick=True)
     assert [r.name for r in rows] == [mr.ROW]
     assert rows[0].skipped.startswith("rec.matmul runs ") and "not its KHR cooperative-matrix kernel" in rows[0].skipped
+
+
+def test_a_references_note_gives_each_rate_then_what_failed():
+    from benchmarks.gpu_ops import reference_rates
+    assert reference_rates(2e12, {"a": 1.0, "b": 0.5}, []) == "a 2 TFLOP/s, b 4 TFLOP/s"
+    assert reference_rates(2e12, {"a": 1.0}, ["c: boom", "d: bust"]) == "a 2 TFLOP/s; failed: c: boom; d: bust"

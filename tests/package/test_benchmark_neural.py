@@ -7,6 +7,7 @@ import pytest
 
 from benchmarks.gpu_ops import Timer
 from benchmarks.neural_encodings import BASELINE, FREQ_ROW, GRID_MLP_ROW, HASH_ROW, encoding_rows
+from rebuilt_spirv import assert_rebuilds_alike
 
 
 def test_the_encoding_rows_check_and_time_against_a_copy(modern_ctx):
@@ -152,20 +153,9 @@ def test_the_committed_cooperative_matrix_spirv_is_what_its_source_compiles_to(t
     """Rebuilt where glslangValidator 13+ exists: the same interface and
     shared memory as the committed modules (bytes may differ between
     compiler versions)."""
-    from guestcompute.errors import CompilerNotFoundError
-    from guestcompute.spirv.compiler import glslang_path
-    from guestcompute.spirv.reflect import reflect, workgroup_memory_size
     from benchmarks import neural_coopmat as cm
-    try:
-        glslang_path()
-    except CompilerNotFoundError:
-        pytest.skip("no glslangValidator")
-    cm.build(tmp_path)
-    for variant in cm.VARIANTS:
-        for acc in cm.ACCUMULATORS:
-            fresh, committed = cm.spirv_path(variant, acc, tmp_path).read_bytes(), cm.spirv_path(variant, acc).read_bytes()
-            assert reflect(fresh) == reflect(committed)
-            assert workgroup_memory_size(fresh, {}) == workgroup_memory_size(committed, {})
+    assert_rebuilds_alike(cm.build, [cm.spirv_path(v, acc) for v in cm.VARIANTS for acc in cm.ACCUMULATORS],
+                          tmp_path)
 
 
 def _fragment(words: np.ndarray, at: int, stride: int) -> np.ndarray:
