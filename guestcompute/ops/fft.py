@@ -203,8 +203,9 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
     load_fast = int(abs(values["is2"]) == 1 and src.strides[axis] != 1)
     store_fast = int(abs(values["os2"]) == 1 and dst.strides[axis] != 1)
     columns = bool(load_fast or store_fast)
-    if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns)):
-        spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None)
+    narrow = spectrum is None and fft_fixed.narrow_columns(n, columns, rows)
+    if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns, narrow)):
+        spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None, narrow)
         bindings = (source_binding(src), dst.buffer, fk.roots(ctx, n).buffer)
         per_group = fft_fixed.shape(spec)[2]
         if spectrum is not None:

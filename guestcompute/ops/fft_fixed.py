@@ -55,11 +55,14 @@ from .fft_kernels import CMUL, KINDS, STORED, load_glsl, row_bindings, row_loads
 LENGTHS = tuple(1 << k for k in range(1, 13))      # 2 .. 4096
 SHARED_BUDGET = 32 * 1024                           # bytes a workgroup's exchange buffer may take
 SPLIT_ABOVE = 8 * 1024                              # bytes of rows a workgroup exchanges whole
+NARROW_LENGTHS = (512,)                             # column lengths with a layout for few columns
+NARROW_ROWS = 1024                                  # the most columns a pass gives that layout
 
 
-def layout(n: int, columns: bool) -> tuple:
+def layout(n: int, columns: bool, narrow: bool = False) -> tuple:
     """(elements an invocation holds, rows a workgroup transforms, stage
-    radices) for a power-of-two length ``n``. Rows laid along memory take
+    radices) for a power-of-two length ``n``; ``narrow``: see
+    :func:`narrow_columns`. Rows laid along memory take
     few rows a workgroup (the less shared memory a workgroup holds, the
     more run at once); columns take at least two, and eight or more up to
     1,024 points, so that each access of neighbouring rows covers whole
@@ -69,7 +72,10 @@ def layout(n: int, columns: bool) -> tuple:
     columns of 1,024 points on an H100: eight rows took 143 us where four
     took 190 for 32 x 1,024 x 513, and 225 where four took 233 at 1,024
     wide.)"""
-    if columns:
+    if columns and narrow:
+        per, rows = 8, 4
+        threads = n // per
+    elif columns:
         per = min(n, 16 if n >= 256 else 8)
         threads = n // per
         rows = min(max(8, 128 // threads), 8192 // n) if n <= 1024 else 2
@@ -84,6 +90,18 @@ def layout(n: int, columns: bool) -> tuple:
     if rest > 1:
         radices.append(rest)
     return per, rows, radices
+
+
+def narrow_columns(n: int, columns: bool, rows: int) -> bool:
+    """Whether a pass of ``rows`` columns of length ``n`` takes the narrow
+    layout: eight points an invocation, four columns a workgroup, twice
+    the workgroups of the usual one. Where a pass has few columns (one 512
+    x 512 plane: 64 workgroups for 132 SMs) that is what bounds it: on an
+    H100, one 512 x 512 transform took 9.4 us that way against 10.0; but
+    six planes of 257 columns (an ocean cascade's c2r) took 17.5 against
+    15.9, their rows not aligned to 32-byte sectors, so many columns keep
+    the usual layout."""
+    return columns and n in NARROW_LENGTHS and rows <= NARROW_ROWS
 
 
 def pad_shift(n: int, rows: int) -> int:
@@ -118,11 +136,11 @@ def slot(p: str, shift: int, columns: bool) -> str:
     return f"({q}) * R + c" if columns else f"c * NP + {q}"
 
 
-def fits(ctx, n: int, columns: bool) -> bool:
+def fits(ctx, n: int, columns: bool, narrow: bool = False) -> bool:
     """Whether this device runs the fixed kernel of length ``n``."""
     if n not in LENGTHS:
         return False
-    per, rows, _ = layout(n, columns)
+    per, rows, _ = layout(n, columns, narrow)
     lim = ctx.limits
     return (word_bytes(n, rows) * shared_elements(n, rows) <= lim.max_shared_memory
             and rows * (n // per) <= lim.max_workgroup_invocations)
@@ -334,12 +352,12 @@ def shape(spec: KernelSpec) -> tuple:
     """(points transformed, elements an invocation holds, rows a
     workgroup transforms, stage radices) of a fixed kernel's spec: half
     its length for real rows (ops/fft_halves.py)."""
-    return _shape(spec.param("n"), spec.param("columns"), spec.param("halves"))
+    return _shape(spec.param("n"), spec.param("columns"), spec.param("halves"), spec.param("narrow", False))
 
 
-def _shape(n: int, columns: bool, halves) -> tuple:
+def _shape(n: int, columns: bool, halves, narrow: bool = False) -> tuple:
     points = n // 2 if halves else n
-    return (points,) + layout(points, columns)
+    return (points,) + layout(points, columns, narrow)
 
 
 @family("fft_fixed")
@@ -406,13 +424,15 @@ _PUSH = tuple(Push(name, "uint") for name in ("len_in", "out_len", "in_off", "ou
 _CONVOLVE_PUSH = (Push("k_off", "uint"),) + tuple(Push(name, "int") for name in ("k_step", "ks0", "ks1", "ks2"))
 
 
-def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = False) -> KernelSpec:
+def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = False,
+               narrow: bool = False) -> KernelSpec:
     """The length-``n`` kernel reading ``load`` rows and writing ``store``
     ones (fft_kernels.LOADS / STORES; or an image's pixels read through a
     pixel layout, "tex" / "img:<fmt>", ops/fft_images.py), laid out for
     rows along memory or for ``columns`` (neighbouring rows neighbours in
     memory); ``convolve``: forward transform, product with the
-    ``spectrum`` binding's row, inverse transform (complex rows)."""
+    ``spectrum`` binding's row, inverse transform (complex rows);
+    ``narrow``: columns in the layout of :func:`narrow_columns`."""
     bindings = row_bindings(load, store)
     push = row_push(_PUSH, load)
     if convolve:
@@ -422,7 +442,9 @@ def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = Fa
     halves = fft_halves.halves(n, load, store, columns, convolve)
     if halves:
         params += (("halves", halves),)
-    points, per, rows, _ = _shape(n, columns, halves)
+    if narrow:
+        params += (("narrow", True),)
+    points, per, rows, _ = _shape(n, columns, halves, narrow)
     return KernelSpec("fft_fixed", bindings, push, params, (rows * (points // per), 1, 1), **row_storage(load, store))
 
 
@@ -434,3 +456,6 @@ def _variants():
                 yield fixed_spec(n, load, store, columns)
         for columns in (False, True):
             yield fixed_spec(n, "complex", "complex", columns, convolve=True)
+    for n in NARROW_LENGTHS:
+        for load, store in KINDS:
+            yield fixed_spec(n, load, store, True, narrow=True)

@@ -151,6 +151,8 @@ def _fixed_image_variants():
         for load in IMAGE_LOADS:
             for columns in (False, True):
                 yield fft_fixed.fixed_spec(n, load, "complex", columns)
+            if n in fft_fixed.NARROW_LENGTHS:
+                yield fft_fixed.fixed_spec(n, load, "complex", True, narrow=True)
 
 
 @variants("fft_rows")

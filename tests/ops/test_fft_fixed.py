@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from guestcompute.ops import fft_fixed
+from guestcompute.ops.base import registered_ops
 from test_fft import check_close, random_complex
 
 
@@ -57,3 +58,31 @@ def test_a_butterfly_reads_two_twiddles_at_most():
             source = fft_fixed.fixed_spec(n, "complex", "complex", columns).render()
             # one more for the function's own definition
             assert source.count("twiddle(") == reads + 1, (n, columns)
+
+
+@pytest.mark.parametrize("width", [2, 512, fft_fixed.NARROW_ROWS, fft_fixed.NARROW_ROWS + 3])
+def test_few_columns_of_512_points_take_the_narrow_layout(modern_host, modern_ctx, width):
+    """A column pass of 512 points over at most NARROW_ROWS columns runs
+    four columns a workgroup of eight points an invocation; more columns
+    keep the usual layout. Both match numpy, forward and inverse."""
+    plans = [d.spec for d in registered_ops()["fft"](modern_ctx, modern_ctx.empty((512, width), "complex64"),
+                                                     axis=0).dispatches]
+    narrow = width <= fft_fixed.NARROW_ROWS
+    assert [(s.family, s.param("narrow", False)) for s in plans] == [("fft_fixed", narrow)]
+    assert fft_fixed.shape(plans[0])[1:3] == ((8, 4) if narrow else (16, 8))
+    x = random_complex(np.random.default_rng(width), (512, width))
+    t = modern_ctx.tensor(x)
+    f, i = modern_host.run(modern_ctx, lambda rec: (rec.fft(t, axis=0), rec.ifft(t, axis=0)))
+    check_close(f.numpy(), np.fft.fft(x.astype(np.complex128), axis=0), 512)
+    check_close(i.numpy(), np.fft.ifft(x.astype(np.complex128), axis=0), 512)
+
+
+def test_the_narrow_layout_is_only_for_columns_of_its_lengths():
+    assert fft_fixed.narrow_columns(512, True, 512)
+    assert not fft_fixed.narrow_columns(512, False, 512)
+    assert not fft_fixed.narrow_columns(1024, True, 512)
+    assert not fft_fixed.narrow_columns(512, True, fft_fixed.NARROW_ROWS + 1)
+    for n in fft_fixed.NARROW_LENGTHS:
+        per, rows, radices = fft_fixed.layout(n, True, narrow=True)
+        assert int(np.prod(radices)) == n and all(per % r == 0 for r in radices)
+        assert rows * n * fft_fixed.word_bytes(n, rows) <= fft_fixed.SHARED_BUDGET and rows >= 4
