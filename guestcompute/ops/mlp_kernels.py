@@ -206,45 +206,44 @@ class KhrTiling:
 
     @property
     def alen(self) -> int:
-        """uvec4s per shared row of fp16 activations or weights (8 halves of padding: no bank conflicts)."""
+        """uvec4s per shared row of fp16 activations (8 halves of padding: no bank conflicts)."""
         return (self.wmax + 8) // 8
 
     @property
-    def olen(self) -> int:
-        """uvec4s per shared row of the fp32 output tile."""
-        return self.wmax // 4 + 1
-
-    @property
     def pool(self) -> int:
-        """uvec4s of shared memory: activations and room for one layer's
-        weights (unused: the weights are read from the buffer), or the
-        output tile."""
-        return max((self.rows + self.wmax) * self.alen, self.rows * self.olen)
+        """uvec4s of shared memory: each subgroup's rows of fp16
+        activations, over which it writes its fp32 output a fragment
+        column at a time (the weights are read from the buffer)."""
+        return self.rows * max(self.alen, OUT_LEN)
 
     @property
     def shared_bytes(self) -> int:
         return self.pool * 16
 
 
+OUT_LEN = 5            # uvec4s per row of a subgroup's fp32 output tile: 16 columns and 4 of padding
 # Best first; the selector takes the first whose width class covers the
 # network and which fits the device's shared memory and invocations.
+# (Four fragments a subgroup, 36 KiB, ran no faster than two on an H200:
+# 7.45 against 7.40 ms for the benchmark network.)
 KHR_TILINGS = (KhrTiling(64, 4, 2), KhrTiling(128, 4, 1), KhrTiling(128, 2, 1))
 KHR_ACC = ("float32", "float16")
 
 
 def khr_spec(tiling: KhrTiling, acc: str, x: str, o: str) -> KernelSpec:
-    """A workgroup owns ``tiling.rows`` queries. The input rows are staged
-    into shared memory as fp16; per layer each subgroup loads its
-    accumulators with the bias (a bias block of 16 identical rows, loaded
-    as a fragment), multiplies its rows by every weight fragment, loaded
-    straight from the network buffer (every workgroup reads the same few
-    kilobytes, which stay in cache; staging them through shared memory
-    costs two workgroup barriers a layer, and the minimal reference,
-    benchmarks/baselines/coopmat_mlp.comp, ran 70 TFLOP/s that way against
-    82 from the buffer on an H100), applies the activation
-    on the accumulator elements and stores its rows back as fp16 (its own
-    rows only: no workgroup barrier between layers). The last layer goes
-    through an fp32 tile to the output."""
+    """A workgroup owns ``tiling.rows`` queries, and each of its subgroups
+    works on its own rows from start to end, with no workgroup barrier:
+    it stages its input rows into shared memory as fp16; per layer it
+    loads its accumulators with the bias (a bias block of 16 identical
+    rows, loaded as a fragment), multiplies its rows by every weight
+    fragment, loaded straight from the network buffer (every workgroup
+    reads the same few kilobytes, which stay in cache; staging them
+    through shared memory costs two workgroup barriers a layer, and the
+    minimal reference, benchmarks/baselines/coopmat_mlp.comp, ran 70
+    TFLOP/s that way against 82 from the buffer on an H100), applies the
+    activation on the accumulator elements and stores its rows back as
+    fp16. The last layer's accumulators go to the output through an fp32
+    tile over the subgroup's rows, 16 columns at a time."""
     bindings = (_binding("x", x, READ), Binding("net", "uvec4", READ), _binding("o", o, WRITE))
     params = (("acc", acc), ("x", x), ("o", o), ("wmax", tiling.wmax), ("subgroups", tiling.subgroups),
               ("row_frags", tiling.row_frags))
@@ -258,37 +257,43 @@ def khr_tiling(spec: KernelSpec) -> KhrTiling:
 
 
 def _khr_load(x: str) -> list:
-    """Input rows into the activation tile: eight halves (one uvec4) per step."""
+    """The subgroup's input rows into its activation rows: eight halves (one uvec4) a lane a step."""
     if x == "tex":
         value = "(k + e < pc.in_w) ? p[min(k + e, 3u)] : 0.0"
         fetch = "    vec4 p = q < pc.rows ? load_px(q) : vec4(0.0);"
     else:
         value = "(q < pc.rows && k + e < pc.in_w) ? load_x(q, k + e) : 0.0"
         fetch = ""
-    return ["  for (uint v = tid; v < BM * (K0 / 8u); v += NT) {",
-            "    uint r = v / (K0 / 8u), k = (v % (K0 / 8u)) * 8u, q = row0 + r;",
+    return ["  for (uint v = lane; v < SR * (K0 / 8u); v += SG) {",
+            "    uint r = v / (K0 / 8u), k = (v % (K0 / 8u)) * 8u, q = q0 + r;",
             fetch,
             "    float h[8];",
             f"    [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = {value};",
-            "    pool[r * ALEN + k / 8u] = uvec4(packHalf2x16(vec2(h[0], h[1])), packHalf2x16(vec2(h[2], h[3])),",
-            "                                    packHalf2x16(vec2(h[4], h[5])), packHalf2x16(vec2(h[6], h[7])));",
+            "    pool[(sm + r) * ALEN + k / 8u] = uvec4(packHalf2x16(vec2(h[0], h[1])), packHalf2x16(vec2(h[2], h[3])),",
+            "                                         packHalf2x16(vec2(h[4], h[5])), packHalf2x16(vec2(h[6], h[7])));",
             "  }"]
 
 
 def _khr_store(o: str) -> list:
-    read = "uintBitsToFloat(pool[r * OLEN + c / 4u][c % 4u])"
+    """The subgroup's output tile (columns c0 .. c0 + 15 of its rows) to the output."""
+    read = "uintBitsToFloat(pool[ot + r * OUT_LEN + c / 4u][c % 4u])"
     if _is_image_out(o):
-        return ["  for (uint r = tid; r < BM; r += NT) {",
-                "    uint q = row0 + r;",
-                "    if (q >= pc.rows) continue;",
-                "    vec4 v = vec4(0.0, 0.0, 0.0, 1.0);",
-                f"    for (uint c = 0u; c < min(pc.out_w, 4u); ++c) v[c] = {read};",
-                "    store_px(q, v);",
-                "  }"]
-    return ["  for (uint i = tid; i < BM * pc.out_w; i += NT) {",
-            "    uint r = i / pc.out_w, c = i % pc.out_w, q = row0 + r;",
-            f"    if (q < pc.rows) store_o(q, c, {read});",
-            "  }"]
+        # An image's pixel takes at most four channels: the first fragment column only.
+        return ["      if (c0 == 0u) for (uint r = lane; r < SR; r += SG) {",
+                "        uint q = q0 + r;",
+                "        if (q >= pc.rows) continue;",
+                "        vec4 v = vec4(0.0, 0.0, 0.0, 1.0);",
+                f"        for (uint c = 0u; c < min(pc.out_w, 4u); ++c) v[c] = {read};",
+                "        store_px(q, v);",
+                "      }"]
+    return ["      for (uint v = lane; v < SR * 16u; v += SG) {",
+            "        uint r = v / 16u, c = v % 16u, q = q0 + r;",
+            f"        if (q < pc.rows && c0 + c < pc.out_w) store_o(q, c0 + c, {read});",
+            "      }"]
+
+
+# Every lane of the subgroup has finished its shared-memory accesses before any goes on.
+SUBGROUP_SYNC = ["    subgroupMemoryBarrierShared();", "    subgroupBarrier();"]
 
 
 @family("mlp_khr")
@@ -304,19 +309,19 @@ def _render_khr(spec: KernelSpec) -> str:
             "    [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {"]
     return "\n".join([
         "#pragma use_vulkan_memory_model",
-        f"const uint WMAX = {t.wmax}u, RF = {t.row_frags}u, NF = {t.wmax // 16}u, BM = {t.rows}u, NT = {t.threads}u;",
-        f"const uint ALEN = {t.alen}u, OLEN = {t.olen}u, WS = BM * ALEN;",
+        f"const uint WMAX = {t.wmax}u, RF = {t.row_frags}u, NF = {t.wmax // 16}u, SR = RF * 16u, SG = {SUBGROUP}u;",
+        f"const uint ALEN = {t.alen}u, OUT_LEN = {OUT_LEN}u;",
         f"shared uvec4 pool[{t.pool}];",
         _io_glsl(spec.param("x"), spec.param("o")),
         ACTIVATE,
         "void main() {",
-        "  uint tid = gl_LocalInvocationID.x, sm = gl_SubgroupID * RF * 16u;",
-        f"  uint row0 = {WG_INDEX} * BM;",
+        # sm: the subgroup's first row in shared memory; q0: its first query.
+        "  uint lane = gl_SubgroupInvocationID, sm = gl_SubgroupID * SR;",
+        f"  uint q0 = ({WG_INDEX} * {t.subgroups}u + gl_SubgroupID) * SR;",
         "  uint K0 = net[0].x;",
         *_khr_load(spec.param("x")),
         f"  {acc_m} acc[RF][NF];",
-        # Any invocation staged any row; from here on a subgroup touches its own rows only.
-        "  barrier();",
+        *SUBGROUP_SYNC,
         "  for (uint l = 0u; l < pc.depth; ++l) {",
         "    uvec4 t0 = net[2u * l], t1 = net[2u * l + 1u];",
         "    uint K = t0.x, N = t0.y, nf = N / 16u, wo = t1.x / 4u, bo = t1.y / 4u;",
@@ -350,24 +355,27 @@ def _render_khr(spec: KernelSpec) -> str:
         "      }",
         "    }",
         "    if (l + 1u == pc.depth) break;",
-        # This subgroup's rows: every lane has read them (the loads above)
-        # before any lane overwrites them.
-        "    subgroupMemoryBarrierShared();",
-        "    subgroupBarrier();",
+        # Every lane has read the rows (the loads above) before any overwrites them.
+        *SUBGROUP_SYNC,
         *each,
         f"      {h_m} h = {h_m}(acc[i][j]);",
         f"      coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * j, ALEN, {row});",
         "    }",
+        *SUBGROUP_SYNC,
         "  }",
-        # The fp32 output tile overlaps every subgroup's activations.
+        # The fp32 output tile lies over the subgroup's own activation rows.
         "  uint nf = (pc.depth > 0u) ? net[2u * (pc.depth - 1u)].y / 16u : 0u;",
-        "  barrier();",
-        *each,
+        "  uint ot = sm * ALEN;",
+        "  [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
+        "    uint c0 = j * 16u;",
+        *SUBGROUP_SYNC,
+        "    [[unroll]] for (uint i = 0u; i < RF; ++i) {",
         f"      {f_m} f = {f_m}(acc[i][j]);",
-        f"      coopMatStore(f, pool, (sm + i * 16u) * OLEN + 4u * j, OLEN, {row});",
+        f"      coopMatStore(f, pool, ot + i * 16u * OUT_LEN, OUT_LEN, {row});",
         "    }",
-        "  barrier();",
+        *SUBGROUP_SYNC,
         *_khr_store(spec.param("o")),
+        "  }",
         "}"])
 
 

@@ -317,11 +317,23 @@ def test_selection_prefers_the_khr_kernel():
     assert name == "khr_coopmat" and spec.family == "mlp_khr"
     assert mk.khr_tiling(spec) == mk.KhrTiling(64, 4, 2) and spec.workgroup == (128, 1, 1)
     assert "cooperative_matrix_khr" in spec.features and spec.param("acc") == "float32"
-    # 128 wide layers: the tiling of four subgroups needs 51 KiB, two fit in 48
-    spec = mlp_op.select(_p(wmax=128, acc="float16", x="tex", o="put:rgba8"), KHR)[1]
+    # 128 wide layers: the tiling of four subgroups needs 17 KiB, two fit in 16
+    tiny = dataclasses.replace(KHR, max_shared_memory=16384)
+    spec = mlp_op.select(_p(wmax=128, acc="float16", x="tex", o="put:rgba8"), tiny)[1]
     assert mk.khr_tiling(spec) == mk.KhrTiling(128, 2, 1) and spec.param("acc") == "float16"
-    big = dataclasses.replace(KHR, max_shared_memory=65536)
-    assert mk.khr_tiling(mlp_op.select(_p(wmax=128), big)[1]) == mk.KhrTiling(128, 4, 1)
+    assert mk.khr_tiling(mlp_op.select(_p(wmax=128), KHR)[1]) == mk.KhrTiling(128, 4, 1)
+
+
+def test_khr_subgroups_share_no_rows():
+    """Each subgroup stages, multiplies and writes out its own rows: the
+    kernel has no workgroup barrier, and its shared memory is its rows of
+    activations (the fp32 output tile lies over them)."""
+    for t in mk.KHR_TILINGS:
+        for o in ("f16", "put:rgba8"):
+            glsl = mk.khr_spec(t, "float32", "f32", o).render()
+            assert " barrier();" not in glsl and "subgroupBarrier();" in glsl
+            assert f"shared uvec4 pool[{t.rows * t.alen}];" in glsl
+    assert mk.KhrTiling(64, 4, 2).shared_bytes == 128 * 9 * 16
 
 
 @pytest.mark.parametrize("device,problem,why", [
@@ -329,7 +341,7 @@ def test_selection_prefers_the_khr_kernel():
     (PLAIN, _p(), "did not enable"),
     (dataclasses.replace(KHR, coopmat_khr_shapes=((16, 16, 16, "float32"),)), _p(acc="float16"), "fragment"),
     (dataclasses.replace(KHR, subgroup_size=64), _p(), "32-wide"),
-    (dataclasses.replace(KHR, max_shared_memory=32768), _p(wmax=128), "shared memory"),
+    (dataclasses.replace(KHR, max_shared_memory=8192), _p(wmax=128), "shared memory"),
 ])
 def test_selection_falls_back_to_fma(device, problem, why):
     assert mlp_op.select(problem, device)[0] == "fma"
@@ -340,7 +352,8 @@ def test_selection_falls_back_to_fma(device, problem, why):
 
 def test_every_spec_the_selector_makes_is_baked():
     catalogue = set(all_specs())
-    for device in (KHR, PLAIN, dataclasses.replace(KHR, max_shared_memory=65536)):
+    for device in (KHR, PLAIN, dataclasses.replace(KHR, max_shared_memory=32768),
+                   dataclasses.replace(KHR, max_shared_memory=16384)):
         for dtype in mk.WEIGHT_DTYPES:
             for acc in ("float32", "float16"):
                 for wmax in (16, 64, 128):
