@@ -96,12 +96,11 @@ def narrow_columns(n: int, columns: bool, rows: int) -> bool:
     """Whether a pass of ``rows`` columns of length ``n`` takes the narrow
     layout: eight points an invocation, four columns a workgroup, twice
     the workgroups of the usual one. Where a pass has few columns (one 512
-    x 512 plane: 64 workgroups for 132 SMs) that is what bounds it: on an
-    H100, one 512 x 512 transform took 9.4 us that way against 10.0 (on
-    an H200, as committed, 9.19 against 9.94); but
-    six planes of 257 columns (an ocean cascade's c2r) took 17.5 against
-    15.9, their rows not aligned to 32-byte sectors, so many columns keep
-    the usual layout."""
+    x 512 plane: 64 workgroups for 132 SMs) that is what bounds it: one
+    512 x 512 transform took 9.4 us that way against 10.0 on an H100, and
+    9.19 against 9.94 on an H200; but six planes of 257 columns (an ocean
+    cascade's c2r) took 17.5 against 15.9 on the H100, their rows not
+    aligned to 32-byte sectors, so many columns keep the usual layout."""
     return columns and n in NARROW_LENGTHS and rows <= NARROW_ROWS
 
 
