@@ -13,9 +13,10 @@ through device addresses in push constants instead of descriptors. Its
 ``bindings`` build runs through ``ctx.kernel`` on the run's context; the
 ``addresses`` build needs ``bufferDeviceAddress``, which guestcompute does
 not use, so it runs on a device of the benchmark's own
-(:mod:`.address_device`) on the same GPU. The row's baseline is the faster
-build; the note gives both. Every result is checked against numpy over an
-output filled with NaNs first.
+(:mod:`.address_device`) on the same GPU. The ``tile_*`` builds are the
+bindings build with other tilings (:data:`TILINGS`): what the tiling is
+worth. The row's baseline is the fastest build; the note gives each. Every
+result is checked against numpy over an output filled with NaNs first.
 
 Skipped, saying why, on a CPU device and wherever ``rec.matmul`` does not
 take its KHR cooperative-matrix kernel. The SPIR-V is compiled by
@@ -42,8 +43,15 @@ ROW = "matmul float16, fp16 accumulators vs own cooperative-matrix reference"
 BASELINES = Path(__file__).resolve().parent / "baselines"
 SOURCE = BASELINES / "address_gemm.comp"
 SIZE = 4096
-BLOCK = 256                        # the source's block edge: sizes are whole blocks
-BUILDS = ("bindings", "addresses")
+# Tilings of the source: (block M, block N, K step, subgroups along M, along N).
+# "bindings" and "addresses" have the library kernel's; the others are the
+# bindings build with another tiling, to say what the tiling is worth.
+LIBRARY_TILING = (256, 256, 32, 2, 4)
+TILINGS = {"bindings": LIBRARY_TILING, "addresses": LIBRARY_TILING,
+           "tile_256x128_k32": (256, 128, 32, 4, 2), "tile_128x256_k32": (128, 256, 32, 2, 4),
+           "tile_128x128_k32": (128, 128, 32, 2, 2), "tile_128x128_k64": (128, 128, 64, 2, 2),
+           "tile_256x256_k16": (256, 256, 16, 2, 4)}
+BUILDS = tuple(TILINGS)
 TARGET_ENV = "vulkan1.2"           # device addresses are core from 1.2
 CHECKED_ROWS = 16
 
@@ -53,12 +61,13 @@ def spirv_path(build: str, folder: Path = BASELINES) -> Path:
 
 
 def defines(build: str, size: int = SIZE) -> dict:
-    return {"M": size, "N": size, "K": size, "ADDRESSES": int(build == "addresses")}
+    tile = dict(zip(("TILE_M", "TILE_N", "TILE_K", "ALONG_M", "ALONG_N"), TILINGS[build]))
+    return {"M": size, "N": size, "K": size, "ADDRESSES": int(build == "addresses"), **tile}
 
 
 def build(folder: Path = BASELINES) -> None:
-    """Compile both builds with glslangValidator into ``folder`` (by default
-    the committed files)."""
+    """Compile every build with glslangValidator into ``folder`` (by
+    default the committed files)."""
     from guestcompute.spirv.compiler import glslang_path
     for name in BUILDS:
         flags = [f"-D{k}={v}" for k, v in defines(name).items()]
@@ -66,8 +75,10 @@ def build(folder: Path = BASELINES) -> None:
                         "-o", str(spirv_path(name, folder))], check=True, capture_output=True)
 
 
-def groups(size: int = SIZE) -> tuple:
-    return (size // BLOCK, size // BLOCK, 1)
+def groups(build: str, size: int = SIZE) -> tuple:
+    """Workgroups along N and M: the sizes are whole blocks."""
+    block_m, block_n = TILINGS[build][:2]
+    return (size // block_n, size // block_m, 1)
 
 
 def check_product(got: np.ndarray, an: np.ndarray, bn: np.ndarray, what: str) -> None:
@@ -81,18 +92,19 @@ def check_product(got: np.ndarray, an: np.ndarray, bn: np.ndarray, what: str) ->
         raise AssertionError(f"{what}: wrong product (relative error {err:.1e})")
 
 
-def bindings_seconds(ctx, an, bn, timer) -> float:
-    """GPU seconds of the ``bindings`` build through ``ctx.kernel``."""
+def bindings_seconds(ctx, an, bn, timer, build: str = "bindings") -> float:
+    """GPU seconds of a build on bindings (every build but ``addresses``)
+    through ``ctx.kernel``."""
     from .gpu_ops import fill_with_nans
-    kernel = ctx.kernel(spirv_path("bindings").read_bytes(), name="address_gemm_bindings", validate=False)
+    kernel = ctx.kernel(spirv_path(build).read_bytes(), name=f"address_gemm_{build}", validate=False)
     a, b = ctx.tensor(an.view(np.uint32).ravel()), ctx.tensor(bn.view(np.uint32).ravel())
     c = ctx.empty((an.shape[0] * bn.shape[1] // 2,), "uint32")
     fill_with_nans(ctx, c)
 
     def body(rec):
-        rec.run_kernel(kernel, [a, b, c], groups=groups(an.shape[0]))
+        rec.run_kernel(kernel, [a, b, c], groups=groups(build, an.shape[0]))
     ctx.run(body)
-    check_product(c.numpy().view(np.float16), an, bn, "reference (bindings)")
+    check_product(c.numpy().view(np.float16), an, bn, f"reference ({build})")
     return timer.gpu_seconds(body)
 
 
@@ -113,9 +125,10 @@ def addresses_seconds(device_name: str, an, bn, reps: int, rounds: int = 3) -> f
         push = struct.pack("<3Q", a.address, b.address, c.address)
         start = time.perf_counter()
         while time.perf_counter() - start < 1.0:
-            dev.gpu_seconds(kernel, push, groups(an.shape[0]), reps)
+            dev.gpu_seconds(kernel, push, groups("addresses", an.shape[0]), reps)
         check_product(dev.download(c, np.float16), an, bn, "reference (addresses)")
-        return statistics.median(dev.gpu_seconds(kernel, push, groups(an.shape[0]), reps) for _ in range(rounds))
+        return statistics.median(dev.gpu_seconds(kernel, push, groups("addresses", an.shape[0]), reps)
+                                 for _ in range(rounds))
 
 
 def library_kernel(ctx, body) -> str:
@@ -148,8 +161,8 @@ def gpu_rows(ctx, quick: bool) -> list:
     times, failures = {}, []
     for name in BUILDS:
         try:
-            times[name] = (bindings_seconds(ctx, an, bn, timer) if name == "bindings"
-                           else addresses_seconds(ctx.limits.device_name, an, bn, reps))
+            times[name] = (addresses_seconds(ctx.limits.device_name, an, bn, reps) if name == "addresses"
+                           else bindings_seconds(ctx, an, bn, timer, name))
         except (gc.GuestComputeError, AssertionError, OSError) as e:
             failures.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
     flops = 2 * SIZE ** 3

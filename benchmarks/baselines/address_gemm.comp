@@ -12,6 +12,9 @@
 //     descriptors; ADDRESSES 0: through three storage-buffer bindings.
 // So the two builds, timed beside rec.matmul in one run, say what compiled
 // strides and what device addresses are each worth on the device.
+// TILE_M, TILE_N, TILE_K, ALONG_M, ALONG_N (defaults: the library kernel's
+// 256, 256, 32, 2, 4) give other tilings of the bindings build, so that a
+// run also says what the tiling is worth.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -23,10 +26,17 @@
 #endif
 #pragma use_vulkan_memory_model
 
-const uint BM = 256u, BN = 256u, BK = 32u;
-const uint ALONG_N = 4u, ALONG_M = 2u;             // subgroups of 32 lanes
-const uint THREADS = ALONG_N * ALONG_M * 32u;
-const uint FM = BM / ALONG_M / 16u, FN = BN / ALONG_N / 16u;    // 16 x 16 fragments a subgroup owns
+#ifndef TILE_M
+#define TILE_M 256
+#define TILE_N 256
+#define TILE_K 32
+#define ALONG_M 2
+#define ALONG_N 4
+#endif
+const uint BM = TILE_M, BN = TILE_N, BK = TILE_K;    // a workgroup's block, and its K step
+const uint SG_M = ALONG_M, SG_N = ALONG_N;          // subgroups of 32 lanes along M and N
+const uint THREADS = SG_N * SG_M * 32u;
+const uint FM = BM / SG_M / 16u, FN = BN / SG_N / 16u;    // 16 x 16 fragments a subgroup owns
 const uint PAD = 8u;                                 // fp16 added to each shared row: no bank conflicts
 const uint ALEN = (BK + PAD) / 8u, BLEN = (BN + PAD) / 8u;      // uvec4s per shared row
 const uint A_QUADS = BM * BK / 8u / THREADS, B_QUADS = BK * BN / 8u / THREADS;  // uvec4s a thread stages
@@ -72,7 +82,7 @@ void main() {
 #endif
   uint tid = gl_LocalInvocationID.x;
   uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
-  uint sm = (gl_SubgroupID / ALONG_N) * FM * 16u, sn = (gl_SubgroupID % ALONG_N) * FN * 16u;
+  uint sm = (gl_SubgroupID / SG_N) * FM * 16u, sn = (gl_SubgroupID % SG_N) * FN * 16u;
   ACC acc[FM][FN];
   [[unroll]] for (uint i = 0u; i < FM; ++i)
     [[unroll]] for (uint j = 0u; j < FN; ++j) acc[i][j] = ACC(0.0);

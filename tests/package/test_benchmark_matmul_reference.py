@@ -12,23 +12,41 @@ import pytest
 from benchmarks import matmul_reference as mr
 from rebuilt_spirv import assert_rebuilds_alike
 
-SHARED_BYTES = (256 * 5 + 32 * 33) * 16        # A tile 256 x (32 + 8) fp16, B tile 32 x (256 + 8)
+def shared_bytes(block_m: int, block_n: int, k_step: int) -> int:
+    """An A tile block_m x (k_step + 8) fp16 and a B tile k_step x (block_n + 8)."""
+    return (block_m * (k_step + 8) + k_step * (block_n + 8)) * 2
 
 
-def test_both_builds_are_committed_with_the_interface_the_row_binds():
+def test_every_build_is_committed_with_the_interface_the_row_binds():
     from guestcompute.spirv.reflect import reflect, workgroup_memory_size
-    bindings, addresses = (mr.spirv_path(b).read_bytes() for b in mr.BUILDS)
-    r = reflect(bindings)
-    assert [b.kind for b in r.bindings] == ["storage_buffer"] * 3 and r.push_constant_size == 0
-    r = reflect(addresses)
+    blobs = {b: mr.spirv_path(b).read_bytes() for b in mr.BUILDS}
+    r = reflect(blobs["addresses"])
     assert not r.bindings
     assert r.push_constant_size == 24                       # three 64-bit addresses
     assert 5347 in r.capabilities                           # PhysicalStorageBufferAddresses
-    for blob in (bindings, addresses):
+    assert mr.TILINGS["bindings"] == mr.TILINGS["addresses"] == mr.LIBRARY_TILING
+    assert shared_bytes(*mr.LIBRARY_TILING[:3]) == (256 * 5 + 32 * 33) * 16
+    for build, blob in blobs.items():
+        block_m, block_n, k_step, along_m, along_n = mr.TILINGS[build]
         r = reflect(blob)
-        assert r.local_size == (256, 1, 1) and 6022 in r.capabilities      # CooperativeMatrixKHR
-        assert workgroup_memory_size(blob, {}) == SHARED_BYTES
-    assert bindings != addresses
+        if build != "addresses":
+            assert [b.kind for b in r.bindings] == ["storage_buffer"] * 3 and r.push_constant_size == 0
+        assert r.local_size == (along_m * along_n * 32, 1, 1) and 6022 in r.capabilities   # CooperativeMatrixKHR
+        assert workgroup_memory_size(blob, {}) == shared_bytes(block_m, block_n, k_step), build
+        assert mr.groups(build, 4096) == (4096 // block_n, 4096 // block_m, 1)
+    assert len(set(blobs.values())) == len(blobs)
+
+
+@pytest.mark.parametrize("build", mr.BUILDS)
+def test_every_tiling_splits_evenly(build):
+    """The source divides without remainders: whole fragments per
+    subgroup, whole uvec4s per thread for each staged tile, whole K steps
+    and blocks of the benchmark's size."""
+    block_m, block_n, k_step, along_m, along_n = mr.TILINGS[build]
+    threads = along_m * along_n * 32
+    assert block_m % (along_m * 16) == 0 and block_n % (along_n * 16) == 0 and k_step % 16 == 0
+    assert (block_m * k_step) % (8 * threads) == 0 and (k_step * block_n) % (8 * threads) == 0
+    assert mr.SIZE % block_m == 0 and mr.SIZE % block_n == 0 and mr.SIZE % k_step == 0
 
 
 def test_the_committed_builds_are_what_their_source_compiles_to(tmp_path):
