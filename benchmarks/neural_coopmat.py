@@ -25,8 +25,7 @@ activation read from a table in the bias buffer at run time). Each comes
 with fp16 and fp32 accumulators. What no step covers is how ``rec.mlp``
 reads its queries (staged through shared memory from fp16 or fp32 rows of
 any stride, bounds-checked) and writes its results (through an fp32 tile).
-The
-SPIR-V is compiled by glslangValidator 13 or later (Debian 12's glslc
+The SPIR-V is compiled by glslangValidator 13 or later (Debian 12's glslc
 predates GL_KHR_cooperative_matrix; ``pip install 'guestcompute[bake]'``
 brings one) and committed; ``--build`` rebuilds it. It is loaded with
 ``ctx.kernel(..., validate=False)``, because Debian 12's spirv-val predates

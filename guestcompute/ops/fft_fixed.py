@@ -74,7 +74,6 @@ def layout(n: int, columns: bool, narrow: bool = False) -> tuple:
     wide.)"""
     if columns and narrow:
         per, rows = 8, 4
-        threads = n // per
     elif columns:
         per = min(n, 16 if n >= 256 else 8)
         threads = n // per
