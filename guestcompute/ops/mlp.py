@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, WrongContextError
 from ..tensor import Tensor
 from ..vk.cooperative_vector import to_inferencing_optimal
+from .mlp_coopvec import offsets as coopvec_offsets
 from .mlp_coopvec import pack as coopvec_pack
 from .mlp_kernels import ACTIVATIONS, PAD, TABLE_WORDS, WEIGHT_DTYPES
 
@@ -188,15 +189,18 @@ class Network:
         self.ctx, self.dtype, self.accumulate = ctx, dtype, accumulate
         self.layers = layers
         self.weights = ctx.tensor(pack(layers, dtype))
-        self._coopvec = None            # (width classes, weights) of the cooperative-vector kernel, once made
+        self._coopvec = None            # (width classes, weights, offsets) of the cooperative-vector kernel
 
-    def coopvec_weights(self, classes: tuple) -> Tensor:
-        """The network buffer of the cooperative-vector kernel for width
-        ``classes`` (ops/mlp_coopvec.py), made on first use: its matrices
-        converted to this device's inferencing-optimal layout."""
+    def coopvec_weights(self, classes: tuple) -> tuple:
+        """(network buffer, its offset push constants) of the
+        cooperative-vector kernel for width ``classes``
+        (ops/mlp_coopvec.py), made on first use: its matrices converted to
+        this device's inferencing-optimal layout. The offsets depend on the
+        classes and depth only, so new weights keep them."""
         if self._coopvec is None or self._coopvec[0] != classes:
-            self._coopvec = (classes, self.ctx.tensor(self._coopvec_words(self.layers, classes)))
-        return self._coopvec[1]
+            words = self._coopvec_words(self.layers, classes)
+            self._coopvec = (classes, self.ctx.tensor(words), coopvec_offsets(words, self.depth))
+        return self._coopvec[1:]
 
     def _coopvec_words(self, layers, classes: tuple) -> np.ndarray:
         device = self.ctx.device.handle
@@ -246,7 +250,7 @@ class Network:
         else:
             rec.copy(self.ctx.tensor(packed), out=self.weights)
             if self._coopvec is not None:
-                classes, words = self._coopvec
+                classes, words, _ = self._coopvec
                 rec.copy(self.ctx.tensor(self._coopvec_words(layers, classes)), out=words)
         self.layers = layers
 

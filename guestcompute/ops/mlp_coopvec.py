@@ -15,6 +15,17 @@ The network buffer (:func:`pack`): a table of four words per layer (the
 matrix's and the bias's byte offsets, activation code, slope bits), then
 each layer's matrix (N x K, converted by the caller, at 64-byte offsets)
 and bias (N fp16, at 16-byte offsets), each padded with zeros to its class.
+The kernel takes the offsets of the first layer, the last and the first
+:data:`PUSHED_HIDDEN` hidden layers from push constants (:func:`offsets`),
+with the hidden layers written out one after another, each behind a
+uniform test of the depth; deeper layers read them from the table in a
+loop. A matrix offset the driver sees as a push constant is what lets it
+run the product at full rate: the minimal reference,
+benchmarks/baselines/coopvec_mlp.slang, ran 458 TFLOP/s on an H200 with
+its five layers written out and their offsets in push constants, 201
+reading them from the table, and this kernel with the hidden layers'
+offsets computed in a loop from one pushed offset and a stride ran 204.
+The activations stay in the table.
 
 Operands are float16/float32 tensors (byte-address buffers: the element
 type is a mode in the push constants): ``x_mode`` 0 loads a query's
@@ -40,10 +51,13 @@ MATRIX_ALIGN, BIAS_ALIGN = 64, 16         # VK_NV_cooperative_vector's offset al
 VECTOR_ALIGN = 16                         # what a vector load or store of the operands is given
 TABLE_BYTES = 16                          # one layer's entry
 
+PUSHED_HIDDEN = 7                         # hidden layers whose offsets are push constants (128 bytes in all)
+OFFSET_PUSH = ("w_first", "b_first", "w_last", "b_last") + tuple(
+    f"{kind}{layer}" for layer in range(1, PUSHED_HIDDEN + 1) for kind in "wb")
 PUSH = (Push("rows", "uint"), Push("depth", "uint"), Push("in_w", "uint"), Push("out_w", "uint"),
         Push("x_off", "uint"), Push("x_sr", "int"), Push("x_sc", "int"), Push("x_mode", "uint"),
         Push("o_off", "uint"), Push("o_sr", "int"), Push("o_sc", "int"), Push("o_mode", "uint"),
-        Push("groups_x", "uint"), Push("groups_y", "uint"))
+        Push("groups_x", "uint"), Push("groups_y", "uint")) + tuple(Push(name, "uint") for name in OFFSET_PUSH)
 
 
 def width_class(width: int, classes=WIDTH_CLASSES):
@@ -74,11 +88,10 @@ static const int W = %(w)d;
 static const int OUT = %(out)d;
 typealias Acc = %(acc)s;
 
-CoopVec<Acc, N> dense<let N : int, let K : int>(CoopVec<half, K> v, uint layer)
+CoopVec<Acc, N> dense<let N : int, let K : int>(CoopVec<half, K> v, uint w_at, uint b_at)
 {
-    uint at = layer * %(table)du;
-    return coopVecMatMulAdd<Acc, N>(v, CoopVecComponentType::Float16, net, net.Load(at),
-                                    CoopVecComponentType::Float16, net, net.Load(at + 4u),
+    return coopVecMatMulAdd<Acc, N>(v, CoopVecComponentType::Float16, net, w_at,
+                                    CoopVecComponentType::Float16, net, b_at,
                                     CoopVecComponentType::Float16, CoopVecMatrixLayout::InferencingOptimal,
                                     false, 0);
 }
@@ -128,19 +141,23 @@ void main(uint3 gid: SV_GroupID, uint3 tid: SV_GroupThreadID)
     if (q >= pc.rows) return;
     CoopVec<half, IN> v = load_x(q);
     uint last = pc.depth - 1u;
-    if (last == 0u) { store_o(q, activate<OUT>(dense<OUT, IN>(v, 0u), 0u)); return; }
-    CoopVec<half, W> h = CoopVec<half, W>(activate<W>(dense<W, IN>(v, 0u), 0u));
-    for (uint l = 1u; l < last; ++l)
-        h = CoopVec<half, W>(activate<W>(dense<W, W>(h, l), l));
-    store_o(q, activate<OUT>(dense<OUT, W>(h, last), last));
+    if (last == 0u) { store_o(q, activate<OUT>(dense<OUT, IN>(v, pc.w_last, pc.b_last), 0u)); return; }
+    CoopVec<half, W> h = CoopVec<half, W>(activate<W>(dense<W, IN>(v, pc.w_first, pc.b_first), 0u));
+%(hidden)s
+    for (uint l = %(pushed_end)du; l < last; ++l)
+        h = CoopVec<half, W>(activate<W>(dense<W, W>(h, net.Load(l * %(table)du), net.Load(l * %(table)du + 4u)), l));
+    store_o(q, activate<OUT>(dense<OUT, W>(h, pc.w_last, pc.b_last), last));
 }
 """
 
 
 @family("mlp_coopvec", language="slang")
 def _render(spec: KernelSpec) -> str:
+    hidden = "\n".join(f"    if (last > {l}u) h = CoopVec<half, W>(activate<W>(dense<W, W>(h, pc.w{l}, pc.b{l}), {l}u));"
+                       for l in range(1, PUSHED_HIDDEN + 1))
     return _BODY % {"in": spec.param("in"), "w": spec.param("w"), "out": spec.param("out"),
-                    "acc": ACCUMULATORS[spec.param("acc")], "table": TABLE_BYTES, "threads": THREADS}
+                    "acc": ACCUMULATORS[spec.param("acc")], "table": TABLE_BYTES, "threads": THREADS,
+                    "hidden": hidden, "pushed_end": PUSHED_HIDDEN + 1}
 
 
 @variants("mlp_coopvec")
@@ -185,3 +202,17 @@ def pack(layers, classes: tuple, convert) -> np.ndarray:
         blob[i * TABLE_BYTES:(i + 1) * TABLE_BYTES] = entry.tobytes()
     blob += bytes(-len(blob) % 16)
     return np.frombuffer(bytes(blob), np.uint32).copy()
+
+
+def offsets(words: np.ndarray, depth: int) -> dict:
+    """The kernel's offset push constants (:data:`OFFSET_PUSH`) of a
+    network buffer made by :func:`pack` for ``depth`` layers, from its
+    table; the hidden layers past the network's depth get 0 (never read)."""
+    table = words[:depth * TABLE_BYTES // 4].reshape(depth, TABLE_BYTES // 4)
+    last = depth - 1
+    out = {name: 0 for name in OFFSET_PUSH}
+    out.update(w_first=int(table[0][0]), b_first=int(table[0][1]), w_last=int(table[last][0]),
+               b_last=int(table[last][1]))
+    for layer in range(1, min(last, PUSHED_HIDDEN + 1)):
+        out[f"w{layer}"], out[f"b{layer}"] = int(table[layer][0]), int(table[layer][1])
+    return out

@@ -97,6 +97,44 @@ def test_the_network_buffer_layout():
     assert len(blob) % 16 == 0
 
 
+@pytest.mark.parametrize("widths", [(20, 3), (20, 50, 3), (20, 50, 33, 3), (32, 64, 64, 64, 64, 16),
+                                    (64, 128, 128, 128, 128, 128, 128, 128, 8), (16,) + (32,) * 11 + (4,)])
+@pytest.mark.parametrize("matrix_bytes", [lambda m: m.tobytes(), lambda m: m.tobytes() + bytes(40)])
+def test_offsets_are_the_tables_entries(widths, matrix_bytes):
+    """The kernel's offset push constants give the first layer, the last
+    and the first PUSHED_HIDDEN hidden layers the matrix and bias offsets
+    their table entries hold (the deeper ones read the table), also where
+    the device's layout makes a matrix longer than N x K fp16 values (the
+    second converter)."""
+    layers = [gc.Dense(RNG.standard_normal((k, n)), RNG.standard_normal(n)) for k, n in zip(widths, widths[1:])]
+    words = cv.pack(layers, cv.classes_of(widths), matrix_bytes)
+    pushed = cv.offsets(words, len(layers))
+    assert set(pushed) == set(cv.OFFSET_PUSH)
+    last = len(layers) - 1
+    for i in range(len(layers)):
+        entry = tuple(words[i * cv.TABLE_BYTES // 4:][:2])
+        if i == last:
+            assert (pushed["w_last"], pushed["b_last"]) == entry
+        elif i == 0:
+            assert (pushed["w_first"], pushed["b_first"]) == entry
+        elif i <= cv.PUSHED_HIDDEN:
+            assert (pushed[f"w{i}"], pushed[f"b{i}"]) == entry
+    unused = range(max(1, last), cv.PUSHED_HIDDEN + 1)
+    assert all(pushed[f"w{i}"] == pushed[f"b{i}"] == 0 for i in unused)
+
+
+def test_the_kernel_writes_out_each_pushed_hidden_layer():
+    """One uniform test of the depth per pushed hidden layer, then the loop
+    over the table for the deeper ones; the push block fits the 128 bytes
+    every device has."""
+    spec = cv.coopvec_spec(32, 64, 16, "float16")
+    source = spec.render()
+    for layer in range(1, cv.PUSHED_HIDDEN + 1):
+        assert f"if (last > {layer}u) h = " in source and f"pc.w{layer}, pc.b{layer}" in source
+    assert f"for (uint l = {cv.PUSHED_HIDDEN + 1}u; l < last; ++l)" in source
+    assert spec.push_size == 128
+
+
 # -- on a device that runs it -------------------------------------------------------------
 
 def _coopvec_ctx(ctx, acc):
