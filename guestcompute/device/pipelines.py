@@ -113,7 +113,7 @@ class Pipelines:
         self._set_layouts: dict = {}
         self._layouts: dict = {}
         self._pipelines: dict = {}     # full key -> Pipeline
-        self._by_spec: dict = {}       # KernelSpec -> Pipeline (fast path)
+        self._by_spec: dict = {}       # (KernelSpec, specialization constants) -> Pipeline (fast path)
         self._pending: dict = {}       # full key -> Future of a pipeline being created
         self.stats = {"pipelines_created": 0, "pipeline_hits": 0, "modules_created": 0,
                       "module_hits": 0, "layouts_created": 0, "set_layouts_created": 0,
@@ -123,8 +123,9 @@ class Pipelines:
     def resolve(self, spec, spirv: bytes = None, spec_constants: tuple = ()) -> "Pipeline":
         """The pipeline of ``spec`` (a Dispatch's), created on first use.
         ``spirv``: the code a user kernel brings (checked before the driver
-        sees it); None renders the built-in spec through the SPIR-V cache."""
-        pipe = self._by_spec.get(spec)
+        sees it); None renders the built-in spec through the SPIR-V cache.
+        ``spec_constants``: (id, uint value) pairs after the workgroup size's."""
+        pipe = self._by_spec.get((spec, tuple(spec_constants)))
         if pipe is not None:
             self.count_hit()
             return pipe
@@ -244,9 +245,9 @@ class Pipelines:
         """Pipeline lookups that found an existing pipeline, all threads."""
         return self.stats["pipeline_hits"] + sum(c[0] for c in list(self._hit_cells))
 
-    def lookup(self, spec):
+    def lookup(self, spec, spec_constants: tuple = ()):
         """The pipeline of a spec if it already exists (lock-free)."""
-        return self._by_spec.get(spec)
+        return self._by_spec.get((spec, tuple(spec_constants)))
 
     def get(self, spec, spirv: bytes, bindings: tuple, push_size: int, entry: str = "main",
             spec_constants: tuple = (), kinds: tuple = None) -> Pipeline:
@@ -255,7 +256,9 @@ class Pipelines:
         (default: all storage buffers); ``spec_constants`` extra (id, uint
         value) pairs after the workgroup size (ids 0..2)."""
         kinds = tuple(kinds) if kinds is not None else ("buffer",) * len(bindings)
-        hit = self._by_spec.get(spec)
+        spec_constants = tuple(spec_constants)
+        fast = (spec, spec_constants)
+        hit = self._by_spec.get(fast)
         if hit is not None:
             self.count_hit()
             return hit
@@ -268,7 +271,7 @@ class Pipelines:
             pipe = self._pipelines.get(key)
             if pipe is not None:
                 self.count_hit()
-                self._by_spec[spec] = pipe
+                self._by_spec[fast] = pipe
                 return pipe
             pending = self._pending.get(key)
             creator = pending is None
@@ -278,7 +281,7 @@ class Pipelines:
             pipe = pending.result()          # another thread creates it; re-raises its error
             with self._lock:
                 self.count_hit()
-                self._by_spec[spec] = pipe
+                self._by_spec[fast] = pipe
             return pipe
         try:
             handle, seconds = self._create(module, entry, consts, layout)
@@ -290,7 +293,7 @@ class Pipelines:
         pipe = Pipeline(handle, layout, set_layout, len(bindings), push_size, spec, bindings)
         with self._lock:
             self._pipelines[key] = pipe
-            self._by_spec[spec] = pipe
+            self._by_spec[fast] = pipe
             del self._pending[key]
             self.stats["pipelines_created"] += 1
             self.stats["pipeline_create_seconds"] += seconds

@@ -230,20 +230,28 @@ class Network:
 
     # -- new weights ---------------------------------------------------------------------
     def update(self, layers, *, rec=None) -> None:
-        """New layers of the same widths (activations may change). Without
-        ``rec`` the packed buffer is replaced by a new one: work recorded
+        """New layers of the same widths. Without ``rec`` the packed buffer
+        is replaced by a new one and activations may change: work recorded
         before keeps reading the old weights (a buffer lives until its last
         epoch retires). With ``rec`` the same buffer is rewritten in place
         by a copy recorded there, ordered after the work recorded before it
-        in that recording (and before the work after it)."""
+        in that recording (and before the work after it); each layer keeps
+        its activation, which a recorded dispatch may have compiled into
+        its pipeline (the cooperative-vector kernel's specialization
+        constants)."""
         layers = check_layers(layers)
         if tuple(layer.shape for layer in layers) != tuple(layer.shape for layer in self.layers):
             raise ShapeError(f"mlp update: layers of shapes {[layer.shape for layer in layers]}, the network "
                              f"has {[layer.shape for layer in self.layers]}; make a new network with ctx.mlp")
         _check_range(layers, self.dtype)
-        packed = pack(layers, self.dtype)
         if rec is not None and getattr(rec, "ctx", None) is not self.ctx:
             raise WrongContextError("mlp update: rec records for another context")
+        if rec is not None and _activations(layers) != _activations(self.layers):
+            raise InvalidArgumentError(
+                f"mlp update in place (rec=): activations {_activations(layers)} differ from the network's "
+                f"{_activations(self.layers)}; work already recorded may have them compiled in, so an in-place "
+                "update keeps them: give new activations with net.update(layers) without rec (a new buffer)")
+        packed = pack(layers, self.dtype)
         if rec is None:
             self.weights = self.ctx.tensor(packed)
             self._coopvec = None
@@ -280,6 +288,12 @@ class Network:
 
     def __repr__(self):
         return f"Network({' -> '.join(map(str, self.widths))}, {self.dtype}, {self.depth} layers)"
+
+
+def _activations(layers) -> list:
+    """Each layer's activation, with its slope where it has one."""
+    return [(layer.activation, layer.slope) if layer.activation == "leaky_relu" else layer.activation
+            for layer in layers]
 
 
 def apply_activation(v: np.ndarray, name: str, slope: float = 0.01) -> np.ndarray:

@@ -7,9 +7,9 @@ Written in Slang (kernels/spec.py's Slang families): the GLSL compilers
 baking uses here predate GL_NV_cooperative_vector, slangc knows it. The
 vector lengths are compile-time, so a variant is a width class for the
 input (IN), the hidden layers (W, all padded to it) and the output (OUT),
-and the accumulator (the matrix-vector result's type); depth, widths
-within the classes and activations are data — one kernel serves every
-network of its classes.
+and the accumulator (the matrix-vector result's type); widths within the
+classes are data, depth and activations specialization constants — one
+module serves every network of its classes.
 
 The network buffer (:func:`pack`): a table of four words per layer (the
 matrix's and the bias's byte offsets, activation code, slope bits), then
@@ -17,15 +17,19 @@ each layer's matrix (N x K, converted by the caller, at 64-byte offsets)
 and bias (N fp16, at 16-byte offsets), each padded with zeros to its class.
 The kernel takes the offsets of the first layer, the last and the first
 :data:`PUSHED_HIDDEN` hidden layers from push constants (:func:`offsets`),
-with the hidden layers written out one after another, each behind a
-uniform test of the depth; deeper layers read them from the table in a
-loop. A matrix offset the driver sees as a push constant is what lets it
-run the product at full rate: the minimal reference,
-benchmarks/baselines/coopvec_mlp.slang, ran 458 TFLOP/s on an H200 with
-its five layers written out and their offsets in push constants, 201
-reading them from the table, and this kernel with the hidden layers'
-offsets computed in a loop from one pushed offset and a stride ran 204.
-The activations stay in the table.
+and the depth and those layers' activations (code and slope) as
+specialization constants (:func:`spec_constants`): the hidden layers are
+written out one after another, each behind a test of the depth that the
+driver folds away with the constants, so that the chain of products it
+compiles is straight-line code with its offsets in push constants. That is
+what lets it run the products at full rate: the minimal reference,
+benchmarks/baselines/coopvec_mlp.slang, ran 472 TFLOP/s on an H100 with its
+five layers written out and their offsets in push constants, about 205
+reading the offsets from a table, 212 with each activation picked by a
+code read from the table and 247 with each hidden layer behind a test of
+a pushed depth (each alone; this kernel with all three ran 207). Deeper
+layers read their offsets and activations from the table in a loop. A
+network's pipeline is therefore made per depth and activations.
 
 Operands are float16/float32 tensors (byte-address buffers: the element
 type is a mode in the push constants): ``x_mode`` 0 loads a query's
@@ -54,7 +58,12 @@ TABLE_BYTES = 16                          # one layer's entry
 PUSHED_HIDDEN = 7                         # hidden layers whose offsets are push constants (128 bytes in all)
 OFFSET_PUSH = ("w_first", "b_first", "w_last", "b_last") + tuple(
     f"{kind}{layer}" for layer in range(1, PUSHED_HIDDEN + 1) for kind in "wb")
-PUSH = (Push("rows", "uint"), Push("depth", "uint"), Push("in_w", "uint"), Push("out_w", "uint"),
+# Specialization constant ids (0-2 are the workgroup size's): the depth, then
+# an activation code and a slope for each slot: the first layer, the pushed
+# hidden layers, the last layer.
+SLOTS = PUSHED_HIDDEN + 2
+DEPTH_ID, CODE_ID, SLOPE_ID = 3, 4, 4 + SLOTS
+PUSH = (Push("rows", "uint"), Push("in_w", "uint"), Push("out_w", "uint"),
         Push("x_off", "uint"), Push("x_sr", "int"), Push("x_sc", "int"), Push("x_mode", "uint"),
         Push("o_off", "uint"), Push("o_sr", "int"), Push("o_sc", "int"), Push("o_mode", "uint"),
         Push("groups_x", "uint"), Push("groups_y", "uint")) + tuple(Push(name, "uint") for name in OFFSET_PUSH)
@@ -87,6 +96,7 @@ static const int IN = %(in)d;
 static const int W = %(w)d;
 static const int OUT = %(out)d;
 typealias Acc = %(acc)s;
+%(constants)s
 
 CoopVec<Acc, N> dense<let N : int, let K : int>(CoopVec<half, K> v, uint w_at, uint b_at)
 {
@@ -96,18 +106,23 @@ CoopVec<Acc, N> dense<let N : int, let K : int>(CoopVec<half, K> v, uint w_at, u
                                     false, 0);
 }
 
-CoopVec<Acc, N> activate<let N : int>(CoopVec<Acc, N> v, uint layer)
+// The activation of a code and slope: constants for the slots, table words deeper.
+CoopVec<Acc, N> apply<let N : int>(CoopVec<Acc, N> v, uint code, float slope)
 {
-    uint at = layer * %(table)du;
-    uint code = net.Load(at + 8u);
     if (code == 0u) return v;
     CoopVec<Acc, N> zero = CoopVec<Acc, N>(Acc(0));
     if (code == 1u) return max(v, zero);
-    if (code == 2u) return max(v, zero) + min(v, zero) * Acc(asfloat(net.Load(at + 12u)));
+    if (code == 2u) return max(v, zero) + min(v, zero) * Acc(slope);
     if (code == 4u) return tanh(v);
     CoopVec<Acc, N> one = CoopVec<Acc, N>(Acc(1));
     CoopVec<Acc, N> s = one / (one + exp(-v));
     return code == 3u ? s : v * s;
+}
+
+CoopVec<Acc, N> from_table<let N : int>(CoopVec<Acc, N> v, uint layer)
+{
+    uint at = layer * %(table)du;
+    return apply<N>(v, net.Load(at + 8u), asfloat(net.Load(at + 12u)));
 }
 
 CoopVec<half, IN> load_x(uint q)
@@ -140,24 +155,28 @@ void main(uint3 gid: SV_GroupID, uint3 tid: SV_GroupThreadID)
     uint q = (gid.x + pc.groups_x * (gid.y + pc.groups_y * gid.z)) * %(threads)du + tid.x;
     if (q >= pc.rows) return;
     CoopVec<half, IN> v = load_x(q);
-    uint last = pc.depth - 1u;
-    if (last == 0u) { store_o(q, activate<OUT>(dense<OUT, IN>(v, pc.w_last, pc.b_last), 0u)); return; }
-    CoopVec<half, W> h = CoopVec<half, W>(activate<W>(dense<W, IN>(v, pc.w_first, pc.b_first), 0u));
+    if (DEPTH == 1u) { store_o(q, apply<OUT>(dense<OUT, IN>(v, pc.w_last, pc.b_last), CODE%(last)d, SLOPE%(last)d)); return; }
+    CoopVec<half, W> h = CoopVec<half, W>(apply<W>(dense<W, IN>(v, pc.w_first, pc.b_first), CODE0, SLOPE0));
 %(hidden)s
-    for (uint l = %(pushed_end)du; l < last; ++l)
-        h = CoopVec<half, W>(activate<W>(dense<W, W>(h, net.Load(l * %(table)du), net.Load(l * %(table)du + 4u)), l));
-    store_o(q, activate<OUT>(dense<OUT, W>(h, pc.w_last, pc.b_last), last));
+    for (uint l = %(pushed_end)du; l + 1u < DEPTH; ++l)
+        h = CoopVec<half, W>(from_table<W>(dense<W, W>(h, net.Load(l * %(table)du), net.Load(l * %(table)du + 4u)), l));
+    store_o(q, apply<OUT>(dense<OUT, W>(h, pc.w_last, pc.b_last), CODE%(last)d, SLOPE%(last)d));
 }
 """
 
 
 @family("mlp_coopvec", language="slang")
 def _render(spec: KernelSpec) -> str:
-    hidden = "\n".join(f"    if (last > {l}u) h = CoopVec<half, W>(activate<W>(dense<W, W>(h, pc.w{l}, pc.b{l}), {l}u));"
-                       for l in range(1, PUSHED_HIDDEN + 1))
+    constants = [f"[vk::constant_id({DEPTH_ID})] const uint DEPTH = 2;"]
+    constants += [f"[vk::constant_id({CODE_ID + i})] const uint CODE{i} = 0;" for i in range(SLOTS)]
+    constants += [f"[vk::constant_id({SLOPE_ID + i})] const float SLOPE{i} = 0.0;" for i in range(SLOTS)]
+    # Hidden layer l runs when the depth exceeds l + 1 (layers 0..depth-2 are all but the last).
+    hidden = "\n".join(f"    if (DEPTH > {l + 1}u) h = CoopVec<half, W>(apply<W>(dense<W, W>(h, pc.w{l}, pc.b{l}), "
+                       f"CODE{l}, SLOPE{l}));" for l in range(1, PUSHED_HIDDEN + 1))
     return _BODY % {"in": spec.param("in"), "w": spec.param("w"), "out": spec.param("out"),
                     "acc": ACCUMULATORS[spec.param("acc")], "table": TABLE_BYTES, "threads": THREADS,
-                    "hidden": hidden, "pushed_end": PUSHED_HIDDEN + 1}
+                    "constants": "\n".join(constants), "hidden": hidden, "pushed_end": PUSHED_HIDDEN + 1,
+                    "last": SLOTS - 1}
 
 
 @variants("mlp_coopvec")
@@ -216,3 +235,19 @@ def offsets(words: np.ndarray, depth: int) -> dict:
     for layer in range(1, min(last, PUSHED_HIDDEN + 1)):
         out[f"w{layer}"], out[f"b{layer}"] = int(table[layer][0]), int(table[layer][1])
     return out
+
+
+def spec_constants(layers) -> tuple:
+    """The kernel's specialization constants for ``layers`` (ops/mlp.Dense),
+    as (id, uint value) pairs: the depth, then the code and slope bits of
+    the first layer, the pushed hidden layers and the last layer (slots
+    of layers the network lacks stay 0)."""
+    depth = len(layers)
+    slots = {SLOTS - 1: layers[-1]} | {i: layers[i] for i in range(min(depth - 1, PUSHED_HIDDEN + 1))}
+    out = [(DEPTH_ID, depth)]
+    for slot in range(SLOTS):
+        layer = slots.get(slot)
+        code = ACTIVATIONS.index(layer.activation) if layer else 0
+        slope = int(np.array([layer.slope if layer else 0.0], np.float32).view(np.uint32)[0])
+        out += [(CODE_ID + slot, code), (SLOPE_ID + slot, slope)]
+    return tuple(sorted(out))

@@ -277,17 +277,18 @@ def mlp(ctx, x, net, *, out=None, kernel: str = None):
     if o_layout not in ("f16", "f32"):
         x_push["img_w"] = lead[1]
     values = {"rows": rows, "depth": net.depth, "in_w": net.in_width, "out_w": net.out_width, **x_push, **o_push}
-    weights = net.weights
+    weights, constants = net.weights, ()
     if name == "nv_coopvec":
         in_c, _, out_c = problem.classes
         values["x_mode"] = _vector_mode(x_push, "x_", x_layout, net.in_width, in_c)
         values["o_mode"] = _vector_mode(o_push, "o_", o_layout, net.out_width, out_c)
         weights, offsets = net.coopvec_weights(problem.classes)
         values.update(offsets)
+        constants = coopvec.spec_constants(net.layers)
         per_group = coopvec.THREADS
     else:
         per_group = kernels.khr_tiling(spec).rows if spec.family == "mlp_khr" else kernels.FMA_ROWS
     groups = groups_for(-(-rows // per_group), 1, ctx.limits.max_workgroup_count)
     values["groups_x"], values["groups_y"] = groups[0], groups[1]
-    main = Dispatch(spec, (x_res, weights.buffer, o_res), spec.pack(values), groups)
+    main = Dispatch(spec, (x_res, weights.buffer, o_res), spec.pack(values), groups, spec_constants=constants)
     return OpResult(result, pre + fills + [main] + post)

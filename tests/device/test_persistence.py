@@ -468,3 +468,19 @@ def test_concurrent_requests_for_one_pipeline_create_it_once(modern_ctx):
     assert not errors
     assert len({id(p) for p in got}) == 1
     assert modern_ctx.cache_stats()["pipelines_created"] == 1
+
+
+def test_specialization_constants_make_their_own_pipeline(modern_ctx):
+    """One spec with other specialization constants is another pipeline;
+    the same constants again are the same one (the spec-keyed fast path
+    used to return the first for all)."""
+    a = modern_ctx.tensor(np.ones(8, np.float32))
+    spec = _specs_of(modern_ctx, "sub", a, a)[0]
+    pipelines = modern_ctx.device.pipelines
+    plain = pipelines.resolve(spec)
+    special = pipelines.resolve(spec, None, ((7, 3),))
+    assert special is not plain
+    assert pipelines.resolve(spec, None, ((7, 3),)) is special
+    assert pipelines.resolve(spec, None, ((7, 4),)) not in (plain, special)
+    assert pipelines.resolve(spec) is plain
+    assert pipelines.lookup(spec, ((7, 3),)) is special and pipelines.lookup(spec) is plain

@@ -200,6 +200,9 @@ def test_update_and_set_weights(modern_host, modern_ctx):
     assert not np.allclose(first, after.numpy())
     with pytest.raises(gc.ShapeError):
         net.update(_layers([8, 32, 4]))
+    with pytest.raises(gc.InvalidArgumentError, match="in place"):       # activations stay in place
+        modern_host.run(ctx, lambda rec: net.update(_layers([8, 16, 4], ["relu", "sigmoid"]), rec=rec))
+    assert [layer.activation for layer in net.layers] == ["tanh", "sigmoid"]
     with pytest.raises(gc.InvalidArgumentError):
         net.set_weights([new[0].weight])
 

@@ -124,15 +124,37 @@ def test_offsets_are_the_tables_entries(widths, matrix_bytes):
 
 
 def test_the_kernel_writes_out_each_pushed_hidden_layer():
-    """One uniform test of the depth per pushed hidden layer, then the loop
-    over the table for the deeper ones; the push block fits the 128 bytes
-    every device has."""
+    """One test of the specialized depth per pushed hidden layer, with its
+    activation's constants, then the loop over the table for the deeper
+    ones; the push block fits the 128 bytes every device has."""
     spec = cv.coopvec_spec(32, 64, 16, "float16")
     source = spec.render()
     for layer in range(1, cv.PUSHED_HIDDEN + 1):
-        assert f"if (last > {layer}u) h = " in source and f"pc.w{layer}, pc.b{layer}" in source
-    assert f"for (uint l = {cv.PUSHED_HIDDEN + 1}u; l < last; ++l)" in source
-    assert spec.push_size == 128
+        assert f"if (DEPTH > {layer + 1}u) h = " in source
+        assert f"pc.w{layer}, pc.b{layer}), CODE{layer}, SLOPE{layer})" in source
+    assert f"for (uint l = {cv.PUSHED_HIDDEN + 1}u; l + 1u < DEPTH; ++l)" in source
+    assert f"[vk::constant_id({cv.DEPTH_ID})] const uint DEPTH" in source
+    assert spec.push_size <= 128
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, cv.PUSHED_HIDDEN + 1, cv.PUSHED_HIDDEN + 2, cv.PUSHED_HIDDEN + 5])
+def test_specialization_constants_carry_depth_and_activations(depth):
+    """The depth, and each slot's activation code and slope bits: the
+    first layer in slot 0, hidden layer l in slot l while it is pushed,
+    the last layer in the last slot; slots the network lacks hold 0."""
+    acts = list(mlp_op.kernels.ACTIVATIONS)
+    layers = [gc.Dense(np.ones((16, 16)), None, acts[i % len(acts)], slope=0.5 + i) for i in range(depth)]
+    constants = dict(cv.spec_constants(layers))
+    assert len(constants) == 1 + 2 * cv.SLOTS and constants[cv.DEPTH_ID] == depth
+    by_slot = {cv.SLOTS - 1: depth - 1} | {i: i for i in range(min(depth - 1, cv.PUSHED_HIDDEN + 1))}
+    for slot in range(cv.SLOTS):
+        code, bits = constants[cv.CODE_ID + slot], constants[cv.SLOPE_ID + slot]
+        if slot in by_slot:
+            layer = layers[by_slot[slot]]
+            assert acts[code] == layer.activation
+            assert np.uint32(bits).view(np.float32) == np.float32(layer.slope)
+        else:
+            assert code == bits == 0
 
 
 # -- on a device that runs it -------------------------------------------------------------
@@ -161,6 +183,7 @@ def _check(got, net, x):
     ((3, 16), ["sigmoid"]),
     ((64, 128, 128), ["tanh", "none"]),
     ((7, 40, 24, 100, 5), ["leaky_relu", "silu", "relu", "sigmoid"]),
+    ((16,) + (32,) * 11 + (4,), ["relu", "tanh", "leaky_relu", "silu"] * 3),      # past the pushed layers
 ])
 def test_networks_match_numpy(modern_host, modern_ctx, acc, widths, acts):
     ctx = _coopvec_ctx(modern_ctx, acc)
@@ -186,7 +209,7 @@ def test_strided_operands_and_weight_updates(modern_host, modern_ctx):
     out = ctx.empty((300, 32), "float16")
     ctx.run(lambda rec: rec.mlp(xt, net, out=out[:, ::2], kernel="nv_coopvec"))
     _check(out.numpy()[:, ::2], net, x[:, 4:36])
-    new = [gc.Dense(RNG.standard_normal((32, 64)) / 6, None, "tanh"), gc.Dense(RNG.standard_normal((64, 16)) / 8)]
+    new = [gc.Dense(RNG.standard_normal((32, 64)) / 6, None, "relu"), gc.Dense(RNG.standard_normal((64, 16)) / 8)]
     dense = ctx.tensor(x[:, 4:36].copy())
     y = ctx.empty((300, 16), "float16")
 
@@ -194,4 +217,8 @@ def test_strided_operands_and_weight_updates(modern_host, modern_ctx):
         net.update(new, rec=rec)                     # the converted weights are rewritten in place too
         rec.mlp(dense, net, out=y, kernel="nv_coopvec")
     ctx.run(body)
+    _check(y.numpy(), net, x[:, 4:36])
+    # new activations take a new buffer: the kernel compiles them in
+    net.update([gc.Dense(new[0].weight, None, "tanh"), new[1]])
+    ctx.run(lambda rec: rec.mlp(dense, net, out=y, kernel="nv_coopvec"))
     _check(y.numpy(), net, x[:, 4:36])
