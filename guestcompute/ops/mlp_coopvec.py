@@ -56,7 +56,7 @@ MATRIX_ALIGN, BIAS_ALIGN = 64, 16         # VK_NV_cooperative_vector's offset al
 VECTOR_ALIGN = 16                         # what a vector load or store of the operands is given
 TABLE_BYTES = 16                          # one layer's entry
 
-PUSHED_HIDDEN = 7                         # hidden layers whose offsets are push constants (128 bytes in all)
+PUSHED_HIDDEN = 7                         # hidden layers whose offsets are push constants (124 bytes in all)
 OFFSET_PUSH = ("w_first", "b_first", "w_last", "b_last") + tuple(
     f"{kind}{layer}" for layer in range(1, PUSHED_HIDDEN + 1) for kind in "wb")
 # Specialization constant ids (0-2 are the workgroup size's): the depth, then
