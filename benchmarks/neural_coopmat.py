@@ -55,10 +55,12 @@ WIDTHS = (32, 64, 64, 64, 64, 16)          # what the source is written for
 # (subgroups per workgroup, 16-row fragments per subgroup, weights in shared
 # memory, the activation's loop over fragment elements marked [[unroll]],
 # the source's STEP). The fifth differs from the first only in that loop;
-# the last four are the first at STEP 1 to 4 (rec.mlp's tiling is the
+# the sixth takes eight fragments a subgroup (the most whose rows fit the
+# 48 KiB of shared memory some drivers give, with two subgroups); the last
+# four are the first at STEP 1 to 4 (rec.mlp's tiling is the
 # first's: four subgroups of two fragments).
 VARIANTS = ((4, 2, False, True, 0), (4, 4, False, True, 0), (4, 2, True, True, 0), (2, 4, True, True, 0),
-            (4, 2, False, False, 0)) + tuple((4, 2, False, True, step) for step in (1, 2, 3, 4))
+            (4, 2, False, False, 0), (2, 8, False, True, 0)) + tuple((4, 2, False, True, step) for step in (1, 2, 3, 4))
 TABLE_UVEC4S = 2 * (len(WIDTHS) - 1) + 1   # per layer two, then the depth
 TABLE_DEPTH_AT = TABLE_UVEC4S - 1
 ACCUMULATORS = ("float16", "float32")
