@@ -439,9 +439,8 @@ class Context:
         ``specs()`` method (a program). ``progress(done, total)`` is called
         on this thread; ``threads`` creates pipelines in parallel (default:
         one per CPU, at most 8). Saves the persisted pipeline cache after.
-        Returns a :class:`~guestcompute.warmup.WarmupReport`. A kernel
-        specialized per use (the fused MLP's cooperative-vector kernel, per
-        network) gets its pipeline when first recorded, not here.
+        Returns a :class:`~guestcompute.warmup.WarmupReport`. The fused MLP's
+        per-network pipelines are made when a network is first recorded.
 
         Thread-safety: may run while other threads record with this context.
         """
