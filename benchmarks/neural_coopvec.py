@@ -18,10 +18,14 @@ row-major, and the device's inferencing-optimal one converted on the host
 with ``vkConvertCooperativeVectorMatrixNV`` — and the faster counts.
 
 Beside it the row's note gives the steps of :data:`STEPS`: the same source
-built with one more of ``rec.mlp``'s ways at each step (offsets from a
-table, the hidden layers in a loop, activation codes, operand modes), with
-inferencing-optimal weights, so that a run shows which one costs the
-reference's lead. Every result is checked against numpy, over outputs
+built with one more of the run-time ways a kernel serving any network has
+at each step (offsets from a table, the hidden layers in a loop, activation
+codes, operand modes), then with each of three of them alone (activation
+codes, operand modes, a test of the depth before each hidden layer), with
+inferencing-optimal weights, so that a run shows what each costs the
+reference. (On an H100 each alone but the modes took it from about 470 to
+210-250 TFLOP/s: why ``rec.mlp``'s kernel has the depth and activations as
+specialization constants.) Every result is checked against numpy, over outputs
 filled with NaNs first; one that fails is named in the note.
 
 Both run on one device this module creates with what ``gc.requirements``
@@ -55,9 +59,11 @@ GOAL = "ratio>=0.5"
 BASELINES = Path(__file__).resolve().parent / "baselines"
 SOURCE = BASELINES / "coopvec_mlp.slang"
 LAYOUTS = ("RowMajor", "InferencingOptimal")
-# The source's STEP define: each step adds one of rec.mlp's kernel's ways to the reference.
-STEPS = {1: "offsets from the table", 2: "+ the hidden layers in a loop", 3: "+ activation codes",
-         4: "+ operand modes"}
+# Step -> (what it adds, the source's STEP and ALONE defines): steps 1-4 add
+# one run-time way after another to the reference, 5-7 one way each alone.
+STEPS = {1: ("offsets from the table", 1, 0), 2: ("+ the hidden layers in a loop", 2, 0),
+         3: ("+ activation codes", 3, 0), 4: ("+ operand modes", 4, 0), 5: ("activation codes alone", 0, 3),
+         6: ("operand modes alone", 0, 4), 7: ("depth tests alone", 0, 5)}
 STEP_LAYOUT = "InferencingOptimal"
 TABLE_BYTES = 16                  # a layer's entry in the table: matrix offset, bias offset, code, slope bits
 EXTENSIONS = ("VK_NV_cooperative_vector", "VK_EXT_shader_replicated_composites")
@@ -82,8 +88,10 @@ def build(folder: Path = BASELINES) -> None:
     builds = [(layout, 0) for layout in LAYOUTS] + [(STEP_LAYOUT, step) for step in STEPS]
     for layout, step in builds:
         out = spirv_path(layout, folder, step)
+        source_step, alone = STEPS[step][1:] if step else (0, 0)
         subprocess.run([slangc_path(), str(SOURCE), "-target", "spirv", "-entry", "main", "-stage", "compute",
-                        f"-DLAYOUT={layout}", f"-DSTEP={step}", "-O0", "-g0", "-o", str(out)], check=True)
+                        f"-DLAYOUT={layout}", f"-DSTEP={source_step}", f"-DALONE={alone}", "-O0", "-g0",
+                        "-o", str(out)], check=True)
         out.write_bytes(strip_debug(out.read_bytes()))
 
 
@@ -258,8 +266,8 @@ def gpu_rows(env, quick: bool) -> list:
         best = max(rates, key=rates.get)
         note = (f"rec.mlp ({kernel}) {mine * 1e3:.3f} ms; reference "
                 + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in rates.items())
-                + (f"; towards rec.mlp's kernel ({STEP_LAYOUT}): "
-                   + ", ".join(f"step {k} ({STEPS[k]}) {v:.0f} TFLOP/s" for k, v in steps.items()) if steps else "")
+                + (f"; the reference with run-time ways ({STEP_LAYOUT}): "
+                   + ", ".join(f"step {k} ({STEPS[k][0]}) {v:.0f} TFLOP/s" for k, v in steps.items()) if steps else "")
                 + (f"; failed: {'; '.join(failures)}" if failures else ""))
         return [Result(SECTION, ROW, flops / mine / 1e12, "TFLOP/s",
                        f"own minimal VK_NV_cooperative_vector MLP ({best} weights), same GPU; NVIDIA's "
