@@ -26,6 +26,7 @@ from ..tensor import Tensor
 from ..vk.cooperative_vector import to_inferencing_optimal
 from .mlp_coopvec import offsets as coopvec_offsets
 from .mlp_coopvec import pack as coopvec_pack
+from .mlp_coopvec import spec_constants as coopvec_constants
 from .mlp_kernels import ACTIVATIONS, PAD, TABLE_WORDS, WEIGHT_DTYPES
 
 MAX_INPUT = 64
@@ -189,17 +190,20 @@ class Network:
         self.ctx, self.dtype, self.accumulate = ctx, dtype, accumulate
         self.layers = layers
         self.weights = ctx.tensor(pack(layers, dtype))
-        self._coopvec = None            # (width classes, weights, offsets) of the cooperative-vector kernel
+        # (width classes, weights, offsets, specialization constants) of the cooperative-vector kernel
+        self._coopvec = None
 
     def coopvec_weights(self, classes: tuple) -> tuple:
-        """(network buffer, its offset push constants) of the
-        cooperative-vector kernel for width ``classes``
-        (ops/mlp_coopvec.py), made on first use: its matrices converted to
-        this device's inferencing-optimal layout. The offsets depend on the
-        classes and depth only, so new weights keep them."""
+        """(network buffer, its offset push constants, its specialization
+        constants) of the cooperative-vector kernel for width ``classes``
+        (ops/mlp_coopvec.py), made on first use, not each time a dispatch is
+        recorded: its matrices converted to this device's
+        inferencing-optimal layout. The offsets depend on the classes and
+        depth only, so new weights keep them."""
         if self._coopvec is None or self._coopvec[0] != classes:
             words = self._coopvec_words(self.layers, classes)
-            self._coopvec = (classes, self.ctx.tensor(words), coopvec_offsets(words, self.depth))
+            self._coopvec = (classes, self.ctx.tensor(words), coopvec_offsets(words, self.depth),
+                             coopvec_constants(self.layers))
         return self._coopvec[1:]
 
     def _coopvec_words(self, layers, classes: tuple) -> np.ndarray:
@@ -258,8 +262,9 @@ class Network:
         else:
             rec.copy(self.ctx.tensor(packed), out=self.weights)
             if self._coopvec is not None:
-                classes, words, _ = self._coopvec
+                classes, words, offsets, _ = self._coopvec
                 rec.copy(self.ctx.tensor(self._coopvec_words(layers, classes)), out=words)
+                self._coopvec = (classes, words, offsets, coopvec_constants(layers))
         self.layers = layers
 
     def set_weights(self, weights, biases=None, *, transposed: bool = False, rec=None) -> None:

@@ -282,9 +282,8 @@ def mlp(ctx, x, net, *, out=None, kernel: str = None):
         in_c, _, out_c = problem.classes
         values["x_mode"] = _vector_mode(x_push, "x_", x_layout, net.in_width, in_c)
         values["o_mode"] = _vector_mode(o_push, "o_", o_layout, net.out_width, out_c)
-        weights, offsets = net.coopvec_weights(problem.classes)
+        weights, offsets, constants = net.coopvec_weights(problem.classes)
         values.update(offsets)
-        constants = coopvec.spec_constants(net.layers)
         per_group = coopvec.THREADS
     else:
         per_group = kernels.khr_tiling(spec).rows if spec.family == "mlp_khr" else kernels.FMA_ROWS

@@ -157,6 +157,25 @@ def test_specialization_constants_carry_depth_and_activations(depth):
             assert code == bits == 0
 
 
+def test_the_network_keeps_its_kernel_operands_between_dispatches(ctx, monkeypatch):
+    """The converted buffer, offsets and specialization constants are made
+    once, not each time a dispatch is recorded; an in-place update
+    rewrites the buffer and renews the constants from the new layers (the
+    row-major conversion stands in for the device's)."""
+    layers = [gc.Dense(RNG.standard_normal((32, 64)), None, "relu", slope=0.5), gc.Dense(RNG.standard_normal((64, 16)))]
+    net = ctx.mlp(layers)
+    monkeypatch.setattr(net, "_coopvec_words", lambda ls, classes: cv.pack(ls, classes, lambda m: m.tobytes()))
+    classes = cv.classes_of(net.widths)
+    buffer, offsets, constants = net.coopvec_weights(classes)
+    assert net.coopvec_weights(classes)[0] is buffer and constants == cv.spec_constants(layers)
+    assert offsets == cv.offsets(buffer.numpy(), 2)
+    new = [gc.Dense(RNG.standard_normal((32, 64)), None, "relu", slope=0.25), layers[1]]
+    ctx.run(lambda rec: net.update(new, rec=rec))
+    again, _, renewed = net.coopvec_weights(classes)
+    assert again is buffer and renewed == cv.spec_constants(new) != constants
+    np.testing.assert_array_equal(buffer.numpy(), cv.pack(new, classes, lambda m: m.tobytes()))
+
+
 # -- on a device that runs it -------------------------------------------------------------
 
 def _coopvec_ctx(ctx, acc):
