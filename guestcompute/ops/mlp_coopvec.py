@@ -46,7 +46,7 @@ import numpy as np
 
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
-from .mlp_kernels import ACTIVATIONS
+from .mlp_kernels import ACTIVATIONS, slope_bits
 
 IN_CLASSES = (16, 32, 64)
 WIDTH_CLASSES = (16, 32, 64, 128)
@@ -217,8 +217,7 @@ def pack(layers, classes: tuple, convert) -> np.ndarray:
         blob += bytes(-len(blob) % BIAS_ALIGN)
         b_at = len(blob)
         blob += b.tobytes()
-        slope = np.array([layer.slope], np.float32).view(np.uint32)[0]
-        entry = np.array([w_at, b_at, ACTIVATIONS.index(layer.activation), slope], np.uint32)
+        entry = np.array([w_at, b_at, ACTIVATIONS.index(layer.activation), slope_bits(layer.slope)], np.uint32)
         blob[i * TABLE_BYTES:(i + 1) * TABLE_BYTES] = entry.tobytes()
     blob += bytes(-len(blob) % 16)
     return np.frombuffer(bytes(blob), np.uint32).copy()
@@ -249,6 +248,5 @@ def spec_constants(layers) -> tuple:
     for slot in range(SLOTS):
         layer = slots.get(slot)
         code = ACTIVATIONS.index(layer.activation) if layer else 0
-        slope = int(np.array([layer.slope if layer else 0.0], np.float32).view(np.uint32)[0])
-        out += [(CODE_ID + slot, code), (SLOPE_ID + slot, slope)]
+        out += [(CODE_ID + slot, code), (SLOPE_ID + slot, slope_bits(layer.slope) if layer else 0)]
     return tuple(sorted(out))

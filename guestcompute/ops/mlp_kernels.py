@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
@@ -28,6 +30,12 @@ UNROLL = ("GL_EXT_control_flow_attributes",)
 TABLE_WORDS = 8                    # words of one layer's entry in the table
 PAD = 16                           # every width is padded to a multiple of this (one fragment)
 ACTIVATIONS = ("none", "relu", "leaky_relu", "sigmoid", "tanh", "silu")
+
+
+def slope_bits(slope: float) -> int:
+    """A slope as the uint32 bits of its float32, as the kernels read it."""
+    return int(np.array([slope], np.float32).view(np.uint32)[0])
+
 WEIGHT_DTYPES = ("float16", "float32")
 # Input layouts: float tensors, or a sampled image read with texelFetch.
 X_LAYOUTS = ("f16", "f32", "tex")
