@@ -8,8 +8,10 @@ a table of eight words per layer — padded fan-in K, padded width N,
 activation code, its slope (float bits), the weights' and the bias's word
 offsets — then each layer's weights, K x N row-major, and its bias. So
 one kernel serves every architecture of its width class: the widths,
-depth and activations are data, not part of the spec (no pipeline per
-network, and every variant is baked).
+depth and activations are not part of the spec, and every variant is
+baked. The portable kernel reads them from the table; the KHR kernel
+takes them for its first layers as specialization constants
+(:func:`khr_spec_constants`), a pipeline per network structure.
 
 Operands: ``x`` rows of the input (a tensor, ``x[x_off + q*x_sr + k*x_sc]``,
 or a sampled image whose pixel ``q`` is at (q % img_w, q / img_w)), and
@@ -17,6 +19,7 @@ or a sampled image whose pixel ``q`` is at (q % img_w, q / img_w)), and
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -303,22 +306,126 @@ def _khr_store(o: str) -> list:
 # Every lane of the subgroup has finished its shared-memory accesses before any goes on.
 SUBGROUP_SYNC = ["    subgroupMemoryBarrierShared();", "    subgroupBarrier();"]
 
+# The first KHR_SLOTS layers are written out with their fan-in and width in
+# fragments, activation code and slope as specialization constants, so that
+# the driver sees constant loop bounds and branches (the minimal reference
+# with every size compiled in ran 81 TFLOP/s on an H200, 58 with its widths
+# read from the table); deeper layers read them from the table in a loop.
+# Specialization constant ids (0-2 are the workgroup size's):
+KHR_SLOTS = 8
+KHR_DEPTH_ID, KHR_OUT_NF_ID, KHR_KF_ID = 3, 4, 5
+KHR_NF_ID, KHR_CODE_ID, KHR_SLOPE_ID = KHR_KF_ID + KHR_SLOTS, KHR_KF_ID + 2 * KHR_SLOTS, KHR_KF_ID + 3 * KHR_SLOTS
+
+
+def khr_spec_constants(layers) -> tuple:
+    """(id, uint value) pairs of the KHR kernel's specialization constants
+    for ``layers`` (ops/mlp.Dense): the depth, the last layer's width in
+    fragments, then each written-out layer's fan-in and width in
+    fragments, activation code and slope bits (0 past the depth)."""
+    out = [(KHR_DEPTH_ID, len(layers)), (KHR_OUT_NF_ID, -(-layers[-1].shape[1] // PAD))]
+    for s in range(KHR_SLOTS):
+        layer = layers[s] if s < len(layers) else None
+        k, n = layer.shape if layer else (0, 0)
+        slope = struct.unpack("<I", struct.pack("<f", layer.slope))[0] if layer else 0
+        out += [(KHR_KF_ID + s, -(-k // PAD)), (KHR_NF_ID + s, -(-n // PAD)),
+                (KHR_CODE_ID + s, ACTIVATIONS.index(layer.activation) if layer else 0), (KHR_SLOPE_ID + s, slope)]
+    return tuple(sorted(out))
+
+
+def _khr_constants() -> list:
+    out = [f"layout(constant_id = {KHR_DEPTH_ID}) const uint DEPTH = 1u;",
+           f"layout(constant_id = {KHR_OUT_NF_ID}) const uint OUT_NF = 1u;"]
+    for s in range(KHR_SLOTS):
+        out += [f"layout(constant_id = {KHR_KF_ID + s}) const uint KF{s} = 1u;",
+                f"layout(constant_id = {KHR_NF_ID + s}) const uint NF{s} = 1u;",
+                f"layout(constant_id = {KHR_CODE_ID + s}) const uint CODE{s} = 0u;",
+                f"layout(constant_id = {KHR_SLOPE_ID + s}) const float SLOPE{s} = 0.0;"]
+    return out
+
+
+def _khr_layer(mats: dict, acc_t: str, what: dict) -> list:
+    """One layer: its bias into the accumulators, its products, its
+    activation and, unless ``what["more"]`` is false, its rows back into
+    the subgroup's activations. ``what``: GLSL expressions for the layer's
+    fan-in K and width N, weight and bias uvec4 offsets, code, slope."""
+    row = "gl_CooperativeMatrixLayoutRowMajor"
+    each = ["    [[unroll]] for (uint i = 0u; i < RF; ++i)",
+            "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {"]
+    return [
+        f"    uint K = {what['k']}, N = {what['n']}, nf = N / 16u, wo = {what['wo']}, bo = {what['bo']};",
+        f"    uint code = {what['code']};",
+        f"    float slope = {what['slope']};",
+        "    [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
+        f"      {mats['h']} b;",
+        f"      coopMatLoad(b, net, bo + 2u * j, N / 8u, {row});",
+        f"      [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = {mats['acc']}(b);",
+        "    }",
+        "    for (uint kk = 0u; kk < K / 16u; ++kk) {",
+        f"      {mats['a']} fa[RF];",
+        "      [[unroll]] for (uint i = 0u; i < RF; ++i)",
+        f"        coopMatLoad(fa[i], pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {row});",
+        "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
+        f"        {mats['b']} fb;",
+        f"        coopMatLoad(fb, net, wo + kk * 2u * N + 2u * j, N / 8u, {row});",
+        "        [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);",
+        "      }",
+        "    }",
+        # The code is uniform (a constant for the written-out layers): one
+        # branch per layer, and every element loop unrolled, so that no
+        # fragment element is indexed dynamically.
+        "    if (code == 1u) {",
+        *each,
+        "          [[unroll]] for (int e = 0; e < acc[i][j].length(); ++e)",
+        f"            acc[i][j][e] = max(acc[i][j][e], {acc_t}(0.0));",
+        "        }",
+        "    } else if (code != 0u) {",
+        *each,
+        "          [[unroll]] for (int e = 0; e < acc[i][j].length(); ++e)",
+        f"            acc[i][j][e] = {acc_t}(activate(float(acc[i][j][e]), code, slope));",
+        "        }",
+        "    }",
+        f"    if ({what['more']}) {{",
+        # Every lane has read the rows (the loads above) before any overwrites them.
+        *SUBGROUP_SYNC,
+        *each,
+        f"        {mats['h']} h = {mats['h']}(acc[i][j]);",
+        f"        coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * j, ALEN, {row});",
+        "      }",
+        *SUBGROUP_SYNC,
+        "    }"]
+
+
+def _khr_layers(mats: dict, acc_t: str) -> list:
+    """The written-out layers, each behind a test of the specialized
+    depth, then the loop over the table for deeper ones."""
+    out = []
+    for s in range(KHR_SLOTS):
+        out += [f"  if (DEPTH > {s}u) {{"]
+        out += _khr_layer(mats, acc_t, dict(k=f"KF{s} * 16u", n=f"NF{s} * 16u", wo=f"net[{2 * s + 1}].x / 4u",
+                                             bo=f"net[{2 * s + 1}].y / 4u", code=f"CODE{s}", slope=f"SLOPE{s}",
+                                             more=f"DEPTH > {s + 1}u"))
+        out += ["  }"]
+    out += [f"  for (uint l = {KHR_SLOTS}u; l < DEPTH; ++l) {{",
+            "    uvec4 t0 = net[2u * l], t1 = net[2u * l + 1u];"]
+    out += _khr_layer(mats, acc_t, dict(k="t0.x", n="t0.y", wo="t1.x / 4u", bo="t1.y / 4u", code="t0.z",
+                                         slope="uintBitsToFloat(t0.w)", more="l + 1u < DEPTH"))
+    return out + ["  }"]
+
 
 @family("mlp_khr")
 def _render_khr(spec: KernelSpec) -> str:
     t = khr_tiling(spec)
     acc_t = "float" if spec.param("acc") == "float32" else "float16_t"
     mat = "coopmat<{}, gl_ScopeSubgroup, 16u, 16u, {}>"
-    acc_m, a_m, b_m = (mat.format(acc_t, "gl_MatrixUseAccumulator"), mat.format("float16_t", "gl_MatrixUseA"),
-                       mat.format("float16_t", "gl_MatrixUseB"))
-    h_m, f_m = mat.format("float16_t", "gl_MatrixUseAccumulator"), mat.format("float", "gl_MatrixUseAccumulator")
+    mats = dict(acc=mat.format(acc_t, "gl_MatrixUseAccumulator"), a=mat.format("float16_t", "gl_MatrixUseA"),
+                b=mat.format("float16_t", "gl_MatrixUseB"), h=mat.format("float16_t", "gl_MatrixUseAccumulator"))
+    f_m = mat.format("float", "gl_MatrixUseAccumulator")
     row = "gl_CooperativeMatrixLayoutRowMajor"
-    each = ["  [[unroll]] for (uint i = 0u; i < RF; ++i)",
-            "    [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {"]
     return "\n".join([
         "#pragma use_vulkan_memory_model",
-        f"const uint WMAX = {t.wmax}u, RF = {t.row_frags}u, NF = {t.wmax // 16}u, SR = RF * 16u, SG = {SUBGROUP}u;",
+        f"const uint RF = {t.row_frags}u, NF = {t.wmax // 16}u, SR = RF * 16u, SG = {SUBGROUP}u;",
         f"const uint ALEN = {t.alen}u, OUT_LEN = {OUT_LEN}u;",
+        *_khr_constants(),
         f"shared uvec4 pool[{t.pool}];",
         _io_glsl(spec.param("x"), spec.param("o")),
         ACTIVATE,
@@ -326,55 +433,14 @@ def _render_khr(spec: KernelSpec) -> str:
         # sm: the subgroup's first row in shared memory; q0: its first query.
         "  uint lane = gl_SubgroupInvocationID, sm = gl_SubgroupID * SR;",
         f"  uint q0 = ({WG_INDEX} * {t.subgroups}u + gl_SubgroupID) * SR;",
-        "  uint K0 = net[0].x;",
+        "  uint K0 = KF0 * 16u;",
         *_khr_load(spec.param("x")),
-        f"  {acc_m} acc[RF][NF];",
+        f"  {mats['acc']} acc[RF][NF];",
         *SUBGROUP_SYNC,
-        "  for (uint l = 0u; l < pc.depth; ++l) {",
-        "    uvec4 t0 = net[2u * l], t1 = net[2u * l + 1u];",
-        "    uint K = t0.x, N = t0.y, nf = N / 16u, wo = t1.x / 4u, bo = t1.y / 4u;",
-        "    float slope = uintBitsToFloat(t0.w);",
-        "    [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
-        f"      {h_m} b;",
-        f"      coopMatLoad(b, net, bo + 2u * j, N / 8u, {row});",
-        f"      [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = {acc_m}(b);",
-        "    }",
-        "    for (uint kk = 0u; kk < K / 16u; ++kk) {",
-        f"      {a_m} fa[RF];",
-        "      [[unroll]] for (uint i = 0u; i < RF; ++i)",
-        f"        coopMatLoad(fa[i], pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {row});",
-        "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
-        f"        {b_m} fb;",
-        f"        coopMatLoad(fb, net, wo + kk * 2u * N + 2u * j, N / 8u, {row});",
-        "        [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);",
-        "      }",
-        "    }",
-        # The code is uniform: one branch per layer, and every element loop
-        # unrolled, so that no fragment element is indexed dynamically.
-        "    if (t0.z == 1u) {",
-        *each,
-        "        [[unroll]] for (int e = 0; e < acc[i][j].length(); ++e)",
-        f"          acc[i][j][e] = max(acc[i][j][e], {acc_t}(0.0));",
-        "      }",
-        "    } else if (t0.z != 0u) {",
-        *each,
-        "        [[unroll]] for (int e = 0; e < acc[i][j].length(); ++e)",
-        f"          acc[i][j][e] = {acc_t}(activate(float(acc[i][j][e]), t0.z, slope));",
-        "      }",
-        "    }",
-        "    if (l + 1u == pc.depth) break;",
-        # Every lane has read the rows (the loads above) before any overwrites them.
-        *SUBGROUP_SYNC,
-        *each,
-        f"      {h_m} h = {h_m}(acc[i][j]);",
-        f"      coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * j, ALEN, {row});",
-        "    }",
-        *SUBGROUP_SYNC,
-        "  }",
+        *_khr_layers(mats, acc_t),
         # The fp32 output tile lies over the subgroup's own activation rows.
-        "  uint nf = (pc.depth > 0u) ? net[2u * (pc.depth - 1u)].y / 16u : 0u;",
         "  uint ot = sm * ALEN;",
-        "  [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
+        "  [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < OUT_NF) {",
         "    uint c0 = j * 16u;",
         *SUBGROUP_SYNC,
         "    [[unroll]] for (uint i = 0u; i < RF; ++i) {",

@@ -285,8 +285,11 @@ def mlp(ctx, x, net, *, out=None, kernel: str = None):
         weights, offsets, constants = net.coopvec_weights(problem.classes)
         values.update(offsets)
         per_group = coopvec.THREADS
+    elif spec.family == "mlp_khr":
+        constants = kernels.khr_spec_constants(net.layers)
+        per_group = kernels.khr_tiling(spec).rows
     else:
-        per_group = kernels.khr_tiling(spec).rows if spec.family == "mlp_khr" else kernels.FMA_ROWS
+        per_group = kernels.FMA_ROWS
     groups = groups_for(-(-rows // per_group), 1, ctx.limits.max_workgroup_count)
     values["groups_x"], values["groups_y"] = groups[0], groups[1]
     main = Dispatch(spec, (x_res, weights.buffer, o_res), spec.pack(values), groups, spec_constants=constants)

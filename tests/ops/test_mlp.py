@@ -63,6 +63,44 @@ def test_depths_and_widths_match_numpy(modern_host, modern_ctx, depth, width):
     _check(modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net)).numpy(), net, x)
 
 
+@pytest.mark.parametrize("widths", [[30, 64, 16, 48, 128, 32, 64, 16, 5],                  # as deep as written out
+                                    [30, 64, 16, 48, 128, 32, 64, 16, 80, 24, 40, 5]])      # deeper: the table
+def test_deep_networks_of_mixed_widths_match_numpy(modern_host, modern_ctx, widths):
+    """Every layer its own fan-in, width and activation, past the layers
+    the cooperative-matrix kernel writes out (mlp_kernels.KHR_SLOTS)."""
+    ctx = modern_ctx
+    acts = [ACTS[i % len(ACTS)] for i in range(len(widths) - 1)]
+    net = ctx.mlp([gc.Dense(layer.weight, layer.bias, layer.activation, slope=0.3)
+                   for layer in _layers(widths, acts)])
+    x = RNG.standard_normal((300, widths[0])).astype(np.float32)
+    _check(modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net)).numpy(), net, x)
+
+
+@pytest.mark.parametrize("depth", [1, 2, mk.KHR_SLOTS, mk.KHR_SLOTS + 3])
+def test_khr_specialization_constants(depth):
+    """The KHR kernel's constants: the depth, the last layer's width in
+    fragments, then per written-out layer its fan-in and width in
+    fragments, activation code and slope bits (0 past the depth)."""
+    widths = [20 + 7 * i for i in range(depth + 1)]
+    layers = [gc.Dense(np.ones((k, n)), None, ACTS[i % len(ACTS)], slope=0.25 * i)
+              for i, (k, n) in enumerate(zip(widths, widths[1:]))]
+    got = dict(mk.khr_spec_constants(layers))
+    assert len(got) == 2 + 4 * mk.KHR_SLOTS
+    assert got[mk.KHR_DEPTH_ID] == depth and got[mk.KHR_OUT_NF_ID] == -(-widths[-1] // 16)
+    for s in range(mk.KHR_SLOTS):
+        k, n, code, bits = (got[base + s] for base in (mk.KHR_KF_ID, mk.KHR_NF_ID, mk.KHR_CODE_ID, mk.KHR_SLOPE_ID))
+        if s < depth:
+            assert (k, n) == (-(-widths[s] // 16), -(-widths[s + 1] // 16))
+            assert mk.ACTIVATIONS[code] == layers[s].activation
+            assert np.uint32(bits).view(np.float32) == np.float32(layers[s].slope)
+        else:
+            assert k == n == code == bits == 0
+    glsl = mk.khr_spec(mk.KHR_TILINGS[0], "float32", "f32", "f32").render()
+    for s in range(mk.KHR_SLOTS):
+        assert f"if (DEPTH > {s}u) {{" in glsl and f"uint K = KF{s} * 16u, N = NF{s} * 16u" in glsl
+    assert f"for (uint l = {mk.KHR_SLOTS}u; l < DEPTH; ++l) {{" in glsl
+
+
 @pytest.mark.parametrize("act", ACTS)
 def test_each_activation(modern_host, modern_ctx, act):
     ctx = modern_ctx
