@@ -240,8 +240,7 @@ class Network:
         by a copy recorded there, ordered after the work recorded before it
         in that recording (and before the work after it); each layer keeps
         its activation, which a recorded dispatch may have compiled into
-        its pipeline (the cooperative-vector kernel's specialization
-        constants)."""
+        its pipeline (the tensor-core kernels' specialization constants)."""
         layers = check_layers(layers)
         if tuple(layer.shape for layer in layers) != tuple(layer.shape for layer in self.layers):
             raise ShapeError(f"mlp update: layers of shapes {[layer.shape for layer in layers]}, the network "
