@@ -19,7 +19,6 @@ or a sampled image whose pixel ``q`` is at (q % img_w, q / img_w)), and
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -326,7 +325,7 @@ def khr_spec_constants(layers) -> tuple:
     for s in range(KHR_SLOTS):
         layer = layers[s] if s < len(layers) else None
         k, n = layer.shape if layer else (0, 0)
-        slope = struct.unpack("<I", struct.pack("<f", layer.slope))[0] if layer else 0
+        slope = slope_bits(layer.slope) if layer else 0
         out += [(KHR_KF_ID + s, -(-k // PAD)), (KHR_NF_ID + s, -(-n // PAD)),
                 (KHR_CODE_ID + s, ACTIVATIONS.index(layer.activation) if layer else 0), (KHR_SLOPE_ID + s, slope)]
     return tuple(sorted(out))
