@@ -27,7 +27,7 @@ from ..vk.cooperative_vector import to_inferencing_optimal
 from .mlp_coopvec import offsets as coopvec_offsets
 from .mlp_coopvec import pack as coopvec_pack
 from .mlp_coopvec import spec_constants as coopvec_constants
-from .mlp_kernels import ACTIVATIONS, PAD, TABLE_WORDS, WEIGHT_DTYPES, slope_bits
+from .mlp_kernels import ACTIVATIONS, PAD, TABLE_WORDS, WEIGHT_DTYPES, khr_spec_constants, slope_bits
 
 MAX_INPUT = 64
 MAX_WIDTH = 128
@@ -189,6 +189,7 @@ class Network:
         self.ctx, self.dtype, self.accumulate = ctx, dtype, accumulate
         self.layers = layers
         self.weights = ctx.tensor(pack(layers, dtype))
+        self._khr_constants = None      # the KHR kernel's specialization constants, once made
         # (width classes, weights, offsets, specialization constants) of the cooperative-vector kernel
         self._coopvec = None
 
@@ -204,6 +205,13 @@ class Network:
             self._coopvec = (classes, self.ctx.tensor(words), coopvec_offsets(words, self.depth),
                              coopvec_constants(self.layers))
         return self._coopvec[1:]
+
+    def khr_constants(self) -> tuple:
+        """The KHR kernel's specialization constants (ops/mlp_kernels.py),
+        made once for these layers, not each time a dispatch is recorded."""
+        if self._khr_constants is None:
+            self._khr_constants = khr_spec_constants(self.layers)
+        return self._khr_constants
 
     def _coopvec_words(self, layers, classes: tuple) -> np.ndarray:
         device = self.ctx.device.handle
@@ -264,6 +272,7 @@ class Network:
                 rec.copy(self.ctx.tensor(self._coopvec_words(layers, classes)), out=words)
                 self._coopvec = (classes, words, offsets, coopvec_constants(layers))
         self.layers = layers
+        self._khr_constants = None
 
     def set_weights(self, weights, biases=None, *, transposed: bool = False, rec=None) -> None:
         """New weights (one per layer), and biases (one per layer, None

@@ -286,7 +286,7 @@ def mlp(ctx, x, net, *, out=None, kernel: str = None):
         values.update(offsets)
         per_group = coopvec.THREADS
     elif spec.family == "mlp_khr":
-        constants = kernels.khr_spec_constants(net.layers)
+        constants = net.khr_constants()
         per_group = kernels.khr_tiling(spec).rows
     else:
         per_group = kernels.FMA_ROWS

@@ -101,6 +101,18 @@ def test_khr_specialization_constants(depth):
     assert f"for (uint l = {mk.KHR_SLOTS}u; l < DEPTH; ++l) {{" in glsl
 
 
+def test_the_network_keeps_its_khr_constants_until_its_layers_change(ctx):
+    layers = _layers([20, 48, 9], ["leaky_relu", "none"])
+    net = ctx.mlp(layers)
+    made = net.khr_constants()
+    assert net.khr_constants() is made and made == mk.khr_spec_constants(layers)
+    new = [gc.Dense(layers[0].weight, layers[0].bias, "leaky_relu", slope=0.5), layers[1]]
+    ctx.run(lambda rec: net.set_weights([layer.weight for layer in new], rec=rec))
+    assert net.khr_constants() == made                    # the same activations and slopes
+    net.update(new)
+    assert net.khr_constants() == mk.khr_spec_constants(new) != made
+
+
 @pytest.mark.parametrize("act", ACTS)
 def test_each_activation(modern_host, modern_ctx, act):
     ctx = modern_ctx
