@@ -52,6 +52,7 @@ from .trig_glsl import TRIG_POLYS
 
 WORKGROUP = 128
 TILE = 2048                   # floats of shared memory a workgroup fills (8 KB; Vulkan guarantees 16)
+assert TILE % (2 * WORKGROUP) == 0        # the kernel's sine items per invocation: TILE / (2 WORKGROUP)
 MAX_FREQUENCIES = 64          # 2**63 is a float32; every larger k gives the same as k = 24
 MAX_INVOCATIONS = 1 << 31     # indices and element offsets are GLSL ints
 
@@ -144,6 +145,7 @@ def _render_frequency(spec: KernelSpec) -> str:
     out_t = as_glsl(spec.param("output"))
     return f"""{TRIG_POLYS}{_SIN_COS_PI}
 shared float tile[{spec.param("tile")}];
+const uint ITEMS = {spec.param("tile") // (2 * WORKGROUP)}u, NONE = 0xffffffffu;
 
 float load_x(uint row, uint c) {{
   return float(src[pc.x_off + int(row) * pc.x_row + int(c) * pc.x_col]);
@@ -161,16 +163,26 @@ void main() {{
     if (c0 + at.z < pc.d) tile[at.x * blocks * cols + at.z] = load_x(r0 + at.x, c0 + at.z);
     at = advance(at, pc.copy_step.xyz, 1u, cols);
   }}
-  uint nk = max(pc.n, 1u);
+  // An invocation's (row, k, coordinate) items: at most ITEMS (each fills
+  // two of the tile's floats). All their loads are issued before the first
+  // is used, so that the invocation waits for memory once, not once an item.
+  uint nk = max(pc.n, 1u), items = rows * pc.n * cols;
   at = digits(lid, nk, cols);
-  for (uint t = lid; t < rows * pc.n * cols; t += wg) {{
-    if (c0 + at.z < pc.d) {{
-      vec2 sc = sin_cos_pi(load_x(r0 + at.x, c0 + at.z), at.y);
-      uint i = (at.x * blocks + pc.inc + 2u * at.y) * cols + at.z;
-      tile[i] = sc.x;
-      tile[i + cols] = sc.y;
-    }}
+  float xs[ITEMS];
+  uint slot[ITEMS], freq[ITEMS];
+  [[unroll]] for (uint j = 0u; j < ITEMS; ++j) {{
+    uint t = lid + j * wg;
+    bool live = t < items && c0 + at.z < pc.d;
+    xs[j] = live ? load_x(r0 + at.x, c0 + at.z) : 0.0;
+    slot[j] = live ? (at.x * blocks + pc.inc + 2u * at.y) * cols + at.z : NONE;
+    freq[j] = at.y;
     at = advance(at, pc.sin_step.xyz, nk, cols);
+  }}
+  [[unroll]] for (uint j = 0u; j < ITEMS; ++j) {{
+    if (slot[j] == NONE) continue;
+    vec2 sc = sin_cos_pi(xs[j], freq[j]);
+    tile[slot[j]] = sc.x;
+    tile[slot[j] + cols] = sc.y;
   }}
   memoryBarrierShared();
   barrier();
@@ -203,7 +215,8 @@ def frequency_spec(src, dst) -> KernelSpec:
                       bindings=(Binding("src", src.glsl, READ), Binding("dst", dst.glsl, WRITE)), push=push,
                       params=(("input", src.name), ("output", dst.name), ("tile", TILE)),
                       workgroup=(WORKGROUP, 1, 1),
-                      glsl_extensions=storage_extensions((src, dst)), features=storage_features((src, dst)))
+                      glsl_extensions=storage_extensions((src, dst)) + ("GL_EXT_control_flow_attributes",),
+                      features=storage_features((src, dst)))
 
 
 def tile_shape(rows: int, d: int, blocks: int) -> tuple:
