@@ -266,8 +266,37 @@ def khr_tiling(spec: KernelSpec) -> KhrTiling:
     return KhrTiling(spec.param("wmax"), spec.param("subgroups"), spec.param("row_frags"))
 
 
-def _khr_load(x: str) -> list:
-    """The subgroup's input rows into its activation rows: eight halves (one uvec4) a lane a step."""
+# A float16 tensor whose rows are whole fragments (its width the first
+# layer's padded fan-in, its row stride and offset 16-byte aligned, as
+# cooperative-matrix loads ask) is read a fragment at a time, where the
+# subgroup's rows are all queries; so is such an output written. Elsewhere
+# the rows go element by element, with bounds and strides.
+DIRECT_IN = ("pc.x_sc == 1 && pc.x_sr > 0 && (uint(pc.x_sr) & 7u) == 0u && (pc.x_off & 7u) == 0u"
+             " && pc.in_w == K0 && q0 + SR <= pc.rows")
+DIRECT_OUT = ("pc.o_sc == 1 && pc.o_sr > 0 && (uint(pc.o_sr) & 7u) == 0u && (pc.o_off & 7u) == 0u"
+              " && pc.out_w == OUT_NF * 16u && q0 + SR <= pc.rows")
+
+
+def _khr_load(x: str, half: str) -> list:
+    """The subgroup's input rows into its activation rows: whole fragments
+    where :data:`DIRECT_IN` holds, else eight halves (one uvec4) a lane a step."""
+    row = "gl_CooperativeMatrixLayoutRowMajor"
+    staged = _khr_load_staged(x)
+    if x != "f16":
+        return staged
+    return [f"  if ({DIRECT_IN}) {{",
+            "    [[unroll]] for (uint i = 0u; i < RF; ++i)",
+            "      for (uint kk = 0u; kk < KF0; ++kk) {",
+            f"        {half} h;",
+            f"        coopMatLoad(h, x, pc.x_off + (q0 + i * 16u) * uint(pc.x_sr) + kk * 16u, uint(pc.x_sr), {row});",
+            f"        coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {row});",
+            "      }",
+            "  } else {",
+            *("  " + line for line in staged),
+            "  }"]
+
+
+def _khr_load_staged(x: str) -> list:
     if x == "tex":
         value = "(k + e < pc.in_w) ? p[min(k + e, 3u)] : 0.0"
         fetch = "    vec4 p = q < pc.rows ? load_px(q) : vec4(0.0);"
@@ -419,7 +448,6 @@ def _render_khr(spec: KernelSpec) -> str:
     mats = dict(acc=mat.format(acc_t, "gl_MatrixUseAccumulator"), a=mat.format("float16_t", "gl_MatrixUseA"),
                 b=mat.format("float16_t", "gl_MatrixUseB"), h=mat.format("float16_t", "gl_MatrixUseAccumulator"))
     f_m = mat.format("float", "gl_MatrixUseAccumulator")
-    row = "gl_CooperativeMatrixLayoutRowMajor"
     return "\n".join([
         "#pragma use_vulkan_memory_model",
         f"const uint RF = {t.row_frags}u, NF = {t.wmax // 16}u, SR = RF * 16u, SG = {SUBGROUP}u;",
@@ -433,23 +461,41 @@ def _render_khr(spec: KernelSpec) -> str:
         "  uint lane = gl_SubgroupInvocationID, sm = gl_SubgroupID * SR;",
         f"  uint q0 = ({WG_INDEX} * {t.subgroups}u + gl_SubgroupID) * SR;",
         "  uint K0 = KF0 * 16u;",
-        *_khr_load(spec.param("x")),
+        *_khr_load(spec.param("x"), mats["h"]),
         f"  {mats['acc']} acc[RF][NF];",
         *SUBGROUP_SYNC,
         *_khr_layers(mats, acc_t),
-        # The fp32 output tile lies over the subgroup's own activation rows.
-        "  uint ot = sm * ALEN;",
-        "  [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < OUT_NF) {",
-        "    uint c0 = j * 16u;",
-        *SUBGROUP_SYNC,
-        "    [[unroll]] for (uint i = 0u; i < RF; ++i) {",
-        f"      {f_m} f = {f_m}(acc[i][j]);",
-        f"      coopMatStore(f, pool, ot + i * 16u * OUT_LEN, OUT_LEN, {row});",
-        "    }",
-        *SUBGROUP_SYNC,
-        *_khr_store(spec.param("o")),
-        "  }",
+        *_khr_out(spec.param("o"), mats["h"], f_m),
         "}"])
+
+
+def _khr_out(o: str, half: str, f_m: str) -> list:
+    """The last layer's accumulators to the output: whole fragments where
+    :data:`DIRECT_OUT` holds, else through an fp32 tile, which lies over
+    the subgroup's own activation rows, 16 columns at a time."""
+    row = "gl_CooperativeMatrixLayoutRowMajor"
+    tiled = ["  uint ot = sm * ALEN;",
+             "  [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < OUT_NF) {",
+             "    uint c0 = j * 16u;",
+             *SUBGROUP_SYNC,
+             "    [[unroll]] for (uint i = 0u; i < RF; ++i) {",
+             f"      {f_m} f = {f_m}(acc[i][j]);",
+             f"      coopMatStore(f, pool, ot + i * 16u * OUT_LEN, OUT_LEN, {row});",
+             "    }",
+             *SUBGROUP_SYNC,
+             *_khr_store(o),
+             "  }"]
+    if o != "f16":
+        return tiled
+    return [f"  if ({DIRECT_OUT}) {{",
+            "    [[unroll]] for (uint i = 0u; i < RF; ++i)",
+            "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < OUT_NF) {",
+            f"        {half} h = {half}(acc[i][j]);",
+            f"        coopMatStore(h, o, pc.o_off + (q0 + i * 16u) * uint(pc.o_sr) + j * 16u, uint(pc.o_sr), {row});",
+            "      }",
+            "  } else {",
+            *("  " + line for line in tiled),
+            "  }"]
 
 
 # -- every spec the selector can produce --------------------------------------------------

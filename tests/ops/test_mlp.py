@@ -177,6 +177,36 @@ def test_strided_inputs_and_outputs(host, ctx):
     assert not out.numpy()[..., 0].any()
 
 
+def test_float16_rows_of_whole_fragments_read_and_written_directly(modern_host, modern_ctx):
+    """The cooperative-matrix kernel reads a float16 input whose rows are
+    whole fragments, and writes such an output, a fragment at a time
+    (mlp_kernels.DIRECT_IN, DIRECT_OUT); views that are not 16-byte
+    aligned, and the rows past the last whole tile, go element by element.
+    Every route must give the same result."""
+    ctx = modern_ctx
+    net = ctx.mlp(_layers([32, 64, 32]))
+    big = RNG.standard_normal((300, 72)).astype(np.float16)
+    for cols in (slice(8, 40), slice(4, 36)):             # offset 8 halves (aligned), 4 (not)
+        x = ctx.tensor(big)[:, cols]
+        got = modern_host.run(ctx, lambda rec: rec.mlp(x, net))
+        _check(got.numpy(), net, big[:, cols], f16_out=True)
+        for out_cols in (slice(16, 48), slice(12, 44)):
+            out = ctx.zeros((300, 56), "float16")
+            modern_host.run(ctx, lambda rec: rec.mlp(x, net, out=out[:, out_cols]))
+            _check(out.numpy()[:, out_cols], net, big[:, cols], f16_out=True)
+            rest = np.delete(out.numpy(), np.arange(56)[out_cols], axis=1)
+            assert not rest.any()                            # nothing written outside the view
+
+
+def test_direct_fragment_routes_only_for_float16_tensors():
+    """Only a float16 tensor operand gets the fragment-at-a-time route, behind its run-time test."""
+    both = mk.khr_spec(mk.KHR_TILINGS[0], "float16", "f16", "f16").render()
+    assert f"if ({mk.DIRECT_IN})" in both and f"if ({mk.DIRECT_OUT})" in both
+    assert "coopMatLoad(h, x," in both and "coopMatStore(h, o," in both
+    other = mk.khr_spec(mk.KHR_TILINGS[0], "float16", "f32", "put:rgba16f").render()
+    assert mk.DIRECT_IN not in other and mk.DIRECT_OUT not in other and "coopMatLoad(h, x," not in other
+
+
 def test_zero_queries(host, ctx):
     net = ctx.mlp(_layers([5, 16, 4]), dtype="float32")
     got = host.run(ctx, lambda rec: rec.mlp(ctx.empty((0, 5)), net))
