@@ -27,7 +27,7 @@ from ..vk.cooperative_vector import to_inferencing_optimal
 from .mlp_coopvec import offsets as coopvec_offsets
 from .mlp_coopvec import pack as coopvec_pack
 from .mlp_coopvec import spec_constants as coopvec_constants
-from .mlp_kernels import ACTIVATIONS, PAD, TABLE_WORDS, WEIGHT_DTYPES, khr_spec_constants, slope_bits
+from .mlp_kernels import ACTIVATIONS, PAD, TABLE_WORDS, WEIGHT_DTYPES, activation_words, khr_spec_constants
 
 MAX_INPUT = 64
 MAX_WIDTH = 128
@@ -151,8 +151,7 @@ def pack(layers, dtype: str) -> np.ndarray:
             raw = block.tobytes()
             raw += bytes(-len(raw) % 16)
             words.append(np.frombuffer(raw, np.uint32))
-        table[i, :6] = (kp, np_, ACTIVATIONS.index(layer.activation), slope_bits(layer.slope), offset,
-                        offset + words[0].size)
+        table[i, :6] = (kp, np_, *activation_words(layer), offset, offset + words[0].size)
         offset += words[0].size + words[1].size
         blocks += words
     return np.concatenate([table.ravel()] + blocks)

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..kernels.catalogue import variants
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
-from .mlp_kernels import ACTIVATIONS, slope_bits
+from .mlp_kernels import activation_words
 
 IN_CLASSES = (16, 32, 64)
 WIDTH_CLASSES = (16, 32, 64, 128)
@@ -217,7 +217,7 @@ def pack(layers, classes: tuple, convert) -> np.ndarray:
         blob += bytes(-len(blob) % BIAS_ALIGN)
         b_at = len(blob)
         blob += b.tobytes()
-        entry = np.array([w_at, b_at, ACTIVATIONS.index(layer.activation), slope_bits(layer.slope)], np.uint32)
+        entry = np.array([w_at, b_at, *activation_words(layer)], np.uint32)
         blob[i * TABLE_BYTES:(i + 1) * TABLE_BYTES] = entry.tobytes()
     blob += bytes(-len(blob) % 16)
     return np.frombuffer(bytes(blob), np.uint32).copy()
@@ -246,7 +246,6 @@ def spec_constants(layers) -> tuple:
     slots = {SLOTS - 1: layers[-1]} | {i: layers[i] for i in range(min(depth - 1, PUSHED_HIDDEN + 1))}
     out = [(DEPTH_ID, depth)]
     for slot in range(SLOTS):
-        layer = slots.get(slot)
-        code = ACTIVATIONS.index(layer.activation) if layer else 0
-        out += [(CODE_ID + slot, code), (SLOPE_ID + slot, slope_bits(layer.slope) if layer else 0)]
+        code, slope = activation_words(slots.get(slot))
+        out += [(CODE_ID + slot, code), (SLOPE_ID + slot, slope)]
     return tuple(sorted(out))

@@ -34,9 +34,14 @@ PAD = 16                           # every width is padded to a multiple of this
 ACTIVATIONS = ("none", "relu", "leaky_relu", "sigmoid", "tanh", "silu")
 
 
-def slope_bits(slope: float) -> int:
-    """A slope as the uint32 bits of its float32, as the kernels read it."""
-    return int(np.array([slope], np.float32).view(np.uint32)[0])
+def activation_words(layer) -> tuple:
+    """(activation code, the slope's float32 bits) of a layer (ops/mlp.Dense)
+    as the kernels read them, from the table or as specialization
+    constants; (0, 0) for None, a slot past the network's depth."""
+    if layer is None:
+        return 0, 0
+    return ACTIVATIONS.index(layer.activation), int(np.array([layer.slope], np.float32).view(np.uint32)[0])
+
 
 WEIGHT_DTYPES = ("float16", "float32")
 # Input layouts: float tensors, or a sampled image read with texelFetch.
@@ -359,9 +364,9 @@ def khr_spec_constants(layers) -> tuple:
     for s in range(KHR_SLOTS):
         layer = layers[s] if s < len(layers) else None
         k, n = layer.shape if layer else (0, 0)
-        slope = slope_bits(layer.slope) if layer else 0
+        code, slope = activation_words(layer)
         out += [(KHR_KF_ID + s, -(-k // PAD)), (KHR_NF_ID + s, -(-n // PAD)),
-                (KHR_CODE_ID + s, ACTIVATIONS.index(layer.activation) if layer else 0), (KHR_SLOPE_ID + s, slope)]
+                (KHR_CODE_ID + s, code), (KHR_SLOPE_ID + s, slope)]
     return tuple(sorted(out))
 
 
