@@ -199,6 +199,7 @@ def fma_loop_iterations(widths: tuple) -> int:
 
 # -- khr_coopmat: VK_KHR_cooperative_matrix 16x16x16 fp16 fragments ------------------------
 
+ROW_MAJOR = "gl_CooperativeMatrixLayoutRowMajor"
 SUBGROUP = 32          # the kernel's subgroups own rows of 16 x (row fragments); laid out for 32 lanes
 KHR_EXTS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic") + UNROLL
 
@@ -287,19 +288,18 @@ DIRECT_OUT = ("pc.o_sc == 1 && pc.o_sr > 0 && (uint(pc.o_sr) & 7u) == 0u && (pc.
               " && pc.out_w == OUT_NF * 16u && q0 + SR <= pc.rows")
 
 
-def _khr_load(x: str, half: str) -> list:
+def _khr_load(x: str, mats: dict) -> list:
     """The subgroup's input rows into its activation rows: whole fragments
     where :data:`DIRECT_IN` holds, else eight halves (one uvec4) a lane a step."""
-    row = "gl_CooperativeMatrixLayoutRowMajor"
     staged = _khr_load_staged(x)
     if x != "f16":
         return staged
     return [f"  if ({DIRECT_IN}) {{",
             "    [[unroll]] for (uint i = 0u; i < RF; ++i)",
             "      for (uint kk = 0u; kk < KF0; ++kk) {",
-            f"        {half} h;",
-            f"        coopMatLoad(h, x, pc.x_off + (q0 + i * 16u) * uint(pc.x_sr) + kk * 16u, uint(pc.x_sr), {row});",
-            f"        coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {row});",
+            f"        {mats['h']} h;",
+            f"        coopMatLoad(h, x, pc.x_off + (q0 + i * 16u) * uint(pc.x_sr) + kk * 16u, uint(pc.x_sr), {ROW_MAJOR});",
+            f"        coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {ROW_MAJOR});",
             "      }",
             "  } else {",
             *("  " + line for line in staged),
@@ -386,7 +386,6 @@ def _khr_layer(mats: dict, acc_t: str, what: dict) -> list:
     activation and, unless ``what["more"]`` is false, its rows back into
     the subgroup's activations. ``what``: GLSL expressions for the layer's
     fan-in K and width N, weight and bias uvec4 offsets, code, slope."""
-    row = "gl_CooperativeMatrixLayoutRowMajor"
     each = ["    [[unroll]] for (uint i = 0u; i < RF; ++i)",
             "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {"]
     return [
@@ -395,16 +394,16 @@ def _khr_layer(mats: dict, acc_t: str, what: dict) -> list:
         f"    float slope = {what['slope']};",
         "    [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
         f"      {mats['h']} b;",
-        f"      coopMatLoad(b, net, bo + 2u * j, N / 8u, {row});",
+        f"      coopMatLoad(b, net, bo + 2u * j, N / 8u, {ROW_MAJOR});",
         f"      [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = {mats['acc']}(b);",
         "    }",
         "    for (uint kk = 0u; kk < K / 16u; ++kk) {",
         f"      {mats['a']} fa[RF];",
         "      [[unroll]] for (uint i = 0u; i < RF; ++i)",
-        f"        coopMatLoad(fa[i], pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {row});",
+        f"        coopMatLoad(fa[i], pool, (sm + i * 16u) * ALEN + 2u * kk, ALEN, {ROW_MAJOR});",
         "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < nf) {",
         f"        {mats['b']} fb;",
-        f"        coopMatLoad(fb, net, wo + kk * 2u * N + 2u * j, N / 8u, {row});",
+        f"        coopMatLoad(fb, net, wo + kk * 2u * N + 2u * j, N / 8u, {ROW_MAJOR});",
         "        [[unroll]] for (uint i = 0u; i < RF; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);",
         "      }",
         "    }",
@@ -427,7 +426,7 @@ def _khr_layer(mats: dict, acc_t: str, what: dict) -> list:
         *SUBGROUP_SYNC,
         *each,
         f"        {mats['h']} h = {mats['h']}(acc[i][j]);",
-        f"        coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * j, ALEN, {row});",
+        f"        coopMatStore(h, pool, (sm + i * 16u) * ALEN + 2u * j, ALEN, {ROW_MAJOR});",
         "      }",
         *SUBGROUP_SYNC,
         "    }"]
@@ -456,8 +455,8 @@ def _render_khr(spec: KernelSpec) -> str:
     acc_t = "float" if spec.param("acc") == "float32" else "float16_t"
     mat = "coopmat<{}, gl_ScopeSubgroup, 16u, 16u, {}>"
     mats = dict(acc=mat.format(acc_t, "gl_MatrixUseAccumulator"), a=mat.format("float16_t", "gl_MatrixUseA"),
-                b=mat.format("float16_t", "gl_MatrixUseB"), h=mat.format("float16_t", "gl_MatrixUseAccumulator"))
-    f_m = mat.format("float", "gl_MatrixUseAccumulator")
+                b=mat.format("float16_t", "gl_MatrixUseB"), h=mat.format("float16_t", "gl_MatrixUseAccumulator"),
+                f=mat.format("float", "gl_MatrixUseAccumulator"))
     return "\n".join([
         "#pragma use_vulkan_memory_model",
         f"const uint RF = {t.row_frags}u, NF = {t.wmax // 16}u, SR = RF * 16u, SG = {SUBGROUP}u;",
@@ -471,26 +470,25 @@ def _render_khr(spec: KernelSpec) -> str:
         "  uint lane = gl_SubgroupInvocationID, sm = gl_SubgroupID * SR;",
         f"  uint q0 = ({WG_INDEX} * {t.subgroups}u + gl_SubgroupID) * SR;",
         "  uint K0 = KF0 * 16u;",
-        *_khr_load(spec.param("x"), mats["h"]),
+        *_khr_load(spec.param("x"), mats),
         f"  {mats['acc']} acc[RF][NF];",
         *SUBGROUP_SYNC,
         *_khr_layers(mats, acc_t),
-        *_khr_out(spec.param("o"), mats["h"], f_m),
+        *_khr_out(spec.param("o"), mats),
         "}"])
 
 
-def _khr_out(o: str, half: str, f_m: str) -> list:
+def _khr_out(o: str, mats: dict) -> list:
     """The last layer's accumulators to the output: whole fragments where
     :data:`DIRECT_OUT` holds, else through an fp32 tile, which lies over
     the subgroup's own activation rows, 16 columns at a time."""
-    row = "gl_CooperativeMatrixLayoutRowMajor"
     tiled = ["  uint ot = sm * ALEN;",
              "  [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < OUT_NF) {",
              "    uint c0 = j * 16u;",
              *SUBGROUP_SYNC,
              "    [[unroll]] for (uint i = 0u; i < RF; ++i) {",
-             f"      {f_m} f = {f_m}(acc[i][j]);",
-             f"      coopMatStore(f, pool, ot + i * 16u * OUT_LEN, OUT_LEN, {row});",
+             f"      {mats['f']} f = {mats['f']}(acc[i][j]);",
+             f"      coopMatStore(f, pool, ot + i * 16u * OUT_LEN, OUT_LEN, {ROW_MAJOR});",
              "    }",
              *SUBGROUP_SYNC,
              *_khr_store(o),
@@ -500,8 +498,8 @@ def _khr_out(o: str, half: str, f_m: str) -> list:
     return [f"  if ({DIRECT_OUT}) {{",
             "    [[unroll]] for (uint i = 0u; i < RF; ++i)",
             "      [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < OUT_NF) {",
-            f"        {half} h = {half}(acc[i][j]);",
-            f"        coopMatStore(h, o, pc.o_off + (q0 + i * 16u) * uint(pc.o_sr) + j * 16u, uint(pc.o_sr), {row});",
+            f"        {mats['h']} h = {mats['h']}(acc[i][j]);",
+            f"        coopMatStore(h, o, pc.o_off + (q0 + i * 16u) * uint(pc.o_sr) + j * 16u, uint(pc.o_sr), {ROW_MAJOR});",
             "      }",
             "  } else {",
             *("  " + line for line in tiled),
