@@ -23,8 +23,11 @@ unrolled; four more take the first one step by step towards ``rec.mlp``'s
 kernel (the source's STEP: the offsets, the depth, the widths and the
 activation read from a table in the bias buffer at run time). Each comes
 with fp16 and fp32 accumulators. What no step covers is how ``rec.mlp``
-reads its queries (staged through shared memory from fp16 or fp32 rows of
-any stride, bounds-checked) and writes its results (through an fp32 tile).
+reads its queries and writes its results: fp16 rows of whole fragments a
+fragment at a time (the benchmark's case, as here), but through shared
+memory into its activation rows, where the reference multiplies the first
+layer's inputs straight from the buffer; any other rows element by element,
+bounds-checked, and their results through an fp32 tile.
 The SPIR-V is compiled by glslangValidator 13 or later (Debian 12's glslc
 predates GL_KHR_cooperative_matrix; ``pip install 'guestcompute[bake]'``
 brings one) and committed; ``--build`` rebuilds it. It is loaded with
