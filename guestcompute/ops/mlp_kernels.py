@@ -371,6 +371,11 @@ def khr_spec_constants(layers) -> tuple:
 
 
 def _khr_constants() -> list:
+    """The constants' declarations, then each written-out layer's weight
+    and bias offsets in uvec4s (WO, BO), which follow from the widths by
+    the packed layout (ops/mlp.pack: the table, two uvec4s a layer, then
+    each layer's K x N fp16 weights and its 16 rows of bias), so that no
+    layer waits on a read of the table before its products."""
     out = [f"layout(constant_id = {KHR_DEPTH_ID}) const uint DEPTH = 1u;",
            f"layout(constant_id = {KHR_OUT_NF_ID}) const uint OUT_NF = 1u;"]
     for s in range(KHR_SLOTS):
@@ -378,6 +383,11 @@ def _khr_constants() -> list:
                 f"layout(constant_id = {KHR_NF_ID + s}) const uint NF{s} = 1u;",
                 f"layout(constant_id = {KHR_CODE_ID + s}) const uint CODE{s} = 0u;",
                 f"layout(constant_id = {KHR_SLOPE_ID + s}) const float SLOPE{s} = 0.0;"]
+    start = f"{TABLE_WORDS // 4}u * DEPTH"
+    for s in range(KHR_SLOTS):
+        # a 16 x 16 fp16 fragment is 32 uvec4s
+        out += [f"const uint WO{s} = {start};", f"const uint BO{s} = WO{s} + 32u * KF{s} * NF{s};"]
+        start = f"BO{s} + 32u * NF{s}"
     return out
 
 
@@ -438,9 +448,8 @@ def _khr_layers(mats: dict, acc_t: str) -> list:
     out = []
     for s in range(KHR_SLOTS):
         out += [f"  if (DEPTH > {s}u) {{"]
-        out += _khr_layer(mats, acc_t, dict(k=f"KF{s} * 16u", n=f"NF{s} * 16u", wo=f"net[{2 * s + 1}].x / 4u",
-                                             bo=f"net[{2 * s + 1}].y / 4u", code=f"CODE{s}", slope=f"SLOPE{s}",
-                                             more=f"DEPTH > {s + 1}u"))
+        out += _khr_layer(mats, acc_t, dict(k=f"KF{s} * 16u", n=f"NF{s} * 16u", wo=f"WO{s}", bo=f"BO{s}",
+                                             code=f"CODE{s}", slope=f"SLOPE{s}", more=f"DEPTH > {s + 1}u"))
         out += ["  }"]
     out += [f"  for (uint l = {KHR_SLOTS}u; l < DEPTH; ++l) {{",
             "    uvec4 t0 = net[2u * l], t1 = net[2u * l + 1u];"]

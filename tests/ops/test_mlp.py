@@ -3,6 +3,7 @@ activations, dtypes, batch dims and images; weight updates; typed errors
 before anything is recorded; kernel selection (including the GPU-only
 cooperative-matrix kernel, through hand-built device facts)."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 import guestcompute as gc
 from guestcompute.ops import all_specs
 from guestcompute.ops import matmul as mm
+from guestcompute.ops import mlp
 from guestcompute.ops import mlp_kernels as mk
 from guestcompute.ops import mlp_op
 from guestcompute.ops.mlp import apply_activation
@@ -99,6 +101,25 @@ def test_khr_specialization_constants(depth):
     for s in range(mk.KHR_SLOTS):
         assert f"if (DEPTH > {s}u) {{" in glsl and f"uint K = KF{s} * 16u, N = NF{s} * 16u" in glsl
     assert f"for (uint l = {mk.KHR_SLOTS}u; l < DEPTH; ++l) {{" in glsl
+
+
+def test_the_khr_kernels_offsets_are_where_pack_puts_the_layers():
+    """The KHR kernel works out each written-out layer's weight and bias
+    offsets from its specialization constants; evaluated here from the
+    rendered GLSL, they must match the packed network's table."""
+    layers = _layers([30, 64, 16, 48, 128, 32, 64, 16, 80, 24, 5])
+    glsl = mk.khr_spec(mk.KHR_TILINGS[0], "float16", "f16", "f16").render()
+    constants = dict(mk.khr_spec_constants(layers))
+    names = {"DEPTH": constants[mk.KHR_DEPTH_ID]}
+    for s in range(mk.KHR_SLOTS):
+        names[f"KF{s}"], names[f"NF{s}"] = constants[mk.KHR_KF_ID + s], constants[mk.KHR_NF_ID + s]
+    for line in glsl.splitlines():
+        found = re.fullmatch(r"const uint ([WB]O\d+) = (.*);", line)
+        if found:
+            names[found[1]] = eval(re.sub(r"(\d+)u", r"\1", found[2]), {}, dict(names))
+    table = mlp.pack(layers, "float16")[:len(layers) * mk.TABLE_WORDS].reshape(len(layers), mk.TABLE_WORDS)
+    for s in range(mk.KHR_SLOTS):
+        assert (names[f"WO{s}"], names[f"BO{s}"]) == (table[s, 4] // 4, table[s, 5] // 4)
 
 
 def test_the_network_keeps_its_khr_constants_until_its_layers_change(ctx):
