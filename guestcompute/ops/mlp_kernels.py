@@ -240,11 +240,13 @@ class KhrTiling:
 OUT_LEN = 5            # uvec4s per row of a subgroup's fp32 output tile: 16 columns and 4 of padding
 # Best first; the selector takes the first whose width class covers the
 # network and which fits the device's shared memory and invocations.
-# (Four fragments a subgroup, 36 KiB, ran no faster than two: 7.45 against
-# 7.40 ms for the benchmark network on an H200 before the kernel was
-# specialized, 4.02 and 3.98 against 3.82 and 3.82 ms on an H100 after it;
-# two subgroups of eight fragments 6.05 and 6.04 ms.)
-KHR_TILINGS = (KhrTiling(64, 4, 2), KhrTiling(128, 4, 1), KhrTiling(128, 2, 1))
+# Four fragments a subgroup (36 KiB) ran no faster than two while the
+# kernel staged its float16 rows element by element (4.02 against 3.82 ms
+# for the benchmark network on an H100); once such rows are loaded and
+# stored a fragment at a time it is the faster: 2.67 and 2.65 against
+# 3.30 and 3.28 ms, alternating in one process. Two fragments (18 KiB)
+# remain for devices with less shared memory.
+KHR_TILINGS = (KhrTiling(64, 4, 4), KhrTiling(64, 4, 2), KhrTiling(128, 4, 1), KhrTiling(128, 2, 1))
 KHR_ACC = ("float32", "float16")
 
 

@@ -419,8 +419,11 @@ def _p(dtype="float16", acc="float32", wmax=64, x="f32", o="f32"):
 def test_selection_prefers_the_khr_kernel():
     name, spec = mlp_op.select(_p(), KHR)
     assert name == "khr_coopmat" and spec.family == "mlp_khr"
-    assert mk.khr_tiling(spec) == mk.KhrTiling(64, 4, 2) and spec.workgroup == (128, 1, 1)
+    assert mk.khr_tiling(spec) == mk.KhrTiling(64, 4, 4) and spec.workgroup == (128, 1, 1)
     assert "cooperative_matrix_khr" in spec.features and spec.param("acc") == "float32"
+    # four fragments a subgroup need 36 KiB; two fit in 18
+    smaller = dataclasses.replace(KHR, max_shared_memory=32768)
+    assert mk.khr_tiling(mlp_op.select(_p(), smaller)[1]) == mk.KhrTiling(64, 4, 2)
     # 128 wide layers: the tiling of four subgroups needs 17 KiB, two fit in 16
     tiny = dataclasses.replace(KHR, max_shared_memory=16384)
     spec = mlp_op.select(_p(wmax=128, acc="float16", x="tex", o="put:rgba8"), tiny)[1]
