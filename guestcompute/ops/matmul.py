@@ -390,6 +390,7 @@ def plan(ctx, p: Problem, spec: KernelSpec, a, b, c) -> list:
     nb = inner[0][0] * inner[1][0]
     buffers = _buffers(spec, p, a, b, c)
     groups = _grid(spec, p, nb)
+    constants = coop.khr_spec_constants(p.K, p.a.rs, p.b.rs, p.c.rs) if spec.family == "matmul_coopmat_khr" else ()
     out = []
     for idx in itertools.product(*(range(n) for n, _ in outer)):
         offs = [p.a.offset, p.b.offset, p.c.offset]
@@ -398,7 +399,7 @@ def plan(ctx, p: Problem, spec: KernelSpec, a, b, c) -> list:
         values = _push_values(spec, p, tuple(offs), inner)
         for (x0, y0, z0), g in _chunks(groups, ctx.limits.max_workgroup_count):
             values.update(x0=x0, y0=y0, z0=z0)
-            out.append(Dispatch(spec, buffers, spec.pack(values), g))
+            out.append(Dispatch(spec, buffers, spec.pack(values), g, spec_constants=constants))
     return out
 
 

@@ -308,6 +308,14 @@ class KhrTiling:
 # per (K, N)); a reference KHR kernel on buffer device addresses reaches 395.
 KHR_TILINGS = {"float16": KhrTiling((256, 256), (4, 2), 32), "float32": KhrTiling((128, 128), (2, 2), 16)}
 KHR_PEELED = ("float32",)      # accumulators whose kernel runs the last K step after its loop
+# K and the row strides of A, B and C (in elements) are specialization
+# constants, after the workgroup size's three: a pipeline per shape. With
+# them pushed instead, the loop bound and every address wait on push-constant
+# reads: 343 against 394 TFLOP/s for the minimal reference with them compiled
+# in (4096^3, fp16 accumulators, an H100).
+KHR_SHAPE_IDS = (3, 4, 5, 6)
+KHR_SHAPE_GLSL = "\n".join(f"layout(constant_id = {i}) const uint {name} = 1u;"
+                           for i, name in zip(KHR_SHAPE_IDS, ("KS", "SAM", "SBK", "SCM")))
 KHR_EXTS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics", "GL_KHR_shader_subgroup_basic") + UNROLL
 
 
@@ -317,8 +325,10 @@ def coopmat_khr_spec(acc: str) -> KernelSpec:
     vector kernels). Each thread stages its share of the next A and B tiles
     in registers (16-byte loads) while the subgroups multiply the current
     one from shared memory; B fragments are loaded one at a time in the
-    inner loop, A's once per K step. Written for glslang 13+ (``guestcompute
-    bake`` uses glslangValidator for it)."""
+    inner loop, A's once per K step. K and the row strides are
+    specialization constants (:func:`khr_spec_constants`): a pipeline per
+    shape. Written for glslang 13+ (``guestcompute bake`` uses
+    glslangValidator for it)."""
     t = KHR_TILINGS[acc]
     bindings = (Binding("a4", "uvec4", READ), Binding("b4", "uvec4", READ), Binding("c", "float16_t", WRITE))
     params = (("acc", acc), ("block", t.block), ("subgroups", t.subgroups), ("bk", t.bk))
@@ -330,6 +340,12 @@ def coopmat_khr_spec(acc: str) -> KernelSpec:
 
 def khr_tiling(spec: KernelSpec) -> KhrTiling:
     return KhrTiling(spec.param("block"), spec.param("subgroups"), spec.param("bk"))
+
+
+def khr_spec_constants(k: int, a_row_stride: int, b_row_stride: int, c_row_stride: int) -> tuple:
+    """(id, value) pairs of the KHR kernel's specialization constants for a
+    problem (:data:`KHR_SHAPE_IDS`)."""
+    return tuple(zip(KHR_SHAPE_IDS, (k, a_row_stride, b_row_stride, c_row_stride)))
 
 
 @family("matmul_coopmat_khr")
@@ -355,9 +371,9 @@ def _render_coopmat_khr(spec: KernelSpec) -> str:
         """The next tile (K step kt) from global memory into registers,
         each load under ``guard``."""
         return [f"      [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} "
-                f"{guard}ra[i] = a4[(abase + m * uint(pc.sam) + kt + k) / 8u]; }}",
+                f"{guard}ra[i] = a4[(abase + m * SAM + kt + k) / 8u]; }}",
                 f"      [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} "
-                f"{guard}rb[i] = b4[(bbase + (kt + k) * uint(pc.sbk) + n) / 8u]; }}"]
+                f"{guard}rb[i] = b4[(bbase + (kt + k) * SBK + n) / 8u]; }}"]
     multiply = [
         "    [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {",
         f"      {a_m} fa[WM];",
@@ -373,7 +389,7 @@ def _render_coopmat_khr(spec: KernelSpec) -> str:
         # Every K step but the last fetches the next tile unconditionally;
         # the last one runs after the loop. Measured on the H200 (4096^3):
         # +15 % with fp32 accumulators, -3..8 % with fp16 ones.
-        k_loop = ["  for (uint k0 = 0u; k0 + BK < pc.K; k0 += BK) {", *stage,
+        k_loop = ["  for (uint k0 = 0u; k0 + BK < KS; k0 += BK) {", *stage,
                   "    {", "      uint kt = k0 + BK;", *fetch(""), "    }", *multiply, "    barrier();", "  }",
                   *stage, *multiply]
     else:
@@ -382,15 +398,15 @@ def _render_coopmat_khr(spec: KernelSpec) -> str:
         # after the multiply: together 285 -> 343 TFLOP/s at 4096^3 on an
         # H100 (320 -> 381 for the minimal reference; either alone 307 and
         # 347). The same barrier move costs fp32 accumulators 219 -> 186.
-        k_loop = ["  for (uint k0 = 0u; k0 < pc.K; k0 += BK) {", "    barrier();", *stage,
-                  "    {", "      bool more = k0 + BK < pc.K;", "      uint kt = k0 + BK;", *fetch("if (more) "),
+        k_loop = ["  for (uint k0 = 0u; k0 < KS; k0 += BK) {", "    barrier();", *stage,
+                  "    {", "      bool more = k0 + BK < KS;", "      uint kt = k0 + BK;", *fetch("if (more) "),
                   "    }", *multiply, "  }"]
     return "\n".join([
         "#pragma use_vulkan_memory_model",
         f"const uint BM = {bm}u, BN = {bn}u, BK = {bk}u, SGX = {sgx}u, NT = {nt}u, WM = {wm}u, WN = {wn}u;",
         f"const uint ALEN = {alen}u, BLEN = {blen}u, AV = {av}u, BV = {bv}u;",
-        "shared uvec4 As[BM * ALEN];",
-        "shared uvec4 Bs[BK * BLEN];",
+        KHR_SHAPE_GLSL,
+        "shared uvec4 As[BM * ALEN], Bs[BK * BLEN];",
         "void main() {",
         "  uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID;",
         "  uint bn0 = (gl_WorkGroupID.x + pc.x0) * BN, bm0 = (gl_WorkGroupID.y + pc.y0) * BM;",
@@ -398,19 +414,19 @@ def _render_coopmat_khr(spec: KernelSpec) -> str:
         "  uint z = gl_WorkGroupID.z + pc.z0;",
         batch_offsets_glsl(["a", "b", "c"]),
         # element offsets of this block's first row of A and first column of B
-        "  uint abase = uint(oa) + bm0 * uint(pc.sam), bbase = uint(ob) + bn0;",
+        "  uint abase = uint(oa) + bm0 * SAM, bbase = uint(ob) + bn0;",
         f"  {acc_m} acc[WM][WN];",
         "  [[unroll]] for (uint i = 0u; i < WM; ++i)",
         f"    [[unroll]] for (uint j = 0u; j < WN; ++j) acc[i][j] = {acc_m}(0.0);",
         "  uvec4 ra[AV], rb[BV];",
-        f"  [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} ra[i] = a4[(abase + m * uint(pc.sam) + k) / 8u]; }}",
-        f"  [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} rb[i] = b4[(bbase + k * uint(pc.sbk) + n) / 8u]; }}",
+        f"  [[unroll]] for (uint i = 0u; i < AV; ++i) {{ {a_at} ra[i] = a4[(abase + m * SAM + k) / 8u]; }}",
+        f"  [[unroll]] for (uint i = 0u; i < BV; ++i) {{ {b_at} rb[i] = b4[(bbase + k * SBK + n) / 8u]; }}",
         *k_loop,
         "  [[unroll]] for (uint i = 0u; i < WM; ++i)",
         "    [[unroll]] for (uint j = 0u; j < WN; ++j) {",
         f"      {o_m} o = {o_m}(acc[i][j]);",
-        "      coopMatStore(o, c, uint(oc) + (bm0 + sm + i * 16u) * uint(pc.scm) + bn0 + sn + j * 16u, "
-        f"uint(pc.scm), {row});",
+        "      coopMatStore(o, c, uint(oc) + (bm0 + sm + i * 16u) * SCM + bn0 + sn + j * 16u, "
+        f"SCM, {row});",
         "    }",
         "}"])
 
