@@ -7,8 +7,10 @@ device and driver rather than against a figure from elsewhere.
 
 Row (no goal): "matmul float16, fp16 accumulators vs own
 cooperative-matrix reference", in TFLOP/s. The reference has the library
-kernel's tiling and staging and differs from it in two ways: every size and
-stride is compiled in, and (the ``addresses`` build) its buffers are reached
+kernel's tiling, staging and loop order and differs from it in two ways:
+every size and stride is compiled in (the library kernel specializes K and
+the row strides, but takes M, N, offsets and batch strides from push
+constants), and (the ``addresses`` build) its buffers are reached
 through device addresses in push constants instead of descriptors. Its
 ``bindings`` build runs through ``ctx.kernel`` on the run's context; the
 ``addresses`` build needs ``bufferDeviceAddress``, which guestcompute does

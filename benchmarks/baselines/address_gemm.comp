@@ -5,8 +5,9 @@
 // tiling and staging (blocks of 256 x 256 split among eight subgroups,
 // 32-deep K steps fetched into registers while the previous step is
 // multiplied from shared memory) and differs from it in two ways only:
-//   - M, N, K and so every stride are compiled in (no batch, no push-constant
-//     strides, whole blocks only);
+//   - M, N, K and so every stride are compiled in (no batch, no push
+//     constants, whole blocks only; the library kernel specializes K and
+//     the row strides, and pushes the rest);
 //   - ADDRESSES 1: the three buffers are reached through device addresses
 //     given in push constants (VK_KHR_buffer_device_address), with no
 //     descriptors; ADDRESSES 0: through three storage-buffer bindings.
