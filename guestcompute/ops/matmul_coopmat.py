@@ -305,14 +305,15 @@ class KhrTiling:
 # eight 128×64 subgroup tiles, BK 32 led (304; 128×128 of four 64×64: 290; 16×8×16: 299); fp32
 # ones (twice the registers): 128×128 of four 64×64, BK 16 (192; peeling the last K step: 216.5).
 # Two shared-memory stages lost here (277 vs 286); strides as constants gave 317-320 (a pipeline
-# per (K, N)); a reference KHR kernel on buffer device addresses reaches 395.
+# per (K, N)); NVIDIA's KHR sample reaches 395 (383 on an H100 beside this kernel's 285): what
+# separated them was the loop's order (see the fp16 loop in _render_coopmat_khr).
 KHR_TILINGS = {"float16": KhrTiling((256, 256), (4, 2), 32), "float32": KhrTiling((128, 128), (2, 2), 16)}
 KHR_PEELED = ("float32",)      # accumulators whose kernel runs the last K step after its loop
 # K and the row strides of A, B and C (in elements) are specialization
-# constants, after the workgroup size's three: a pipeline per shape. With
-# them pushed instead, the loop bound and every address wait on push-constant
-# reads: 343 against 394 TFLOP/s for the minimal reference with them compiled
-# in (4096^3, fp16 accumulators, an H100).
+# constants, after the workgroup size's three: a pipeline per shape. Read
+# from push constants they held the kernel at 343 TFLOP/s; specialized it
+# runs 391-395, the minimal reference's 394 with every size compiled in
+# (4096^3, fp16 accumulators, an H100, one process).
 KHR_SHAPE_IDS = (3, 4, 5, 6)
 KHR_SHAPE_GLSL = "\n".join(f"layout(constant_id = {i}) const uint {name} = 1u;"
                            for i, name in zip(KHR_SHAPE_IDS, ("KS", "SAM", "SBK", "SCM")))
