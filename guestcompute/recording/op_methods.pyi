@@ -603,6 +603,10 @@ class OpMethods:
         ``accumulate="float16"`` lets float16 products accumulate in fp16 where
         that is faster (the cooperative-matrix kernel: about 1.7× on an H200,
         with about 10× the rounding error); the default keeps fp32 accumulators.
+        The KHR cooperative-matrix kernel (float16 on a device that has it;
+        sizes that are not whole blocks run on padded copies where that pays)
+        is specialized to K and the row strides: the first product of each
+        shape creates a pipeline, so record each shape once at load time.
 
         Thread-safety: the recorder's own thread only; tensors may be shared between threads.
         """
