@@ -6,9 +6,7 @@ import pytest
 
 from guestcompute.ops import matmul as mm
 from guestcompute.ops import matmul_coopmat as mc
-
-KHR = mm.MatmulDevice(subgroup_size=32, subgroup_arithmetic=True, max_shared_memory=49152, max_invocations=1024,
-                      coopmat_khr_shapes=((16, 16, 16, "float16"), (16, 16, 16, "float32")))
+from test_matmul import KHR
 
 
 def _views(ctx, batch=()):
