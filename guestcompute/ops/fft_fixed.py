@@ -386,10 +386,7 @@ def _render(spec: KernelSpec) -> str:
     elif halves == "c2r":
         stores = fft_halves.c2r_stores(regs, threads, STORED[store])
     else:
-        value = STORED[store]("v")
-        stores = "\n    ".join(
-            f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {regs[e]} * pc.scale; "
-            f"dst[ob + int(p) * pc.out_step] = {value}; }} }}" for e in range(per))
+        stores = _row_stores(regs, threads, STORED[store])
     body = "\n  ".join(code.lines)
     return f"""const uint N = {n}u, T = {threads}u, R = {rows}u, NP = {words // rows}u;
 shared {"float" if split else "vec2"} sh[{words}];
@@ -415,6 +412,22 @@ void main() {{
     {stores}
   }}
 }}"""
+
+
+def _row_stores(regs: list, threads: int, stored) -> str:
+    """GLSL storing a row's transformed values (``stored``: the GLSL of a
+    value as the output holds it, STORED), twice over under a branch that
+    is uniform across a dispatch, as the reads are (_read_rows): where the
+    output row is whole and consecutive in memory, without bounds tests and
+    with addresses a constant apart; else element by element through the
+    pushed length and step."""
+    dense = "\n      ".join(f"dst[ob + int(j + {e * threads}u)] = {stored(f'({r} * pc.scale)')};"
+                            for e, r in enumerate(regs))
+    general = "\n      ".join(
+        f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {r} * pc.scale; "
+        f"dst[ob + int(p) * pc.out_step] = {stored('v')}; }} }}" for e, r in enumerate(regs))
+    return (f"if (pc.out_step == 1 && pc.out_len >= N) {{\n      {dense}\n    }} else {{\n"
+            f"      {general}\n    }}")
 
 
 _PUSH = tuple(Push(name, "uint") for name in ("len_in", "out_len", "in_off", "out_off", "rows", "b1", "b2")) + \

@@ -86,3 +86,23 @@ def test_the_narrow_layout_is_only_for_columns_of_its_lengths():
         per, rows, radices = fft_fixed.layout(n, True, narrow=True)
         assert int(np.prod(radices)) == n and all(per % r == 0 for r in radices)
         assert rows * n * fft_fixed.word_bytes(n, rows) <= fft_fixed.SHARED_BUDGET and rows >= 4
+
+
+def test_rows_are_stored_whole_or_element_by_element(modern_host, modern_ctx):
+    """An output whose rows are whole and consecutive takes the store path
+    without bounds tests; a spaced view the element-wise one. Both hold
+    numpy's values, and the elements between the spaced view's keep theirs."""
+    rng = np.random.default_rng(9)
+    n = 256
+    x = random_complex(rng, (3, n))
+    t = modern_ctx.tensor(x)
+    whole = modern_ctx.empty((3, n), "complex64")
+    spaced = modern_ctx.tensor(np.full((3, 2 * n), 7 + 7j, np.complex64))
+    modern_host.run(modern_ctx, lambda rec: (rec.fft(t, out=whole), rec.fft(t, out=spaced[:, ::2])))
+    ref = np.fft.fft(x.astype(np.complex128))
+    check_close(whole.numpy(), ref, n)
+    got = spaced.numpy()
+    check_close(got[:, ::2], ref, n)
+    assert (got[:, 1::2] == 7 + 7j).all()
+    glsl = fft_fixed.fixed_spec(n, "complex", "complex", False).render()
+    assert "if (pc.out_step == 1 && pc.out_len >= N) {" in glsl
