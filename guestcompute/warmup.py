@@ -44,6 +44,7 @@ def _feature_enabled(caps, feature: str) -> bool:
         "subgroup": lambda: caps.api_version >= (1, 1),
         "cooperative_matrix": lambda: caps.cooperative_matrix,
         "cooperative_matrix_khr": lambda: caps.cooperative_matrix_khr,
+        "bfloat16_cooperative_matrix": lambda: caps.bfloat16_cooperative_matrix,
         "cooperative_vector": lambda: caps.cooperative_vector,
         "image_write_without_format": lambda: caps.feature("shaderStorageImageWriteWithoutFormat"),
     }

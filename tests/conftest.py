@@ -22,8 +22,11 @@ def _host(profile, copy: int = 0):
     # validation layer is the slow part of a test. ``copy`` 1 is a second
     # host of the profile: its own instance and VkDevice on the same
     # physical device (the interop tests share memory between the two).
+    # "bfloat16" is the modern profile with VK_KHR_shader_bfloat16 enabled
+    # and the layer's shader-module checks off (guestcompute/testing.py says why).
     if (profile, copy) not in _hosts:
-        _hosts[profile, copy] = HeadlessHost(profile, validation=VALIDATION)
+        bf16 = profile == "bfloat16"
+        _hosts[profile, copy] = HeadlessHost("modern" if bf16 else profile, validation=VALIDATION, bfloat16=bf16)
     return _hosts[profile, copy]
 
 
@@ -55,6 +58,11 @@ def host(request):
 @pytest.fixture
 def modern_host():
     yield from _validated("modern")
+
+
+@pytest.fixture
+def bfloat16_host():
+    yield from _validated("bfloat16")
 
 
 @pytest.fixture

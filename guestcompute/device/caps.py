@@ -16,6 +16,7 @@ from vulkan import ffi, lib
 from ..host.declarations import version_tuple
 from ..host.requirements import CORE_FEATURES
 from ..vk import cooperative_vector as coopvec
+from ..vk import newer_features as newer
 from ..vk.formats import FORMATS, format_features
 from ..vk.functions import instance_function
 from ..vk.structs import chain, new
@@ -79,6 +80,9 @@ class DeviceLimits:
     # (M, N, K, accumulator) fragment shapes of VK_KHR_cooperative_matrix for
     # fp16 A/B at subgroup scope; () unless the host enabled it.
     coopmat_khr_shapes: tuple = ()
+    # The same for bfloat16 A/B (VK_KHR_shader_bfloat16); () unless the host
+    # enabled what HostCaps.bfloat16_cooperative_matrix asks.
+    coopmat_khr_bf16_shapes: tuple = ()
     # (input, matrix, bias, result) component types of the VK_NV_cooperative_vector
     # matrix-vector products the device runs ("float16"/"float32"); () unless
     # the host enabled what HostCaps.cooperative_vector asks.
@@ -147,6 +151,8 @@ def query_limits(instance, pd, caps) -> DeviceLimits:
         forward_progress=has_forward_progress(props.vendorID, props.deviceType),
         coopmat_shapes=coopmat_shapes(instance, pd, caps),
         coopmat_khr_shapes=coopmat_khr_shapes(instance, pd, caps),
+        coopmat_khr_bf16_shapes=(tuple(_fragments(instance, pd, "KHR", "ResultType", _BF16) or ())
+                                 if caps.bfloat16_cooperative_matrix else ()),
         coopvec_types=coopvec.matmul_types(instance, pd) if caps.cooperative_vector else (),
         loop_iteration_cap=LLVMPIPE_LOOP_CAP if name.startswith("llvmpipe") else 0,
         max_image_dimension_2d=lim.maxImageDimension2D, max_image_array_layers=lim.maxImageArrayLayers,
@@ -172,6 +178,7 @@ def has_forward_progress(vendor_id: int, device_type: int) -> bool:
 # The NV names alias these KHR values (the NV query reports the same enums).
 _FP16, _FP32 = vk.VK_COMPONENT_TYPE_FLOAT16_KHR, vk.VK_COMPONENT_TYPE_FLOAT32_KHR
 _SCOPE_SUBGROUP = vk.VK_SCOPE_SUBGROUP_KHR
+_BF16 = newer.COMPONENT_TYPE_BFLOAT16
 _FALLBACK = (CoopShape(16, 16, 16, "float16"),)
 
 
@@ -182,7 +189,7 @@ def coopmat_shapes(instance, pd, caps) -> tuple:
     Vulkan memory model). Without the NV query entry point: 16x16x16 fp16."""
     if not caps.cooperative_matrix:
         return ()
-    found = _fp16_fragments(instance, pd, "NV", "DType")
+    found = _fragments(instance, pd, "NV", "DType")
     return _FALLBACK if found is None else tuple(CoopShape(*f) for f in found)
 
 
@@ -192,11 +199,12 @@ def coopmat_khr_shapes(instance, pd, caps) -> tuple:
     its feature, fp16 arithmetic and the memory model: caps.cooperative_matrix_khr)."""
     if not caps.cooperative_matrix_khr:
         return ()
-    return tuple(_fp16_fragments(instance, pd, "KHR", "ResultType") or ())
+    return tuple(_fragments(instance, pd, "KHR", "ResultType") or ())
 
 
-def _fp16_fragments(instance, pd, suffix: str, result: str):
-    """[(M, N, K, accumulator)] of the fp16-A/B, subgroup-scope shapes that
+def _fragments(instance, pd, suffix: str, result: str, ab_type: int = _FP16):
+    """[(M, N, K, accumulator)] of the subgroup-scope shapes with A and B
+    of ``ab_type`` (fp16 unless given) that
     vkGetPhysicalDeviceCooperativeMatrixProperties<suffix> reports (both
     forms share the enums; the result member is named ``result``), or None
     when the query is missing or fails."""
@@ -216,7 +224,7 @@ def _fp16_fragments(instance, pd, suffix: str, result: str):
     found = []
     for i in range(count[0]):
         p = props[i]
-        if (p.AType, p.BType, p.scope) != (_FP16, _FP16, _SCOPE_SUBGROUP) or p.CType != getattr(p, result):
+        if (p.AType, p.BType, p.scope) != (ab_type, ab_type, _SCOPE_SUBGROUP) or p.CType != getattr(p, result):
             continue
         acc = {_FP16: "float16", _FP32: "float32"}.get(p.CType)
         if acc is not None:

@@ -13,6 +13,7 @@ import vulkan as vk
 from vulkan import ffi
 
 from ..vk import cooperative_vector as coopvec
+from ..vk import newer_features as newer
 from ..vk.structs import structure_type
 from .declarations import extension_names, version_tuple
 
@@ -114,6 +115,15 @@ class HostCaps:
             and all(self.feature(f) for f in COOPERATIVE_VECTOR_FEATURES)
 
 
+    @property
+    def bfloat16_cooperative_matrix(self) -> bool:
+        """The KHR fused-MLP kernel may take bfloat16 fragments
+        (VK_KHR_shader_bfloat16's type and cooperative matrices, beside
+        what :attr:`cooperative_matrix_khr` needs)."""
+        return self.cooperative_matrix_khr and newer.BFLOAT16_EXTENSION in self.extensions \
+            and self.feature("shaderBFloat16Type") and self.feature("shaderBFloat16CooperativeMatrix")
+
+
 # Every feature HostCaps.cooperative_vector needs.
 COOPERATIVE_VECTOR_FEATURES = ("cooperativeVector", "shaderReplicatedComposites", "shaderFloat16",
                                "storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess",
@@ -173,7 +183,7 @@ def features_from_chain(pnext) -> dict:
         struct = by_stype.get(node.sType)
         if struct is not None:
             _read_flags(ffi.cast(struct + " *", node), struct, found)
-        for name, on in coopvec.read_features(node.sType, int(ffi.cast("uintptr_t", node))).items():
+        for name, on in newer.read_features(node.sType, int(ffi.cast("uintptr_t", node))).items():
             found[name] = found.get(name, False) or on
         node = node.pNext
     return found

@@ -6,6 +6,7 @@ builds the pNext chain that enables them.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import vulkan as vk
@@ -13,6 +14,7 @@ from vulkan import ffi, lib
 
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..vk import cooperative_vector as coopvec
+from ..vk import newer_features as newer
 from ..vk.functions import instance_function
 from ..vk.structs import chain, keep_alive, new
 from .caps import CORE_SINCE, FEATURE_FIELDS, FEATURE_STRUCTS
@@ -37,7 +39,12 @@ OPTIONAL_EXTENSIONS = (
     "VK_NV_shader_subgroup_partitioned",  # one-instruction digit matching in the radix sort
     "VK_NV_cooperative_vector",       # fused MLP (rec.mlp): matrix-vector products on the tensor cores
     "VK_EXT_shader_replicated_composites",  # slangc builds the cooperative-vector kernel's constants with it
+    "VK_KHR_shader_bfloat16",         # fused MLP (rec.mlp) with bfloat16 weights on the tensor cores (opt-in)
 )
+# Listed only when asked for (``requirements(bfloat16=True)``): the Khronos
+# validation layer 1.4.309 does not know it, and reports its name and its
+# feature struct as unknown at vkCreateDevice (testing.py says more).
+OPT_IN = {"bfloat16": "VK_KHR_shader_bfloat16"}
 
 GET_PROPERTIES2 = "VK_KHR_get_physical_device_properties2"
 
@@ -70,6 +77,7 @@ _DEPENDENCIES = {
     "VK_EXT_memory_budget": _NEEDS_PROPERTIES2,
     "VK_NV_cooperative_vector": _NEEDS_PROPERTIES2,
     "VK_EXT_shader_replicated_composites": _NEEDS_PROPERTIES2,
+    "VK_KHR_shader_bfloat16": _NEEDS_PROPERTIES2,
     # Below 1.1 each needs its base extension on the device and the base's
     # capabilities extension (which needs properties2) on the instance.
     "VK_KHR_external_memory_fd": _Dependencies(
@@ -90,6 +98,7 @@ USED_SINCE = {
     "VK_NV_cooperative_matrix": _SPIRV_1_3, "VK_KHR_vulkan_memory_model": _SPIRV_1_3,
     "VK_KHR_cooperative_matrix": _SPIRV_1_3,
     "VK_NV_cooperative_vector": _SPIRV_1_5, "VK_EXT_shader_replicated_composites": _SPIRV_1_5,
+    "VK_KHR_shader_bfloat16": _SPIRV_1_3,
     "VK_KHR_storage_buffer_storage_class": ((1, 1), "guestcompute needs it only for 16/8-bit storage"),
     "VK_EXT_memory_budget": ((1, 1), "the budget is read with vkGetPhysicalDeviceMemoryProperties2"),
     "VK_KHR_external_memory_fd": ((1, 1), "the device UUID that names shared memory is a Vulkan 1.1 property"),
@@ -116,7 +125,7 @@ _FEATURE_EXTENSION = {
     "cooperativeMatrixKHR": "VK_KHR_cooperative_matrix",
     "vulkanMemoryModel": "VK_KHR_vulkan_memory_model",
     "vulkanMemoryModelDeviceScope": "VK_KHR_vulkan_memory_model",
-    **coopvec.FEATURE_EXTENSION,
+    **newer.FEATURE_EXTENSION,
 }
 
 
@@ -151,6 +160,13 @@ class Requirements:
     # them to Context.adopt in ``features`` like the others.
     core_features: list = field(default_factory=list)
 
+    def without(self, *extensions) -> "Requirements":
+        """These requirements less ``extensions`` and the features they bring."""
+        drop = set(extensions)
+        return dataclasses.replace(
+            self, device_extensions=[e for e in self.device_extensions if e not in drop],
+            features=[f for f in self.features if _FEATURE_EXTENSION.get(f) not in drop])
+
     def features2_chain(self):
         """One pNext chain for VkDeviceCreateInfo that enables everything:
         a VkPhysicalDeviceFeatures2 holding ``core_features``, followed by
@@ -175,12 +191,12 @@ class Requirements:
             if feat in FEATURE_STRUCTS:
                 groups.setdefault(FEATURE_STRUCTS[feat], {})[FEATURE_FIELDS.get(feat, feat)] = vk.VK_TRUE
         structs = [new(s, **flags) for s, flags in groups.items()]
-        own = [coopvec.feature_struct(f) for f in self.features if f in coopvec.FEATURES]
+        own = newer.feature_structs(f for f in self.features if f in newer.FEATURES)
         return _with_own_structs(chain(*structs) if structs else None, own)
 
 
 def requirements(physical_device=None, instance_api_version=None, instance_extensions=(), *,
-                 instance=None) -> Requirements:
+                 instance=None, bfloat16: bool = False) -> Requirements:
     """Extensions and features to enable for guestcompute (all optional).
 
     With ``physical_device``, only what it supports is listed. Pass the API
@@ -191,6 +207,11 @@ def requirements(physical_device=None, instance_api_version=None, instance_exten
     result then names it). Features are read with vkGetPhysicalDeviceFeatures2
     (Vulkan 1.1) or, on a 1.0 instance with that extension, its KHR form,
     which is resolved through ``instance`` (then required).
+
+    ``bfloat16``: list VK_KHR_shader_bfloat16 and its type and
+    cooperative-matrix features too, for ``ctx.mlp(..., dtype="bfloat16")``
+    on the tensor cores (off by default: validation layers that predate it,
+    1.4.309 among them, report it as unknown).
 
     Thread-safety: free function, safe from any thread.
     """
@@ -216,11 +237,12 @@ def requirements(physical_device=None, instance_api_version=None, instance_exten
         have = new("VkPhysicalDeviceFeatures")
         lib.vkGetPhysicalDeviceFeatures(pd, have)
         core = [f for f in CORE_FEATURES if getattr(have, f)]
-    return Requirements(required_extensions=[], device_extensions=exts, features=feats, api_version=api,
-                        core_features=core,
-                        instance_extensions=_unlocking_instance_extensions(api, enabled_on_instance,
-                                                                           supported, held_back),
-                        held_back=held_back)
+    req = Requirements(required_extensions=[], device_extensions=exts, features=feats, api_version=api,
+                       core_features=core,
+                       instance_extensions=_unlocking_instance_extensions(api, enabled_on_instance,
+                                                                          supported, held_back),
+                       held_back=held_back)
+    return req if bfloat16 else req.without(OPT_IN["bfloat16"])
 
 
 def _version_text(v: tuple) -> str:
@@ -312,7 +334,7 @@ def supported_extensions(pd) -> list:
     return [ffi.string(props[i].extensionName).decode() for i in range(count[0])]
 
 
-ALL_FEATURES = tuple(FEATURE_STRUCTS) + tuple(coopvec.FEATURES)
+ALL_FEATURES = tuple(FEATURE_STRUCTS) + tuple(newer.FEATURES)
 
 
 def _feature_struct_usable(feat: str, api: tuple, extensions) -> bool:
@@ -324,7 +346,7 @@ def _feature_struct_usable(feat: str, api: tuple, extensions) -> bool:
 
 def _with_own_structs(head, own: list):
     """``head``'s chain (None for none) followed by ``own`` (structs of
-    vk/cooperative_vector.py, linked by address and kept alive by the head)."""
+    vk/newer_features.py, linked by address and kept alive by the head)."""
     for a, b in zip(own, own[1:]):
         coopvec.link(a, b)
     if not own:
@@ -351,13 +373,12 @@ def query_features(pd, api: tuple, extensions, read_features) -> dict:
     for feat, struct in FEATURE_STRUCTS.items():
         if _feature_struct_usable(feat, api, extensions):
             structs.setdefault(struct, new(struct))
-    own = {f: coopvec.feature_struct(f, False) for f in coopvec.FEATURES if _feature_struct_usable(f, api, extensions)}
+    own = newer.feature_structs((f for f in newer.FEATURES if _feature_struct_usable(f, api, extensions)), False)
     if read_features is None or not (structs or own):
         return {}
-    f2 = _with_own_structs(chain(new("VkPhysicalDeviceFeatures2"), *structs.values()), list(own.values()))
+    f2 = _with_own_structs(chain(new("VkPhysicalDeviceFeatures2"), *structs.values()), own)
     read_features(pd, f2)
     found = {feat: bool(getattr(structs[s], FEATURE_FIELDS.get(feat, feat)))
              for feat, s in FEATURE_STRUCTS.items() if s in structs}
-    for feat, struct in own.items():
-        found[feat] = bool(getattr(struct, coopvec.FEATURES[feat][2]))
+    found.update(newer.values(own))
     return found

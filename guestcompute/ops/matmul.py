@@ -78,6 +78,7 @@ class MatmulDevice:
     coopmat_shapes: tuple = ()      # empty unless the host enabled cooperative matrices
     coopmat_khr_shapes: tuple = ()  # (M, N, K, accumulator) of VK_KHR_cooperative_matrix, when enabled
     coopvec_types: tuple = ()       # VK_NV_cooperative_vector's (input, matrix, bias, result) types, when enabled
+    coopmat_khr_bf16_shapes: tuple = ()  # the KHR shapes with bfloat16 A/B, when the host enabled them
 
     @classmethod
     def of(cls, ctx) -> "MatmulDevice":
@@ -89,7 +90,7 @@ def _matmul_device(lim: DeviceLimits) -> MatmulDevice:
     return MatmulDevice(subgroup_size=lim.subgroup_size, subgroup_arithmetic=lim.subgroup_arithmetic,
                         max_shared_memory=lim.max_shared_memory, max_invocations=lim.max_workgroup_invocations,
                         coopmat_shapes=lim.coopmat_shapes, coopmat_khr_shapes=lim.coopmat_khr_shapes,
-                        coopvec_types=lim.coopvec_types)
+                        coopvec_types=lim.coopvec_types, coopmat_khr_bf16_shapes=lim.coopmat_khr_bf16_shapes)
 
 
 # -- the canonical problem ---------------------------------------------------------

@@ -70,10 +70,13 @@ def instance_api_version() -> tuple:
 
 
 class DebugMessenger:
-    """Collects validation messages (warnings and errors) into ``messages``."""
+    """Collects validation messages (warnings and errors) into ``messages``,
+    except those ``ignore(text)`` is true of, which go to ``ignored``."""
 
     def __init__(self, instance):
         self.messages: list = []
+        self.ignored: list = []
+        self.ignore = None
         self.instance = instance
 
         def on_message(severity, types, data, user):
@@ -82,7 +85,8 @@ class DebugMessenger:
             # SYNC-HAZARD-READ-AFTER-WRITE, a VUID) out of the text; it is
             # pMessageIdName. Each message reads "[name] text", whichever layer.
             name = ffi.string(data.pMessageIdName).decode(errors="replace") if data.pMessageIdName else ""
-            self.messages.append(text if not name or name in text else f"[{name}] {text}")
+            text = text if not name or name in text else f"[{name}] {text}"
+            (self.ignored if self.ignore is not None and self.ignore(text) else self.messages).append(text)
             return vk.VK_FALSE
 
         self._callback = ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT", on_message)

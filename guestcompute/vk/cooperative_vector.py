@@ -7,8 +7,8 @@ must not break it).
 
 Our structs join a chain of the ``vulkan`` package's structs by address:
 :func:`link` points one struct's pNext at another whichever library made
-it, and :func:`read_features` reads our feature structs back from a host's
-chain. The chain's owner keeps them alive (:func:`structs.keep_alive`).
+it (vk/newer_features.py makes and reads the feature structs). The chain's
+owner keeps them alive (:func:`structs.keep_alive`).
 """
 from __future__ import annotations
 
@@ -71,25 +71,10 @@ def address(struct) -> int:
     return int(ffi.cast("uintptr_t", struct))
 
 
-def feature_struct(name: str, value: bool = True):
-    """Our struct holding feature ``name``, set to ``value``."""
-    struct, stype, member = FEATURES[name]
-    return struct(sType=stype, **{member: int(bool(value))})
-
-
 def link(first, then) -> None:
     """Point ``first``'s pNext (a struct of ours or the vulkan package's) at ``then`` (or at nothing)."""
     base = ffi.cast("VkBaseOutStructure *", address(first))
     base.pNext = ffi.cast("VkBaseOutStructure *", address(then) if then is not None else 0)
-
-
-def read_features(stype: int, node_address: int) -> dict:
-    """{feature: on} of one chain node that is one of our structs, else {}."""
-    found = {}
-    for name, (struct, want, member) in FEATURES.items():
-        if stype == want:
-            found[name] = bool(getattr(struct.from_address(node_address), member))
-    return found
 
 
 def matmul_types(instance, pd) -> tuple:
