@@ -12,6 +12,12 @@ Rows (a GPU's goals):
 - "fused mlp khr only vs torch": the same, forcing the VK_KHR_cooperative_matrix
   kernel; goal 3x faster; skipped, with the selector's reason, where it does
   not apply.
+- "fused mlp bfloat16 4x64 3840x2160 vs torch" (no goal): the same network
+  with bfloat16 weights and activations (float32 accumulators) against
+  torch's bfloat16 ``nn.Sequential`` (or the float16 layer-by-layer
+  recording), on a device of its own whose host asked gc.requirements()
+  for VK_KHR_shader_bfloat16; skipped where the selector would not put it
+  on the tensor cores.
 
 On a CPU Vulkan device (lavapipe) both rows are skipped and one row runs
 256 x 256 queries against the layer-by-layer recording instead.
@@ -86,7 +92,7 @@ def _layer_by_layer(ctx, layers, x):
     return body
 
 
-def _torch_baseline(layers, x_np: np.ndarray, reps: int) -> float:
+def _torch_baseline(layers, x_np: np.ndarray, reps: int, dtype: str = "float16") -> float:
     import torch
     mods = []
     for layer in layers:
@@ -95,8 +101,8 @@ def _torch_baseline(layers, x_np: np.ndarray, reps: int) -> float:
             lin.weight.copy_(torch.from_numpy(layer.weight.T.copy()))
             lin.bias.copy_(torch.from_numpy(layer.bias))
         mods += [lin] + ([torch.nn.ReLU()] if layer.activation == "relu" else [])
-    model = torch.nn.Sequential(*mods).cuda().half()
-    tx = torch.from_numpy(x_np).cuda()
+    model = torch.nn.Sequential(*mods).cuda().to(getattr(torch, dtype))
+    tx = torch.from_numpy(x_np).cuda().to(getattr(torch, dtype))
     with torch.no_grad():
         return torch_seconds(lambda: model(tx), reps, graph=True)
 
@@ -129,12 +135,49 @@ def gpu_rows(ctx, quick: bool) -> list:
                            note=f"{kernel_for(ctx, net, kernel)}, {net.accumulate} accumulators, "
                                 f"{QUERIES} queries, {QUERIES / mine / 1e9:.2f} G queries/s, "
                                 f"{QUERIES * FLOPS_PER_QUERY / mine / 1e12:.0f} TFLOP/s"))
+    rows.append(_bfloat16_row(ctx, layers, x_np, (baseline, base_s), quick))
     return rows
+
+
+BF16_ROW = "fused mlp bfloat16 4x64 3840x2160 vs torch"
+
+
+def _bfloat16_row(ctx, layers, x_np, fp16_baseline, quick: bool) -> Result:
+    """The bfloat16 row, on a device of its own: a host that asked
+    gc.requirements() for VK_KHR_shader_bfloat16 (testing.HeadlessHost,
+    without validation), on the run's GPU."""
+    from guestcompute.ops.mlp_op import kernel_for
+    from guestcompute.testing import HeadlessHost
+    host = HeadlessHost("modern", validation=False, device=ctx.limits.device_name, bfloat16=True)
+    bctx = host.adopt()
+    try:
+        net = bctx.mlp(layers, dtype="bfloat16")
+        kernel = kernel_for(bctx, net)
+        if kernel == "fma":
+            return Result(SECTION, BF16_ROW, skipped="bfloat16 runs on the portable kernel here: the device has "
+                                                     "no bfloat16 cooperative matrices (VK_KHR_shader_bfloat16)")
+        x, out = bctx.tensor(x_np), bctx.empty((QUERIES, WIDTHS[-1]), "float16")
+        bctx.run(lambda rec: rec.mlp(x, net, out=out))
+        check_against_numpy(out.numpy(), net, x_np.astype(np.float32), BF16_ROW)
+        reps = 3 if quick else 10
+        warm_up(bctx, 1.0)
+        mine = Timer(bctx, reps, rounds=3).gpu_seconds(lambda rec: rec.mlp(x, net, out=out))
+    finally:
+        bctx.close()
+        host.close()
+    baseline = fp16_baseline
+    if torch_available():
+        baseline = ("torch bfloat16 nn.Sequential in a CUDA graph, same GPU",
+                    _torch_baseline(layers, x_np.astype(np.float32), reps, "bfloat16"))
+    return Result(SECTION, BF16_ROW, mine * 1e3, "ms", baseline[0], baseline[1] * 1e3,
+                  note=f"{kernel}, float32 accumulators, float16 tensors in and out, "
+                       f"{QUERIES * FLOPS_PER_QUERY / mine / 1e12:.0f} TFLOP/s")
 
 
 def cpu_rows(ctx, quick: bool) -> list:
     out = [Result(SECTION, name, goal=GOALS[name], skipped="a GPU's goal: this device runs on the CPU")
            for name in ROWS]
+    out.append(Result(SECTION, BF16_ROW, skipped="a GPU's row: this device runs on the CPU"))
     timer = Timer(ctx, reps=1 if quick else 2, rounds=1 if quick else 3)
     net, layers = network(ctx)
     x_np = np.random.default_rng(42).standard_normal((CPU_QUERIES, WIDTHS[0])).astype(np.float16)

@@ -129,26 +129,48 @@ def check_layers(layers) -> tuple:
     return tuple(layers)
 
 
+def bfloat16_bits(a) -> np.ndarray:
+    """float32 values as bfloat16 bits (uint16), rounded to nearest even,
+    as the kernels round (numpy has no bfloat16)."""
+    f = np.asarray(a, np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FC0), rounded)
+
+
+def rounded_to(a, dtype: str) -> np.ndarray:
+    """``a`` rounded to ``dtype`` ("float16", "float32" or "bfloat16"), as float32."""
+    if dtype == "bfloat16":
+        return (bfloat16_bits(a).astype(np.uint32) << 16).view(np.float32)
+    return np.asarray(a).astype(dtype).astype(np.float32)
+
+
+def _stored(block: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        return bfloat16_bits(block)
+    return block.astype(dtype)
+
+
 def pack(layers, dtype: str) -> np.ndarray:
     """The packed network as uint32 words: the table (TABLE_WORDS per
     layer: K, N padded, activation code, slope bits, weight and bias word
     offsets, two unused), then per layer its K x N row-major weights and
-    its bias — for float16 sixteen identical rows of it (what the
-    cooperative-matrix kernel loads as one fragment), for float32 one.
+    its bias — for float16 and bfloat16 sixteen identical rows of it (what
+    the cooperative-matrix kernel loads as one fragment), for float32 one.
     Every block starts on a 16-byte boundary."""
-    np_dtype = np.float16 if dtype == "float16" else np.float32
-    bias_rows = 16 if dtype == "float16" else 1
+    bias_rows = 1 if dtype == "float32" else 16
     table = np.zeros((len(layers), TABLE_WORDS), np.uint32)
     blocks, offset = [], len(layers) * TABLE_WORDS
     for i, layer in enumerate(layers):
         (k, n), (kp, np_) = layer.shape, (padded(layer.shape[0]), padded(layer.shape[1]))
-        w = np.zeros((kp, np_), np_dtype)
+        # float64 blocks: each weight is rounded once, to the stored type
+        w = np.zeros((kp, np_), np.float64)
         w[:k, :n] = layer.weight
-        b = np.zeros((bias_rows, np_), np_dtype)
+        b = np.zeros((bias_rows, np_), np.float64)
         b[:, :n] = layer.bias
         words = []
         for block in (w, b):
-            raw = block.tobytes()
+            raw = _stored(block, dtype).tobytes()
             raw += bytes(-len(raw) % 16)
             words.append(np.frombuffer(raw, np.uint32))
         table[i, :6] = (kp, np_, *activation_words(layer), offset, offset + words[0].size)
@@ -158,31 +180,37 @@ def pack(layers, dtype: str) -> np.ndarray:
 
 
 def _check_range(layers, dtype: str) -> None:
-    if dtype != "float16":
+    if dtype == "float32":
         return
     big = max(max(np.abs(layer.weight).max(initial=0), np.abs(layer.bias).max(initial=0)) for layer in layers)
-    if not big <= np.finfo(np.float16).max:
-        raise InvalidArgumentError(f"mlp: a weight or bias of magnitude {big:g} does not fit float16 "
-                                   "(max 65504); use dtype='float32'")
+    with np.errstate(over="ignore"):
+        fits = np.isfinite(rounded_to(np.float32(big), dtype))
+    if not fits:
+        raise InvalidArgumentError(f"mlp: a weight or bias of magnitude {big:g} does not fit {dtype} "
+                                   "(it rounds to infinity); use dtype='float32'")
 
 
 class Network:
     """A packed network of one context; made by ``ctx.mlp(layers, dtype=,
     accumulate=)``, evaluated by ``rec.mlp(x, net)``.
 
-    ``dtype``: how the weights are stored ("float16", or "float32": then
-    only the portable kernel runs it). ``accumulate``: the cooperative-
+    ``dtype``: how the weights are stored ("float16"; "bfloat16", float32's
+    range at float16's size, on the tensor cores where the host enabled
+    VK_KHR_shader_bfloat16, else read by the portable kernel; or "float32":
+    then only the portable kernel runs it). ``accumulate``: the cooperative-
     matrix kernel's accumulator type ("float16" is faster there, with
-    about ten times the rounding error); the portable kernel always
-    accumulates in float32. ``weights``: the packed uint32 guest tensor."""
+    about ten times the rounding error; float16 weights only); the portable
+    kernel always accumulates in float32. ``weights``: the packed uint32
+    guest tensor."""
 
     def __init__(self, ctx, layers, dtype: str = "float16", accumulate: str = "float32"):
         if dtype not in WEIGHT_DTYPES:
             raise DTypeError(f"mlp: dtype {dtype!r}; the weights are stored as one of {list(WEIGHT_DTYPES)}")
         if accumulate not in ACCUMULATORS:
             raise InvalidArgumentError(f"mlp: accumulate must be one of {list(ACCUMULATORS)}, got {accumulate!r}")
-        if dtype == "float32" and accumulate == "float16":
-            raise InvalidArgumentError("mlp: accumulate='float16' is for float16 weights; use dtype='float16'")
+        if dtype != "float16" and accumulate == "float16":
+            raise InvalidArgumentError(f"mlp: accumulate='float16' is for float16 weights, not {dtype}; "
+                                       "use dtype='float16' or accumulate='float32'")
         layers = check_layers(layers)
         _check_range(layers, dtype)
         self.ctx, self.dtype, self.accumulate = ctx, dtype, accumulate
@@ -292,8 +320,8 @@ class Network:
         against)."""
         h = np.asarray(x, np.float32)
         for layer in self.layers:
-            w = layer.weight.astype(self.dtype).astype(np.float32)
-            b = layer.bias.astype(self.dtype).astype(np.float32)
+            w = rounded_to(layer.weight, self.dtype)
+            b = rounded_to(layer.bias, self.dtype)
             h = apply_activation(h @ w + b, layer.activation, layer.slope)
         return h
 

@@ -26,6 +26,7 @@ import numpy as np
 from ..kernels.catalogue import variants
 from ..kernels.glsl_lib import F16_EXTENSIONS, WG_INDEX
 from ..kernels.spec import READ, WRITE, Binding, KernelSpec, Push, family
+from ..spirv import bfloat16
 from . import pixels as px
 
 UNROLL = ("GL_EXT_control_flow_attributes",)
@@ -43,7 +44,7 @@ def activation_words(layer) -> tuple:
     return ACTIVATIONS.index(layer.activation), int(np.array([layer.slope], np.float32).view(np.uint32)[0])
 
 
-WEIGHT_DTYPES = ("float16", "float32")
+WEIGHT_DTYPES = ("float16", "float32", "bfloat16")
 # Input layouts: float tensors, or a sampled image read with texelFetch.
 X_LAYOUTS = ("f16", "f32", "tex")
 # Output layouts: float tensors, or storage images of these formats (others
@@ -122,6 +123,10 @@ def fma_spec(dtype: str, x: str, o: str) -> KernelSpec:
 def _weight_fn(dtype: str) -> str:
     if dtype == "float16":
         return "float weight(uint base, uint i) { return unpackHalf2x16(net[base + (i >> 1u)])[i & 1u]; }"
+    if dtype == "bfloat16":
+        # a bfloat16 is the high half of the float32 it rounds: exact
+        return ("float weight(uint base, uint i) { uint w = net[base + (i >> 1u)]; "
+                "return uintBitsToFloat((i & 1u) == 0u ? w << 16u : w & 0xFFFF0000u); }")
     return "float weight(uint base, uint i) { return uintBitsToFloat(net[base + i]); }"
 
 
@@ -248,9 +253,20 @@ OUT_LEN = 5            # uvec4s per row of a subgroup's fp32 output tile: 16 col
 # remain for devices with less shared memory.
 KHR_TILINGS = (KhrTiling(64, 4, 4), KhrTiling(64, 4, 2), KhrTiling(128, 4, 1), KhrTiling(128, 2, 1))
 KHR_ACC = ("float32", "float16")
+# The KHR kernel's weight and activation types: bfloat16 takes float32
+# accumulators (the fragments devices offer), and its kernel is the float16
+# one with its fragments retyped (spirv/bfloat16.py).
+KHR_DTYPES = ("float16", "bfloat16")
+
+# float32 to bfloat16 bits, rounded to nearest even (a NaN stays a NaN).
+PACK_BF16 = """uint bf16_bits(float v) {
+  uint b = floatBitsToUint(v);
+  return isnan(v) ? 0x7FC0u : (b + 0x7FFFu + ((b >> 16u) & 1u)) >> 16u;
+}
+uint packBFloat2x16(vec2 v) { return bf16_bits(v.x) | (bf16_bits(v.y) << 16u); }"""
 
 
-def khr_spec(tiling: KhrTiling, acc: str, x: str, o: str) -> KernelSpec:
+def khr_spec(tiling: KhrTiling, acc: str, x: str, o: str, dtype: str = "float16") -> KernelSpec:
     """A workgroup owns ``tiling.rows`` queries, and each of its subgroups
     works on its own rows from start to end, with no workgroup barrier:
     it stages its input rows into shared memory as fp16; per layer it
@@ -266,11 +282,15 @@ def khr_spec(tiling: KhrTiling, acc: str, x: str, o: str) -> KernelSpec:
     tile over the subgroup's rows, 16 columns at a time. A float16 tensor
     input or output whose rows are whole fragments skips the element-wise
     routes (:data:`DIRECT_IN`, :data:`DIRECT_OUT`): 3.84 -> 3.34 ms for the
-    benchmark network on an H100."""
+    benchmark network on an H100. With ``dtype`` "bfloat16" the fragments
+    and staged rows are bfloat16 and float16 tensors go element by element."""
+    if dtype == "bfloat16" and acc != "float32":
+        raise ValueError("bfloat16 fragments take float32 accumulators")
     bindings = (_binding("x", x, READ), Binding("net", "uvec4", READ), _binding("o", o, WRITE))
     params = (("acc", acc), ("x", x), ("o", o), ("wmax", tiling.wmax), ("subgroups", tiling.subgroups),
-              ("row_frags", tiling.row_frags))
-    feats = ("cooperative_matrix_khr", "float16", "subgroup")
+              ("row_frags", tiling.row_frags)) + ((("dtype", dtype),) if dtype != "float16" else ())
+    feats = ("cooperative_matrix_khr", "float16", "subgroup") + \
+        (("bfloat16_cooperative_matrix",) if dtype == "bfloat16" else ())
     return KernelSpec("mlp_khr", bindings, PUSH, params, (tiling.threads, 1, 1),
                       tuple(dict.fromkeys(F16_EXTENSIONS + KHR_EXTS)), feats)
 
@@ -290,11 +310,12 @@ DIRECT_OUT = ("pc.o_sc == 1 && pc.o_sr > 0 && (uint(pc.o_sr) & 7u) == 0u && (pc.
               " && pc.out_w == OUT_NF * 16u && q0 + SR <= pc.rows")
 
 
-def _khr_load(x: str, mats: dict) -> list:
+def _khr_load(x: str, mats: dict, bf16: bool) -> list:
     """The subgroup's input rows into its activation rows: whole fragments
-    where :data:`DIRECT_IN` holds, else eight halves (one uvec4) a lane a step."""
-    staged = _khr_load_staged(x)
-    if x != "f16":
+    where :data:`DIRECT_IN` holds (and the fragments are float16, the
+    tensor's type), else eight values (one uvec4) a lane a step."""
+    staged = _khr_load_staged(x, "packBFloat2x16" if bf16 else "packHalf2x16")
+    if x != "f16" or bf16:
         return staged
     return [f"  if ({DIRECT_IN}) {{",
             "    [[unroll]] for (uint i = 0u; i < RF; ++i)",
@@ -308,7 +329,7 @@ def _khr_load(x: str, mats: dict) -> list:
             "  }"]
 
 
-def _khr_load_staged(x: str) -> list:
+def _khr_load_staged(x: str, pack: str) -> list:
     if x == "tex":
         value = "(k + e < pc.in_w) ? p[min(k + e, 3u)] : 0.0"
         fetch = "    vec4 p = q < pc.rows ? load_px(q) : vec4(0.0);"
@@ -320,8 +341,8 @@ def _khr_load_staged(x: str) -> list:
             fetch,
             "    float h[8];",
             f"    [[unroll]] for (uint e = 0u; e < 8u; ++e) h[e] = {value};",
-            "    pool[(sm + r) * ALEN + k / 8u] = uvec4(packHalf2x16(vec2(h[0], h[1])), packHalf2x16(vec2(h[2], h[3])),",
-            "                                         packHalf2x16(vec2(h[4], h[5])), packHalf2x16(vec2(h[6], h[7])));",
+            f"    pool[(sm + r) * ALEN + k / 8u] = uvec4({pack}(vec2(h[0], h[1])), {pack}(vec2(h[2], h[3])),",
+            f"                                         {pack}(vec2(h[4], h[5])), {pack}(vec2(h[6], h[7])));",
             "  }"]
 
 
@@ -464,35 +485,38 @@ def _khr_layers(mats: dict, acc_t: str) -> list:
 def _render_khr(spec: KernelSpec) -> str:
     t = khr_tiling(spec)
     acc_t = "float" if spec.param("acc") == "float32" else "float16_t"
+    bf16 = spec.param("dtype") == "bfloat16"
     mat = "coopmat<{}, gl_ScopeSubgroup, 16u, 16u, {}>"
     mats = dict(acc=mat.format(acc_t, "gl_MatrixUseAccumulator"), a=mat.format("float16_t", "gl_MatrixUseA"),
                 b=mat.format("float16_t", "gl_MatrixUseB"), h=mat.format("float16_t", "gl_MatrixUseAccumulator"),
                 f=mat.format("float", "gl_MatrixUseAccumulator"))
     return "\n".join([
+        *([bfloat16.MARK] if bf16 else []),
         "#pragma use_vulkan_memory_model",
         f"const uint RF = {t.row_frags}u, NF = {t.wmax // 16}u, SR = RF * 16u, SG = {SUBGROUP}u;",
         f"const uint ALEN = {t.alen}u, OUT_LEN = {OUT_LEN}u;",
         *_khr_constants(),
         f"shared uvec4 pool[{t.pool}];",
         _io_glsl(spec.param("x"), spec.param("o")),
+        *([PACK_BF16] if bf16 else []),
         ACTIVATE,
         "void main() {",
         # sm: the subgroup's first row in shared memory; q0: its first query.
         "  uint lane = gl_SubgroupInvocationID, sm = gl_SubgroupID * SR;",
         f"  uint q0 = ({WG_INDEX} * {t.subgroups}u + gl_SubgroupID) * SR;",
         "  uint K0 = KF0 * 16u;",
-        *_khr_load(spec.param("x"), mats),
+        *_khr_load(spec.param("x"), mats, bf16),
         f"  {mats['acc']} acc[RF][NF];",
         *SUBGROUP_SYNC,
         *_khr_layers(mats, acc_t),
-        *_khr_out(spec.param("o"), mats),
+        *_khr_out(spec.param("o"), mats, bf16),
         "}"])
 
 
-def _khr_out(o: str, mats: dict) -> list:
+def _khr_out(o: str, mats: dict, bf16: bool) -> list:
     """The last layer's accumulators to the output: whole fragments where
-    :data:`DIRECT_OUT` holds, else through an fp32 tile, which lies over
-    the subgroup's own activation rows, 16 columns at a time."""
+    :data:`DIRECT_OUT` holds (and they are float16), else through an fp32 tile,
+    which lies over the subgroup's own activation rows, 16 columns at a time."""
     tiled = ["  uint ot = sm * ALEN;",
              "  [[unroll]] for (uint j = 0u; j < NF; ++j) if (j < OUT_NF) {",
              "    uint c0 = j * 16u;",
@@ -504,7 +528,7 @@ def _khr_out(o: str, mats: dict) -> list:
              *SUBGROUP_SYNC,
              *_khr_store(o),
              "  }"]
-    if o != "f16":
+    if o != "f16" or bf16:
         return tiled
     return [f"  if ({DIRECT_OUT}) {{",
             "    [[unroll]] for (uint i = 0u; i < RF; ++i)",
@@ -530,7 +554,8 @@ def _fma_variants():
 @variants("mlp_khr")
 def _khr_variants():
     for t in KHR_TILINGS:
-        for acc in KHR_ACC:
-            for x in X_LAYOUTS:
-                for o in O_LAYOUTS:
-                    yield khr_spec(t, acc, x, o)
+        for dtype in KHR_DTYPES:
+            for acc in KHR_ACC if dtype == "float16" else ("float32",):
+                for x in X_LAYOUTS:
+                    for o in O_LAYOUTS:
+                        yield khr_spec(t, acc, x, o, dtype)

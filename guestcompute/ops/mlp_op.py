@@ -17,9 +17,13 @@ Preference order (:func:`explain` says why each is skipped):
                16x16x16 fp16 fragments with the network's accumulator,
                32-wide subgroups, and one of the kernel's tilings fits its
                shared memory and invocations. Activations are rounded to
-               fp16 between layers (and the input on entry).
-2. ``fma``     every device: 16 queries per workgroup of 64, fp32
-               activations and accumulators.
+               fp16 between layers (and the input on entry). bfloat16
+               weights likewise, where the host also enabled
+               VK_KHR_shader_bfloat16's type and cooperative matrices and
+               the device has 16x16x16 bfloat16 fragments with float32
+               accumulators; activations are then rounded to bfloat16.
+2. ``fma``     every device, every weight type: 16 queries per workgroup
+               of 64, fp32 activations and accumulators.
 
 Operands: ``x`` is a float16/float32 tensor (..., in) — leading dims as
 numpy's matmul batch — or an image, standing for the float32 (H, W, C)
@@ -76,8 +80,16 @@ def khr_tiling(p: Problem, d: MatmulDevice):
 
 
 def _khr_why_not(p: Problem, d: MatmulDevice):
-    if p.dtype != "float16":
-        return "cooperative matrices are used for float16 weights only"
+    if p.dtype == "float32":
+        return "cooperative matrices are used for float16 and bfloat16 weights only"
+    if p.dtype == "bfloat16":
+        if p.acc != "float32":
+            return "bfloat16 fragments take float32 accumulators"
+        if not d.coopmat_khr_bf16_shapes:
+            return ("the host did not enable VK_KHR_shader_bfloat16 with bfloat16 cooperative matrices "
+                    "(see gc.requirements())")
+        if (16, 16, 16, p.acc) not in d.coopmat_khr_bf16_shapes:
+            return f"the device reports no 16x16x16 bfloat16 fragment with a {p.acc} accumulator"
     reason = khr_fragments_why_not(p.acc, d, kernels.SUBGROUP)
     if reason is not None:
         return reason
@@ -105,7 +117,8 @@ def _coopvec_why_not(p: Problem, d: MatmulDevice):
 
 CANDIDATES = (
     Candidate("nv_coopvec", _coopvec_why_not, lambda p, d: coopvec.coopvec_spec(*p.classes, p.acc)),
-    Candidate("khr_coopmat", _khr_why_not, lambda p, d: kernels.khr_spec(khr_tiling(p, d), p.acc, p.x, p.o)),
+    Candidate("khr_coopmat", _khr_why_not,
+              lambda p, d: kernels.khr_spec(khr_tiling(p, d), p.acc, p.x, p.o, p.dtype)),
     # Every device runs it: 64 invocations and 16 KiB of shared memory.
     Candidate("fma", lambda p, d: None, lambda p, d: kernels.fma_spec(p.dtype, p.x, p.o)),
 )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import CompilerNotFoundError, InvalidArgumentError, KernelCompileError, KernelError
 from ..log import log
+from . import bfloat16
 from .slang import SLANG_FIRST_LINE, compile_builtin
 
 TARGET_ENV = "vulkan1.0"  # SPIR-V 1.0 runs on every Vulkan 1.0 device
@@ -138,10 +139,13 @@ def compile_glsl(glsl: str, target_env: str = TARGET_ENV) -> bytes:
 def compile_source(source: str, target_env: str = TARGET_ENV) -> bytes:
     """SPIR-V of a built-in kernel's rendered source: Slang (its first line
     says so, see kernels/spec.py) through slangc, GLSL through
-    :func:`compile_glsl`."""
+    :func:`compile_glsl`, and then, for GLSL whose cooperative matrices
+    stand for bfloat16 ones (it holds the line :data:`bfloat16.MARK`), the
+    rewrite that makes them so."""
     if source.startswith(SLANG_FIRST_LINE):
         return compile_builtin(source)
-    return compile_glsl(source, target_env)
+    spirv = compile_glsl(source, target_env)
+    return bfloat16.retype(spirv) if bfloat16.MARK in source else spirv
 
 
 def _compile_with_glslang(glsl: str, target_env: str) -> bytes:
