@@ -2,8 +2,9 @@
 
 Files are named by :func:`~guestcompute.spirv.compiler.source_key` of the
 rendered GLSL (and target environment), exactly the key the runtime looks up
-first, so a kernel whose source changed simply has no baked file until the
-next bake — it can never load stale code. ``index.json`` maps each spec's
+first, and hold the module compressed (spirv/baked_files.py); so a kernel
+whose source changed simply has no baked file until the next bake — it can
+never load stale code. ``index.json`` maps each spec's
 key to its file, for people and for the staleness test.
 
 Incremental: files already present are kept (their name is the hash of their
@@ -20,14 +21,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .paths import atomic_write
-from .spirv.cache import BAKED_DIR
-from .spirv.compiler import compile_source, glslc_path, is_spirv, source_key
+from .spirv import baked_files
+from .spirv.baked_files import BAKED_DIR
+from .spirv.compiler import compile_source, glslc_path, source_key
 from .spirv.slang import slangc_path
 from .errors import CompilerNotFoundError, InvalidArgumentError, KernelError
 from .ops import all_specs
 
 INDEX_NAME = "index.json"
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2         # 2: compressed files (baked_files.SUFFIX)
 
 
 @dataclass
@@ -77,7 +79,7 @@ def index_for(sources: dict, compiler: str, slangc: str = None) -> dict:
     kernels = {}
     for key, (_, env, specs) in sources.items():
         for spec in specs:
-            kernels[spec.key] = {"file": f"{key}.spv", "family": spec.family, "target_env": env}
+            kernels[spec.key] = {"file": baked_files.path(key).name, "family": spec.family, "target_env": env}
     return {"format": INDEX_FORMAT, "compiler": compiler, "slangc": slangc,
             "kernels": dict(sorted(kernels.items()))}
 
@@ -96,9 +98,9 @@ def stale(out_dir=None, specs=None) -> dict:
     out = Path(out_dir or BAKED_DIR)
     sources = plan(catalogue() if specs is None else specs)
     missing = sorted(s.key for key, (_, _, ss) in sources.items()
-                     if not (out / f"{key}.spv").is_file() for s in ss)
-    present = {p.stem for p in out.glob("*.spv")} if out.is_dir() else set()
-    return {"missing": missing, "unused": sorted(f"{k}.spv" for k in present - set(sources))}
+                     if not baked_files.path(key, out).is_file() for s in ss)
+    present = baked_files.keys(out)
+    return {"missing": missing, "unused": sorted(baked_files.path(k, out).name for k in present - set(sources))}
 
 
 def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=None) -> BakeReport:
@@ -113,7 +115,7 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
     specs = list(catalogue() if specs is None else specs)
     sources = plan(specs)
     compiler = glslc_version()          # also fails early, naming the package, without glslc
-    todo = [k for k in sources if force or not _valid(out / f"{k}.spv")]
+    todo = [k for k in sources if force or not _valid(baked_files.path(k, out))]
     out.mkdir(parents=True, exist_ok=True)
 
     def build(key):
@@ -122,7 +124,7 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
             data = compile_source(glsl, env)
         except KernelError as e:
             raise KernelError(f"baking {family_specs[0].family} kernel {family_specs[0].key}: {e}") from e
-        atomic_write(out / f"{key}.spv", data)
+        atomic_write(baked_files.path(key, out), baked_files.encode(data))
 
     done = 0
     if progress is not None:
@@ -135,10 +137,10 @@ def bake(out_dir=None, specs=None, jobs=None, clean=True, force=False, progress=
                 progress(done, len(todo))
     removed = []
     if clean:
-        for path in sorted(out.glob("*.spv")):
-            if path.stem not in sources:
-                path.unlink()
-                removed.append(path.name)
+        unused = [baked_files.path(k, out) for k in sorted(baked_files.keys(out) - set(sources))]
+        for path in unused + sorted(out.glob("*.spv")):      # *.spv: uncompressed files of index format 1
+            path.unlink()
+            removed.append(path.name)
     # The Slang release is recorded when it compiled something (else the
     # one recorded before stays: the files are still its output).
     slang_todo = any(sources[k][2][0].language == "slang" for k in todo)
@@ -161,7 +163,7 @@ def _index_text(index: dict) -> str:
 
 def _valid(path: Path) -> bool:
     try:
-        return is_spirv(path.read_bytes())
+        return baked_files.decode(path.read_bytes()) is not None
     except OSError:
         return False
 

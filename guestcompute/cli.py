@@ -43,10 +43,10 @@ def _emit(args, data: dict, text: str) -> None:
 
 def _cache_locations(cache_dir=None) -> dict:
     from .paths import cache_root
-    from .spirv.cache import BAKED_DIR
+    from .spirv.baked_files import BAKED_DIR, SUFFIX
     from .bake import read_index
     root = cache_root(cache_dir)
-    baked = _dir_usage(BAKED_DIR, "*.spv")
+    baked = _dir_usage(BAKED_DIR, f"*{SUFFIX}")
     baked["index_kernels"] = len(read_index().get("kernels", {}))
     return {"root": str(root), "spirv": _dir_usage(root / "spirv", "*.spv"),
             "pipelines": _dir_usage(root / "pipelines", "*.bin"), "baked": baked}

@@ -1,4 +1,4 @@
-"""GLSL → SPIR-V: baked (shipped in the package) → disk cache → glslc.
+"""GLSL → SPIR-V: baked (shipped in the package, spirv/baked_files.py) → disk cache → glslc.
 
 Everything is content-addressed by the SHA-256 of the GLSL text plus the
 target environment, so a changed kernel source can never pick up stale
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from ..log import log
 from ..paths import CacheFileRefused, atomic_write, cache_root, read_cache_file
+from . import baked_files
 from .compiler import TARGET_ENV, compile_source, is_spirv, source_key
 
-BAKED_DIR = Path(__file__).resolve().parent.parent / "kernels" / "baked"
 DISK_MAGIC = b"GCSPV1\n\0"   # disk-cache header: this magic, then sha256(key + spirv)
 # The largest SPIR-V file read back (the biggest built-in kernel is a few
 # dozen KiB); anything larger at a cache path is ignored with a warning.
@@ -48,9 +48,9 @@ class SpirvCache:
         if hit is not None:
             return hit
         with self._lock:
-            data = self._load(BAKED_DIR / f"{key}.spv", "spirv_baked_hits")
+            data = self._load(baked_files.path(key), "spirv_baked_hits", baked_files.decode)
             if data is None:
-                data = self._load(self.dir / f"{key}.spv", "spirv_disk_hits", key=key)
+                data = self._load_disk(key)
             if data is None:
                 data = compile_source(glsl, target_env)
                 self.store(key, data)
@@ -62,7 +62,7 @@ class SpirvCache:
         """The SPIR-V stored under ``key`` (memory, then disk), or None."""
         hit = self._memory.get(key)
         if hit is None:
-            hit = self._load(self.dir / f"{key}.spv", "spirv_disk_hits", key=key)
+            hit = self._load_disk(key)
             if hit is not None:
                 self._memory[key] = hit
         return hit
@@ -92,7 +92,12 @@ class SpirvCache:
         except OSError:
             pass        # only costs a compile next time
 
-    def _load(self, path: Path, counter: str, key: str = None):
+    def _load_disk(self, key: str):
+        return self._load(self.dir / f"{key}.spv", "spirv_disk_hits", lambda data: unseal(data, key))
+
+    def _load(self, path: Path, counter: str, decode):
+        """The SPIR-V ``decode`` finds in the file at ``path``, or None
+        (missing, refused or damaged: the last two with a warning)."""
         try:
             data = read_cache_file(path, MAX_FILE_BYTES)
         except CacheFileRefused as e:
@@ -102,8 +107,7 @@ class SpirvCache:
             return None
         except OSError:
             return None
-        if key is not None:
-            data = unseal(data, key)
+        data = decode(data)
         if data is None or not is_spirv(data):
             log.warning("guestcompute: ignoring corrupt SPIR-V cache file %s (truncated, damaged or "
                         "another kernel's); compiling the kernel again", path)

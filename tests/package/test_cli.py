@@ -118,7 +118,7 @@ def test_bake_command(tmp_path, monkeypatch, capsys):
     assert "0 compiled" in capsys.readouterr().out
     assert cli.main(["bake", "--check", "--out", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
-    (out / ("1" * 64 + ".spv")).write_bytes(b"old")
+    (out / ("1" * 64 + ".spvz")).write_bytes(b"old")
     assert cli.main(["bake", "--check", "--out", str(out)]) == 1
     assert "stale" in capsys.readouterr().out
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from guestcompute.spirv.cache import BAKED_DIR
+from guestcompute.spirv import baked_files
+from guestcompute.spirv.baked_files import BAKED_DIR
 from guestcompute.spirv.compiler import compile_glsl, compile_source, glslc_path, needs_glslang, source_key
 from guestcompute.errors import CompilerNotFoundError
 from guestcompute import bake
@@ -25,7 +26,7 @@ def catalogue():
 
 def test_every_catalogue_spec_has_baked_spirv(catalogue):
     missing = [f"{s.family} {s.key}" for s in catalogue
-               if not (BAKED_DIR / f"{source_key(s.render(), s.target_env)}.spv").is_file()]
+               if not baked_files.path(source_key(s.render(), s.target_env)).is_file()]
     assert not missing, f"{STALE}; {len(missing)} of {len(catalogue)} specs missing, e.g. {missing[:5]}"
 
 
@@ -34,7 +35,7 @@ def test_no_unused_baked_files_and_index_matches(catalogue):
     assert state == {"missing": [], "unused": []}, STALE
     index = bake.read_index()
     assert index.get("format") == bake.INDEX_FORMAT, STALE
-    expected = {s.key: f"{source_key(s.render(), s.target_env)}.spv" for s in catalogue}
+    expected = {s.key: f"{source_key(s.render(), s.target_env)}.spvz" for s in catalogue}
     assert {k: v["file"] for k, v in index["kernels"].items()} == expected, STALE
 
 
@@ -68,32 +69,35 @@ def test_baked_spirv_equals_a_fresh_compile(catalogue):
     for s in specs:
         glsl = s.render()
         if s.language == "slang":
-            path = BAKED_DIR / f"{source_key(glsl, s.target_env)}.spv"
+            path = baked_files.path(source_key(glsl, s.target_env))
             assert path.is_file(), STALE
             if same_slangc:
-                assert path.read_bytes() == compile_source(glsl, s.target_env), \
+                assert baked_files.decode(path.read_bytes()) == compile_source(glsl, s.target_env), \
                     f"{s.family} {s.key}: baked SPIR-V differs from its source; {STALE}"
             continue
         if needs_glslang(glsl) and not glslang:
-            assert (BAKED_DIR / f"{source_key(glsl, s.target_env)}.spv").is_file(), STALE
+            assert baked_files.path(source_key(glsl, s.target_env)).is_file(), STALE
             continue
-        path = BAKED_DIR / f"{source_key(glsl, s.target_env)}.spv"
+        path = baked_files.path(source_key(glsl, s.target_env))
         assert path.is_file(), STALE
-        assert path.read_bytes() == compile_source(glsl, s.target_env), \
+        assert baked_files.decode(path.read_bytes()) == compile_source(glsl, s.target_env), \
             f"{s.family} {s.key}: baked SPIR-V differs from its source; {STALE}"
 
 
 def test_bake_is_incremental_and_removes_unused(tmp_path, catalogue):
     specs = catalogue[:3]
-    (tmp_path / ("0" * 64 + ".spv")).write_bytes(b"\x03\x02\x23\x07" + bytes(20))   # no spec needs it
+    unused = "0" * 64 + baked_files.SUFFIX
+    (tmp_path / unused).write_bytes(baked_files.encode(b"\x03\x02\x23\x07" + bytes(20)))   # no spec needs it
+    (tmp_path / ("1" * 64 + ".spv")).write_bytes(b"\x03\x02\x23\x07" + bytes(20))   # index format 1's kind
     calls = []
     first = bake.bake(tmp_path, specs=specs, jobs=2, progress=lambda d, t: calls.append((d, t)))
     assert first.compiled == first.sources > 0 and first.kept == 0
-    assert first.removed == ["0" * 64 + ".spv"]
+    assert first.removed == [unused, "1" * 64 + ".spv"]
     assert calls[-1] == (first.sources, first.sources)
     for s in specs:
-        data = (tmp_path / f"{source_key(s.render(), s.target_env)}.spv").read_bytes()
-        assert data == compile_glsl(s.render(), s.target_env)
+        path = baked_files.path(source_key(s.render(), s.target_env), tmp_path)
+        assert len(path.read_bytes()) < len(baked_files.decode(path.read_bytes()))      # compressed
+        assert baked_files.decode(path.read_bytes()) == compile_source(s.render(), s.target_env)
     index = json.loads((tmp_path / bake.INDEX_NAME).read_text())
     assert set(index["kernels"]) == {s.key for s in specs}
     assert index["kernels"][specs[0].key]["family"] == specs[0].family
@@ -103,10 +107,22 @@ def test_bake_is_incremental_and_removes_unused(tmp_path, catalogue):
     assert bake.stale(tmp_path, specs) == {"missing": [], "unused": []}
 
     # A damaged file is not "present": it is compiled again.
-    victim = next(tmp_path.glob("*.spv"))
+    victim = next(tmp_path.glob(f"*{baked_files.SUFFIX}"))
     victim.write_bytes(b"junk")
     assert bake.bake(tmp_path, specs=specs).compiled == 1
-    assert victim.read_bytes()[:4] == b"\x03\x02\x23\x07"
+    assert baked_files.decode(victim.read_bytes())[:4] == b"\x03\x02\x23\x07"
+
+
+def test_a_damaged_baked_file_holds_no_spirv():
+    spirv = b"\x03\x02\x23\x07" + bytes(20)
+    packed = baked_files.encode(spirv)
+    assert baked_files.decode(packed) == spirv
+    assert baked_files.decode(packed[:-3]) is None                    # truncated
+    assert baked_files.decode(b"junk") is None                        # not zlib
+    assert baked_files.decode(baked_files.encode(b"not spir-v at all")) is None
+    assert baked_files.decode(packed + b"x") is None                  # something after the stream
+    huge = baked_files.encode(b"\x03\x02\x23\x07" + bytes(baked_files.MAX_SPIRV_BYTES))
+    assert baked_files.decode(huge) is None                           # past the size it decompresses
 
 
 def test_missing_glslc_names_the_package(monkeypatch, tmp_path):
@@ -135,7 +151,7 @@ print(json.dumps({"ok": bool(np.array_equal(out, 2 * a)), "compiles": stats["spi
 
 
 def test_builtins_need_no_compiler_at_runtime(tmp_path):
-    if not any(BAKED_DIR.glob("*.spv")):
+    if not baked_files.keys():
         pytest.fail(STALE)
     env = dict(os.environ, PATH=str(tmp_path), GUESTCOMPUTE_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.run([sys.executable, "-c", BUILTINS_WITHOUT_GLSLC], env=env,
@@ -172,8 +188,8 @@ def test_no_baked_kernel_repeats_a_decoration():
     machines, do not, so the baked files are checked here."""
     import array
     bad = []
-    for path in sorted(BAKED_DIR.glob("*.spv")):
-        words = array.array("I", path.read_bytes())
+    for path in sorted(BAKED_DIR.glob(f"*{baked_files.SUFFIX}")):
+        words = array.array("I", baked_files.decode(path.read_bytes()))
         if words[0] != 0x07230203:
             continue
         if _repeated_decorations(words):

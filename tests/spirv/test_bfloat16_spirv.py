@@ -13,7 +13,7 @@ import pytest
 
 from guestcompute.ops import all_specs
 from guestcompute.spirv import bfloat16
-from guestcompute.spirv.cache import BAKED_DIR
+from guestcompute.spirv import baked_files
 from guestcompute.spirv.compiler import source_key
 
 _OP_CAPABILITY, _OP_EXTENSION, _OP_TYPE_FLOAT, _OP_TYPE_COOPMAT = 17, 10, 22, 4456
@@ -24,7 +24,7 @@ def _specs(dtype):
 
 
 def _baked(spec) -> bytes:
-    return (BAKED_DIR / f"{source_key(spec.render(), spec.target_env)}.spv").read_bytes()
+    return baked_files.decode(baked_files.path(source_key(spec.render(), spec.target_env)).read_bytes())
 
 
 def _instructions(spirv: bytes):
