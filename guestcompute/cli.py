@@ -131,9 +131,11 @@ def cmd_info(args) -> int:
         data["chosen"] = next((i for i, pd in enumerate(devices) if pd == chosen), None)
         if chosen is not None:
             req = requirements(chosen, inst_api)
+            asked = requirements(chosen, inst_api, bfloat16=True)     # what the opt-in adds here
             data["would_use"] = {"api_version": "%d.%d" % req.api_version,
                                  "device_extensions": list(req.device_extensions),
-                                 "features": list(req.features)}
+                                 "features": list(req.features),
+                                 "opt_in": [e for e in asked.device_extensions if e not in req.device_extensions]}
             data["memory"] = _memory_record(chosen, inst_api)
     finally:
         lib.vkDestroyInstance(instance, ffi.NULL)
@@ -150,6 +152,9 @@ def cmd_info(args) -> int:
                   f"  Vulkan {w['api_version']}",
                   f"  extensions: {', '.join(w['device_extensions']) or 'none'}",
                   f"  features:   {', '.join(w['features']) or 'none'}"]
+        if w["opt_in"]:
+            lines.append(f"  opt-in:     {', '.join(w['opt_in'])} (gc.requirements(..., bfloat16=True): "
+                         "bfloat16 networks on the tensor cores)")
     if "memory" in data:
         lines += _memory_text(data["memory"])
     lines += ["caches:"] + _cache_text(data["caches"])

@@ -43,6 +43,9 @@ def test_info_text_and_json(tmp_path):
     assert data["devices"][data["chosen"]]["name"]
     assert data["caches"]["root"] == str(tmp_path)
     assert "api_version" in data["would_use"]
+    # what gc.requirements(..., bfloat16=True) would add: never what the default already lists
+    assert not set(data["would_use"]["opt_in"]) & set(data["would_use"]["device_extensions"])
+    assert set(data["would_use"]["opt_in"]) <= {"VK_KHR_shader_bfloat16"}
     assert data["memory"]["heaps"][0]["size"] > 0 and data["memory"]["max_allocations"] > 0
     assert "maxMemoryAllocationCount" in text and "heap 0:" in text
     # --json before the command works too
