@@ -436,11 +436,11 @@ class Context:
         recording. ``specs``: None or ``"all"`` (every built-in kernel this
         context can run), a list of KernelSpecs and/or kernel family names
         (e.g. ``"map"``: all its built-in variants), or an object with a
-        ``specs()`` method (a program). ``progress(done, total)`` is called
-        on this thread; ``threads`` creates pipelines in parallel (default:
-        one per CPU, at most 8). Saves the persisted pipeline cache after.
-        Returns a :class:`~guestcompute.warmup.WarmupReport`. The fused MLP's
-        per-network pipelines are made when a network is first recorded.
+        ``specs()`` method (a program), and ``ctx.mlp`` networks (the
+        pipelines specialized to each, for tensor operands). ``progress(done,
+        total)`` is called on this thread; ``threads`` creates pipelines in
+        parallel (default: one per CPU, at most 8). Saves the persisted
+        pipeline cache after. Returns a :class:`~guestcompute.warmup.WarmupReport`.
 
         Thread-safety: may run while other threads record with this context.
         """

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from .errors import InvalidArgumentError, UnsupportedError
 from .kernels.spec import KernelSpec
 from .ops import all_specs
+from .ops.mlp import Network
+from .ops.mlp_op import network_pipelines
 
 
 @dataclass
@@ -62,10 +64,11 @@ def supported(ctx, spec: KernelSpec) -> bool:
 
 
 def resolve(ctx, specs) -> tuple:
-    """(specs to create, number of built-ins skipped as unsupported)."""
+    """([(spec, specialization constants)] to create, number of built-ins
+    skipped as unsupported)."""
     if specs is None or (isinstance(specs, str) and specs == "all"):
         every = list(all_specs())
-        runnable = [s for s in every if supported(ctx, s)]
+        runnable = [(s, ()) for s in every if supported(ctx, s)]
         return runnable, len(every) - len(runnable)
     if isinstance(specs, (str, bytes)):
         raise InvalidArgumentError(f"warmup(): specs must be None, 'all', a list of KernelSpecs and "
@@ -83,16 +86,20 @@ def resolve(ctx, specs) -> tuple:
     for item in items:
         if isinstance(item, str):              # a kernel family: its built-in variants
             family = _family_specs(item)
-            runnable = [s for s in family if supported(ctx, s)]
+            runnable = [(s, ()) for s in family if supported(ctx, s)]
             specs += runnable
             skipped += len(family) - len(runnable)
         elif isinstance(item, KernelSpec):
-            specs.append(item)
+            specs.append((item, ()))
+        elif isinstance(item, Network):        # its pipelines, specialized to its layers
+            if item.ctx is not ctx:
+                raise InvalidArgumentError("warmup(): the network belongs to another context")
+            specs += network_pipelines(ctx, item)
         else:
-            raise InvalidArgumentError(f"warmup(): expected KernelSpecs or family names, got "
-                                       f"{type(item).__name__}")
+            raise InvalidArgumentError(f"warmup(): expected KernelSpecs, family names or ctx.mlp networks, "
+                                       f"got {type(item).__name__}")
     specs = list(dict.fromkeys(specs))
-    for s in specs:
+    for s, _ in specs:
         if not supported(ctx, s):
             raise UnsupportedError(f"warmup(): kernel {s.family} needs {s.features or s.target_env}, "
                                    "which the host did not enable")
@@ -132,12 +139,12 @@ def warm(ctx, specs, progress=None, threads=None) -> WarmupReport:
         raise InvalidArgumentError(f"warmup(): threads must be a positive int, got {threads!r}")
     _check_progress(progress)
     todo, skipped = resolve(ctx, specs)
-    existing = sum(1 for s in todo if ctx.device.pipelines.lookup(s) is not None)
-    missing = [s for s in todo if ctx.device.pipelines.lookup(s) is None]
+    existing = sum(1 for s, c in todo if ctx.device.pipelines.lookup(s, c) is not None)
+    missing = [(s, c) for s, c in todo if ctx.device.pipelines.lookup(s, c) is None]
     before = ctx.device.pipelines.stats["pipelines_created"]
 
-    def create(spec):
-        ctx.device.pipelines.resolve(spec)
+    def create(pair):
+        ctx.device.pipelines.resolve(pair[0], None, pair[1])
 
     total = len(todo)
     done = existing

@@ -254,6 +254,27 @@ def kernel_for(ctx, net, kernel: str = None) -> str:
     return select(_problem(ctx, check_network(ctx, net), "f32", "f32"), MatmulDevice.of(ctx), kernel)[0]
 
 
+def network_pipelines(ctx, net, d: MatmulDevice = None) -> list:
+    """[(KernelSpec, specialization constants)] of the pipelines ``rec.mlp``
+    records ``net`` with on ``ctx`` for float16 and float32 tensor operands
+    (float16 where the host enabled 16-bit storage), without duplicates:
+    what ``ctx.warmup([net])`` creates. ``d``: the device facts (default
+    the context's)."""
+    d = d or MatmulDevice.of(ctx)
+    layouts = ("f16", "f32") if ctx.caps.float16_storage else ("f32",)
+    out = []
+    for x in layouts:
+        for o in layouts:
+            p = _problem(ctx, net, x, o)
+            name, spec = select(p, d)
+            if name == "nv_coopvec":
+                constants = coopvec.spec_constants(net.layers)
+            else:
+                constants = net.khr_constants() if spec.family == "mlp_khr" else ()
+            out.append((spec, constants))
+    return list(dict.fromkeys(out))
+
+
 def _check_loop_cap(ctx, name: str, net) -> None:
     cap = ctx.limits.loop_iteration_cap
     if name == "fma" and cap and kernels.fma_loop_iterations(net.padded_widths) > cap // 2:

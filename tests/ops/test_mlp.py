@@ -489,3 +489,41 @@ def test_the_khr_accuracy_bound_holds_for_fp16_activations():
             net_ref = apply_activation(net_ref @ layer.weight.astype(np.float16).astype(np.float32)
                                        + layer.bias.astype(np.float16).astype(np.float32), layer.activation)
         assert np.abs(h - net_ref).max() <= KHR_TOL * max(1.0, np.abs(net_ref).max()), depth
+
+
+# -- warm-up -------------------------------------------------------------------------------
+
+def test_warmup_creates_a_networks_pipelines_ahead(host, ctx):
+    """``ctx.warmup([net])`` creates the pipelines the network records with
+    (specialized to its layers where its kernel is), so its first frame
+    creates none."""
+    net = ctx.mlp(_layers([30, 64, 48, 7]))
+    report = ctx.warmup([net], threads=1)
+    assert report.total == len(mlp_op.network_pipelines(ctx, net)) == report.created + report.existing
+    before = ctx.cache_stats()["pipelines_created"]
+    dtypes = ("float16", "float32") if ctx.caps.float16_storage else ("float32",)
+    for dtype in dtypes:
+        x = ctx.tensor(RNG.standard_normal((40, 30)).astype(dtype))
+        for out_dtype in dtypes:
+            out = ctx.empty((40, 7), out_dtype)
+            host.run(ctx, lambda rec: rec.mlp(x, net, out=out))
+    assert ctx.cache_stats()["pipelines_created"] == before
+    assert ctx.warmup([net]).created == 0
+    other = gc.Context.create()
+    try:
+        with pytest.raises(gc.InvalidArgumentError, match="another context"):
+            other.warmup([net])
+    finally:
+        other.close()
+
+
+def test_network_pipelines_carry_the_kernels_constants(modern_ctx):
+    net = modern_ctx.mlp(_layers([32, 64, 64, 16]))
+    pairs = mlp_op.network_pipelines(modern_ctx, net, KHR)
+    assert {s.family for s, _ in pairs} == {"mlp_khr"}
+    assert all(c == mk.khr_spec_constants(net.layers) for _, c in pairs)
+    coopvec = dataclasses.replace(KHR, coopvec_types=(("float16", "float16", "float16", "float32"),))
+    pairs = mlp_op.network_pipelines(modern_ctx, net, coopvec)
+    assert {s.family for s, _ in pairs} == {"mlp_coopvec"} and len(pairs) == 1    # one kernel for every layout
+    assert pairs[0][1] == mlp.coopvec_constants(net.layers)
+    assert mlp_op.network_pipelines(modern_ctx, net, PLAIN)[0][1] == ()
