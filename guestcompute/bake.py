@@ -4,8 +4,8 @@ Files are named by :func:`~guestcompute.spirv.compiler.source_key` of the
 rendered GLSL (and target environment), exactly the key the runtime looks up
 first, and hold the module compressed (spirv/baked_files.py); so a kernel
 whose source changed simply has no baked file until the next bake — it can
-never load stale code. ``index.json`` maps each spec's
-key to its file, for people and for the staleness test.
+never load stale code. ``index.json`` maps each spec's key to its file, for
+people and for the staleness test.
 
 Incremental: files already present are kept (their name is the hash of their
 source, so they cannot be out of date); files no spec needs are removed.
