@@ -41,10 +41,9 @@ OPTIONAL_EXTENSIONS = (
     "VK_EXT_shader_replicated_composites",  # slangc builds the cooperative-vector kernel's constants with it
     "VK_KHR_shader_bfloat16",         # fused MLP (rec.mlp) with bfloat16 weights on the tensor cores (opt-in)
 )
-# Listed only when asked for (``requirements(bfloat16=True)``): the Khronos
-# validation layer 1.4.309 does not know it, and reports its name and its
-# feature struct as unknown at vkCreateDevice (testing.py says more).
-OPT_IN = {"bfloat16": "VK_KHR_shader_bfloat16"}
+# VK_KHR_shader_bfloat16 is listed only when asked for (``requirements(bfloat16=True)``):
+# the Khronos validation layer 1.4.309 does not know it, and reports its name
+# and its feature struct as unknown at vkCreateDevice (testing.py says more).
 
 GET_PROPERTIES2 = "VK_KHR_get_physical_device_properties2"
 
@@ -242,7 +241,7 @@ def requirements(physical_device=None, instance_api_version=None, instance_exten
                        instance_extensions=_unlocking_instance_extensions(api, enabled_on_instance,
                                                                           supported, held_back),
                        held_back=held_back)
-    return req if bfloat16 else req.without(OPT_IN["bfloat16"])
+    return req if bfloat16 else req.without(newer.BFLOAT16_EXTENSION)
 
 
 def _version_text(v: tuple) -> str:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import struct
 
+from .module import HEADER_WORDS, OP_CAPABILITY, OP_TYPE_FLOAT
+
 MARK = "// float16_t cooperative matrices below are bfloat16 (spirv/bfloat16.py)"
 
-_OP_EXTENSION, _OP_CAPABILITY, _OP_TYPE_FLOAT, _OP_TYPE_COOPMAT_KHR = 10, 17, 22, 4456
+_OP_EXTENSION, _OP_TYPE_COOPMAT_KHR = 10, 4456
 BFLOAT16_TYPE, BFLOAT16_COOPERATIVE_MATRIX = 5116, 5118     # SPIR-V capabilities of SPV_KHR_bfloat16
 _BFLOAT16_ENCODING = 0                                      # FPEncoding BFloat16KHR
 EXTENSION = "SPV_KHR_bfloat16"
@@ -42,27 +44,28 @@ def retype(spirv: bytes) -> bytes:
     matrices' component type pointed at it, and the two capabilities and
     the extension declared. ValueError for a module with no such matrix
     (then the kernel did not need this)."""
-    if len(spirv) % 4 or len(spirv) < 20:
+    if len(spirv) % 4 or len(spirv) < HEADER_WORDS * 4:
         raise ValueError("not a SPIR-V module")
     words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
     bound = words[3]
     new_id = bound
-    out, half, retyped, declared = words[:5], None, 0, False
-    i = 5
+    out, half, retyped, declared = words[:HEADER_WORDS], None, 0, False
+    i = HEADER_WORDS
     while i < len(words):
         opcode, count = words[i] & 0xFFFF, words[i] >> 16
         ins = words[i:i + count]
-        if not declared and opcode != _OP_CAPABILITY:
-            out += _instruction(_OP_CAPABILITY, [BFLOAT16_TYPE]) + _instruction(_OP_CAPABILITY, [BFLOAT16_COOPERATIVE_MATRIX])
+        if not declared and opcode != OP_CAPABILITY:
+            for capability in (BFLOAT16_TYPE, BFLOAT16_COOPERATIVE_MATRIX):
+                out += _instruction(OP_CAPABILITY, [capability])
             out += _instruction(_OP_EXTENSION, _words(EXTENSION))
             declared = True
         if opcode == _OP_TYPE_COOPMAT_KHR and ins[2] == half:
             ins = ins[:2] + [new_id] + ins[3:]
             retyped += 1
         out += ins
-        if opcode == _OP_TYPE_FLOAT and count == 3 and ins[2] == 16:
+        if opcode == OP_TYPE_FLOAT and count == 3 and ins[2] == 16:
             half = ins[1]
-            out += _instruction(_OP_TYPE_FLOAT, [new_id, 16, _BFLOAT16_ENCODING])
+            out += _instruction(OP_TYPE_FLOAT, [new_id, 16, _BFLOAT16_ENCODING])
         i += count
     if not retyped:
         raise ValueError("the module has no cooperative matrix of 16-bit floats to make bfloat16")

@@ -31,7 +31,7 @@ TOL_F16_OUT = 1e-3
 KHR_TOL = 2e-2
 
 
-def _layers(widths, acts=None, scale=1.0):
+def random_layers(widths, acts=None, scale=1.0):
     acts = acts or ["relu"] * (len(widths) - 2) + ["none"]
     return [gc.Dense(RNG.standard_normal((a, b)) * scale / np.sqrt(a), RNG.standard_normal(b) * 0.1, act)
             for a, b, act in zip(widths, widths[1:], acts)]
@@ -60,7 +60,7 @@ def _check(got, net, x, f16_out=False):
 def test_depths_and_widths_match_numpy(modern_host, modern_ctx, depth, width):
     ctx = modern_ctx
     widths = [min(width, 64) - 3] + [width] * (depth - 1) + [7]
-    net = ctx.mlp(_layers(widths))
+    net = ctx.mlp(random_layers(widths))
     x = RNG.standard_normal((300, widths[0])).astype(np.float32)
     _check(modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net)).numpy(), net, x)
 
@@ -73,7 +73,7 @@ def test_deep_networks_of_mixed_widths_match_numpy(modern_host, modern_ctx, widt
     ctx = modern_ctx
     acts = [ACTS[i % len(ACTS)] for i in range(len(widths) - 1)]
     net = ctx.mlp([gc.Dense(layer.weight, layer.bias, layer.activation, slope=0.3)
-                   for layer in _layers(widths, acts)])
+                   for layer in random_layers(widths, acts)])
     x = RNG.standard_normal((300, widths[0])).astype(np.float32)
     _check(modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net)).numpy(), net, x)
 
@@ -107,7 +107,7 @@ def test_the_khr_kernels_offsets_are_where_pack_puts_the_layers():
     """The KHR kernel works out each written-out layer's weight and bias
     offsets from its specialization constants; evaluated here from the
     rendered GLSL, they must match the packed network's table."""
-    layers = _layers([30, 64, 16, 48, 128, 32, 64, 16, 80, 24, 5])
+    layers = random_layers([30, 64, 16, 48, 128, 32, 64, 16, 80, 24, 5])
     glsl = mk.khr_spec(mk.KHR_TILINGS[0], "float16", "f16", "f16").render()
     constants = dict(mk.khr_spec_constants(layers))
     names = {"DEPTH": constants[mk.KHR_DEPTH_ID]}
@@ -123,7 +123,7 @@ def test_the_khr_kernels_offsets_are_where_pack_puts_the_layers():
 
 
 def test_the_network_keeps_its_khr_constants_until_its_layers_change(ctx):
-    layers = _layers([20, 48, 9], ["leaky_relu", "none"])
+    layers = random_layers([20, 48, 9], ["leaky_relu", "none"])
     net = ctx.mlp(layers)
     made = net.khr_constants()
     assert net.khr_constants() is made and made == mk.khr_spec_constants(layers)
@@ -137,7 +137,7 @@ def test_the_network_keeps_its_khr_constants_until_its_layers_change(ctx):
 @pytest.mark.parametrize("act", ACTS)
 def test_each_activation(modern_host, modern_ctx, act):
     ctx = modern_ctx
-    layers = _layers([12, 32, 32, 5], [act, act, act], scale=3.0)   # wide pre-activations: saturation
+    layers = random_layers([12, 32, 32, 5], [act, act, act], scale=3.0)   # wide pre-activations: saturation
     if act == "leaky_relu":
         layers = [gc.Dense(layer.weight, layer.bias, act, slope=0.2) for layer in layers]
     net = ctx.mlp(layers)
@@ -157,7 +157,7 @@ def test_activations_agree_with_their_definitions():
 @pytest.mark.parametrize("out_dtype", ["float16", "float32"])
 def test_dtypes_of_weights_inputs_and_outputs(modern_host, modern_ctx, net_dtype, x_dtype, out_dtype):
     ctx = modern_ctx
-    net = ctx.mlp(_layers([20, 48, 9], ["tanh", "none"]), dtype=net_dtype)
+    net = ctx.mlp(random_layers([20, 48, 9], ["tanh", "none"]), dtype=net_dtype)
     x = RNG.standard_normal((130, 20)).astype(x_dtype)
     out = ctx.empty((130, 9), out_dtype)
     modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net, out=out))
@@ -173,7 +173,7 @@ def test_dtypes_of_weights_inputs_and_outputs(modern_host, modern_ctx, net_dtype
 
 def test_default_out_has_the_inputs_dtype_and_batch_dims(modern_host, modern_ctx):
     ctx = modern_ctx
-    net = ctx.mlp(_layers([6, 16, 3]))
+    net = ctx.mlp(random_layers([6, 16, 3]))
     x = RNG.standard_normal((2, 3, 17, 6)).astype(np.float16)
     got = modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net))
     assert got.shape == (2, 3, 17, 3) and got.dtype == gc.float16
@@ -185,7 +185,7 @@ def test_default_out_has_the_inputs_dtype_and_batch_dims(modern_host, modern_ctx
 
 
 def test_strided_inputs_and_outputs(host, ctx):
-    net = ctx.mlp(_layers([5, 32, 4]), dtype="float32")
+    net = ctx.mlp(random_layers([5, 32, 4]), dtype="float32")
     wide = RNG.standard_normal((40, 9)).astype(np.float32)
     x = ctx.tensor(wide)[:, 2:7]                         # row stride 9
     got = host.run(ctx, lambda rec: rec.mlp(x, net))
@@ -205,7 +205,7 @@ def test_float16_rows_of_whole_fragments_read_and_written_directly(modern_host, 
     aligned, and the rows past the last whole tile, go element by element.
     Every route must give the same result."""
     ctx = modern_ctx
-    net = ctx.mlp(_layers([32, 64, 32]))
+    net = ctx.mlp(random_layers([32, 64, 32]))
     big = RNG.standard_normal((300, 72)).astype(np.float16)
     for cols in (slice(8, 40), slice(4, 36)):             # offset 8 halves (aligned), 4 (not)
         x = ctx.tensor(big)[:, cols]
@@ -229,7 +229,7 @@ def test_direct_fragment_routes_only_for_float16_tensors():
 
 
 def test_zero_queries(host, ctx):
-    net = ctx.mlp(_layers([5, 16, 4]), dtype="float32")
+    net = ctx.mlp(random_layers([5, 16, 4]), dtype="float32")
     got = host.run(ctx, lambda rec: rec.mlp(ctx.empty((0, 5)), net))
     assert got.shape == (0, 4)
 
@@ -242,7 +242,7 @@ def test_image_in_tensor_out(modern_host, modern_ctx):
     ctx = modern_ctx
     pixels = RNG.uniform(0, 1, (9, 21, 4)).astype(np.float16)
     img = _image(ctx, pixels, "rgba16f")
-    net = ctx.mlp(_layers([3, 32, 32, 5]))              # reads the first three channels
+    net = ctx.mlp(random_layers([3, 32, 32, 5]))              # reads the first three channels
     got = modern_host.run(ctx, lambda rec: rec.mlp(img, net))
     assert got.shape == (9, 21, 5) and got.dtype == gc.float32
     _check(got.numpy(), net, pixels[..., :3].astype(np.float32))
@@ -253,7 +253,7 @@ def test_per_pixel_network_writes_an_image(modern_host, modern_ctx, fmt):
     ctx = modern_ctx
     channels = 1 if fmt == "r32f" else 4
     n_out = 1 if fmt == "r32f" else 3
-    net = ctx.mlp(_layers([4, 32, n_out], ["relu", "sigmoid"]))
+    net = ctx.mlp(random_layers([4, 32, n_out], ["relu", "sigmoid"]))
     pixels = RNG.uniform(0, 1, (11, 19, 4)).astype(np.float32)
     src = _image(ctx, pixels, "rgba32f")
     dst = ctx.image((19, 11), fmt)
@@ -278,11 +278,11 @@ def test_per_pixel_network_writes_an_image(modern_host, modern_ctx, fmt):
 
 def test_update_and_set_weights(modern_host, modern_ctx):
     ctx = modern_ctx
-    net = ctx.mlp(_layers([8, 16, 4]))
+    net = ctx.mlp(random_layers([8, 16, 4]))
     x_np = RNG.standard_normal((50, 8)).astype(np.float32)
     x = ctx.tensor(x_np)
     first = net.numpy(x_np)
-    new = _layers([8, 16, 4], ["tanh", "sigmoid"])
+    new = random_layers([8, 16, 4], ["tanh", "sigmoid"])
     net.update(new)
     assert [layer.activation for layer in net.layers] == ["tanh", "sigmoid"]
     _check(modern_host.run(ctx, lambda rec: rec.mlp(x, net)).numpy(), net, x_np)
@@ -300,9 +300,9 @@ def test_update_and_set_weights(modern_host, modern_ctx):
     _check(after.numpy(), net, x_np)
     assert not np.allclose(first, after.numpy())
     with pytest.raises(gc.ShapeError):
-        net.update(_layers([8, 32, 4]))
+        net.update(random_layers([8, 32, 4]))
     with pytest.raises(gc.InvalidArgumentError, match="in place"):       # activations stay in place
-        modern_host.run(ctx, lambda rec: net.update(_layers([8, 16, 4], ["relu", "sigmoid"]), rec=rec))
+        modern_host.run(ctx, lambda rec: net.update(random_layers([8, 16, 4], ["relu", "sigmoid"]), rec=rec))
     assert [layer.activation for layer in net.layers] == ["tanh", "sigmoid"]
     with pytest.raises(gc.InvalidArgumentError):
         net.set_weights([new[0].weight])
@@ -351,8 +351,8 @@ def test_bad_calls_record_nothing(modern_host):
     ctx = modern_host.adopt()
     other = modern_host.adopt()
     try:
-        net = ctx.mlp(_layers([8, 16, 4]))
-        net32 = ctx.mlp(_layers([8, 16, 4]), dtype="float32")
+        net = ctx.mlp(random_layers([8, 16, 4]))
+        net32 = ctx.mlp(random_layers([8, 16, 4]), dtype="float32")
         x = ctx.tensor(np.ones((10, 8), np.float32))
         img = ctx.image((4, 4), "rgba16f")
         cases = [
@@ -361,14 +361,14 @@ def test_bad_calls_record_nothing(modern_host):
             (gc.ShapeError, lambda rec: rec.mlp(x, net, out=ctx.empty((10, 5)))),
             (gc.DTypeError, lambda rec: rec.mlp(x, net, out=ctx.empty((10, 4), "int32"))),
             (gc.InvalidArgumentError, lambda rec: rec.mlp(x, "net")),
-            (gc.WrongContextError, lambda rec: rec.mlp(x, other.mlp(_layers([8, 16, 4])))),
+            (gc.WrongContextError, lambda rec: rec.mlp(x, other.mlp(random_layers([8, 16, 4])))),
             (gc.ShapeError, lambda rec: rec.mlp(img, net)),                 # 4 channels, 8 inputs
             (gc.ShapeError, lambda rec: rec.mlp(x, net, out=img)),          # not (H, W, in)
             (gc.InvalidArgumentError, lambda rec: rec.mlp(x, net, kernel="tensor_cores")),
             # float32 weights: the cooperative-matrix kernel never applies, on any device
             (gc.UnsupportedError, lambda rec: rec.mlp(x, net32, kernel="khr_coopmat")),
         ]
-        pixel_net = ctx.mlp(_layers([4, 16, 4]))
+        pixel_net = ctx.mlp(random_layers([4, 16, 4]))
         cases += [(gc.InvalidArgumentError, lambda rec: rec.mlp(img, pixel_net, out=img)),
                   (gc.ShapeError, lambda rec: rec.mlp(img, pixel_net, out=ctx.image((5, 4), "rgba16f")))]
         assert_all_refused(modern_host, ctx, cases)
@@ -400,7 +400,7 @@ def test_a_network_too_deep_for_a_loop_cap_is_refused(bare_host):
        act=st.sampled_from(ACTS))
 def test_random_shapes(modern_host, modern_ctx, widths, rows, act):
     ctx = modern_ctx
-    net = ctx.mlp(_layers(widths, [act] * (len(widths) - 1)))
+    net = ctx.mlp(random_layers(widths, [act] * (len(widths) - 1)))
     x = RNG.standard_normal((rows, widths[0])).astype(np.float32)
     _check(modern_host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net)).numpy(), net, x)
 
@@ -477,7 +477,7 @@ def test_the_khr_accuracy_bound_holds_for_fp16_activations():
     numpy doing the same stays within the documented bound."""
     for depth in range(1, 6):
         widths = [32] + [64] * depth + [16]
-        layers = _layers(widths)
+        layers = random_layers(widths)
         x = RNG.standard_normal((500, 32)).astype(np.float32)
         h = x.astype(np.float16)
         for i, layer in enumerate(layers):
@@ -497,7 +497,7 @@ def test_warmup_creates_a_networks_pipelines_ahead(host, ctx):
     """``ctx.warmup([net])`` creates the pipelines the network records with
     (specialized to its layers where its kernel is), so its first frame
     creates none."""
-    net = ctx.mlp(_layers([30, 64, 48, 7]))
+    net = ctx.mlp(random_layers([30, 64, 48, 7]))
     report = ctx.warmup([net], threads=1)
     assert report.total == len(mlp_op.network_pipelines(ctx, net)) == report.created + report.existing
     before = ctx.cache_stats()["pipelines_created"]
@@ -518,7 +518,7 @@ def test_warmup_creates_a_networks_pipelines_ahead(host, ctx):
 
 
 def test_network_pipelines_carry_the_kernels_constants(modern_ctx):
-    net = modern_ctx.mlp(_layers([32, 64, 64, 16]))
+    net = modern_ctx.mlp(random_layers([32, 64, 64, 16]))
     pairs = mlp_op.network_pipelines(modern_ctx, net, KHR)
     assert {s.family for s, _ in pairs} == {"mlp_khr"}
     assert all(c == mk.khr_spec_constants(net.layers) for _, c in pairs)

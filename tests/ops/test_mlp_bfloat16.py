@@ -9,11 +9,11 @@ import pytest
 
 import guestcompute as gc
 from guestcompute.ops import all_specs
-from guestcompute.ops import matmul as mm
 from guestcompute.ops import mlp, mlp_op
 from guestcompute.ops import mlp_kernels as mk
 from guestcompute.ops.mlp import apply_activation, bfloat16_bits, rounded_to
 from guestcompute.spirv import bfloat16
+from test_mlp import KHR, random_layers
 
 RNG = np.random.default_rng(5)
 # The portable kernel's bound (fp32 activations and sums, exact bfloat16
@@ -24,15 +24,7 @@ TOL = 1e-4
 # |got - ref| <= KHR_BF16_TOL * max(1, max |ref|).
 KHR_BF16_TOL = 4e-2
 
-KHR_BF16 = mm.MatmulDevice(subgroup_size=32, subgroup_arithmetic=True, max_shared_memory=49152,
-                           max_invocations=1024, coopmat_khr_shapes=((16, 16, 16, "float16"), (16, 16, 16, "float32")),
-                           coopmat_khr_bf16_shapes=((16, 16, 16, "float32"),))
-
-
-def _layers(widths, acts=None, scale=1.0):
-    acts = acts or ["relu"] * (len(widths) - 2) + ["none"]
-    return [gc.Dense(RNG.standard_normal((a, b)) * scale / np.sqrt(a), RNG.standard_normal(b) * 0.1, act)
-            for a, b, act in zip(widths, widths[1:], acts)]
+KHR_BF16 = dataclasses.replace(KHR, coopmat_khr_bf16_shapes=((16, 16, 16, "float32"),))
 
 
 def test_bfloat16_bits_round_to_nearest_even():
@@ -64,7 +56,7 @@ def test_pack_stores_bfloat16_bits_and_sixteen_bias_rows():
 
 def test_bad_bfloat16_networks_raise_typed_errors(ctx):
     with pytest.raises(gc.InvalidArgumentError, match="float16 weights"):
-        ctx.mlp(_layers([16, 16]), dtype="bfloat16", accumulate="float16")
+        ctx.mlp(random_layers([16, 16]), dtype="bfloat16", accumulate="float16")
     with pytest.raises(gc.InvalidArgumentError, match="does not fit bfloat16"):
         ctx.mlp([gc.Dense(np.full((16, 16), 3.4e38, np.float32))], dtype="bfloat16")
     big = ctx.mlp([gc.Dense(np.full((16, 16), 1e30, np.float32))], dtype="bfloat16")   # fits: float32's range
@@ -75,7 +67,7 @@ def test_bad_bfloat16_networks_raise_typed_errors(ctx):
 def test_the_portable_kernel_matches_numpy(host, ctx, x_dtype, out_dtype):
     if x_dtype == "float16" and not ctx.caps.float16_storage:
         pytest.skip("float16 tensors need 16-bit storage")
-    net = ctx.mlp(_layers([30, 64, 48, 7], ["relu", "silu", "none"]), dtype="bfloat16")
+    net = ctx.mlp(random_layers([30, 64, 48, 7], ["relu", "silu", "none"]), dtype="bfloat16")
     x = RNG.standard_normal((200, 30)).astype(x_dtype)
     got = host.run(ctx, lambda rec: rec.mlp(ctx.tensor(x), net, kernel="fma")).numpy().astype(np.float32)
     ref = net.numpy(x.astype(np.float32))
@@ -135,7 +127,7 @@ def test_the_bfloat16_accuracy_bound_holds_in_numpy():
     """numpy rounding the input and every hidden activation to bfloat16,
     as the kernel does, stays within the documented bound."""
     for depth in range(1, 7):
-        layers = _layers([32] + [64] * depth + [16])
+        layers = random_layers([32] + [64] * depth + [16])
         x = RNG.standard_normal((1000, 32)).astype(np.float32)
         h, ref = rounded_to(x, "bfloat16"), x
         for i, layer in enumerate(layers):
@@ -169,7 +161,7 @@ def test_the_tensor_core_kernel_matches_numpy(bfloat16_host, widths, x_dtype, ou
     ctx = _bf16_ctx(bfloat16_host)
     try:
         acts = [("relu", "leaky_relu", "sigmoid", "tanh", "silu")[i % 5] for i in range(len(widths) - 2)] + ["none"]
-        net = ctx.mlp(_layers(widths, acts), dtype="bfloat16")
+        net = ctx.mlp(random_layers(widths, acts), dtype="bfloat16")
         assert mlp_op.kernel_for(ctx, net) == "khr_coopmat"
         x = RNG.standard_normal((1000, widths[0])).astype(x_dtype)
         out = ctx.empty((1000, widths[-1]), out_dtype)
@@ -183,7 +175,7 @@ def test_the_tensor_core_kernel_matches_numpy(bfloat16_host, widths, x_dtype, ou
 def test_the_tensor_core_kernel_reads_and_writes_images(bfloat16_host):
     ctx = _bf16_ctx(bfloat16_host)
     try:
-        net = ctx.mlp(_layers([3, 64, 64, 3], ["relu", "relu", "sigmoid"]), dtype="bfloat16")
+        net = ctx.mlp(random_layers([3, 64, 64, 3], ["relu", "relu", "sigmoid"]), dtype="bfloat16")
         pixels = RNG.uniform(0, 1, (40, 50, 4)).astype(np.float32)
         src = ctx.image_from(pixels, "rgba32f")
         dst = ctx.image((50, 40), "rgba32f")
