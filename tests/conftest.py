@@ -23,7 +23,8 @@ def _host(profile, copy: int = 0):
     # host of the profile: its own instance and VkDevice on the same
     # physical device (the interop tests share memory between the two).
     # "bfloat16" is the modern profile with VK_KHR_shader_bfloat16 enabled
-    # and the layer's shader-module checks off (guestcompute/testing.py says why).
+    # and the messages the layer gives only for not knowing that extension
+    # set aside (guestcompute/testing.py says which, and why).
     if (profile, copy) not in _hosts:
         bf16 = profile == "bfloat16"
         _hosts[profile, copy] = HeadlessHost("modern" if bf16 else profile, validation=VALIDATION, bfloat16=bf16)

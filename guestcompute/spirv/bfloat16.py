@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 
-from .module import HEADER_WORDS, OP_CAPABILITY, OP_TYPE_FLOAT
+from .module import HEADER_WORDS, OP_CAPABILITY, OP_TYPE_FLOAT, SpirvError, decode_words
 
 MARK = "// float16_t cooperative matrices below are bfloat16 (spirv/bfloat16.py)"
 
@@ -42,11 +42,13 @@ def retype(spirv: bytes) -> bytes:
     """``spirv`` with its 16-bit-float cooperative matrices made bfloat16
     ones: a bfloat16 scalar type declared after the 16-bit float, the
     matrices' component type pointed at it, and the two capabilities and
-    the extension declared. ValueError for a module with no such matrix
-    (then the kernel did not need this)."""
-    if len(spirv) % 4 or len(spirv) < HEADER_WORDS * 4:
-        raise ValueError("not a SPIR-V module")
-    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    the extension declared. SpirvError (a ValueError) for bytes that are
+    no module, ValueError for a module with no such matrix (then the
+    kernel did not need this)."""
+    try:
+        words = list(decode_words(spirv))
+    except SpirvError as e:
+        raise SpirvError(f"not a SPIR-V module: {e}") from None
     bound = words[3]
     new_id = bound
     out, half, retyped, declared = words[:HEADER_WORDS], None, 0, False

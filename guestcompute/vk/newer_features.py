@@ -52,8 +52,7 @@ def feature_structs(names, value: bool = True) -> list:
 
 def values(structs) -> dict:
     """{feature: on} of every feature of :data:`FEATURES` the ``structs`` hold."""
-    return {name: bool(getattr(s, member)) for s in structs
-            for name, (struct, stype, member) in FEATURES.items() if s.sType == stype}
+    return {name: on for s in structs for name, on in read_features(s.sType, ctypes.addressof(s)).items()}
 
 
 def read_features(stype: int, node_address: int) -> dict:
