@@ -206,7 +206,7 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
     narrow = spectrum is None and fft_fixed.narrow_columns(n, columns, rows)
     if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns, narrow)):
         spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None, narrow)
-        bindings = (source_binding(src), dst.buffer, fk.roots(ctx, n).buffer)
+        bindings = (source_binding(src), dst.buffer)
         per_group = fft_fixed.shape(spec)[2]
         if spectrum is not None:
             bindings += (spectrum[0].buffer,)

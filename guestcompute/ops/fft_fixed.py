@@ -16,15 +16,14 @@ and divisions. For the lengths renderers use most (powers of two up to
   workgroup's rows interleaved; real parts then imaginary parts where a
   workgroup's rows pass 8 KB, so that more workgroups fit at once);
 * each butterfly is a small DFT split into radix-2 steps with exact
-  quarter turns; the twiddle factors between stages come from the table of
-  n-th roots computed on the host in float64, as in ``fft_rows``, but a
-  butterfly reads only those of its power-of-two exponents and multiplies
-  the others from them (the table reads had taken ~40 % of a 4,096-point
-  row's time on an H200; now two reads a butterfly, the other powers of
-  two squared from them), and every stage's reads are issued before the
-  first stage, while the row itself is read (on an H100: batched
-  4,096-point rows from 0.83x to 0.87x of a copy's speed, one 512 x 512
-  transform from 10.8 to 10.3 us);
+  quarter turns; the twiddle factors between stages are computed in the
+  kernel (``_TWIDDLE``: an exact reduction to an eighth of a turn, then
+  polynomials; not the driver's sin / cos), two a butterfly, the other
+  powers multiplied from them, all before the first stage, while the row
+  itself is read. (They were first read from a table of roots as in
+  ``fft_rows``: the reads took ~40 % of a 4,096-point row's time on an
+  H200 until a butterfly read two; computing them took one 512 x 512
+  transform on an H100 from 9.49 to 9.04 us.)
 * a row whole and consecutive in memory (the common case) is read
   without bounds checks, under a branch uniform across the dispatch;
 * a workgroup transforms ``R`` rows; where neighbouring rows are
@@ -103,26 +102,29 @@ def narrow_columns(n: int, columns: bool, rows: int) -> bool:
     return columns and n in NARROW_LENGTHS and rows <= NARROW_ROWS
 
 
-def pad_shift(n: int, rows: int) -> int:
+def pad_shift(n: int, rows: int, narrow: bool = False) -> int:
     """One padding element every 16 (0: none where it would pass the budget)."""
-    return 4 if rows * (n + n // 16) * word_bytes(n, rows) <= SHARED_BUDGET else 0
+    return 4 if rows * (n + n // 16) * word_bytes(n, rows, narrow) <= SHARED_BUDGET else 0
 
 
-def word_bytes(n: int, rows: int) -> int:
+def word_bytes(n: int, rows: int, narrow: bool = False) -> int:
     """Bytes of a shared-memory element: a float where parts go one at a time."""
-    return 4 if split_exchange(n, rows) else 8
+    return 4 if split_exchange(n, rows, narrow) else 8
 
 
-def split_exchange(n: int, rows: int) -> bool:
+def split_exchange(n: int, rows: int, narrow: bool = False) -> bool:
     """Whether rows go through shared memory one part at a time (real, then
     imaginary): where a workgroup's rows take more than SPLIT_ABOVE bytes,
-    halving its shared memory lets more workgroups run at once."""
-    return rows * n * 8 > SPLIT_ABOVE
+    halving its shared memory lets more workgroups run at once. Not in the
+    narrow layout: its few workgroups all run at once anyway, and the
+    split's extra barriers cost it (on an H100, the 512-point columns of one
+    512 x 512 plane: 5.02 us split, 4.89 whole)."""
+    return not narrow and rows * n * 8 > SPLIT_ABOVE
 
 
-def shared_elements(n: int, rows: int) -> int:
+def shared_elements(n: int, rows: int, narrow: bool = False) -> int:
     """Elements of the exchange buffer, padding included."""
-    shift = pad_shift(n, rows)
+    shift = pad_shift(n, rows, narrow)
     return rows * (n + (n >> shift if shift else 0))
 
 
@@ -141,7 +143,7 @@ def fits(ctx, n: int, columns: bool, narrow: bool = False) -> bool:
         return False
     per, rows, _ = layout(n, columns, narrow)
     lim = ctx.limits
-    return (word_bytes(n, rows) * shared_elements(n, rows) <= lim.max_shared_memory
+    return (word_bytes(n, rows, narrow) * shared_elements(n, rows, narrow) <= lim.max_shared_memory
             and rows * (n // per) <= lim.max_workgroup_invocations)
 
 
@@ -189,13 +191,13 @@ def _dft(code: _Code, xs: list) -> list:
     return out
 
 
-def _table_reads(code: _Code, k: str, step: int, radix: int) -> dict:
-    """{power of two p < radix: the name of w^p}, w the root of index
-    ``k * step``: w and w^4 read from the table of n-th roots, w^2 and w^8
-    their squares. Two reads a butterfly, not log2(radix): what the reads
-    cost a 4,096-point row (0.90x to 0.94x of a copy's speed on an H100)
-    outweighs the rounding of one squaring (relative RMS error 1.4e-7 to
-    1.6e-7 at 4,096 points)."""
+def _powers_of_w(code: _Code, k: str, step: int, radix: int) -> dict:
+    """{power of two p < radix: the name of w^p}, w the n-th root of index
+    ``k * step``: w and w^4 computed by ``twiddle()``, w^2 and w^8 their
+    squares. Two roots a butterfly, not log2(radix): when they were table
+    reads, what the reads cost a 4,096-point row (0.90x to 0.94x of a
+    copy's speed on an H100) outweighed the rounding of one squaring
+    (relative RMS error 1.4e-7 to 1.6e-7 at 4,096 points)."""
     out = {}
     for p in (1 << b for b in range(radix.bit_length() - 1)):
         if p in (1, 4):
@@ -207,9 +209,8 @@ def _table_reads(code: _Code, k: str, step: int, radix: int) -> dict:
 
 def _twiddles(code: _Code, reads: dict, radix: int) -> list:
     """Names of w^s for s < radix (index 0 unused): the powers of two from
-    :func:`_table_reads`, the others each the product of the one without
-    its lowest bit and that bit's power: the reads, not the
-    multiplications, are what a butterfly's twiddles cost."""
+    :func:`_powers_of_w`, the others each the product of the one without
+    its lowest bit and that bit's power (a product is cheaper than a root)."""
     turns = [None] * radix
     for s in range(1, radix):
         low = s & -s
@@ -226,7 +227,7 @@ def _stage(code: _Code, regs: list, radix: int, ls: int, threads: int, where, la
            reads: list) -> list:
     """One Stockham stage on the invocation's registers; returns the names
     holding positions ``j + T*e`` of the next stage's input. ``reads``:
-    each butterfly's (index k, table reads) from :func:`_stage_reads`, or
+    each butterfly's (index k, powers of w) from :func:`_stage_reads`, or
     None for the first stage (no twiddles)."""
     per = len(regs)
     group = per // radix                       # butterflies an invocation does
@@ -234,9 +235,9 @@ def _stage(code: _Code, regs: list, radix: int, ls: int, threads: int, where, la
     for q in range(group):
         ins = [regs[q + s * group] for s in range(radix)]
         if reads is not None:
-            k, table = reads[q]
+            k, powers = reads[q]
             code.lines.append(f"base{q} = (j + {q * threads}u - {k}) * {radix}u + {k};")
-            turns = _twiddles(code, table, radix)
+            turns = _twiddles(code, powers, radix)
             ins = [ins[0]] + [code.let(f"cmul({ins[s]}, {turns[s]})") for s in range(1, radix)]
         else:
             code.lines.append(f"base{q} = (j + {q * threads}u) * {radix}u;")
@@ -268,16 +269,16 @@ def _stage(code: _Code, regs: list, radix: int, ls: int, threads: int, where, la
 
 def _stage_reads(code: _Code, radix: int, ls: int, n: int, threads: int, group: int) -> list:
     """For each butterfly ``q`` of a stage after the first: (the name of its
-    index k within the stage, its twiddles' table reads). Emitted before
-    the first stage, so that every table read is in flight while the row
-    itself is read: they depend on the invocation's index only, and a
-    compiler does not move reads across the stages' barriers."""
+    index k within the stage, its twiddles' powers of w). Emitted before
+    the first stage, so that they are computed while the row itself is
+    read: they depend on the invocation's index only, and a compiler does
+    not move work across the stages' barriers."""
     out = []
     for q in range(group):
         k = f"k{code.count}"
         code.count += 1
         code.lines.append(f"uint {k} = (j + {q * threads}u) % {ls}u;")
-        out.append((k, _table_reads(code, k, n // (radix * ls), radix)))
+        out.append((k, _powers_of_w(code, k, n // (radix * ls), radix)))
     return out
 
 
@@ -293,12 +294,32 @@ def _stages(code: _Code, regs: list, radices: list, n: int, threads: int, where,
     return regs
 
 
+# exp(sg * 2*pi*i * i / N) for i < N, computed rather than read from a table
+# (the read had cost each 512-point pass ~0.25 us of its ~4.4 on an H100)
+# and without the driver's sin / cos, whose error Vulkan bounds only by
+# 2^-11. The angle is reduced exactly, in integers, to a quarter turn q plus
+# at most an eighth theta; on [0, pi/4] the Taylor polynomials of degree 9
+# (sin) and 10 (cos) are within 2e-9 of their functions, below float32's
+# rounding, so the error is that of the float32 arithmetic: a few units in
+# the last place.
+_TWIDDLE = """vec2 twiddle(uint i) {
+  uint q = 4u * i / N, r = 4u * i - q * N;
+  bool low = 2u * r <= N;
+  float t = float(low ? r : N - r) * (1.5707963267948966 / float(N)), z = t * t;
+  float s = t * (1.0 + z * (-1.0 / 6.0 + z * (1.0 / 120.0 + z * (-1.0 / 5040.0 + z * (1.0 / 362880.0)))));
+  float c = 1.0 + z * (-0.5 + z * (1.0 / 24.0 + z * (-1.0 / 720.0 + z * (1.0 / 40320.0 + z * (-1.0 / 3628800.0)))));
+  vec2 w = low ? vec2(c, s) : vec2(s, c);
+  w = (q & 1u) == 1u ? vec2(-w.y, w.x) : w;
+  w = q >= 2u ? -w : w;
+  return vec2(w.x, sg * w.y);
+}"""
+
 # The row's batch index; without divisions where the batch is one axis
 # (batch axes are merged wherever the views allow: ops/fft.py).
 _BATCH_INDEX = """uint i2 = row, i1 = 0u, i0 = 0u;
   if (pc.b2 < pc.rows) { i2 = row % pc.b2; uint rest = row / pc.b2; i1 = rest % pc.b1; i0 = rest / pc.b1; }"""
-_DENSE = {"complex": "src[ib + int(p)]", "real": "vec2(src[ib + int(p)], 0.0)",
-          "half": "vec2(float(src[ib + int(p)]), 0.0)", "hermitian": "hermitian_dense(p, ib)"}
+_DENSE = {"complex": "src[ib + int(p){step}]", "real": "vec2(src[ib + int(p){step}], 0.0)",
+          "half": "vec2(float(src[ib + int(p){step}]), 0.0)", "hermitian": "hermitian_dense(p, ib)"}
 _HERMITIAN_DENSE = """vec2 hermitian_dense(uint p, int ib) {
   bool low = p <= N / 2u;
   vec2 v = src[ib + int(low ? p : N - p)];
@@ -306,13 +327,15 @@ _HERMITIAN_DENSE = """vec2 hermitian_dense(uint p, int ib) {
 }"""
 
 
-def _dense_source(load: str) -> str:
-    """GLSL of ``load_dense()``: ``load()`` for a whole row one element a
-    step ("" for an image's pixels, which have no such path)."""
+def _dense_source(load: str, strided: bool) -> str:
+    """GLSL of ``load_dense()``: ``load()`` for a whole row, one element a
+    step or, where ``strided``, any step ("" for an image's pixels, which
+    have no such path)."""
     if is_image_layout(load):
         return ""
     helper = _HERMITIAN_DENSE + "\n" if load == "hermitian" else ""
-    return helper + f"vec2 load_dense(uint p, int ib) {{ return {_DENSE[load]}; }}"
+    step = " * pc.in_step" if strided else ""
+    return helper + f"vec2 load_dense(uint p, int ib) {{ return {_DENSE[load].format(step=step)}; }}"
 
 
 def _read_rows(code: _Code, halves: str, per: int, threads: int, n: int, load: str) -> list:
@@ -364,15 +387,19 @@ def _render(spec: KernelSpec) -> str:
     n, load, store = spec.param("n"), spec.param("load"), spec.param("store")
     columns, halves = spec.param("columns"), spec.param("halves")
     points, per, rows, radices = shape(spec)
-    threads, shift = points // per, pad_shift(points, rows)
-    words, split = shared_elements(points, rows), split_exchange(points, rows)
+    narrow = spec.param("narrow", False)
+    threads, shift = points // per, pad_shift(points, rows, narrow)
+    words, split = shared_elements(points, rows, narrow), split_exchange(points, rows, narrow)
+    # Whole rows at any step take the bounds-free paths in the narrow layout (see _row_stores);
+    # a Hermitian row is mirrored, so it keeps the consecutive test.
+    strided = narrow and load != "hermitian"
     where = lambda p: slot(p, shift, columns)          # noqa: E731
     code = _Code()
     regs = _read_rows(code, halves, per, threads, n, load)
     code.lines.append("uint " + ", ".join(f"base{q} = 0u" for q in range(per)) + ";")
     if len(radices) == 1 and load == "hermitian":
         code.lines.append("barrier();")      # a row read across invocations before any writes it in place
-    # The twiddles' steps count in n-th roots (the table's), also for a half-length transform.
+    # The twiddles' steps count in n-th roots (twiddle()'s N), also for a half-length transform.
     regs = _stages(code, regs, radices, n, threads, where, split)
     if spec.param("convolve"):
         # The row's spectrum times the kernel's, then the inverse transform.
@@ -386,16 +413,16 @@ def _render(spec: KernelSpec) -> str:
     elif halves == "c2r":
         stores = fft_halves.c2r_stores(regs, threads, STORED[store])
     else:
-        stores = _row_stores(regs, threads, STORED[store])
+        stores = _row_stores(regs, threads, STORED[store], narrow)
     body = "\n  ".join(code.lines)
     return f"""const uint N = {n}u, T = {threads}u, R = {rows}u, NP = {words // rows}u;
 shared {"float" if split else "vec2"} sh[{words}];
 {CMUL}
 float sg;
-vec2 twiddle(uint i) {{ vec2 r = roots[i]; return vec2(r.x, sg * r.y); }}
+{_TWIDDLE}
 {_HERMITIAN if load == "hermitian" else texel_source(load)}
 vec2 load(uint p, int ib) {{ return {load_glsl(_LOAD, load)}; }}
-{_dense_source(load)}
+{_dense_source(load, strided)}
 void main() {{
   sg = pc.sign;
   uint tid = gl_LocalInvocationID.x;
@@ -403,7 +430,7 @@ void main() {{
   uint row = {WG_INDEX} * R + c;
   bool live = row < pc.rows;
   {_BATCH_INDEX}
-  bool dense = pc.in_step == 1 && pc.len_in >= {n // 2 + 1 if load == "hermitian" else n}u;
+  bool dense = {"" if strided else "pc.in_step == 1 && "}pc.len_in >= {n // 2 + 1 if load == "hermitian" else n}u;
   int ib = int(pc.in_off) + int(i0) * pc.is0 + int(i1) * pc.is1 + int(i2) * pc.is2;
   int ob = int(pc.out_off) + int(i0) * pc.os0 + int(i1) * pc.os1 + int(i2) * pc.os2;
   {"int kb = int(pc.k_off) + int(i0) * pc.ks0 + int(i1) * pc.ks1 + int(i2) * pc.ks2;" if spec.param("convolve") else ""}
@@ -414,19 +441,25 @@ void main() {{
 }}"""
 
 
-def _row_stores(regs: list, threads: int, stored) -> str:
+def _row_stores(regs: list, threads: int, stored, strided: bool) -> str:
     """GLSL storing a row's transformed values (``stored``: the GLSL of a
     value as the output holds it, STORED), twice over under a branch that
     is uniform across a dispatch, as the reads are (_read_rows): where the
-    output row is whole and consecutive in memory, without bounds tests and
-    with addresses a constant apart; else element by element through the
-    pushed length and step."""
-    dense = "\n      ".join(f"dst[ob + int(j + {e * threads}u)] = {stored(f'({r} * pc.scale)')};"
+    output row is whole and consecutive in memory (or, if ``strided``,
+    whole at any step), without bounds tests and with addresses a constant
+    apart; else element by element through the pushed length and step.
+    ``strided`` is for the narrow layout, whose columns are never
+    consecutive: one 512 x 512 transform's columns took 4.90 us that way on
+    an H100, 5.02 through the bounds tests; with every layout taking it,
+    32 transforms of 1,024^2 took 446 us against 443."""
+    step = " * pc.out_step" if strided else ""
+    dense = "\n      ".join(f"dst[ob + int(j + {e * threads}u){step}] = {stored(f'({r} * pc.scale)')};"
                             for e, r in enumerate(regs))
     general = "\n      ".join(
         f"{{ uint p = j + {e * threads}u; if (p < pc.out_len) {{ vec2 v = {r} * pc.scale; "
         f"dst[ob + int(p) * pc.out_step] = {stored('v')}; }} }}" for e, r in enumerate(regs))
-    return (f"if (pc.out_step == 1 && pc.out_len >= N) {{\n      {dense}\n    }} else {{\n"
+    whole = "pc.out_len >= N" if strided else "pc.out_step == 1 && pc.out_len >= N"
+    return (f"if ({whole}) {{\n      {dense}\n    }} else {{\n"
             f"      {general}\n    }}")
 
 

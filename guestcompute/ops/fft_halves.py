@@ -61,8 +61,9 @@ def _turned(code, w: str, num: int, n: int) -> str:
 
 
 def _root_powers(code, per: int, threads: int, n: int) -> list:
-    """Names of w^p for the invocation's positions p = j + T*e: one read
-    of the table (w^j), the rest products with constants."""
+    """Names of w^p for the invocation's positions p = j + T*e: one root
+    computed (w^j, fft_fixed's ``twiddle()``), the rest products with
+    constants."""
     wj = code.let("twiddle(j)")
     return [_turned(code, wj, threads * e, n) for e in range(per)]
 

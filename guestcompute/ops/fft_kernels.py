@@ -292,9 +292,9 @@ IMAGE_PUSH = (Push("tex_w", "uint"), Push("tex_c", "uint"))     # an image load'
 def row_bindings(load: str, store: str) -> tuple:
     """The bindings both row kernels start with: the rows read (a buffer
     of the row kind's dtype, or an image for image loads), the rows
-    written (of its row kind's dtype), the roots of unity."""
+    written (of its row kind's dtype)."""
     src = pixel_binding("src", load, READ) if is_image_layout(load) else Binding("src", _ELEMENT[load].glsl, READ)
-    return src, Binding("dst", _ELEMENT[store].glsl, WRITE), Binding("roots", "vec2", READ)
+    return src, Binding("dst", _ELEMENT[store].glsl, WRITE)
 
 
 def row_push(push: tuple, load: str) -> tuple:
@@ -318,7 +318,7 @@ def fft_spec(load: str, store: str, bluestein: bool, size: int, threads: int) ->
     an image's real pixels through a pixel layout, "tex" or "img:<fmt>");
     ``store``: what is written ("complex", or the real parts: "real" as
     float32, "half" as float16)."""
-    bindings = row_bindings(load, store)
+    bindings = row_bindings(load, store) + (Binding("roots", "vec2", READ),)
     if bluestein:
         bindings += (Binding("chirp", "vec2", READ), Binding("spectrum", "vec2", READ))
     return KernelSpec("fft_rows", bindings, row_push(_PUSH, load),
