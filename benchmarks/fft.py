@@ -30,7 +30,10 @@ row's baseline. They are the measured reference for a goal row missed.
 Every result is checked against numpy (a slice of the large ones) before
 its time counts. torch is timed with CUDA events: eagerly for the large
 transforms, inside a CUDA graph of 20 calls for the small ones (eager calls
-of those are launch-bound). On a CPU Vulkan device (lavapipe) small
+of those are launch-bound). Ours are the median of three command buffers,
+each timing 10 calls between two timestamps, or 20 for the small ones: as
+many as the CUDA graph and VkFFT's command buffer hold, so that the
+timestamps' fixed cost is spread alike. On a CPU Vulkan device (lavapipe) small
 transforms are timed against numpy instead (no goal).
 
 Run alone: ``python -m benchmarks.fft [--quick] [--device NAME]``.
@@ -204,7 +207,8 @@ def gpu_rows(ctx, quick: bool) -> list:
         warm_up(ctx, 1.0)
         rows = _guarded(lambda: _big_rows(ctx, timer, reps), [n for n in ROWS if "1024x1024x32" in n])
         rows += _guarded(lambda: _batched_rows(ctx, timer), [n for n in ROWS if "vs copy" in n])
-        return rows + _guarded(lambda: _small_rows(ctx, timer, reps), ["fft 512x512 single", "ocean cascade 6x512 c2r",
+        small = Timer(ctx, 3 if quick else 20, rounds=3)
+        return rows + _guarded(lambda: _small_rows(ctx, small, reps), ["fft 512x512 single", "ocean cascade 6x512 c2r",
                                                                          "fft bloom 1024x2048"])
     return with_vkfft(ours, 5 if quick else 20, ctx.limits.device_name)
 

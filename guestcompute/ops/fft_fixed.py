@@ -22,8 +22,8 @@ and divisions. For the lengths renderers use most (powers of two up to
   powers multiplied from them, all before the first stage, while the row
   itself is read. (They were first read from a table of roots as in
   ``fft_rows``: the reads took ~40 % of a 4,096-point row's time on an
-  H200 until a butterfly read two; computing them took one 512 x 512
-  transform on an H100 from 9.49 to 9.04 us.)
+  H200 until a butterfly read two; computing them took the 512-point rows
+  of one 512 x 512 transform on an H100 from 4.40 to 4.21 us.)
 * a row whole and consecutive in memory (the common case) is read
   without bounds checks, under a branch uniform across the dispatch;
 * a workgroup transforms ``R`` rows; where neighbouring rows are
@@ -295,7 +295,7 @@ def _stages(code: _Code, regs: list, radices: list, n: int, threads: int, where,
 
 
 # exp(sg * 2*pi*i * i / N) for i < N, computed rather than read from a table
-# (the read had cost each 512-point pass ~0.25 us of its ~4.4 on an H100)
+# (the reads had cost a 512-point row pass 0.2 us of its 4.4 on an H100)
 # and without the driver's sin / cos, whose error Vulkan bounds only by
 # 2^-11. The angle is reduced exactly, in integers, to a quarter turn q plus
 # at most an eighth theta; on [0, pi/4] the Taylor polynomials of degree 9
