@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .gpu_ops import Timer, compute_copy_seconds, numpy_seconds, run_on_device, torch_available, torch_seconds, warm_up
+from .gpu_ops import GRAPH_CALLS, Timer, compute_copy_seconds, numpy_seconds, run_on_device, torch_available, torch_seconds, warm_up
 from . import vkfft_baseline
 from .results import Result, standalone_main
 
@@ -207,7 +207,7 @@ def gpu_rows(ctx, quick: bool) -> list:
         warm_up(ctx, 1.0)
         rows = _guarded(lambda: _big_rows(ctx, timer, reps), [n for n in ROWS if "1024x1024x32" in n])
         rows += _guarded(lambda: _batched_rows(ctx, timer), [n for n in ROWS if "vs copy" in n])
-        small = Timer(ctx, 3 if quick else 20, rounds=3)
+        small = Timer(ctx, 3 if quick else GRAPH_CALLS, rounds=3)
         return rows + _guarded(lambda: _small_rows(ctx, small, reps), ["fft 512x512 single", "ocean cascade 6x512 c2r",
                                                                          "fft bloom 1024x2048"])
     return with_vkfft(ours, 5 if quick else 20, ctx.limits.device_name)

@@ -369,16 +369,21 @@ def torch_copy_bandwidth(n: int) -> float:
     return 2 * n * 4 / seconds
 
 
+# Calls a CUDA graph of torch_seconds holds; rows timed against such a graph
+# time as many of their own calls a scope, so that fixed costs spread alike.
+GRAPH_CALLS = 20
+
+
 def torch_seconds(fn, reps: int, graph: bool = False) -> float:
     """GPU seconds of ``fn()`` from CUDA events: eager repetitions, or
-    replays of a CUDA graph of 20 calls (per call)."""
+    replays of a CUDA graph of GRAPH_CALLS calls (per call)."""
     import torch
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     calls = 1
     if graph:
-        calls, g = 20, torch.cuda.CUDAGraph()
+        calls, g = GRAPH_CALLS, torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             for _ in range(calls):
                 fn()
