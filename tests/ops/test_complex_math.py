@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import guestcompute as gc
 from guestcompute.ops import complex_exprs as cx
 from guestcompute.ops.base import registered_ops
+from guestcompute.ops.elementwise import plan_map
 from strided_views import broadcast_to_operand, draw_view, need, shapes
 from refusals import assert_all_refused
 
@@ -378,6 +379,17 @@ def test_cast_and_copy_complex64(host, ctx):
     np.testing.assert_array_equal(copied.numpy(), z_np)
     np.testing.assert_array_equal(strided.numpy(), z_np.T)
 
+
+def test_complex_copies_move_float32_words_four_at_a_time(host, ctx):
+    z_np = cplx(np.random.default_rng(7), (5, 6))
+    z, out = ctx.tensor(z_np), ctx.empty((5, 6), "complex64")
+    plan = plan_map(ctx, "x0", [z], out, gc.complex64)
+    assert [b.type for b in plan.spec.bindings] == ["vec4", "vec4"]      # 60 words, 15 vec4s
+    # One value in: the words are 2 apart from a vec4 boundary, so two at a time.
+    tail = plan_map(ctx, "x0", [z.reshape(-1)[1:]], out.reshape(-1)[:29], gc.complex64)
+    assert [b.type for b in tail.spec.bindings] == ["vec2", "vec2"]
+    run(host, ctx, lambda rec: (rec.copy(z, out=out), rec.copy(z.reshape(-1)[1:], out=out.reshape(-1)[:29])))
+    np.testing.assert_array_equal(out.numpy().reshape(-1), np.concatenate([z_np.reshape(-1)[1:], z_np[-1, -1:]]))
 
 # -- out=, in place, typed errors --------------------------------------------------------------
 
