@@ -1,0 +1,172 @@
+"""The 1,024-point fixed FFT kernels' thread layouts, measured side by side.
+
+Not a goal row: a probe for choosing ``ops/fft_fixed.layout``. Each
+variant runs in a child process of its own (the kernels are generated from
+the layout, so a variant is a different set of pipelines, and a process per
+variant keeps one variant's caches and clocks out of the next one's). The
+child replaces ``fft_fixed.layout`` for 1,024 points (and, where the variant
+says, ``fft_fixed.SPLIT_ABOVE``), then times on 32 planes of 1,024²:
+
+- ``rows``: ``rec.fft(x, axis=-1)``, the rows pass alone;
+- ``columns``: ``rec.fft(x, axis=-2)``, the columns pass alone, out of place;
+- ``fft2``, ``rfft2``, ``irfft2``: the 2-D transforms of the fft section,
+
+each the better of two rounds, a round the median of five command buffers
+timing 10 calls; the first plane of each 2-D transform is checked against
+numpy before any time counts. The first variant (main's layout) also times a
+float32 ``rec.copy`` of the same bytes and, with torch on CUDA, cuFFT's
+2-D transforms in the same process. Main's layout runs again last, so drift
+over the run shows.
+
+Run: ``python -m benchmarks.fft_layouts [--device NAME] [--planes N] [--quick]``
+(prints one JSON object a variant, then a table); ``--variant NAME`` runs
+one variant in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from guestcompute.ops import fft_fixed
+
+from .gpu_ops import Timer, compute_copy_seconds, hold_cuda_context, torch_available, torch_seconds, warm_up
+
+N = 1024
+# name: (columns' (points an invocation, columns a workgroup) or None for
+# main's, rows' likewise, bytes of rows above which a workgroup exchanges
+# one part at a time or None for main's)
+VARIANTS = {
+    "main": (None, None, None),
+    "columns 16x4": ((16, 4), None, None),
+    "columns 8x4": ((8, 4), None, None),
+    "columns 8x8": ((8, 8), None, None),
+    "columns 16x4, whole exchange": ((16, 4), None, 1 << 20),
+    "rows 8x2": (None, (8, 2), None),
+    "main again": (None, None, None),
+}
+CASES = ("rows", "columns", "fft2", "rfft2", "irfft2")
+
+
+def radices(n: int, per: int) -> list:
+    """Stage radices of ``n`` points with ``per`` an invocation, as
+    ``fft_fixed.layout`` splits them."""
+    out, rest = [], n
+    while rest % per == 0 and rest > 1:
+        out.append(per)
+        rest //= per
+    if rest > 1:
+        out.append(rest)
+    return out
+
+
+def patched_layout(columns_layout, rows_layout):
+    """``fft_fixed.layout`` with the 1,024-point columns and / or rows laid
+    out as given (the narrow layout and other lengths unchanged)."""
+    main = fft_fixed.layout
+
+    def layout(n: int, columns: bool, narrow: bool = False) -> tuple:
+        chosen = columns_layout if columns else rows_layout
+        if n != N or narrow or chosen is None:
+            return main(n, columns, narrow)
+        per, rows = chosen
+        return per, rows, radices(n, per)
+    return layout
+
+
+def _relative_rms(got: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.abs(got - ref) ** 2) / np.mean(np.abs(ref) ** 2)))
+
+
+def measure(ctx, planes: int, references: bool, quick: bool = False) -> dict:
+    """µs of each of CASES (and, with ``references``, of the copy and
+    cuFFT), plus each 2-D transform's relative RMS error against numpy.
+    ``quick``: one call a case, once (to check that a variant runs)."""
+    rng = np.random.default_rng(1)
+    x_np = (rng.random((planes, N, 2 * N), dtype=np.float32) - 0.5).view(np.complex64)
+    r_np = np.ascontiguousarray(x_np.real)
+    x, r = ctx.tensor(x_np), ctx.tensor(r_np)
+    out_c, out_r = ctx.empty((planes, N, N), "complex64"), ctx.empty((planes, N, N), "float32")
+    spec = ctx.empty((planes, N, N // 2 + 1), "complex64")
+    ctx.run(lambda rec: (rec.fft2(x, out=out_c), rec.rfft2(r, out=spec), rec.irfft2(spec, out=out_r)))
+    errors = {"fft2": _relative_rms(out_c.numpy()[0], np.fft.fft2(x_np[0].astype(np.complex128))),
+              "rfft2": _relative_rms(spec.numpy()[0], np.fft.rfft2(r_np[0].astype(np.float64))),
+              "irfft2": _relative_rms(out_r.numpy()[0], r_np[0])}
+    bad = {k: e for k, e in errors.items() if not e <= 1e-5}
+    if bad:
+        raise AssertionError(f"relative RMS errors against numpy: {bad}")
+    bodies = {"rows": lambda rec: rec.fft(x, axis=-1, out=out_c), "columns": lambda rec: rec.fft(x, axis=-2, out=out_c),
+              "fft2": lambda rec: rec.fft2(x, out=out_c), "rfft2": lambda rec: rec.rfft2(r, out=spec),
+              "irfft2": lambda rec: rec.irfft2(spec, out=out_r)}
+    timer = Timer(ctx, 1, rounds=1) if quick else Timer(ctx, 10, rounds=5)
+    if not quick:
+        warm_up(ctx, 1.0)
+    us = {}
+    for _ in range(1 if quick else 2):
+        for case in CASES:
+            us[case] = min(us.get(case, float("inf")), timer.gpu_seconds(bodies[case]) * 1e6)
+    if references:
+        us["float32 copy"] = compute_copy_seconds(ctx, timer, 2 * x_np.size) * 1e6
+        if torch_available():
+            import torch
+            tx, tr = torch.from_numpy(x_np).cuda(), torch.from_numpy(r_np).cuda()
+            ts = torch.fft.rfft2(tr)
+            for case, fn in (("cuFFT fft2", lambda: torch.fft.fft2(tx)), ("cuFFT rfft2", lambda: torch.fft.rfft2(tr)),
+                             ("cuFFT irfft2", lambda: torch.fft.irfft2(ts))):
+                us[case] = torch_seconds(fn, 10, graph=False) * 1e6
+    return {"us": {k: round(v, 1) for k, v in us.items()}, "errors": errors}
+
+
+def run_variant(name: str, device, planes: int, quick: bool = False) -> dict:
+    """One variant, measured in this process."""
+    from guestcompute.context import Context
+    columns_layout, rows_layout, split_above = VARIANTS[name]
+    fft_fixed.layout = patched_layout(columns_layout, rows_layout)
+    if split_above is not None:
+        fft_fixed.SPLIT_ABOVE = split_above
+    cuda_context = hold_cuda_context()
+    ctx = Context.create(device)
+    try:
+        result = measure(ctx, planes, references=name == "main" and not quick, quick=quick)
+        return {"variant": name, "device": ctx.limits.device_name, **result}
+    finally:
+        ctx.close()
+        del cuda_context
+
+
+def table(results: list) -> str:
+    lines = ["| variant | " + " | ".join(CASES) + " |", "| --- |" + " --- |" * len(CASES)]
+    for res in results:
+        lines.append(f"| {res['variant']} | " + " | ".join(f"{res['us'][c]:.1f}" for c in CASES) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device")
+    p.add_argument("--planes", type=int, default=32)
+    p.add_argument("--variant", choices=tuple(VARIANTS))
+    p.add_argument("--quick", action="store_true", help="one call a case, once: checks that each variant runs")
+    args = p.parse_args(argv)
+    if args.variant:
+        print(json.dumps(run_variant(args.variant, args.device, args.planes, args.quick)), flush=True)
+        return 0
+    results = []
+    for name in VARIANTS:
+        cmd = [sys.executable, "-m", "benchmarks.fft_layouts", "--variant", name, "--planes", str(args.planes)]
+        cmd += (["--device", args.device] if args.device else []) + (["--quick"] if args.quick else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"{name}: exit {proc.returncode}: {proc.stderr[-600:]}", flush=True)
+            continue
+        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        print(json.dumps(results[-1]), flush=True)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
