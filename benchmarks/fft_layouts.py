@@ -51,18 +51,6 @@ VARIANTS = {
 CASES = ("rows", "columns", "fft2", "rfft2", "irfft2")
 
 
-def radices(n: int, per: int) -> list:
-    """Stage radices of ``n`` points with ``per`` an invocation, as
-    ``fft_fixed.layout`` splits them."""
-    out, rest = [], n
-    while rest % per == 0 and rest > 1:
-        out.append(per)
-        rest //= per
-    if rest > 1:
-        out.append(rest)
-    return out
-
-
 def patched_layout(columns_layout, rows_layout):
     """``fft_fixed.layout`` with the 1,024-point columns and / or rows laid
     out as given (the narrow layout and other lengths unchanged)."""
@@ -73,7 +61,7 @@ def patched_layout(columns_layout, rows_layout):
         if n != N or narrow or chosen is None:
             return main(n, columns, narrow)
         per, rows = chosen
-        return per, rows, radices(n, per)
+        return per, rows, fft_fixed.stage_radices(n, per)
     return layout
 
 

@@ -81,13 +81,19 @@ def layout(n: int, columns: bool, narrow: bool = False) -> tuple:
         per = min(n, 8 if n <= 512 else 16)
         threads = n // per
         rows = max(1, min(128 // threads, 1024 // n)) if n <= 512 else 2 if n <= 2048 else 1
+    return per, rows, stage_radices(n, per)
+
+
+def stage_radices(n: int, per: int) -> list:
+    """The stages of ``n`` points with ``per`` an invocation: radix ``per``
+    while it divides what is left, then the rest in one last stage."""
     radices, rest = [], n
     while rest % per == 0 and rest > 1:
         radices.append(per)
         rest //= per
     if rest > 1:
         radices.append(rest)
-    return per, rows, radices
+    return radices
 
 
 def narrow_columns(n: int, columns: bool, rows: int) -> bool:
