@@ -31,6 +31,7 @@ import sys
 
 import numpy as np
 
+from guestcompute.context import Context
 from guestcompute.ops import fft_fixed
 
 from .gpu_ops import Timer, compute_copy_seconds, hold_cuda_context, torch_available, torch_seconds, warm_up
@@ -110,7 +111,6 @@ def measure(ctx, planes: int, references: bool, quick: bool = False) -> dict:
 
 def run_variant(name: str, device, planes: int, quick: bool = False) -> dict:
     """One variant, measured in this process."""
-    from guestcompute.context import Context
     columns_layout, rows_layout, split_above = VARIANTS[name]
     fft_fixed.layout = patched_layout(columns_layout, rows_layout)
     if split_above is not None:
