@@ -45,6 +45,7 @@ N = 1024
 # one part at a time or None for main's)
 VARIANTS = {
     "main": (None, None, None),
+    "columns 16x8": ((16, 8), None, None),
     "columns 16x4": ((16, 4), None, None),
     "columns 8x4": ((8, 4), None, None),
     "columns 8x8": ((8, 8), None, None),
@@ -57,13 +58,14 @@ CASES = ("rows", "columns", "columns in place", "fft2", "rfft2", "irfft2")
 
 def patched_layout(columns_layout, rows_layout):
     """``fft_fixed.layout`` with the 1,024-point columns and / or rows laid
-    out as given (the narrow layout and other lengths unchanged)."""
+    out as given, in place of the aligned form too (the narrow form and
+    other lengths unchanged)."""
     main = fft_fixed.layout
 
-    def layout(n: int, columns: bool, narrow: bool = False) -> tuple:
+    def layout(n: int, columns: bool, form: str = "") -> tuple:
         chosen = columns_layout if columns else rows_layout
-        if n != N or narrow or chosen is None:
-            return main(n, columns, narrow)
+        if n != N or form == "narrow" or chosen is None:
+            return main(n, columns, form)
         per, rows = chosen
         return per, rows, fft_fixed.stage_radices(n, per)
     return layout

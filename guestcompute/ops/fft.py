@@ -203,9 +203,10 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
     load_fast = int(abs(values["is2"]) == 1 and src.strides[axis] != 1)
     store_fast = int(abs(values["os2"]) == 1 and dst.strides[axis] != 1)
     columns = bool(load_fast or store_fast)
-    narrow = spectrum is None and fft_fixed.narrow_columns(n, columns, rows)
-    if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns, narrow)):
-        spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None, narrow)
+    sectors = load == store == "complex" and _on_sectors(src, dst, axis, values, strides)
+    form = "" if spectrum is not None else fft_fixed.column_form(n, columns, rows, load, store, sectors)
+    if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns, form)):
+        spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None, form)
         bindings = (source_binding(src), dst.buffer)
         per_group = fft_fixed.shape(spec)[2]
         if spectrum is not None:
@@ -231,6 +232,18 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
         values.update(zip(("in_off", "out_off", "k_off"), offsets))
         out.append(Dispatch(spec, bindings, spec.pack(values), groups))
     return out
+
+
+def _on_sectors(src, dst, axis: int, values: dict, lead_strides) -> bool:
+    """Whether a column pass's workgroups of four columns (fft_fixed's
+    aligned layout) each start on a 32-byte sector in both views: the
+    columns ascending side by side, and every offset, step and count that
+    places a workgroup's first column a multiple of four values."""
+    if values["is2"] != 1 or values["os2"] != 1:
+        return False
+    places = (src.offset, dst.offset, src.strides[axis], dst.strides[axis], values["b2"],
+              values["is0"], values["is1"], values["os0"], values["os1"], *lead_strides[0], *lead_strides[1])
+    return all(p % fft_fixed.SECTOR_VALUES == 0 for p in places)
 
 
 def fuses(ctx, src, axis: int, n: int) -> bool:

@@ -56,14 +56,16 @@ SHARED_BUDGET = 32 * 1024                           # bytes a workgroup's exchan
 SPLIT_ABOVE = 8 * 1024                              # bytes of rows a workgroup exchanges whole
 NARROW_LENGTHS = (512,)                             # column lengths with a layout for few columns
 NARROW_ROWS = 1024                                  # the most columns a pass gives that layout
+ALIGNED_LENGTHS = (1024,)                           # column lengths with a layout for sector-aligned columns
+SECTOR_VALUES = 4                                   # complex64 values in a 32-byte memory sector
 
 
-def layout(n: int, columns: bool, narrow: bool = False) -> tuple:
+def layout(n: int, columns: bool, form: str = "") -> tuple:
     """(elements an invocation holds, rows a workgroup transforms, stage
-    radices) for a power-of-two length ``n``; ``narrow``: see
-    :func:`narrow_columns`. Rows laid along memory take
-    few rows a workgroup (the less shared memory a workgroup holds, the
-    more run at once); columns take at least two, and eight or more up to
+    radices) for a power-of-two length ``n``; ``form``: a columns' layout
+    of :func:`column_form` ("" for the usual one). Rows laid along
+    memory take few rows a workgroup (the less shared memory a workgroup
+    holds, the more run at once); columns take at least two, and eight or more up to
     1,024 points, so that each access of neighbouring rows covers whole
     32-byte sectors, and where a row's start is not aligned (an odd width,
     as rfft2's n/2 + 1) only one sector in three is wasted, not one in two.
@@ -71,8 +73,10 @@ def layout(n: int, columns: bool, narrow: bool = False) -> tuple:
     columns of 1,024 points on an H100: eight rows took 143 us where four
     took 190 for 32 x 1,024 x 513, and 225 where four took 233 at 1,024
     wide.)"""
-    if columns and narrow:
+    if columns and form == "narrow":
         per, rows = 8, 4
+    elif columns and form == "aligned":
+        per, rows = 16, SECTOR_VALUES
     elif columns:
         per = min(n, 16 if n >= 256 else 8)
         threads = n // per
@@ -96,41 +100,58 @@ def stage_radices(n: int, per: int) -> list:
     return radices
 
 
-def narrow_columns(n: int, columns: bool, rows: int) -> bool:
-    """Whether a pass of ``rows`` columns of length ``n`` takes the narrow
-    layout: eight points an invocation, four columns a workgroup, twice
+def column_form(n: int, columns: bool, rows: int, load: str, store: str, on_sectors: bool) -> str:
+    """The layout a pass of ``rows`` columns of length ``n`` takes, where
+    the usual one ("") is not the best.
+
+    "narrow": eight points an invocation, four columns a workgroup, twice
     the workgroups of the usual one. Where a pass has few columns (one 512
     x 512 plane: 64 workgroups for 132 SMs) that is what bounds it: one
     512 x 512 transform took 9.4 us that way against 10.0 on an H100, and
     9.19 against 9.94 on an H200; but six planes of 257 columns (an ocean
     cascade's c2r) took 17.5 against 15.9 on the H100, their rows not
-    aligned to 32-byte sectors, so many columns keep the usual layout."""
-    return columns and n in NARROW_LENGTHS and rows <= NARROW_ROWS
+    aligned to 32-byte sectors, so many columns keep the usual layout.
+
+    "aligned": complex columns four a workgroup, so that each of its reads
+    and writes of a row is one whole 32-byte sector; only ``on_sectors``,
+    where the views keep every workgroup's columns on sector boundaries
+    (ops/fft.py). On an
+    H100, 32 transforms of 1,024^2 took 423 us that way against 437 with
+    eight columns a workgroup (in place, after the rows pass); the 513
+    columns of rfft2's spectra, whose rows are not aligned, took 268 us
+    against 244 for the irfft2, so they keep the usual layout."""
+    if not columns:
+        return ""
+    if n in NARROW_LENGTHS and rows <= NARROW_ROWS:
+        return "narrow"
+    if n in ALIGNED_LENGTHS and load == store == "complex" and on_sectors:
+        return "aligned"
+    return ""
 
 
-def pad_shift(n: int, rows: int, narrow: bool = False) -> int:
+def pad_shift(n: int, rows: int, form: str = "") -> int:
     """One padding element every 16 (0: none where it would pass the budget)."""
-    return 4 if rows * (n + n // 16) * word_bytes(n, rows, narrow) <= SHARED_BUDGET else 0
+    return 4 if rows * (n + n // 16) * word_bytes(n, rows, form) <= SHARED_BUDGET else 0
 
 
-def word_bytes(n: int, rows: int, narrow: bool = False) -> int:
+def word_bytes(n: int, rows: int, form: str = "") -> int:
     """Bytes of a shared-memory element: a float where parts go one at a time."""
-    return 4 if split_exchange(n, rows, narrow) else 8
+    return 4 if split_exchange(n, rows, form) else 8
 
 
-def split_exchange(n: int, rows: int, narrow: bool = False) -> bool:
+def split_exchange(n: int, rows: int, form: str = "") -> bool:
     """Whether rows go through shared memory one part at a time (real, then
     imaginary): where a workgroup's rows take more than SPLIT_ABOVE bytes,
     halving its shared memory lets more workgroups run at once. Not in the
     narrow layout: its few workgroups all run at once anyway, and the
     split's extra barriers cost it (on an H100, the 512-point columns of one
     512 x 512 plane: 5.02 us split, 4.89 whole)."""
-    return not narrow and rows * n * 8 > SPLIT_ABOVE
+    return form != "narrow" and rows * n * 8 > SPLIT_ABOVE
 
 
-def shared_elements(n: int, rows: int, narrow: bool = False) -> int:
+def shared_elements(n: int, rows: int, form: str = "") -> int:
     """Elements of the exchange buffer, padding included."""
-    shift = pad_shift(n, rows, narrow)
+    shift = pad_shift(n, rows, form)
     return rows * (n + (n >> shift if shift else 0))
 
 
@@ -143,13 +164,13 @@ def slot(p: str, shift: int, columns: bool) -> str:
     return f"({q}) * R + c" if columns else f"c * NP + {q}"
 
 
-def fits(ctx, n: int, columns: bool, narrow: bool = False) -> bool:
+def fits(ctx, n: int, columns: bool, form: str = "") -> bool:
     """Whether this device runs the fixed kernel of length ``n``."""
     if n not in LENGTHS:
         return False
-    per, rows, _ = layout(n, columns, narrow)
+    per, rows, _ = layout(n, columns, form)
     lim = ctx.limits
-    return (word_bytes(n, rows, narrow) * shared_elements(n, rows, narrow) <= lim.max_shared_memory
+    return (word_bytes(n, rows, form) * shared_elements(n, rows, form) <= lim.max_shared_memory
             and rows * (n // per) <= lim.max_workgroup_invocations)
 
 
@@ -380,12 +401,12 @@ def shape(spec: KernelSpec) -> tuple:
     """(points transformed, elements an invocation holds, rows a
     workgroup transforms, stage radices) of a fixed kernel's spec: half
     its length for real rows (ops/fft_halves.py)."""
-    return _shape(spec.param("n"), spec.param("columns"), spec.param("halves"), spec.param("narrow", False))
+    return _shape(spec.param("n"), spec.param("columns"), spec.param("halves"), spec.param("form", ""))
 
 
-def _shape(n: int, columns: bool, halves, narrow: bool = False) -> tuple:
+def _shape(n: int, columns: bool, halves, form: str = "") -> tuple:
     points = n // 2 if halves else n
-    return (points,) + layout(points, columns, narrow)
+    return (points,) + layout(points, columns, form)
 
 
 @family("fft_fixed")
@@ -393,9 +414,10 @@ def _render(spec: KernelSpec) -> str:
     n, load, store = spec.param("n"), spec.param("load"), spec.param("store")
     columns, halves = spec.param("columns"), spec.param("halves")
     points, per, rows, radices = shape(spec)
-    narrow = spec.param("narrow", False)
-    threads, shift = points // per, pad_shift(points, rows, narrow)
-    words, split = shared_elements(points, rows, narrow), split_exchange(points, rows, narrow)
+    form = spec.param("form", "")
+    narrow = form == "narrow"
+    threads, shift = points // per, pad_shift(points, rows, form)
+    words, split = shared_elements(points, rows, form), split_exchange(points, rows, form)
     # Whole rows at any step take the bounds-free paths in the narrow layout (see _row_stores);
     # a Hermitian row is mirrored, so it keeps the consecutive test.
     strided = narrow and load != "hermitian"
@@ -476,14 +498,14 @@ _CONVOLVE_PUSH = (Push("k_off", "uint"),) + tuple(Push(name, "int") for name in 
 
 
 def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = False,
-               narrow: bool = False) -> KernelSpec:
+               form: str = "") -> KernelSpec:
     """The length-``n`` kernel reading ``load`` rows and writing ``store``
     ones (fft_kernels.LOADS / STORES; or an image's pixels read through a
     pixel layout, "tex" / "img:<fmt>", ops/fft_images.py), laid out for
     rows along memory or for ``columns`` (neighbouring rows neighbours in
     memory); ``convolve``: forward transform, product with the
     ``spectrum`` binding's row, inverse transform (complex rows);
-    ``narrow``: columns in the layout of :func:`narrow_columns`."""
+    ``form``: columns in a layout of :func:`column_form`."""
     bindings = row_bindings(load, store)
     push = row_push(_PUSH, load)
     if convolve:
@@ -493,9 +515,9 @@ def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = Fa
     halves = fft_halves.halves(n, load, store, columns, convolve)
     if halves:
         params += (("halves", halves),)
-    if narrow:
-        params += (("narrow", True),)
-    points, per, rows, _ = _shape(n, columns, halves, narrow)
+    if form:
+        params += (("form", form),)
+    points, per, rows, _ = _shape(n, columns, halves, form)
     return KernelSpec("fft_fixed", bindings, push, params, (rows * (points // per), 1, 1), **row_storage(load, store))
 
 
@@ -509,4 +531,6 @@ def _variants():
             yield fixed_spec(n, "complex", "complex", columns, convolve=True)
     for n in NARROW_LENGTHS:
         for load, store in KINDS:
-            yield fixed_spec(n, load, store, True, narrow=True)
+            yield fixed_spec(n, load, store, True, form="narrow")
+    for n in ALIGNED_LENGTHS:
+        yield fixed_spec(n, "complex", "complex", True, form="aligned")

@@ -152,7 +152,7 @@ def _fixed_image_variants():
             for columns in (False, True):
                 yield fft_fixed.fixed_spec(n, load, "complex", columns)
             if n in fft_fixed.NARROW_LENGTHS:
-                yield fft_fixed.fixed_spec(n, load, "complex", True, narrow=True)
+                yield fft_fixed.fixed_spec(n, load, "complex", True, form="narrow")
 
 
 @variants("fft_rows")

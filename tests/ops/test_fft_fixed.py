@@ -87,7 +87,7 @@ def test_few_columns_of_512_points_take_the_narrow_layout(modern_host, modern_ct
     plans = [d.spec for d in registered_ops()["fft"](modern_ctx, modern_ctx.empty((512, width), "complex64"),
                                                      axis=0).dispatches]
     narrow = width <= fft_fixed.NARROW_ROWS
-    assert [(s.family, s.param("narrow", False)) for s in plans] == [("fft_fixed", narrow)]
+    assert [(s.family, s.param("form", "")) for s in plans] == [("fft_fixed", "narrow" if narrow else "")]
     assert fft_fixed.shape(plans[0])[1:3] == ((8, 4) if narrow else (16, 8))
     x = random_complex(np.random.default_rng(width), (512, width))
     t = modern_ctx.tensor(x)
@@ -112,19 +112,50 @@ def test_narrow_columns_cropped_padded_and_spaced_match_numpy(modern_host, moder
     got = spaced.numpy()
     check_close(got[:, ::2], np.fft.fft(long_[:512].astype(np.complex128), axis=0), 512)
     assert (got[:, 1::2] == 3 - 3j).all()
-    glsl = fft_fixed.fixed_spec(512, "complex", "complex", True, narrow=True).render()
+    glsl = fft_fixed.fixed_spec(512, "complex", "complex", True, form="narrow").render()
     assert "shared vec2 sh[" in glsl and "if (pc.out_len >= N) {" in glsl
 
 
-def test_the_narrow_layout_is_only_for_columns_of_its_lengths():
-    assert fft_fixed.narrow_columns(512, True, 512)
-    assert not fft_fixed.narrow_columns(512, False, 512)
-    assert not fft_fixed.narrow_columns(1024, True, 512)
-    assert not fft_fixed.narrow_columns(512, True, fft_fixed.NARROW_ROWS + 1)
+@pytest.mark.parametrize("width, start, aligned", [(8, 0, True), (12, 4, True), (513, 0, False), (8, 1, False),
+                                                   (6, 0, False)])
+def test_sector_aligned_columns_of_1024_points_take_four_a_workgroup(modern_host, modern_ctx, width, start, aligned):
+    """A column pass of 1,024 complex points whose columns sit four to a
+    32-byte sector (the width, the view's start and its steps multiples of
+    four values) runs four columns a workgroup; others keep eight. Both
+    match numpy, forward and inverse, in place and out of place."""
+    x = random_complex(np.random.default_rng(width + start), (1024, width + start))
+    t = modern_ctx.tensor(x)[:, start:]
+    plans = [d.spec for d in registered_ops()["fft"](modern_ctx, t, axis=0).dispatches]
+    assert [(s.family, s.param("form", "")) for s in plans] == [("fft_fixed", "aligned" if aligned else "")]
+    assert fft_fixed.shape(plans[0])[1:3] == ((16, 4) if aligned else (16, 8))
+    inverse = modern_ctx.tensor(x[:, start:])
+    f, _ = modern_host.run(modern_ctx, lambda rec: (rec.fft(t, axis=0), rec.ifft(inverse, axis=0, out=inverse)))
+    x64 = x[:, start:].astype(np.complex128)
+    check_close(f.numpy(), np.fft.fft(x64, axis=0), 1024)
+    check_close(inverse.numpy(), np.fft.ifft(x64, axis=0), 1024)
+
+
+def test_the_aligned_layout_is_only_for_complex_columns_of_its_lengths_on_sectors():
+    form = fft_fixed.column_form
+    assert form(1024, True, 2048, "complex", "complex", True) == "aligned"
+    assert form(1024, True, 2048, "complex", "complex", False) == ""
+    assert form(1024, False, 2048, "complex", "complex", True) == ""
+    assert form(2048, True, 2048, "complex", "complex", True) == ""
+    assert form(1024, True, 2048, "real", "complex", True) == ""
+    assert fft_fixed.layout(1024, True, "aligned") == (16, fft_fixed.SECTOR_VALUES, [16, 16, 4])
+
+
+def test_the_narrow_layout_is_only_for_few_columns_of_its_lengths():
+    form = fft_fixed.column_form
+    assert form(512, True, 512, "complex", "complex", True) == "narrow"
+    assert form(512, True, 512, "real", "complex", False) == "narrow"
+    assert form(512, False, 512, "complex", "complex", True) == ""
+    assert form(1024, True, 512, "real", "complex", True) == ""
+    assert form(512, True, fft_fixed.NARROW_ROWS + 1, "complex", "complex", True) == ""
     for n in fft_fixed.NARROW_LENGTHS:
-        per, rows, radices = fft_fixed.layout(n, True, narrow=True)
+        per, rows, radices = fft_fixed.layout(n, True, "narrow")
         assert int(np.prod(radices)) == n and all(per % r == 0 for r in radices)
-        assert rows * n * fft_fixed.word_bytes(n, rows, narrow=True) <= fft_fixed.SHARED_BUDGET and rows >= 4
+        assert rows * n * fft_fixed.word_bytes(n, rows, "narrow") <= fft_fixed.SHARED_BUDGET and rows >= 4
 
 
 def test_rows_are_stored_whole_or_element_by_element(modern_host, modern_ctx):
