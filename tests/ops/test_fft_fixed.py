@@ -135,27 +135,28 @@ def test_sector_aligned_columns_of_1024_points_take_four_a_workgroup(modern_host
     check_close(inverse.numpy(), np.fft.ifft(x64, axis=0), 1024)
 
 
-def test_the_aligned_layout_is_only_for_complex_columns_of_its_lengths_on_sectors():
-    form = fft_fixed.column_form
-    assert form(1024, True, 2048, "complex", "complex", True) == "aligned"
-    assert form(1024, True, 2048, "complex", "complex", False) == ""
-    assert form(1024, False, 2048, "complex", "complex", True) == ""
-    assert form(2048, True, 2048, "complex", "complex", True) == ""
-    assert form(1024, True, 2048, "real", "complex", True) == ""
+@pytest.mark.parametrize("n, columns, rows, load, on_sectors, form", [
+    (1024, True, 2048, "complex", True, "aligned"),
+    (1024, True, 2048, "complex", False, ""),       # columns not on sector boundaries
+    (1024, False, 2048, "complex", True, ""),       # rows along memory
+    (2048, True, 2048, "complex", True, ""),        # a length without the aligned form
+    (1024, True, 2048, "real", True, ""),           # real columns
+    (512, True, 512, "complex", True, "narrow"),
+    (512, True, 512, "real", False, "narrow"),
+    (512, False, 512, "complex", True, ""),
+    (512, True, fft_fixed.NARROW_ROWS + 1, "complex", True, ""),
+])
+def test_column_forms_are_for_their_lengths_and_views(n, columns, rows, load, on_sectors, form):
+    assert fft_fixed.column_form(n, columns, rows, load, "complex", on_sectors) == form
+
+
+def test_the_column_forms_lay_out_whole_columns_within_the_shared_budget():
     assert fft_fixed.layout(1024, True, "aligned") == (16, fft_fixed.SECTOR_VALUES, [16, 16, 4])
-
-
-def test_the_narrow_layout_is_only_for_few_columns_of_its_lengths():
-    form = fft_fixed.column_form
-    assert form(512, True, 512, "complex", "complex", True) == "narrow"
-    assert form(512, True, 512, "real", "complex", False) == "narrow"
-    assert form(512, False, 512, "complex", "complex", True) == ""
-    assert form(1024, True, 512, "real", "complex", True) == ""
-    assert form(512, True, fft_fixed.NARROW_ROWS + 1, "complex", "complex", True) == ""
-    for n in fft_fixed.NARROW_LENGTHS:
-        per, rows, radices = fft_fixed.layout(n, True, "narrow")
+    forms = [(n, "narrow") for n in fft_fixed.NARROW_LENGTHS] + [(n, "aligned") for n in fft_fixed.ALIGNED_LENGTHS]
+    for n, form in forms:
+        per, rows, radices = fft_fixed.layout(n, True, form)
         assert int(np.prod(radices)) == n and all(per % r == 0 for r in radices)
-        assert rows * n * fft_fixed.word_bytes(n, rows, "narrow") <= fft_fixed.SHARED_BUDGET and rows >= 4
+        assert rows * n * fft_fixed.word_bytes(n, rows, form) <= fft_fixed.SHARED_BUDGET and rows >= 4
 
 
 def test_rows_are_stored_whole_or_element_by_element(modern_host, modern_ctx):
