@@ -65,14 +65,10 @@ VKFFT_CASES = {"fft2 c2c 1024x1024x32 vs cuFFT": "c2c_2d_1024x1024x32", "rfft2 1
                "fft 512x512 single": "c2c_2d_512_single", "ocean cascade 6x512 c2r": "c2r_2d_512x6"}
 
 
-def relative_rms(got: np.ndarray, ref: np.ndarray) -> float:
-    """The RMS of ``got - ref`` over the RMS of ``ref``."""
-    return float(np.sqrt(np.mean(np.abs(got - ref) ** 2)) / np.sqrt(np.mean(np.abs(ref) ** 2)))
-
-
 def check_close(got: np.ndarray, ref: np.ndarray, what: str) -> float:
-    """The relative RMS error of ``got``; AssertionError above 1e-5."""
-    err = relative_rms(got, ref)
+    """The relative RMS error of ``got`` (the RMS of ``got - ref`` over the
+    RMS of ``ref``); AssertionError above 1e-5."""
+    err = float(np.sqrt(np.mean(np.abs(got - ref) ** 2)) / np.sqrt(np.mean(np.abs(ref) ** 2)))
     if not err <= 1e-5:
         raise AssertionError(f"{what}: relative RMS error {err:.2e} against numpy")
     return err

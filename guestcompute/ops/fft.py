@@ -203,7 +203,7 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
     load_fast = int(abs(values["is2"]) == 1 and src.strides[axis] != 1)
     store_fast = int(abs(values["os2"]) == 1 and dst.strides[axis] != 1)
     columns = bool(load_fast or store_fast)
-    sectors = load == store == "complex" and _on_sectors(src, dst, axis, values, strides)
+    sectors = columns and _on_sectors(src, dst, axis, values, strides)
     form = "" if spectrum is not None else fft_fixed.column_form(n, columns, rows, load, store, sectors)
     if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns, form)):
         spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None, form)

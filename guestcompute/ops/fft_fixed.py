@@ -115,11 +115,11 @@ def column_form(n: int, columns: bool, rows: int, load: str, store: str, on_sect
     "aligned": complex columns four a workgroup, so that each of its reads
     and writes of a row is one whole 32-byte sector; only ``on_sectors``,
     where the views keep every workgroup's columns on sector boundaries
-    (ops/fft.py). On an
-    H100, 32 transforms of 1,024^2 took 423 us that way against 437 with
-    eight columns a workgroup (in place, after the rows pass); the 513
-    columns of rfft2's spectra, whose rows are not aligned, took 268 us
-    against 244 for the irfft2, so they keep the usual layout."""
+    (ops/fft.py). On an H100, 32 transforms of 1,024^2 took 423 us that
+    way against 437 with eight columns a workgroup (in place, after the
+    rows pass); the 513 columns of rfft2's spectra, whose rows are not
+    aligned, took 268 us against 244 for the irfft2, so they keep the
+    usual layout."""
     if not columns:
         return ""
     if n in NARROW_LENGTHS and rows <= NARROW_ROWS:
