@@ -204,7 +204,9 @@ def plan_rows(ctx, src, dst, axis, n, load, store, sign, out_len, len_in, scale,
     store_fast = int(abs(values["os2"]) == 1 and dst.strides[axis] != 1)
     columns = bool(load_fast or store_fast)
     sectors = columns and _on_sectors(src, dst, axis, values, strides)
-    form = "" if spectrum is not None else fft_fixed.column_form(n, columns, rows, load, store, sectors)
+    form = "" if spectrum is not None else fft_fixed.pass_form(n, columns, rows, load, store, sectors)
+    if form and not fft_fixed.fits(ctx, n, columns, form):
+        form = ""
     if spectrum is not None or (kind == "direct" and fft_fixed.fits(ctx, n, columns, form)):
         spec = fft_fixed.fixed_spec(n, load, store, columns, spectrum is not None, form)
         bindings = (source_binding(src), dst.buffer)

@@ -58,12 +58,14 @@ NARROW_LENGTHS = (512,)                             # column lengths with a layo
 NARROW_ROWS = 1024                                  # the most columns a pass gives that layout
 ALIGNED_LENGTHS = (1024,)                           # column lengths with a layout for sector-aligned columns
 SECTOR_VALUES = 4                                   # complex64 values in a 32-byte memory sector
+WIDE_LENGTHS = (256,)                               # lengths of complex rows along memory laid out eight a workgroup
+WIDE_ROWS = 8
 
 
 def layout(n: int, columns: bool, form: str = "") -> tuple:
     """(elements an invocation holds, rows a workgroup transforms, stage
-    radices) for a power-of-two length ``n``; ``form``: a columns' layout
-    of :func:`column_form` ("" for the usual one). Rows laid along
+    radices) for a power-of-two length ``n``; ``form``: a pass's layout
+    of :func:`pass_form` ("" for the usual one). Rows laid along
     memory take few rows a workgroup (the less shared memory a workgroup
     holds, the more run at once); columns take at least two, and eight or more up to
     1,024 points, so that each access of neighbouring rows covers whole
@@ -77,6 +79,8 @@ def layout(n: int, columns: bool, form: str = "") -> tuple:
         per, rows = 8, 4
     elif columns and form == "aligned":
         per, rows = 16, SECTOR_VALUES
+    elif form == "wide":
+        per, rows = 8, WIDE_ROWS
     elif columns:
         per = min(n, 16 if n >= 256 else 8)
         threads = n // per
@@ -100,9 +104,20 @@ def stage_radices(n: int, per: int) -> list:
     return radices
 
 
-def column_form(n: int, columns: bool, rows: int, load: str, store: str, on_sectors: bool) -> str:
-    """The layout a pass of ``rows`` columns of length ``n`` takes, where
-    the usual one ("") is not the best.
+def pass_form(n: int, columns: bool, rows: int, load: str, store: str, on_sectors: bool) -> str:
+    """The layout a pass of ``rows`` rows of length ``n`` (``columns``:
+    neighbouring rows neighbours in memory) takes, where the usual one ("")
+    is not the best.
+
+    "wide": complex rows along memory eight a workgroup rather than four
+    (256 invocations, the exchange one part at a time). On an H200, 2^17
+    rows of 256 points took 138 us that way against 151 (a float32 copy
+    of the same bytes: 128); sixteen points an invocation, four rows a
+    workgroup, took 149. (4,096-point rows eight points an invocation, 512
+    invocations a workgroup, were slower: 187 against 174 us.) Real rows,
+    whose half-length transforms also run 256 points (ops/fft_halves.py),
+    keep the usual layout: they were not measured. A device that runs
+    fewer than 256 invocations a workgroup takes the usual one (ops/fft.py).
 
     "narrow": eight points an invocation, four columns a workgroup, twice
     the workgroups of the usual one. Where a pass has few columns (one 512
@@ -121,7 +136,7 @@ def column_form(n: int, columns: bool, rows: int, load: str, store: str, on_sect
     aligned, took 268 us against 244 for the irfft2, so they keep the
     usual layout."""
     if not columns:
-        return ""
+        return "wide" if n in WIDE_LENGTHS and load == store == "complex" else ""
     if n in NARROW_LENGTHS and rows <= NARROW_ROWS:
         return "narrow"
     if n in ALIGNED_LENGTHS and load == store == "complex" and on_sectors:
@@ -505,7 +520,7 @@ def fixed_spec(n: int, load: str, store: str, columns: bool, convolve: bool = Fa
     rows along memory or for ``columns`` (neighbouring rows neighbours in
     memory); ``convolve``: forward transform, product with the
     ``spectrum`` binding's row, inverse transform (complex rows);
-    ``form``: columns in a layout of :func:`column_form`."""
+    ``form``: a layout of :func:`pass_form`."""
     bindings = row_bindings(load, store)
     push = row_push(_PUSH, load)
     if convolve:
@@ -534,3 +549,5 @@ def _variants():
             yield fixed_spec(n, load, store, True, form="narrow")
     for n in ALIGNED_LENGTHS:
         yield fixed_spec(n, "complex", "complex", True, form="aligned")
+    for n in WIDE_LENGTHS:
+        yield fixed_spec(n, "complex", "complex", False, form="wide")

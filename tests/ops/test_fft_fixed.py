@@ -2,6 +2,8 @@
 are built for, in both layouts (rows along memory, and columns: neighbouring
 rows neighbours in memory), for each kind of row they read and write,
 against numpy.fft in float64."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -116,6 +118,29 @@ def test_narrow_columns_cropped_padded_and_spaced_match_numpy(modern_host, moder
     assert "shared vec2 sh[" in glsl and "if (pc.out_len >= N) {" in glsl
 
 
+@pytest.mark.parametrize("invocations", [None, 128])
+def test_complex_rows_of_256_points_take_eight_a_workgroup(modern_host, modern_ctx, invocations):
+    """Complex 256-point rows along memory run eight a workgroup (the wide
+    form); real ones, and every row on a device that runs fewer than 256
+    invocations a workgroup, keep the usual four. All match numpy."""
+    if invocations is not None:
+        modern_ctx.device.limits = dataclasses.replace(modern_ctx.device.limits,
+                                                       max_workgroup_invocations=invocations)
+    x = random_complex(np.random.default_rng(256), (13, 256))
+    t, r = modern_ctx.tensor(x), modern_ctx.tensor(x.real.copy())
+    wide = invocations is None
+    plans = [d.spec for d in registered_ops()["fft"](modern_ctx, t).dispatches]
+    assert [(s.family, s.param("form", "")) for s in plans] == [("fft_fixed", "wide" if wide else "")]
+    assert fft_fixed.shape(plans[0])[1:3] == ((8, 8) if wide else (8, 4))
+    real = [d.spec for d in registered_ops()["fft"](modern_ctx, r).dispatches]
+    assert [s.param("form", "") for s in real] == [""]
+    f, i, fr = modern_host.run(modern_ctx, lambda rec: (rec.fft(t), rec.ifft(t, norm="ortho"), rec.fft(r)))
+    x64 = x.astype(np.complex128)
+    check_close(f.numpy(), np.fft.fft(x64), 256)
+    check_close(i.numpy(), np.fft.ifft(x64, norm="ortho"), 256)
+    check_close(fr.numpy(), np.fft.fft(x.real.astype(np.float64)), 256)
+
+
 @pytest.mark.parametrize("width, start, aligned", [(8, 0, True), (12, 4, True), (513, 0, False), (8, 1, False),
                                                    (6, 0, False)])
 def test_sector_aligned_columns_of_1024_points_take_four_a_workgroup(modern_host, modern_ctx, width, start, aligned):
@@ -145,9 +170,13 @@ def test_sector_aligned_columns_of_1024_points_take_four_a_workgroup(modern_host
     (512, True, 512, "real", False, "narrow"),
     (512, False, 512, "complex", True, ""),
     (512, True, fft_fixed.NARROW_ROWS + 1, "complex", True, ""),
+    (256, False, 4096, "complex", False, "wide"),
+    (256, False, 4096, "real", False, ""),          # real rows (and so half-length ones)
+    (256, True, 4096, "complex", False, ""),        # columns
+    (512, False, 4096, "complex", False, ""),       # a length without the wide form
 ])
-def test_column_forms_are_for_their_lengths_and_views(n, columns, rows, load, on_sectors, form):
-    assert fft_fixed.column_form(n, columns, rows, load, "complex", on_sectors) == form
+def test_the_forms_are_for_their_lengths_and_views(n, columns, rows, load, on_sectors, form):
+    assert fft_fixed.pass_form(n, columns, rows, load, "complex", on_sectors) == form
 
 
 def test_the_column_forms_lay_out_whole_columns_within_the_shared_budget():
