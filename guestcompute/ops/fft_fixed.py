@@ -67,10 +67,11 @@ def layout(n: int, columns: bool, form: str = "") -> tuple:
     radices) for a power-of-two length ``n``; ``form``: a pass's layout
     of :func:`pass_form` ("" for the usual one). Rows laid along
     memory take few rows a workgroup (the less shared memory a workgroup
-    holds, the more run at once); columns take at least two, and eight or more up to
-    1,024 points, so that each access of neighbouring rows covers whole
-    32-byte sectors, and where a row's start is not aligned (an odd width,
-    as rfft2's n/2 + 1) only one sector in three is wasted, not one in two.
+    holds, the more run at once; but see the wide form); columns take at
+    least two, and eight or more up to 1,024 points, so that each access
+    of neighbouring rows covers whole 32-byte sectors, and where a row's
+    start is not aligned (an odd width, as rfft2's n/2 + 1) only one
+    sector in three is wasted, not one in two.
     (Chosen by measuring the alternatives on an H200, then the rows of
     columns of 1,024 points on an H100: eight rows took 143 us where four
     took 190 for 32 x 1,024 x 513, and 225 where four took 233 at 1,024
