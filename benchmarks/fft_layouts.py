@@ -47,7 +47,7 @@ from .fft import check_close
 from .gpu_ops import Timer, compute_copy_seconds, hold_cuda_context, torch_available, torch_seconds, warm_up
 
 N = 1024
-ROW_LENGTHS = (256, 1024, 4096)     # the fft section's batched 1-D rows
+OTHER_ROWS = (256, 4096)            # the fft section's batched 1-D row lengths besides N ("rows")
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def measure(ctx, planes: int, references: bool, quick: bool = False, chunk=None)
     out_c, out_r = ctx.empty((planes, N, N), "complex64"), ctx.empty((planes, N, N), "float32")
     spec = ctx.empty((planes, N, N // 2 + 1), "complex64")
     bodies = {f"rows {n}": (lambda n: lambda rec: rec.fft(x.reshape(-1, n), out=out_c.reshape(-1, n)))(n)
-              for n in (256, 4096)}
+              for n in OTHER_ROWS}
     bodies.update({
         "rows": lambda rec: rec.fft(x, axis=-1, out=out_c), "columns": lambda rec: rec.fft(x, axis=-2, out=out_c),
         # "ortho" keeps the values' size over many passes; it changes only a push constant
@@ -131,7 +131,7 @@ def measure(ctx, planes: int, references: bool, quick: bool = False, chunk=None)
     errors = {"fft2": check_close(out_c.numpy()[-1], np.fft.fft2(x_np[-1].astype(np.complex128)), "fft2"),
               "rfft2": check_close(spec.numpy()[-1], np.fft.rfft2(r_np[-1].astype(np.float64)), "rfft2"),
               "irfft2": check_close(out_r.numpy()[-1], r_np[-1], "irfft2 of rfft2")}
-    for n in (256, 4096):
+    for n in OTHER_ROWS:
         ctx.run(bodies[f"rows {n}"])
         errors[f"rows {n}"] = check_close(out_c[0].numpy().reshape(-1, n),
                                           np.fft.fft(x_np[0].reshape(-1, n).astype(np.complex128)), f"rows {n}")
